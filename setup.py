@@ -50,7 +50,7 @@ def _flags():
         macros.append(("FXPSIM_OPENMP", "1"))
     if os.environ.get("FXPSIM_SANITIZE"):
         san = ["-fsanitize=undefined,float-cast-overflow", "-fno-sanitize-recover=all",
-               "-fno-omit-frame-pointer", "-g"]
+               "-fno-omit-frame-pointer", "-fno-wrapv", "-g"]
         compile_args = [a for a in compile_args if a != "-O3"] + ["-O1"] + san
         link_args += san
     return compile_args, link_args, macros

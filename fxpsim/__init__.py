@@ -15,11 +15,13 @@ import importlib
 
 __version__ = "0.1.0"
 
-_MODULES = ("fixed", "datapath", "requantize", "quantizers", "observers", "nn", "train",
+_MODULES = ("fixed", "datapath", "requantize", "fake_quant", "quantizers", "observers", "nn", "train",
             "datasets", "hardware", "report", "plots")
 
 
 def __getattr__(name: str):
+    if name.startswith("_"):          # private names and submodules go through the import system
+        raise AttributeError(name)
     for module_name in _MODULES:
         try:
             module = importlib.import_module(f".{module_name}", __name__)

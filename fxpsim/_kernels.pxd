@@ -155,13 +155,49 @@ cdef inline int64_t overflow128(fx_i128 v, int word, bint is_signed, int mode,
         return <int64_t>(lo if v < lo else hi)
     if mode == OVF_SATURATE_ZERO:
         return 0
-    mask = ((<fx_u128>1) << word) - 1
-    m = (<fx_u128>v) & mask
-    if mode == OVF_WRAP or not is_signed:
-        if is_signed and (m >> (word - 1)) & 1:
-            return <int64_t>(<fx_i128>m - ((<fx_i128>1) << word))
-        return <int64_t>(<uint64_t>m)
-    return wrap_sign_magnitude(v, word, n_bits)
+    return wrap_bits(v, word, is_signed, mode, n_bits, v < lo)
 
 
-cdef int64_t wrap_sign_magnitude(fx_i128 v, int word, int n_bits) noexcept nogil
+cdef inline int64_t sign_extend(fx_i128 v, int word, bint is_signed) noexcept nogil:
+    """Two's-complement wrap of ``v`` to ``word`` bits (v mod 2^word, sign-extended if signed)."""
+    cdef fx_u128 m = (<fx_u128>v) & (((<fx_u128>1) << word) - 1)
+    if is_signed and (m >> (word - 1)) & 1:
+        return <int64_t>(<fx_i128>m - ((<fx_i128>1) << word))
+    return <int64_t>(<uint64_t>m)
+
+
+cdef inline int64_t wrap_bits(fx_i128 v, int word, bint is_signed, int mode, int n_bits,
+                              bint under) noexcept nogil:
+    """SystemC ``SC_WRAP`` / ``SC_WRAP_SM`` with ``n_bits`` saturated MSBs, for an out-of-range ``v``.
+
+    In code units (W = word, bit W-1 is the kept sign bit, bit W the lowest deleted bit):
+    SC_WRAP, n=0: v mod 2^W.  0 < n < W: (v mod 2^(W-n)) + (low if under else top - 2^(W-n)).
+    SC_WRAP_SM, n=0: invert (v -> -v-1) when bit_W(v) != bit_{W-1}(v), then wrap;
+    n=1: invert when sign(v) != bit_{W-1}(v), then wrap; 1 < n < W: invert when
+    sign(v) == bit_{W-n}(v), then as SC_WRAP with n.  n >= W saturates.
+    """
+    cdef fx_i128 lo, top, x
+    cdef bint neg = v < 0
+    if is_signed:
+        lo = -((<fx_i128>1) << (word - 1))
+        top = (<fx_i128>1) << (word - 1)
+    else:
+        lo = 0
+        top = (<fx_i128>1) << word
+    if n_bits >= word:
+        return <int64_t>(lo if under else top - 1)
+    if mode == OVF_WRAP_SIGN_MAGNITUDE:
+        if n_bits == 0:
+            if ((v >> word) & 1) != ((v >> (word - 1)) & 1):
+                v = -v - 1
+        elif n_bits == 1:
+            if neg != <bint>((v >> (word - 1)) & 1):
+                v = -v - 1
+        elif neg == <bint>((v >> (word - n_bits)) & 1):
+            v = -v - 1
+    if n_bits == 0:
+        return sign_extend(v, word, is_signed)
+    x = <fx_i128>((<fx_u128>v) & (((<fx_u128>1) << (word - n_bits)) - 1))
+    if under:
+        return <int64_t>(x + lo)
+    return <int64_t>(x + top - ((<fx_i128>1) << (word - n_bits)))

@@ -1,0 +1,745 @@
+"""Fixed-point formats, rounding and overflow modes, and bit-exact fixed-point arrays.
+
+A :class:`Format` ``(word, frac, signed)`` describes codes ``c`` (integers of ``word`` bits,
+two's complement when signed) whose value is :math:`c \\cdot 2^{-\\mathrm{frac}}`.  Integer bits
+include the sign bit, as in SystemC's ``sc_fixed<W, I>`` and HLS's ``ap_fixed<W, I>``:
+``int_bits = word - frac``.
+
+Quantization (float -> code, or code -> code of another format) is
+
+.. math::  c = \\mathrm{fit}\\big(\\mathrm{round}(x \\cdot 2^{\\mathrm{frac}})\\big)
+
+with ``round`` one of :class:`Rounding` and ``fit`` one of :class:`Overflow`, computed exactly
+(no double rounding) by the Cython kernels in ``fxpsim._core``.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import enum
+import math
+import operator
+import re
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from . import _core
+
+__all__ = [
+    "Format", "Rounding", "Overflow", "FixedArray", "from_float", "from_raw", "quantize",
+    "concatenate", "overflow_log", "OverflowLog", "record_overflow", "MAX_WORD",
+]
+
+MAX_WORD = 64
+_MAX_EXACT_WORD = 125        # exact intermediates live on 128-bit integers in the kernels
+_MAX_FRAC = 100_000
+
+
+# --------------------------------------------------------------------------- modes
+_LOOKUP: dict = {}
+
+
+class _Mode(str, enum.Enum):
+    """A named mode; ``parse`` accepts the member, its value, or any alias (case-insensitive)."""
+
+    @classmethod
+    def parse(cls, value):
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            key = value.strip().lower().replace("-", "_").replace(" ", "_")
+            hit = cls._lookup().get(key)
+            if hit is not None:
+                return hit
+        names = ", ".join(m.value for m in cls)
+        raise ValueError(f"unknown {cls.__name__.lower()} mode {value!r}; use one of: {names} "
+                         f"(SystemC, MATLAB, HLS and APyTypes names are accepted too, see the README)")
+
+    @classmethod
+    def _lookup(cls):
+        if cls.__name__ in _LOOKUP:
+            return _LOOKUP[cls.__name__]
+        table = _LOOKUP[cls.__name__] = {}
+        for member in cls:
+            table[member.value] = member
+            table[member.name.lower()] = member
+            for alias in _ALIASES[cls.__name__].get(member.value, ()):
+                table[alias.lower()] = member
+        return table
+
+    @property
+    def code(self) -> int:
+        """The mode's number in the C kernels (``RND_*`` / ``OVF_*`` in ``_kernels.pxd``)."""
+        return list(type(self)).index(self)
+
+
+class Rounding(_Mode):
+    """How the bits below the LSB are discarded (``round`` in the module formula)."""
+
+    HALF_UP = "half_up"                    # ties -> +inf; TF fake-quant's "asymmetric rounding"
+    HALF_TOWARD_ZERO = "half_toward_zero"  # ties -> 0
+    HALF_DOWN = "half_down"                # ties -> -inf
+    HALF_AWAY = "half_away"                # ties away from 0 (C round(), MATLAB Round)
+    HALF_EVEN = "half_even"                # ties to even (IEEE default, convergent)
+    FLOOR = "floor"                        # truncation toward -inf (drop the bits)
+    TOWARD_ZERO = "toward_zero"            # truncation toward 0
+    CEIL = "ceil"                          # toward +inf
+    STOCHASTIC = "stochastic"              # up with probability = discarded fraction
+
+
+
+class Overflow(_Mode):
+    """What happens to a value outside the format's range (``fit`` in the module formula)."""
+
+    SATURATE = "saturate"                          # clamp to [min, max]
+    SATURATE_ZERO = "saturate_zero"                # out of range -> 0
+    SATURATE_SYMMETRIC = "saturate_symmetric"      # clamp to [-max, max]; min code is overflow
+    WRAP = "wrap"                                  # two's complement wrap-around
+    WRAP_SIGN_MAGNITUDE = "wrap_sign_magnitude"    # SystemC SC_WRAP_SM (signed only)
+    ERROR = "error"                                # raise ValueError on any overflow
+
+# Accepted aliases: SystemC (SC_*), HLS (AP_*), APyTypes (RND_*, TRN_*, SAT, WRAP), MATLAB fi.
+_ALIASES = {
+    "Rounding": {
+        "half_up": ("SC_RND", "AP_RND", "RND", "nearest", "round_half_up"),
+        "half_toward_zero": ("SC_RND_ZERO", "AP_RND_ZERO", "RND_ZERO"),
+        "half_down": ("SC_RND_MIN_INF", "AP_RND_MIN_INF", "RND_MIN_INF", "round_half_down"),
+        "half_away": ("SC_RND_INF", "AP_RND_INF", "RND_INF", "round"),
+        "half_even": ("SC_RND_CONV", "AP_RND_CONV", "RND_CONV", "convergent", "rint", "banker"),
+        "floor": ("SC_TRN", "AP_TRN", "TRN", "truncate", "trunc"),
+        "toward_zero": ("SC_TRN_ZERO", "AP_TRN_ZERO", "TRN_ZERO", "fix", "zero"),
+        "ceil": ("TRN_INF", "ceiling"),
+        "stochastic": ("STOCH_WEIGHTED", "stochastic_rounding"),
+    },
+    "Overflow": {
+        "saturate": ("SC_SAT", "AP_SAT", "SAT", "clip", "clamp"),
+        "saturate_zero": ("SC_SAT_ZERO", "AP_SAT_ZERO", "SAT_ZERO"),
+        "saturate_symmetric": ("SC_SAT_SYM", "AP_SAT_SYM", "SAT_SYM"),
+        "wrap": ("SC_WRAP", "AP_WRAP", "WRAP", "wraparound", "modular"),
+        "wrap_sign_magnitude": ("SC_WRAP_SM", "AP_WRAP_SM", "WRAP_SM"),
+        "error": ("raise",),
+    },
+}
+
+
+# --------------------------------------------------------------------------- formats
+_PATTERNS = (
+    (re.compile(r"^(u?)q(\d+)\.(\d+)$", re.I), "q"),                         # Q7.8, UQ8.8
+    (re.compile(r"^(u?)q(\d+)$", re.I), "q0"),                               # Q15 (= Q0.15)
+    (re.compile(r"^(s|u)fix(\d+)(?:_e(n?)(\d+))?$", re.I), "matlab"),       # sfix16_En8, ufix8
+    (re.compile(r"^(?:ap|sc)_(u?)fixed<\s*(-?\d+)\s*,\s*(-?\d+)\s*>$", re.I), "hls"),
+    (re.compile(r"^(?:ap_)?(u?)int<?\s*(\d+)\s*>?$", re.I), "int"),          # int8, ap_uint<12>
+)
+_ACCEPTED = ("'Q7.8', 'UQ8.8', 'Q15' (ARM Q: sign + integer . fraction bits), 'sfix16_En8', "
+             "'ufix8_En0', 'sfix8_E2' (MATLAB), 'ap_fixed<16,8>', 'ap_ufixed<8,8>', "
+             "'sc_fixed<16,8>' (HLS/SystemC: word, integer bits incl. sign), 'int8', 'uint12'")
+
+
+@dataclass(frozen=True)
+class Format:
+    """A binary fixed-point format: ``word`` bits, LSB :math:`2^{-\\mathrm{frac}}`.
+
+    Parameters
+    ----------
+    word : int
+        Word length, 1..64 bits (the sign bit included when ``signed``).
+    frac : int
+        Fraction bits; any integer (negative: the LSB is above 1; larger than ``word``:
+        every bit is below the binary point).
+    signed : bool
+        Two's complement codes in :math:`[-2^{W-1}, 2^{W-1}-1]`, else :math:`[0, 2^W-1]`.
+    """
+
+    word: int
+    frac: int
+    signed: bool = True
+
+    def __post_init__(self):
+        for name in ("word", "frac"):
+            value = getattr(self, name)
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                raise TypeError(f"Format.{name} must be an int, got {type(value).__name__} {value!r}")
+            object.__setattr__(self, name, int(value))
+        if not 1 <= self.word <= MAX_WORD:
+            raise ValueError(f"Format.word must be in 1..{MAX_WORD}, got {self.word}")
+        if abs(self.frac) > _MAX_FRAC:
+            raise ValueError(f"Format.frac must be within ±{_MAX_FRAC}, got {self.frac}")
+        if not isinstance(self.signed, (bool, np.bool_)):
+            raise TypeError(f"Format.signed must be a bool, got {self.signed!r}")
+        object.__setattr__(self, "signed", bool(self.signed))
+
+    # -- constructors
+    @classmethod
+    def integer(cls, bits: int, signed: bool = True) -> "Format":
+        """An integer format (``frac = 0``), e.g. a 32-bit accumulator."""
+        return cls(bits, 0, signed)
+
+    @classmethod
+    def parse(cls, text: "str | Format") -> "Format":
+        """Read ARM Q, MATLAB, HLS/SystemC or integer notation (see the error text for all forms)."""
+        if isinstance(text, Format):
+            return text
+        if not isinstance(text, str):
+            raise TypeError(f"Format.parse expects a string, got {type(text).__name__}")
+        s = text.strip()
+        for pattern, kind in _PATTERNS:
+            m = pattern.match(s)
+            if not m:
+                continue
+            if kind == "q":
+                unsigned, ints, fracs = m.group(1) != "", int(m.group(2)), int(m.group(3))
+                return cls(ints + fracs + (0 if unsigned else 1), fracs, not unsigned)
+            if kind == "q0":
+                unsigned, fracs = m.group(1) != "", int(m.group(2))
+                return cls(fracs + (0 if unsigned else 1), fracs, not unsigned)
+            if kind == "matlab":
+                exp = int(m.group(4) or 0)
+                return cls(int(m.group(2)), exp if m.group(3) else -exp, m.group(1).lower() == "s")
+            if kind == "hls":
+                word, ints = int(m.group(2)), int(m.group(3))
+                return cls(word, word - ints, m.group(1) == "")
+            return cls(int(m.group(2)), 0, m.group(1) == "")
+        raise ValueError(f"cannot parse format {text!r}; accepted forms: {_ACCEPTED}")
+
+    @classmethod
+    def for_range(cls, lo: float, hi: float, word: int, signed: bool = True) -> "Format":
+        """The format of ``word`` bits with the most fraction bits whose range holds [lo, hi]."""
+        lo, hi = float(lo), float(hi)
+        if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
+            raise ValueError(f"for_range needs finite lo <= hi, got [{lo}, {hi}]")
+        if not signed and lo < 0:
+            raise ValueError(f"an unsigned format cannot hold lo = {lo} < 0")
+        peak = max(abs(lo), abs(hi), 2.0 ** -1000)
+        frac = word - (math.frexp(peak)[1] + (1 if signed else 0)) + 1
+        while frac > -_MAX_FRAC:
+            fmt = cls(word, frac, signed)
+            if fmt.min_value <= lo and hi <= fmt.max_value:
+                return fmt
+            frac -= 1
+        raise ValueError(f"no {word}-bit format holds [{lo}, {hi}]")  # pragma: no cover
+
+    # -- properties
+    @property
+    def int_bits(self) -> int:
+        """Integer bits, sign included (``I`` of ``ap_fixed<W, I>``): ``word - frac``."""
+        return self.word - self.frac
+
+    @property
+    def min_code(self) -> int:
+        return -(1 << (self.word - 1)) if self.signed else 0
+
+    @property
+    def max_code(self) -> int:
+        return (1 << (self.word - 1)) - 1 if self.signed else (1 << self.word) - 1
+
+    @property
+    def lsb(self) -> float:
+        """Value of one code step, :math:`2^{-\\mathrm{frac}}`."""
+        return math.ldexp(1.0, -self.frac)
+
+    @property
+    def min_value(self) -> float:
+        return math.ldexp(float(self.min_code), -self.frac)
+
+    @property
+    def max_value(self) -> float:
+        return math.ldexp(float(self.max_code), -self.frac)
+
+    @property
+    def _u64(self) -> bool:
+        """Codes above 2^63 - 1 exist (unsigned 64-bit): stored as their int64 bit pattern."""
+        return not self.signed and self.word == 64
+
+    def __str__(self) -> str:
+        exp = f"_En{self.frac}" if self.frac > 0 else (f"_E{-self.frac}" if self.frac < 0 else "")
+        return f"{'s' if self.signed else 'u'}fix{self.word}{exp}"
+
+
+def _as_format(fmt) -> Format:
+    if isinstance(fmt, Format):
+        return fmt
+    if isinstance(fmt, str):
+        return Format.parse(fmt)
+    raise TypeError(f"expected a Format or a format string such as 'Q7.8', got {type(fmt).__name__}")
+
+
+# --------------------------------------------------------------------------- overflow logging
+@dataclass
+class _LogEntry:
+    count: int = 0
+    calls: int = 0
+    min: float = math.inf
+    max: float = -math.inf
+
+
+class OverflowLog:
+    """Overflow events collected by :func:`overflow_log`, by operation name.
+
+    ``log[name]`` has ``count`` (overflowed elements or adds), ``calls``, and ``min`` / ``max``
+    of the exact values the operation was asked to represent (as MATLAB's fipref logging).
+    """
+
+    def __init__(self):
+        self.entries: dict[str, _LogEntry] = {}
+
+    def add(self, op: str, count: int, lo: float, hi: float) -> None:
+        e = self.entries.setdefault(op, _LogEntry())
+        e.count += int(count)
+        e.calls += 1
+        e.min, e.max = min(e.min, float(lo)), max(e.max, float(hi))
+
+    def __getitem__(self, op: str) -> _LogEntry:
+        return self.entries[op]
+
+    def __contains__(self, op: str) -> bool:
+        return op in self.entries
+
+    @property
+    def total(self) -> int:
+        return sum(e.count for e in self.entries.values())
+
+    def as_dict(self) -> dict:
+        return {k: vars(v).copy() for k, v in self.entries.items()}
+
+    def __repr__(self) -> str:
+        return f"OverflowLog({self.as_dict()})"
+
+
+_ACTIVE_LOGS: contextvars.ContextVar[tuple] = contextvars.ContextVar("fxpsim_logs", default=())
+
+
+@contextlib.contextmanager
+def overflow_log() -> Iterator[OverflowLog]:
+    """Collect overflow counts and value ranges of every fxpsim operation inside the block.
+
+    >>> with overflow_log() as log:                     # doctest: +SKIP
+    ...     from_float([1.0, 300.0], "Q7.8")
+    >>> log["from_float"].count                         # doctest: +SKIP
+    1
+    """
+    log = OverflowLog()
+    token = _ACTIVE_LOGS.set(_ACTIVE_LOGS.get() + (log,))
+    try:
+        yield log
+    finally:
+        _ACTIVE_LOGS.reset(token)
+
+
+def record_overflow(op: str, count: int, lo: float, hi: float) -> None:
+    """Add an event to every active :func:`overflow_log` (used by the datapath layer too)."""
+    for log in _ACTIVE_LOGS.get():
+        log.add(op, count, lo, hi)
+
+
+def _logging() -> bool:
+    return bool(_ACTIVE_LOGS.get())
+
+
+# --------------------------------------------------------------------------- helpers
+def _float_input(x, where: str) -> np.ndarray:
+    arr = np.asarray(x)
+    if arr.dtype == object or arr.dtype.kind in "USVcMm":
+        raise TypeError(f"{where}: expected real numbers, got an array of dtype {arr.dtype}")
+    if arr.dtype.kind not in "fiub":
+        raise TypeError(f"{where}: unsupported dtype {arr.dtype}")
+    return np.ascontiguousarray(arr, dtype=np.float64)
+
+
+def _check_modes(rounding, overflow, fmt: Format, n_bits: int):
+    r, o = Rounding.parse(rounding), Overflow.parse(overflow)
+    if o is Overflow.WRAP_SIGN_MAGNITUDE and not fmt.signed:
+        raise ValueError("overflow='wrap_sign_magnitude' is defined for signed formats only "
+                         f"(as SystemC's SC_WRAP_SM), got unsigned {fmt}")
+    if not isinstance(n_bits, (int, np.integer)) or not 0 <= n_bits <= fmt.word:
+        raise ValueError(f"n_bits must be an int in 0..{fmt.word}, got {n_bits!r}")
+    if n_bits and o not in (Overflow.WRAP, Overflow.WRAP_SIGN_MAGNITUDE):
+        raise ValueError("n_bits (saturated MSBs) applies to 'wrap' and 'wrap_sign_magnitude' only")
+    return r, o
+
+
+def _seed_word(seed) -> int:
+    if seed is None:
+        return int(np.random.SeedSequence().generate_state(1, np.uint64)[0])
+    return int(np.random.SeedSequence(seed).generate_state(1, np.uint64)[0])
+
+
+def _raise_if_error(o: Overflow, count: int, op: str, fmt: Format):
+    if o is Overflow.ERROR and count:
+        raise ValueError(f"{op}: {count} element(s) overflow {fmt} "
+                         f"[{fmt.min_value}, {fmt.max_value}] and overflow='error'")
+
+
+# --------------------------------------------------------------------------- arrays
+class FixedArray:
+    """An N-d array of fixed-point numbers: int64 raw codes plus one :class:`Format`.
+
+    Arithmetic is exact and grows the format as hardware would: ``a + b`` / ``a - b`` get
+    ``max(frac)`` fraction bits and one more integer bit than the wider operand, ``a * b`` gets
+    ``word_a + word_b`` bits and ``frac_a + frac_b`` fraction bits.  Use :meth:`cast` to bring
+    a result back to a hardware register with a rounding and an overflow mode.
+
+    Attributes
+    ----------
+    raw : ndarray
+        Read-only int64 codes (uint64 for unsigned 64-bit formats).
+    fmt : Format
+    overflows : int
+        How many elements overflowed in the operation that produced this array.
+    overflow_mask : ndarray of bool or None
+        Per-element overflow flags, when requested (``mask=True``).
+    """
+
+    __array_priority__ = 1000
+
+    def __init__(self, raw, fmt, *, overflows: int = 0, overflow_mask=None, _trusted=False):
+        fmt = _as_format(fmt)
+        if not _trusted:
+            raw = _checked_codes(raw, fmt, "FixedArray")
+        raw = raw.view(np.uint64) if fmt._u64 else raw.view(np.int64)
+        if raw.flags.writeable:
+            raw = raw.view()
+            raw.flags.writeable = False
+        self._raw, self.fmt = raw, fmt
+        self.overflows = int(overflows)
+        self.overflow_mask = overflow_mask
+
+    # -- basic protocol
+    @property
+    def raw(self) -> np.ndarray:
+        return self._raw
+
+    @property
+    def _codes(self) -> np.ndarray:
+        """Contiguous 1-D int64 view for the kernels."""
+        return np.ascontiguousarray(self._raw).view(np.int64).reshape(-1)
+
+    shape = property(lambda self: self._raw.shape)
+    ndim = property(lambda self: self._raw.ndim)
+    size = property(lambda self: self._raw.size)
+
+    def __len__(self):
+        return len(self._raw)
+
+    def to_float(self) -> np.ndarray:
+        """Values as float64, :math:`c \\cdot 2^{-\\mathrm{frac}}` (exact while |c| < 2^53)."""
+        out = np.empty(self.size, dtype=np.float64)
+        _core.to_float(self._codes, out, self.fmt._u64, self.fmt.frac)
+        return out.reshape(self.shape)
+
+    def __array__(self, dtype=None, copy=None):
+        values = self.to_float()
+        return values if dtype is None else values.astype(dtype)
+
+    def __repr__(self):
+        return f"FixedArray({np.array2string(self.to_float(), threshold=20)}, fmt={self.fmt})"
+
+    def _new(self, raw, fmt=None):
+        return FixedArray(raw, fmt or self.fmt, _trusted=True)
+
+    # -- shape manipulation (codes only; the format never changes)
+    def __getitem__(self, index):
+        return self._new(np.asarray(self._raw[index]))
+
+    def reshape(self, *shape):
+        return self._new(self._raw.reshape(*shape))
+
+    def transpose(self, *axes):
+        return self._new(self._raw.transpose(*axes))
+
+    @property
+    def T(self):
+        return self.transpose()
+
+    def ravel(self):
+        return self._new(self._raw.ravel())
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    # -- conversions
+    def cast(self, fmt, rounding="half_up", overflow="saturate", *, seed=None, n_bits=0,
+             mask=False) -> "FixedArray":
+        """Requantize to ``fmt``: :math:`\\mathrm{fit}(\\mathrm{round}(c \\cdot 2^{f_{new}-f}))`."""
+        fmt = _as_format(fmt)
+        r, o = _check_modes(rounding, overflow, fmt, n_bits)
+        codes = self._codes
+        out = np.empty(codes.size, dtype=np.int64)
+        flags = np.empty(codes.size if mask else 0, dtype=np.uint8)
+        count = _core.cast(codes, out, flags, self.fmt._u64, self.fmt.frac - fmt.frac, fmt.word,
+                           fmt.signed, r.code, o.code, int(n_bits), _seed_word(seed))
+        if _logging():
+            values = self.to_float()
+            record_overflow("cast", count, *(_range(values)))
+        _raise_if_error(o, count, "cast", fmt)
+        return FixedArray(out.reshape(self.shape), fmt, overflows=count, _trusted=True,
+                          overflow_mask=flags.astype(bool).reshape(self.shape) if mask else None)
+
+    # -- exact arithmetic
+    def _binary(self, other, op: str, reflected=False):
+        other = _as_fixed(other)
+        if other is NotImplemented:
+            return NotImplemented
+        a, b = (other, self) if reflected else (self, other)
+        return _exact_binary(op, a, b)
+
+    __add__ = lambda self, o: self._binary(o, "add")
+    __radd__ = lambda self, o: self._binary(o, "add", True)
+    __sub__ = lambda self, o: self._binary(o, "sub")
+    __rsub__ = lambda self, o: self._binary(o, "sub", True)
+    __mul__ = lambda self, o: self._binary(o, "mul")
+    __rmul__ = lambda self, o: self._binary(o, "mul", True)
+
+    def __neg__(self):
+        if self.fmt.word >= MAX_WORD:
+            raise ValueError(f"-x of {self.fmt} needs 65 bits; cast to a narrower format first")
+        return _exact_binary("sub", _zero_like(self), self, Format(self.fmt.word + 1, self.fmt.frac, True))
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        if not self.fmt.signed:
+            return self
+        neg = -self
+        return self._new(np.where(self._raw < 0, neg.raw, self._raw), neg.fmt)
+
+    def _compare(self, other, test):
+        other = _as_fixed(other)
+        if other is NotImplemented:
+            return NotImplemented
+        a, b = _broadcast(self, other)
+        sa, sb = _align_shifts(a.fmt, b.fmt)
+        if max(a.fmt.word + sa, b.fmt.word + sb) > _MAX_EXACT_WORD:   # rare: exact Python ints
+            ia = a.raw.astype(object) * (1 << sa)
+            ib = b.raw.astype(object) * (1 << sb)
+            return test(np.asarray(ia - ib > 0, dtype=np.int64) - np.asarray(ia - ib < 0, dtype=np.int64), 0)
+        out = np.empty(a.size, dtype=np.int64)
+        _core.binary(3, a._codes, b._codes, out, a.fmt._u64, b.fmt._u64, sa, sb, 0, 64, True, 0, 0, 0, 0)
+        return test(out.reshape(a.shape), 0)
+
+    __lt__ = lambda self, o: self._compare(o, operator.lt)
+    __le__ = lambda self, o: self._compare(o, operator.le)
+    __gt__ = lambda self, o: self._compare(o, operator.gt)
+    __ge__ = lambda self, o: self._compare(o, operator.ge)
+    __eq__ = lambda self, o: self._compare(o, operator.eq)
+    __ne__ = lambda self, o: self._compare(o, operator.ne)
+    __hash__ = None
+
+    def sum(self, axis=None) -> "FixedArray":
+        """Exact sum; the word grows by :math:`\\lceil \\log_2 N \\rceil` bits."""
+        n = self.size if axis is None else (
+            math.prod(self.shape[a] for a in np.atleast_1d(axis)) if self.ndim else 1)
+        grow = max(0, math.ceil(math.log2(n))) if n > 0 else 0
+        word = self.fmt.word + grow
+        if word > MAX_WORD:
+            raise ValueError(f"an exact sum of {n} values of {self.fmt} needs {word} bits (> 64); "
+                             f"cast to a narrower format first, or use fxpsim.sum with acc=")
+        fmt = Format(word, self.fmt.frac, self.fmt.signed)
+        dtype = np.uint64 if fmt._u64 else np.int64
+        return self._new(np.asarray(self._raw.sum(axis=axis, dtype=dtype)), fmt)
+
+
+def _range(values: np.ndarray):
+    finite = values[np.isfinite(values)] if values.size else values
+    if finite.size == 0:
+        return math.nan, math.nan
+    return float(finite.min()), float(finite.max())
+
+
+def _checked_codes(raw, fmt: Format, where: str) -> np.ndarray:
+    arr = np.asarray(raw)
+    if arr.dtype == object or arr.dtype.kind not in "iub":
+        raise TypeError(f"{where}: raw codes must be an integer array, got dtype {arr.dtype}"
+                        + ("; use from_float for real values" if arr.dtype.kind == "f" else ""))
+    if arr.size:
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < fmt.min_code or hi > fmt.max_code:
+            bad = lo if lo < fmt.min_code else hi
+            idx = np.unravel_index(int(np.argmax(arr == bad)), arr.shape)
+            raise ValueError(f"{where}: code {bad} at index {tuple(map(int, idx))} does not fit {fmt} "
+                             f"(codes {fmt.min_code}..{fmt.max_code})")
+    dtype = np.uint64 if fmt._u64 else np.int64
+    return np.array(arr, dtype=dtype, copy=True)
+
+
+def _as_fixed(value):
+    """Turn Python/numpy integers and exactly representable floats into FixedArrays."""
+    if isinstance(value, FixedArray):
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return NotImplemented
+    if isinstance(value, (int, np.integer)):
+        v = int(value)
+        word = max(v.bit_length() + 1, 1)
+        if word > MAX_WORD:
+            raise ValueError(f"integer constant {v} needs more than 64 bits")
+        return FixedArray(np.array(v, dtype=np.int64), Format(word, 0, True), _trusted=True)
+    if isinstance(value, (float, np.floating)):
+        x = float(value)
+        if not math.isfinite(x):
+            raise ValueError(f"cannot use {x} as a fixed-point constant")
+        num, den = x.as_integer_ratio()
+        frac = den.bit_length() - 1
+        word = max(num.bit_length() + 1, 1)
+        if word > MAX_WORD:
+            raise ValueError(f"constant {x} needs {word} bits; convert it with from_float")
+        return FixedArray(np.array(num, dtype=np.int64), Format(word, frac, True), _trusted=True)
+    return NotImplemented
+
+
+def _zero_like(a: FixedArray) -> FixedArray:
+    return FixedArray(np.zeros((), dtype=np.int64), Format(1, a.fmt.frac, True), _trusted=True)
+
+
+def _broadcast(a: FixedArray, b: FixedArray):
+    try:
+        ra, rb = np.broadcast_arrays(a.raw, b.raw)
+    except ValueError:
+        raise ValueError(f"shapes {a.shape} and {b.shape} do not broadcast") from None
+    return FixedArray(ra, a.fmt, _trusted=True), FixedArray(rb, b.fmt, _trusted=True)
+
+
+def _align_shifts(fa: Format, fb: Format):
+    frac = max(fa.frac, fb.frac)
+    return frac - fa.frac, frac - fb.frac
+
+
+def _int_bits_as(fmt: Format, signed: bool) -> int:
+    return fmt.int_bits + (1 if signed and not fmt.signed else 0)
+
+
+def result_format(op: str, fa: Format, fb: Format) -> tuple[int, int, bool]:
+    """(word, frac, signed) of the exact result of ``a op b`` (word may exceed 64)."""
+    if op == "mul":
+        return fa.word + fb.word, fa.frac + fb.frac, fa.signed or fb.signed
+    signed = fa.signed or fb.signed or op == "sub"
+    frac = max(fa.frac, fb.frac)
+    ints = max(_int_bits_as(fa, signed), _int_bits_as(fb, signed)) + 1
+    return ints + frac, frac, signed
+
+
+def _exact_binary(op: str, a: FixedArray, b: FixedArray, out_fmt: Format | None = None,
+                  rounding="half_up", overflow="saturate", seed=None) -> FixedArray:
+    word, frac, signed = result_format(op, a.fmt, b.fmt)
+    if out_fmt is None:
+        if word > MAX_WORD:
+            raise ValueError(f"the exact {op} of {a.fmt} and {b.fmt} needs {word} bits (> 64): "
+                             f"cast an operand first, or use fxpsim.fixed.{op}(a, b, fmt, ...) "
+                             f"which rounds the exact result into fmt in one step")
+        out_fmt, r, o = Format(word, frac, signed), Rounding.HALF_UP, Overflow.SATURATE
+    else:
+        if word > _MAX_EXACT_WORD:
+            raise ValueError(f"the exact {op} of {a.fmt} and {b.fmt} needs {word} bits "
+                             f"(> {_MAX_EXACT_WORD}); cast an operand first")
+        r, o = _check_modes(rounding, overflow, out_fmt, 0)
+    a, b = _broadcast(a, b)
+    sa, sb = (0, 0) if op == "mul" else _align_shifts(a.fmt, b.fmt)
+    out = np.empty(a.size, dtype=np.int64)
+    count = _core.binary({"add": 0, "sub": 1, "mul": 2}[op], a._codes, b._codes, out,
+                         a.fmt._u64, b.fmt._u64, sa, sb, frac - out_fmt.frac, out_fmt.word,
+                         out_fmt.signed, r.code, o.code, 0, _seed_word(seed) if r is Rounding.STOCHASTIC else 0)
+    if _logging():
+        fa, fb = a.to_float(), b.to_float()
+        record_overflow(op, count, *_range(fa * fb if op == "mul" else fa + fb if op == "add" else fa - fb))
+    _raise_if_error(o, count, op, out_fmt)
+    return FixedArray(out.reshape(a.shape), out_fmt, overflows=count, _trusted=True)
+
+
+def add(a, b, fmt=None, rounding="half_up", overflow="saturate", *, seed=None) -> FixedArray:
+    """``a + b`` exactly, then (if ``fmt`` is given) rounded and fitted into ``fmt`` in one pass."""
+    return _fused("add", a, b, fmt, rounding, overflow, seed)
+
+
+def sub(a, b, fmt=None, rounding="half_up", overflow="saturate", *, seed=None) -> FixedArray:
+    """``a - b`` exactly, then (if ``fmt`` is given) rounded and fitted into ``fmt`` in one pass."""
+    return _fused("sub", a, b, fmt, rounding, overflow, seed)
+
+
+def mul(a, b, fmt=None, rounding="half_up", overflow="saturate", *, seed=None) -> FixedArray:
+    """``a * b`` exactly, then (if ``fmt`` is given) rounded and fitted into ``fmt`` in one pass."""
+    return _fused("mul", a, b, fmt, rounding, overflow, seed)
+
+
+def _fused(op, a, b, fmt, rounding, overflow, seed):
+    fa, fb = _as_fixed(a), _as_fixed(b)
+    if fa is NotImplemented or fb is NotImplemented:
+        raise TypeError(f"{op}: operands must be FixedArrays or exact numbers, got "
+                        f"{type(a).__name__} and {type(b).__name__}")
+    return _exact_binary(op, fa, fb, None if fmt is None else _as_format(fmt),
+                         rounding, overflow, seed)
+
+
+__all__ += ["add", "sub", "mul", "result_format"]
+
+
+def concatenate(arrays, axis=0) -> FixedArray:
+    """Join FixedArrays along ``axis`` in the smallest format that holds all of them exactly."""
+    arrays = [_as_fixed(a) for a in arrays]
+    if not arrays or any(a is NotImplemented for a in arrays):
+        raise TypeError("concatenate expects a non-empty sequence of FixedArrays")
+    signed = any(a.fmt.signed for a in arrays)
+    frac = max(a.fmt.frac for a in arrays)
+    ints = max(_int_bits_as(a.fmt, signed) for a in arrays)
+    if ints + frac > MAX_WORD:
+        raise ValueError(f"a common format needs {ints + frac} bits (> 64); cast the inputs first")
+    fmt = Format(ints + frac, frac, signed)
+    return FixedArray(np.concatenate([a.cast(fmt).raw for a in arrays], axis=axis), fmt, _trusted=True)
+
+
+# --------------------------------------------------------------------------- constructors
+def from_float(x, fmt, rounding="half_up", overflow="saturate", *, seed=None, nan="error",
+               n_bits=0, mask=False) -> FixedArray:
+    """Quantize real values exactly: :math:`c = \\mathrm{fit}(\\mathrm{round}(x \\cdot 2^{f}))`.
+
+    Parameters
+    ----------
+    x : array_like of real numbers (float64 is exact; other dtypes are converted to float64).
+    fmt : Format or str
+    rounding : Rounding or str, default ``"half_up"`` (ties toward +inf)
+    overflow : Overflow or str, default ``"saturate"``; ``±inf`` overflow like any large value.
+    seed : int, optional
+        Seed of stochastic rounding (same seed, same result; ``None`` draws a fresh one).
+    nan : {"error", "zero"}
+        NaN raises ``ValueError`` naming the count and first index, or becomes code 0.
+    n_bits : int
+        Saturated MSBs for the wrap modes (SystemC ``n_bits``).
+    mask : bool
+        Also return per-element overflow flags as ``result.overflow_mask``.
+    """
+    fmt = _as_format(fmt)
+    r, o = _check_modes(rounding, overflow, fmt, n_bits)
+    if nan not in ("error", "zero"):
+        raise ValueError(f"nan must be 'error' or 'zero', got {nan!r}")
+    arr = np.asarray(x)
+    if arr.dtype.kind in "iu":              # integers: exact through the code path, never via float64
+        src = Format(64, 0, arr.dtype.kind == "i")
+        return FixedArray(arr, src).cast(fmt, r, o, seed=seed, n_bits=n_bits, mask=mask)
+    values = _float_input(arr, "from_float")
+    flat = values.reshape(-1)
+    out = np.empty(flat.size, dtype=np.int64)
+    flags = np.empty(flat.size if mask else 0, dtype=np.uint8)
+    count, n_nan, first_nan = _core.from_float(flat, out, flags, fmt.frac, fmt.word, fmt.signed,
+                                               r.code, o.code, int(n_bits),
+                                               _seed_word(seed) if r is Rounding.STOCHASTIC else 0)
+    if n_nan and nan == "error":
+        idx = tuple(int(i) for i in np.unravel_index(first_nan, values.shape))
+        raise ValueError(f"from_float: {n_nan} NaN value(s), first at index {idx}; "
+                         f"pass nan='zero' to map NaN to 0")
+    if _logging():
+        record_overflow("from_float", count, *_range(flat))
+    _raise_if_error(o, count, "from_float", fmt)
+    return FixedArray(out.reshape(values.shape), fmt, overflows=count, _trusted=True,
+                      overflow_mask=flags.astype(bool).reshape(values.shape) if mask else None)
+
+
+def from_raw(raw, fmt) -> FixedArray:
+    """Wrap integer codes (copied) as a FixedArray; a code outside ``fmt`` raises ValueError."""
+    return FixedArray(raw, fmt)
+
+
+def quantize(x, fmt, rounding="half_up", overflow="saturate", *, seed=None, nan="error") -> np.ndarray:
+    """Fake-quantize to float64: ``from_float(x, fmt, ...).to_float()``."""
+    return from_float(x, fmt, rounding, overflow, seed=seed, nan=nan).to_float()
