@@ -6,13 +6,14 @@ Everything here is ``nogil`` C on int64 codes; validation and messages live in
 pattern and are reinterpreted with ``src_u64``.  Exact intermediate values use
 128-bit integers, so no step can overflow or lose a bit.
 """
-from libc.math cimport floor, frexp, ldexp, fabs, isinf
+from libc.math cimport frexp, ldexp, fabs, isinf, copysign
 from libc.stdint cimport int64_t, uint64_t, uint8_t, int8_t
+from libc.string cimport memcpy
 
 from fxpsim._kernels cimport (
     fx_i128, fx_u128, RND_HALF_UP, RND_HALF_TOWARD_ZERO, RND_HALF_DOWN, RND_HALF_AWAY,
     RND_HALF_EVEN, RND_FLOOR, RND_TOWARD_ZERO, RND_CEIL, RND_STOCHASTIC,
-    splitmix64, shift_round128, overflow128,
+    OVF_SATURATE, OVF_SATURATE_ZERO, OVF_SATURATE_SYMMETRIC, OVF_WRAP, OVF_ERROR, splitmix64, shift_round, shift_round128, overflow128,
 )
 
 cdef enum:
@@ -21,34 +22,8 @@ cdef enum:
     OP_MUL = 2
     OP_CMP = 3
 
-cdef double TWO62 = 4611686018427387904.0
+cdef double TWO51 = 2251799813685248.0
 cdef double TINY = 2.2250738585072014e-308 * 4.0     # a little above the smallest normal
-
-
-cdef inline int magnitude_round_up(int mode, bint neg, double r, double fa, uint64_t rnd) noexcept nogil:
-    """1 when the magnitude floor(|y|) must grow by one; r = |y| - floor(|y|) in [0, 1), exact.
-
-    Working on |y| keeps r exact for every |y| < 2^62 (y - floor(y) is not, for y in (-1, 0)).
-    """
-    if r == 0.0 or mode == RND_TOWARD_ZERO:
-        return 0
-    if mode == RND_FLOOR:
-        return neg
-    if mode == RND_CEIL:
-        return not neg
-    if mode == RND_STOCHASTIC:             # P(|y| grows) = r  <=>  P(round up) = frac(y)
-        return (<double>(rnd >> 11)) * 1.1102230246251565e-16 < r
-    if r != 0.5:
-        return r > 0.5
-    if mode == RND_HALF_EVEN:
-        return fa != 2.0 * floor(0.5 * fa)
-    if mode == RND_HALF_AWAY:
-        return 1
-    if mode == RND_HALF_TOWARD_ZERO:
-        return 0
-    if mode == RND_HALF_UP:
-        return not neg
-    return neg                              # RND_HALF_DOWN
 
 
 cdef inline fx_i128 huge(bint negative) noexcept nogil:
@@ -74,49 +49,199 @@ cdef inline fx_i128 exact_scaled(double x, int frac, int mode, uint64_t rnd) noe
     return shift_round128(<fx_i128>mant, k, mode, rnd)
 
 
+cdef double MAGIC = 6755399441055744.0          # 1.5 * 2^52: (y + MAGIC) - MAGIC = rint(y)
+cdef int64_t MAGIC_BITS = 0x4338000000000000     # the bit pattern of MAGIC
+
+
+cdef inline int64_t round_to_int(double y, int mode, uint64_t rnd) noexcept nogil:
+    """round(y) for |y| < 2^51: exact and free of data-dependent branches.
+
+    r = rint(y) = (y + 1.5*2^52) - 1.5*2^52 (IEEE nearest-even), c = r as an integer (read
+    from the bits of y + 1.5*2^52), d = y - r in [-1/2, 1/2] is exact (Sterbenz).  Every mode
+    is c plus a correction from d: floor = c - [d < 0], ceil = c + [d > 0], and the tie modes
+    differ from rint only where |d| = 1/2.
+    """
+    cdef double t = y + MAGIC
+    cdef double d = y - (t - MAGIC)
+    cdef int64_t c
+    memcpy(&c, &t, 8)
+    c = c - MAGIC_BITS
+    if mode == RND_HALF_EVEN:
+        return c
+    if mode == RND_HALF_UP:
+        return c + (d == 0.5)
+    if mode == RND_FLOOR:
+        return c - (d < 0.0)
+    if mode == RND_CEIL:
+        return c + (d > 0.0)
+    if mode == RND_HALF_DOWN:
+        return c - (d == -0.5)
+    if mode == RND_HALF_AWAY:
+        return c + ((d == 0.5) & (y > 0.0)) - ((d == -0.5) & (y < 0.0))
+    if mode == RND_HALF_TOWARD_ZERO:
+        return c + ((d == 0.5) & (y < 0.0)) - ((d == -0.5) & (y > 0.0))
+    if mode == RND_TOWARD_ZERO:
+        return c - ((d < 0.0) & (y > 0.0)) + ((d > 0.0) & (y < 0.0))
+    # RND_STOCHASTIC: up with probability frac(y) = y - floor(y)
+    return (c - (d < 0.0)) + ((<double>(rnd >> 11)) * 1.1102230246251565e-16 < (d + 1.0 if d < 0.0 else d))
+
+
+cdef inline Py_ssize_t quantize_vector(const double* x, int64_t* out, Py_ssize_t n, double scale,
+                                       int mode, int overflow, int word, bint is_signed,
+                                       Py_ssize_t* n_special) noexcept nogil:
+    """Pass 1 of from_float, a loop the compiler vectorises: returns the overflow count.
+
+    Exact for every element with |x * 2^frac| < 2^51 that is zero or normal; the others are
+    counted in ``n_special`` and the caller redoes the array on the exact scalar path.
+    Final for saturate, saturate_symmetric, saturate_zero, error and plain wrap.
+    """
+    cdef Py_ssize_t i, ovf = 0, special = 0
+    cdef double y, a
+    cdef int64_t c, lo, hi
+    cdef int sh = 64 - word
+    cdef bint wrap = overflow == OVF_WRAP, to_zero = overflow == OVF_SATURATE_ZERO, ov
+    hi = <int64_t>(((<uint64_t>1) << (word - 1)) - 1) if is_signed else <int64_t>(((<uint64_t>1) << word) - 1)
+    lo = (-hi - 1) if is_signed else 0
+    if overflow == OVF_SATURATE_SYMMETRIC and is_signed:
+        lo = -hi
+    for i in range(n):
+        y = x[i] * scale
+        a = fabs(y)
+        special += (not (a < TWO51)) | ((a < TINY) & (x[i] != 0.0))
+        c = round_to_int(y, mode, 0)
+        ov = (c < lo) | (c > hi)
+        ovf += ov
+        if wrap:
+            if is_signed:
+                c = (<int64_t>((<uint64_t>c) << sh)) >> sh
+            else:
+                c = <int64_t>(((<uint64_t>c) << sh) >> sh)
+        else:
+            c = lo if c < lo else c
+            c = hi if c > hi else c
+            if to_zero:
+                c = 0 if ov else c
+        out[i] = c
+    n_special[0] = special
+    return ovf
+
+
+cdef inline bint quantize_loop(const double* x, int64_t* out, uint8_t* flags, Py_ssize_t n,
+                               int frac, int word, bint is_signed, int rounding, int overflow,
+                               int n_bits, uint64_t seed, Py_ssize_t* counts) noexcept nogil:
+    # The fast path needs 2^frac as an exact double and int64 code limits (not ufix64).
+    cdef bint fast = -1000 <= frac <= 1000 and (is_signed or word < 64)
+    """The from_float loop; inlined once per rounding mode so each copy is branch-free."""
+    cdef Py_ssize_t i
+    cdef double scale = ldexp(1.0, frac) if fast else 1.0, xi, y, a
+    cdef int64_t lo, hi, c
+    cdef fx_i128 v
+    cdef int o
+    cdef uint64_t rnd = 0
+    hi = <int64_t>(((<uint64_t>1) << (word - 1)) - 1) if is_signed else <int64_t>(((<uint64_t>1) << word) - 1)
+    lo = (-hi - 1) if is_signed else 0
+    if overflow == OVF_SATURATE_SYMMETRIC and is_signed:
+        lo = -hi
+    for i in range(n):
+        xi = x[i]
+        y = xi * scale
+        a = fabs(y)
+        if rounding == RND_STOCHASTIC:
+            rnd = splitmix64(seed + <uint64_t>i)
+        if fast and a < TWO51 and (a >= TINY or xi == 0.0):
+            c = round_to_int(y, rounding, rnd)
+            if lo <= c <= hi:
+                out[i] = c
+                if flags != NULL:
+                    flags[i] = 0
+                continue
+            v = c
+        elif xi != xi:
+            counts[1] += 1
+            if counts[2] < 0:
+                counts[2] = i
+            out[i] = 0
+            if flags != NULL:
+                flags[i] = 0
+            continue
+        elif isinf(xi):
+            v = huge(xi < 0.0)
+        else:
+            v = exact_scaled(xi, frac, rounding, rnd)
+        out[i] = overflow128(v, word, is_signed, overflow, n_bits, &o)
+        counts[0] += o
+        if flags != NULL:
+            flags[i] = o
+    return 0
+
+
+cdef Py_ssize_t vector_pass(const double* x, int64_t* out, Py_ssize_t n, double scale, int mode,
+                            int overflow, int word, bint is_signed, Py_ssize_t* special) noexcept nogil:
+    """quantize_vector specialised per rounding mode (each copy inlined with a constant mode)."""
+    if mode == RND_HALF_UP:
+        return quantize_vector(x, out, n, scale, RND_HALF_UP, overflow, word, is_signed, special)
+    if mode == RND_HALF_EVEN:
+        return quantize_vector(x, out, n, scale, RND_HALF_EVEN, overflow, word, is_signed, special)
+    if mode == RND_FLOOR:
+        return quantize_vector(x, out, n, scale, RND_FLOOR, overflow, word, is_signed, special)
+    if mode == RND_HALF_AWAY:
+        return quantize_vector(x, out, n, scale, RND_HALF_AWAY, overflow, word, is_signed, special)
+    if mode == RND_TOWARD_ZERO:
+        return quantize_vector(x, out, n, scale, RND_TOWARD_ZERO, overflow, word, is_signed, special)
+    if mode == RND_HALF_DOWN:
+        return quantize_vector(x, out, n, scale, RND_HALF_DOWN, overflow, word, is_signed, special)
+    if mode == RND_HALF_TOWARD_ZERO:
+        return quantize_vector(x, out, n, scale, RND_HALF_TOWARD_ZERO, overflow, word, is_signed, special)
+    return quantize_vector(x, out, n, scale, RND_CEIL, overflow, word, is_signed, special)
+
+
 def from_float(const double[::1] x, int64_t[::1] out, uint8_t[::1] flags, int frac, int word,
                bint is_signed, int rounding, int overflow, int n_bits, uint64_t seed):
     """out[i] := fit(round(x[i] * 2^frac)); returns (n_overflow, n_nan, first_nan).
 
     ``flags`` is empty or has one overflow flag per element.  NaN gives code 0.
+    The fast path (|x * 2^frac| < 2^51, -1000 <= frac <= 1000, codes fitting int64) rounds
+    with double arithmetic proven exact; everything else goes through 128-bit integers.
     """
-    cdef Py_ssize_t i, n = x.shape[0], first_nan = -1, n_nan = 0, n_ovf = 0
-    cdef bint want_flags = flags.shape[0] == n and n > 0
-    cdef bint fast = -1000 <= frac <= 1000
-    cdef double scale = ldexp(1.0, frac) if fast else 1.0
-    cdef double xi, y, a, fa
-    cdef fx_i128 v
-    cdef int o
-    cdef uint64_t rnd = 0
+    cdef Py_ssize_t n = x.shape[0]
+    cdef Py_ssize_t counts[3]
+    cdef uint8_t* f = &flags[0] if (flags.shape[0] == n and n > 0) else NULL
+    counts[0] = 0
+    counts[1] = 0
+    counts[2] = -1
+    cdef Py_ssize_t special = 0, ovf = 0
+    cdef bint vector_final = (overflow == OVF_SATURATE or overflow == OVF_SATURATE_SYMMETRIC
+                              or overflow == OVF_SATURATE_ZERO or overflow == OVF_ERROR
+                              or (overflow == OVF_WRAP and n_bits == 0))
+    if n == 0:
+        return 0, 0, -1
+    if (f == NULL and rounding != RND_STOCHASTIC and -1000 <= frac <= 1000
+            and (is_signed or word < 64)):
+        with nogil:
+            ovf = vector_pass(&x[0], &out[0], n, ldexp(1.0, frac), rounding, overflow, word,
+                              is_signed, &special)
+        if special == 0 and (ovf == 0 or vector_final):
+            return ovf, 0, -1
     with nogil:
-        for i in range(n):
-            xi = x[i]
-            if xi != xi:
-                n_nan += 1
-                if first_nan < 0:
-                    first_nan = i
-                out[i] = 0
-                if want_flags:
-                    flags[i] = 0
-                continue
-            if rounding == RND_STOCHASTIC:
-                rnd = splitmix64(seed + <uint64_t>i)
-            y = xi * scale
-            a = fabs(y)
-            if fast and a < TWO62 and (a >= TINY or xi == 0.0):
-                fa = floor(a)
-                v = <fx_i128>(<int64_t>fa) + magnitude_round_up(rounding, y < 0.0, a - fa, fa, rnd)
-                if y < 0.0:
-                    v = -v
-            elif isinf(xi):
-                v = huge(xi < 0.0)
-            else:
-                v = exact_scaled(xi, frac, rounding, rnd)
-            out[i] = overflow128(v, word, is_signed, overflow, n_bits, &o)
-            n_ovf += o
-            if want_flags:
-                flags[i] = o
-    return n_ovf, n_nan, first_nan
+        if rounding == RND_HALF_UP:
+            quantize_loop(&x[0], &out[0], f, n, frac, word, is_signed, RND_HALF_UP, overflow, n_bits, seed, counts)
+        elif rounding == RND_HALF_EVEN:
+            quantize_loop(&x[0], &out[0], f, n, frac, word, is_signed, RND_HALF_EVEN, overflow, n_bits, seed, counts)
+        elif rounding == RND_FLOOR:
+            quantize_loop(&x[0], &out[0], f, n, frac, word, is_signed, RND_FLOOR, overflow, n_bits, seed, counts)
+        elif rounding == RND_HALF_AWAY:
+            quantize_loop(&x[0], &out[0], f, n, frac, word, is_signed, RND_HALF_AWAY, overflow, n_bits, seed, counts)
+        elif rounding == RND_TOWARD_ZERO:
+            quantize_loop(&x[0], &out[0], f, n, frac, word, is_signed, RND_TOWARD_ZERO, overflow, n_bits, seed, counts)
+        elif rounding == RND_HALF_DOWN:
+            quantize_loop(&x[0], &out[0], f, n, frac, word, is_signed, RND_HALF_DOWN, overflow, n_bits, seed, counts)
+        elif rounding == RND_HALF_TOWARD_ZERO:
+            quantize_loop(&x[0], &out[0], f, n, frac, word, is_signed, RND_HALF_TOWARD_ZERO, overflow, n_bits, seed, counts)
+        elif rounding == RND_CEIL:
+            quantize_loop(&x[0], &out[0], f, n, frac, word, is_signed, RND_CEIL, overflow, n_bits, seed, counts)
+        else:
+            quantize_loop(&x[0], &out[0], f, n, frac, word, is_signed, RND_STOCHASTIC, overflow, n_bits, seed, counts)
+    return counts[0], counts[1], counts[2]
 
 
 cdef inline fx_i128 load(int64_t c, bint u64) noexcept nogil:
@@ -147,8 +272,30 @@ def cast(const int64_t[::1] src, int64_t[::1] out, uint8_t[::1] flags, bint src_
     cdef fx_i128 v
     cdef int o, s = shift if shift < 127 else 127
     cdef uint64_t rnd = 0
+    cdef int64_t c, lo, hi
+    cdef bint small = (not src_u64) and 0 <= s <= 63 and (is_signed or word < 64)
+    if small:
+        hi = <int64_t>(((<uint64_t>1) << (word - 1)) - 1) if is_signed else <int64_t>(((<uint64_t>1) << word) - 1)
+        lo = (-hi - 1) if is_signed else 0
+        if overflow == OVF_SATURATE_SYMMETRIC and is_signed:
+            lo = -hi
     with nogil:
         for i in range(n):
+            if small:
+                if rounding == RND_STOCHASTIC:
+                    rnd = splitmix64(seed + <uint64_t>i)
+                c = shift_round(src[i], s, rounding, rnd)
+                if lo <= c <= hi:
+                    out[i] = c
+                    if want_flags:
+                        flags[i] = 0
+                    continue
+                v = c
+                out[i] = overflow128(v, word, is_signed, overflow, n_bits, &o)
+                n_ovf += o
+                if want_flags:
+                    flags[i] = o
+                continue
             v = load(src[i], src_u64)
             if s > 0:
                 if rounding == RND_STOCHASTIC:
@@ -163,14 +310,46 @@ def cast(const int64_t[::1] src, int64_t[::1] out, uint8_t[::1] flags, bint src_
     return n_ovf
 
 
+cdef inline void binary_small(int op, const int64_t* a, const int64_t* b, int64_t* out, Py_ssize_t n,
+                              int shift_a, int shift_b, int shift_out, int word, bint is_signed,
+                              int rounding, int overflow, int n_bits, uint64_t seed,
+                              Py_ssize_t* n_ovf) noexcept nogil:
+    """binary() when the exact value fits 63 bits and 0 <= shift_out <= 63: int64 arithmetic."""
+    cdef Py_ssize_t i
+    cdef int64_t va, vb, v, lo, hi, ma = (<int64_t>1) << shift_a, mb = (<int64_t>1) << shift_b
+    cdef int o
+    cdef uint64_t rnd = 0
+    hi = <int64_t>(((<uint64_t>1) << (word - 1)) - 1) if is_signed else <int64_t>(((<uint64_t>1) << word) - 1)
+    lo = (-hi - 1) if is_signed else 0
+    if overflow == OVF_SATURATE_SYMMETRIC and is_signed:
+        lo = -hi
+    for i in range(n):
+        va = a[i] * ma
+        vb = b[i] * mb
+        if op == OP_ADD:
+            v = va + vb
+        elif op == OP_SUB:
+            v = va - vb
+        else:
+            v = va * vb
+        if rounding == RND_STOCHASTIC:
+            rnd = splitmix64(seed + <uint64_t>i)
+        v = shift_round(v, shift_out, rounding, rnd)
+        if lo <= v <= hi:
+            out[i] = v
+        else:
+            out[i] = overflow128(<fx_i128>v, word, is_signed, overflow, n_bits, &o)
+            n_ovf[0] += o
+
+
 def binary(int op, const int64_t[::1] a, const int64_t[::1] b, int64_t[::1] out,
            bint a_u64, bint b_u64, int shift_a, int shift_b, int shift_out, int word,
-           bint is_signed, int rounding, int overflow, int n_bits, uint64_t seed):
+           bint is_signed, int rounding, int overflow, int n_bits, uint64_t seed, int exact_word=127):
     """out[i] := fit(round((a[i]*2^shift_a OP b[i]*2^shift_b) * 2^-shift_out)).
 
     OP is +, -, * (shifts 0 for *) or a three-way compare (out in {-1, 0, 1}).
-    The exact value is formed on 128 bits; callers guarantee it stays below 2^126.
-    Returns n_overflow.
+    The exact value (``exact_word`` bits) is formed on 64 bits when it fits 63, else on
+    128 bits; callers guarantee it stays below 2^125.  Returns n_overflow.
     """
     cdef Py_ssize_t i, n = out.shape[0], n_ovf = 0
     cdef fx_i128 va, vb, v
@@ -178,6 +357,21 @@ def binary(int op, const int64_t[::1] a, const int64_t[::1] b, int64_t[::1] out,
     cdef uint64_t rnd = 0
     if shift_out > 127:
         shift_out = 127
+    if n == 0:
+        return 0
+    if (op != OP_CMP and exact_word <= 63 and not a_u64 and not b_u64 and 0 <= shift_out <= 63
+            and (is_signed or word < 64)):
+        with nogil:
+            if op == OP_ADD:
+                binary_small(OP_ADD, &a[0], &b[0], &out[0], n, shift_a, shift_b, shift_out, word,
+                             is_signed, rounding, overflow, n_bits, seed, &n_ovf)
+            elif op == OP_SUB:
+                binary_small(OP_SUB, &a[0], &b[0], &out[0], n, shift_a, shift_b, shift_out, word,
+                             is_signed, rounding, overflow, n_bits, seed, &n_ovf)
+            else:
+                binary_small(OP_MUL, &a[0], &b[0], &out[0], n, 0, 0, shift_out, word,
+                             is_signed, rounding, overflow, n_bits, seed, &n_ovf)
+        return n_ovf
     with nogil:
         for i in range(n):
             va = load(a[i], a_u64) * ((<fx_i128>1) << shift_a)

@@ -81,14 +81,38 @@ cdef inline int round_up_decision(int mode, bint negative, uint64_t rem, int s,
 
 
 cdef inline int64_t shift_round(int64_t v, int s, int mode, uint64_t rnd) noexcept nogil:
-    """round(v / 2^s) for 0 <= s <= 63 with rounding ``mode`` (never overflows)."""
+    """round(v / 2^s) for 0 <= s <= 63 with rounding ``mode``; never overflows.
+
+    Branch-free in the data: q = floor(v / 2^s) (arithmetic shift), rem = the s dropped bits,
+    half = 2^(s-1); the increment is a comparison of rem with half per mode.
+    """
     cdef int64_t q
-    cdef uint64_t rem
+    cdef uint64_t rem, half
+    cdef int up
     if s <= 0:
         return v
-    q = v >> s                                   # arithmetic shift == floor
+    q = v >> s
     rem = (<uint64_t>v) & (((<uint64_t>1) << s) - 1)
-    return q + round_up_decision(mode, v < 0, rem, s, q & 1, rnd)
+    half = (<uint64_t>1) << (s - 1)
+    if mode == RND_HALF_UP:
+        up = rem >= half
+    elif mode == RND_FLOOR:
+        up = 0
+    elif mode == RND_HALF_EVEN:
+        up = (rem > half) | ((rem == half) & <int>(q & 1))
+    elif mode == RND_HALF_AWAY:
+        up = (rem > half) | ((rem == half) & (v >= 0))
+    elif mode == RND_HALF_DOWN:
+        up = rem > half
+    elif mode == RND_HALF_TOWARD_ZERO:
+        up = (rem > half) | ((rem == half) & (v < 0))
+    elif mode == RND_CEIL:
+        up = rem != 0
+    elif mode == RND_TOWARD_ZERO:
+        up = (rem != 0) & (v < 0)
+    else:
+        up = (rnd >> (64 - s)) < rem
+    return q + up
 
 
 cdef inline fx_i128 shift_round128(fx_i128 v, int s, int mode, uint64_t rnd) noexcept nogil:
