@@ -13,7 +13,7 @@ from libc.string cimport memcpy
 from fxpsim._kernels cimport (
     fx_i128, fx_u128, RND_HALF_UP, RND_HALF_TOWARD_ZERO, RND_HALF_DOWN, RND_HALF_AWAY,
     RND_HALF_EVEN, RND_FLOOR, RND_TOWARD_ZERO, RND_CEIL, RND_STOCHASTIC,
-    OVF_SATURATE, OVF_SATURATE_ZERO, OVF_SATURATE_SYMMETRIC, OVF_WRAP, OVF_ERROR, splitmix64, shift_round, shift_round128, overflow128,
+    OVF_SATURATE, OVF_SATURATE_ZERO, OVF_SATURATE_SYMMETRIC, OVF_WRAP, OVF_WRAP_SIGN_MAGNITUDE, OVF_ERROR, splitmix64, shift_round, shift_round128, overflow128,
 )
 
 cdef enum:
@@ -86,6 +86,33 @@ cdef inline int64_t round_to_int(double y, int mode, uint64_t rnd) noexcept nogi
     return (c - (d < 0.0)) + ((<double>(rnd >> 11)) * 1.1102230246251565e-16 < (d + 1.0 if d < 0.0 else d))
 
 
+cdef inline int64_t fit_int64(int64_t c, int64_t lo, int64_t hi, int word, bint is_signed,
+                              int overflow, int n_bits, int* ov) noexcept nogil:
+    """fit() for a code already in int64: branch-free for saturate*, error and plain wrap;
+    sign-magnitude wrap and n_bits go through overflow128 (only when out of range)."""
+    cdef int sh = 64 - word
+    ov[0] = (c < lo) | (c > hi)
+    if overflow == OVF_WRAP and n_bits == 0:
+        if is_signed:
+            return (<int64_t>((<uint64_t>c) << sh)) >> sh
+        return <int64_t>(((<uint64_t>c) << sh) >> sh)
+    if overflow == OVF_WRAP or overflow == OVF_WRAP_SIGN_MAGNITUDE:
+        return overflow128(<fx_i128>c, word, is_signed, overflow, n_bits, ov) if ov[0] else c
+    c = lo if c < lo else c
+    c = hi if c > hi else c
+    if overflow == OVF_SATURATE_ZERO:
+        c = 0 if ov[0] else c
+    return c
+
+
+cdef inline void code_limits(int word, bint is_signed, int overflow, int64_t* lo, int64_t* hi) noexcept nogil:
+    """[lo, hi] of a format whose codes fit int64 (saturate_symmetric drops the min code)."""
+    hi[0] = <int64_t>(((<uint64_t>1) << (word - 1)) - 1) if is_signed else <int64_t>(((<uint64_t>1) << word) - 1)
+    lo[0] = (-hi[0] - 1) if is_signed else 0
+    if overflow == OVF_SATURATE_SYMMETRIC and is_signed:
+        lo[0] = -hi[0]
+
+
 cdef inline Py_ssize_t quantize_vector(const double* x, int64_t* out, Py_ssize_t n, double scale,
                                        int mode, int overflow, int word, bint is_signed,
                                        Py_ssize_t* n_special) noexcept nogil:
@@ -98,30 +125,14 @@ cdef inline Py_ssize_t quantize_vector(const double* x, int64_t* out, Py_ssize_t
     cdef Py_ssize_t i, ovf = 0, special = 0
     cdef double y, a
     cdef int64_t c, lo, hi
-    cdef int sh = 64 - word
-    cdef bint wrap = overflow == OVF_WRAP, to_zero = overflow == OVF_SATURATE_ZERO, ov
-    hi = <int64_t>(((<uint64_t>1) << (word - 1)) - 1) if is_signed else <int64_t>(((<uint64_t>1) << word) - 1)
-    lo = (-hi - 1) if is_signed else 0
-    if overflow == OVF_SATURATE_SYMMETRIC and is_signed:
-        lo = -hi
+    cdef int ov
+    code_limits(word, is_signed, overflow, &lo, &hi)
     for i in range(n):
         y = x[i] * scale
         a = fabs(y)
         special += (not (a < TWO51)) | ((a < TINY) & (x[i] != 0.0))
-        c = round_to_int(y, mode, 0)
-        ov = (c < lo) | (c > hi)
+        out[i] = fit_int64(round_to_int(y, mode, 0), lo, hi, word, is_signed, overflow, 0, &ov)
         ovf += ov
-        if wrap:
-            if is_signed:
-                c = (<int64_t>((<uint64_t>c) << sh)) >> sh
-            else:
-                c = <int64_t>(((<uint64_t>c) << sh) >> sh)
-        else:
-            c = lo if c < lo else c
-            c = hi if c > hi else c
-            if to_zero:
-                c = 0 if ov else c
-        out[i] = c
     n_special[0] = special
     return ovf
 
@@ -275,23 +286,14 @@ def cast(const int64_t[::1] src, int64_t[::1] out, uint8_t[::1] flags, bint src_
     cdef int64_t c, lo, hi
     cdef bint small = (not src_u64) and 0 <= s <= 63 and (is_signed or word < 64)
     if small:
-        hi = <int64_t>(((<uint64_t>1) << (word - 1)) - 1) if is_signed else <int64_t>(((<uint64_t>1) << word) - 1)
-        lo = (-hi - 1) if is_signed else 0
-        if overflow == OVF_SATURATE_SYMMETRIC and is_signed:
-            lo = -hi
+        code_limits(word, is_signed, overflow, &lo, &hi)
     with nogil:
         for i in range(n):
             if small:
                 if rounding == RND_STOCHASTIC:
                     rnd = splitmix64(seed + <uint64_t>i)
-                c = shift_round(src[i], s, rounding, rnd)
-                if lo <= c <= hi:
-                    out[i] = c
-                    if want_flags:
-                        flags[i] = 0
-                    continue
-                v = c
-                out[i] = overflow128(v, word, is_signed, overflow, n_bits, &o)
+                out[i] = fit_int64(shift_round(src[i], s, rounding, rnd), lo, hi, word, is_signed,
+                                   overflow, n_bits, &o)
                 n_ovf += o
                 if want_flags:
                     flags[i] = o
@@ -319,10 +321,7 @@ cdef inline void binary_small(int op, const int64_t* a, const int64_t* b, int64_
     cdef int64_t va, vb, v, lo, hi, ma = (<int64_t>1) << shift_a, mb = (<int64_t>1) << shift_b
     cdef int o
     cdef uint64_t rnd = 0
-    hi = <int64_t>(((<uint64_t>1) << (word - 1)) - 1) if is_signed else <int64_t>(((<uint64_t>1) << word) - 1)
-    lo = (-hi - 1) if is_signed else 0
-    if overflow == OVF_SATURATE_SYMMETRIC and is_signed:
-        lo = -hi
+    code_limits(word, is_signed, overflow, &lo, &hi)
     for i in range(n):
         va = a[i] * ma
         vb = b[i] * mb
@@ -334,12 +333,9 @@ cdef inline void binary_small(int op, const int64_t* a, const int64_t* b, int64_
             v = va * vb
         if rounding == RND_STOCHASTIC:
             rnd = splitmix64(seed + <uint64_t>i)
-        v = shift_round(v, shift_out, rounding, rnd)
-        if lo <= v <= hi:
-            out[i] = v
-        else:
-            out[i] = overflow128(<fx_i128>v, word, is_signed, overflow, n_bits, &o)
-            n_ovf[0] += o
+        out[i] = fit_int64(shift_round(v, shift_out, rounding, rnd), lo, hi, word, is_signed,
+                           overflow, n_bits, &o)
+        n_ovf[0] += o
 
 
 def binary(int op, const int64_t[::1] a, const int64_t[::1] b, int64_t[::1] out,
