@@ -65,7 +65,7 @@ cdef inline int64_t round_to_int(double y, int mode, uint64_t rnd) noexcept nogi
     cdef double d = y - (t - MAGIC)
     cdef int64_t c
     memcpy(&c, &t, 8)
-    c = c - MAGIC_BITS
+    c = <int64_t>(<uint64_t>c - <uint64_t>MAGIC_BITS)   # no signed overflow for |y| >= 2^51 (result unused)
     if mode == RND_HALF_EVEN:
         return c
     if mode == RND_HALF_UP:
@@ -149,10 +149,9 @@ cdef inline bint quantize_loop(const double* x, int64_t* out, uint8_t* flags, Py
     cdef fx_i128 v
     cdef int o
     cdef uint64_t rnd = 0
-    hi = <int64_t>(((<uint64_t>1) << (word - 1)) - 1) if is_signed else <int64_t>(((<uint64_t>1) << word) - 1)
-    lo = (-hi - 1) if is_signed else 0
-    if overflow == OVF_SATURATE_SYMMETRIC and is_signed:
-        lo = -hi
+    lo = hi = 0
+    if fast:
+        code_limits(word, is_signed, overflow, &lo, &hi)
     for i in range(n):
         xi = x[i]
         y = xi * scale

@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 MAX_WORD = 64
-_MAX_EXACT_WORD = 125        # exact intermediates live on 128-bit integers in the kernels
+_MAX_EXACT_WORD = 127        # exact intermediates live on 128-bit signed integers in the kernels
 _MAX_FRAC = 100_000
 
 
@@ -631,7 +631,7 @@ def _exact_binary(op: str, a: FixedArray, b: FixedArray, out_fmt: Format | None 
                              f"which rounds the exact result into fmt in one step")
         out_fmt, r, o = Format(word, frac, signed), Rounding.HALF_UP, Overflow.SATURATE
     else:
-        if word > _MAX_EXACT_WORD:
+        if word - (1 if signed else 0) > _MAX_EXACT_WORD:
             raise ValueError(f"the exact {op} of {a.fmt} and {b.fmt} needs {word} bits "
                              f"(> {_MAX_EXACT_WORD}); cast an operand first")
         r, o = _check_modes(rounding, overflow, out_fmt, 0)

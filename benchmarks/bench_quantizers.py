@@ -1,0 +1,97 @@
+"""Benchmark: forward + backward of ``fake_quant_with_min_max_vars`` on 10^7 float32 values, one thread.
+
+Times fxpsim's fused Cython loops (separate forward and gradient calls, as a training
+step makes them, and the one-pass ``_fused`` variant) beside a plain numpy expression of
+the same computation and, when installed, TensorFlow and PyTorch (never required).
+Reference figures measured on the project machine: TensorFlow 15.6 ms, PyTorch 97 ms,
+naive numpy 31 ms.  Run: ``python benchmarks/bench_quantizers.py [--n 10000000] [--repeat 7]``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import numpy as np  # noqa: E402
+
+from fxpsim.fake_quant import (fake_quant_with_min_max_vars, fake_quant_with_min_max_vars_fused,  # noqa: E402
+                               fake_quant_with_min_max_vars_gradient, tf_nudge)
+
+MIN, MAX, NUM_BITS = -3.0, 3.0, 8
+
+
+def best_ms(func, repeat: int) -> float:
+    func()                                           # warm-up (page faults, caches)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        func()
+        times.append(time.perf_counter() - start)
+    return 1e3 * min(times)
+
+
+def naive_numpy(x, dy):
+    """The textbook numpy expression (a chain of temporaries)."""
+    n = tf_nudge(MIN, MAX, NUM_BITS)
+    lo, hi, scale = n.nudged_min, n.nudged_max, n.scale
+    clamped = np.clip(x, lo, hi)
+    out = np.floor((clamped - lo) / scale + np.float32(0.5)) * scale + lo
+    inside = (x >= lo) & (x <= hi)
+    return out, dy * inside, dy[x < lo].sum(), dy[x > hi].sum()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=10_000_000)
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(args.n) * 2).astype(np.float32)
+    dy = rng.standard_normal(args.n).astype(np.float32)
+
+    def fxpsim_separate():
+        fake_quant_with_min_max_vars(x, MIN, MAX, NUM_BITS)
+        fake_quant_with_min_max_vars_gradient(dy, x, MIN, MAX, NUM_BITS)
+
+    results = {
+        "fxpsim forward + gradient (2 fused loops)": best_ms(fxpsim_separate, args.repeat),
+        "fxpsim one-pass fused": best_ms(lambda: fake_quant_with_min_max_vars_fused(x, dy, MIN, MAX, NUM_BITS),
+                                         args.repeat),
+        "naive numpy expression": best_ms(lambda: naive_numpy(x, dy), args.repeat),
+    }
+    try:
+        import tensorflow as tf
+        tx, tdy = tf.constant(x), tf.constant(dy)
+
+        def tf_step():
+            tf.quantization.fake_quant_with_min_max_vars(tx, MIN, MAX, num_bits=NUM_BITS).numpy()
+            tf.quantization.fake_quant_with_min_max_vars_gradient(tdy, tx, MIN, MAX, num_bits=NUM_BITS)[0].numpy()
+        results["TensorFlow"] = best_ms(tf_step, args.repeat)
+    except ImportError:
+        pass
+    try:
+        import torch
+        torch.set_num_threads(1)
+        px = torch.from_numpy(x).requires_grad_(True)
+        pdy = torch.from_numpy(dy)
+        n = tf_nudge(MIN, MAX, NUM_BITS)
+
+        def torch_step():
+            y = torch.fake_quantize_per_tensor_affine(px, float(n.scale), int(n.zero_point), 0, 255)
+            y.backward(pdy)
+        results["PyTorch"] = best_ms(torch_step, args.repeat)
+    except ImportError:
+        pass
+
+    numpy_ms = results["naive numpy expression"]
+    print(f"forward + backward of fake_quant_with_min_max_vars, n = {args.n:,} float32, one thread "
+          f"(best of {args.repeat})")
+    for label, ms in results.items():
+        print(f"  {label:44s} {ms:8.2f} ms   x{numpy_ms / ms:5.2f} vs numpy   x{15.6 / ms:5.2f} vs TF 15.6 ms")
+
+
+if __name__ == "__main__":
+    main()

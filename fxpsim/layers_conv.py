@@ -1,0 +1,213 @@
+"""Vectorised NHWC convolution and pooling kernels (numpy) behind the layers of :mod:`fxpsim.nn`.
+
+Every function here is pure: it takes arrays and returns arrays, validates nothing (the layers do) and
+never loops over pixels.  Patches are *read-only* strided views of the (padded) input
+(:func:`numpy.lib.stride_tricks.as_strided` with ``writeable=False``); a convolution copies them once
+into an im2col matrix and multiplies it with the HWIO weights by BLAS (``np.matmul``).  Backward passes
+scatter patch gradients back with one vectorised add per kernel tap (``KH*KW`` adds, not ``H*W``).
+
+Padding follows TensorFlow: ``"VALID"`` uses no padding and
+:math:`O = \\lfloor (I - K) / S \\rfloor + 1`; ``"SAME"`` gives :math:`O = \\lceil I / S \\rceil` with
+:math:`P = \\max((O - 1) S + K - I, 0)` zeros split as :math:`\\lfloor P/2 \\rfloor` before and the rest after.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+__all__ = ["output_size_and_padding", "pad_nhwc", "extract_patches", "scatter_patches",
+           "conv2d_forward", "conv2d_backward", "depthwise_conv2d_forward", "depthwise_conv2d_backward",
+           "max_pool2d_forward", "max_pool2d_backward", "avg_pool2d_forward", "avg_pool2d_backward"]
+
+PADDINGS = ("SAME", "VALID")
+
+
+def output_size_and_padding(size: int, kernel: int, stride: int, padding: str) -> tuple[int, int, int]:
+    """Output length and (before, after) padding of one spatial axis, TensorFlow rules (module docstring)."""
+    if padding == "VALID":
+        if size < kernel:
+            raise ValueError(f"VALID padding needs an input of at least the kernel size {kernel}, got {size}")
+        return (size - kernel) // stride + 1, 0, 0
+    out = -(-size // stride)
+    total = max((out - 1) * stride + kernel - size, 0)
+    return out, total // 2, total - total // 2
+
+
+def pad_nhwc(x: np.ndarray, pads: tuple[int, int, int, int], value: float = 0.0) -> np.ndarray:
+    """Return ``x`` [N, H, W, C] padded by ``pads = (top, bottom, left, right)`` with ``value``."""
+    top, bottom, left, right = pads
+    if not (top or bottom or left or right):
+        return x
+    n, h, w, c = x.shape
+    xp = np.full((n, h + top + bottom, w + left + right, c), value, dtype=x.dtype)
+    xp[:, top:top + h, left:left + w, :] = x
+    return xp
+
+
+def extract_patches(xp: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int]) -> np.ndarray:
+    """Read-only view ``[N, OH, OW, KH, KW, C]`` of the patches of a padded NHWC array.
+
+    .. math:: P[n, i, j, a, b, c] = x_p[n, i S_h + a, j S_w + b, c]
+    """
+    n, hp, wp, c = xp.shape
+    kh, kw = kernel
+    sh, sw = stride
+    oh, ow = (hp - kh) // sh + 1, (wp - kw) // sw + 1
+    s_n, s_h, s_w, s_c = xp.strides
+    return as_strided(xp, (n, oh, ow, kh, kw, c), (s_n, s_h * sh, s_w * sw, s_h, s_w, s_c), writeable=False)
+
+
+def scatter_patches(dpatches: np.ndarray, padded_shape: tuple[int, ...], stride: tuple[int, int],
+                    pads: tuple[int, int, int, int]) -> np.ndarray:
+    """Adjoint of :func:`extract_patches` followed by un-padding: sum patch gradients into the input.
+
+    .. math:: dx_p[n, i S_h + a, j S_w + b, c] \\mathrel{+}= dP[n, i, j, a, b, c]
+    """
+    n, oh, ow, kh, kw, c = dpatches.shape
+    dxp = np.zeros(padded_shape, dtype=dpatches.dtype)
+    for a in range(kh):          # one strided add per kernel tap
+        for b in range(kw):
+            _tap(dxp, a, b, (oh, ow), stride)[...] += dpatches[:, :, :, a, b, :]
+    top, bottom, left, right = pads
+    return dxp[:, top:padded_shape[1] - bottom, left:padded_shape[2] - right, :]
+
+
+def _pads(x_shape, kernel, stride, padding):
+    oh, top, bottom = output_size_and_padding(x_shape[1], kernel[0], stride[0], padding)
+    ow, left, right = output_size_and_padding(x_shape[2], kernel[1], stride[1], padding)
+    return (oh, ow), (top, bottom, left, right)
+
+
+def conv2d_forward(x, w, stride, padding):
+    """2-D convolution (cross-correlation) of NHWC ``x`` with HWIO ``w`` by im2col + matmul.
+
+    .. math:: y[n, i, j, o] = \\sum_{a, b, c} x_p[n, i S_h + a, j S_w + b, c]\\, w[a, b, c, o]
+
+    Returns ``(y, cols, pads)``; ``cols`` ([N*OH*OW, KH*KW*C]) and ``pads`` feed :func:`conv2d_backward`.
+    """
+    kh, kw, cin, cout = w.shape
+    (oh, ow), pads = _pads(x.shape, (kh, kw), stride, padding)
+    n = x.shape[0]
+    if kh == kw == 1 and stride == (1, 1):
+        cols = x.reshape(n * oh * ow, cin)
+    else:
+        cols = extract_patches(pad_nhwc(x, pads), (kh, kw), stride).reshape(n * oh * ow, kh * kw * cin)
+    y = np.matmul(cols, w.reshape(kh * kw * cin, cout))
+    return y.reshape(n, oh, ow, cout), cols, pads
+
+
+def conv2d_backward(dy, cols, w, x_shape, stride, pads, input_grad=True):
+    """Gradients ``(dx, dw)`` of :func:`conv2d_forward`; ``dx`` is None when ``input_grad`` is False.
+
+    .. math:: dw = \\mathrm{cols}^T\\, dY, \\qquad d\\mathrm{cols} = dY\\, W^T \\;\\to\\; dx \\text{ by scatter}
+    """
+    kh, kw, cin, cout = w.shape
+    n, oh, ow, _ = dy.shape
+    dy2 = dy.reshape(n * oh * ow, cout)
+    dw = np.matmul(cols.T, dy2).reshape(w.shape)
+    if not input_grad:
+        return None, dw
+    dcols = np.matmul(dy2, w.reshape(kh * kw * cin, cout).T)
+    if kh == kw == 1 and stride == (1, 1):
+        return dcols.reshape(x_shape), dw
+    top, bottom, left, right = pads
+    padded = (x_shape[0], x_shape[1] + top + bottom, x_shape[2] + left + right, cin)
+    dx = scatter_patches(dcols.reshape(n, oh, ow, kh, kw, cin), padded, stride, pads)
+    return dx, dw
+
+
+def depthwise_conv2d_forward(x, w, stride, padding):
+    """Depthwise convolution, TensorFlow layout ``w`` [KH, KW, C, M]; output channel ``c*M + m``.
+
+    .. math:: y[n, i, j, cM + m] = \\sum_{a, b} x_p[n, i S_h + a, j S_w + b, c]\\, w[a, b, c, m]
+
+    Returns ``(y, patches, pads)`` (``patches`` is the read-only view of the padded input).
+    """
+    kh, kw, c, m = w.shape
+    (oh, ow), pads = _pads(x.shape, (kh, kw), stride, padding)
+    patches = extract_patches(pad_nhwc(x, pads), (kh, kw), stride)
+    y = np.einsum("nhwabc,abcm->nhwcm", patches, w, optimize=True)
+    return y.reshape(x.shape[0], oh, ow, c * m), patches, pads
+
+
+def depthwise_conv2d_backward(dy, patches, w, x_shape, stride, pads, input_grad=True):
+    """Gradients ``(dx, dw)`` of :func:`depthwise_conv2d_forward` (``dx`` None unless ``input_grad``)."""
+    kh, kw, c, m = w.shape
+    n, oh, ow, _ = dy.shape
+    dy5 = dy.reshape(n, oh, ow, c, m)
+    dw = np.einsum("nhwabc,nhwcm->abcm", patches, dy5, optimize=True)
+    if not input_grad:
+        return None, dw
+    dpatches = np.einsum("nhwcm,abcm->nhwabc", dy5, w, optimize=True)
+    top, bottom, left, right = pads
+    padded = (x_shape[0], x_shape[1] + top + bottom, x_shape[2] + left + right, c)
+    return scatter_patches(dpatches, padded, stride, pads), dw
+
+
+def _tap(xp, a, b, out_hw, stride):
+    """View of the padded input seen by kernel tap (a, b) at every output pixel: [N, OH, OW, C]."""
+    (oh, ow), (sh, sw) = out_hw, stride
+    return xp[:, a:a + sh * (oh - 1) + 1:sh, b:b + sw * (ow - 1) + 1:sw, :]
+
+
+def max_pool2d_forward(x, pool, stride, padding):
+    """Max pooling; SAME pads with :math:`-\\infty`. Returns ``(y, argmax, pads)``.
+
+    .. math:: y[n, i, j, c] = \\max_{a, b} x_p[n, i S_h + a, j S_w + b, c]
+
+    ``argmax`` holds the row-major tap index ``a*KW + b`` of each window's *first* maximum, which is where
+    the gradient goes (as TensorFlow). One vectorised compare per tap.
+    """
+    kh, kw = pool
+    out_hw, pads = _pads(x.shape, pool, stride, padding)
+    xp = pad_nhwc(x, pads, -np.inf)
+    best = _tap(xp, 0, 0, out_hw, stride).copy()
+    arg = np.zeros(best.shape, dtype=np.int16)
+    for t in range(1, kh * kw):
+        view = _tap(xp, t // kw, t % kw, out_hw, stride)
+        greater = view > best
+        np.copyto(best, view, where=greater)
+        np.copyto(arg, t, where=greater)
+    return best, arg, pads
+
+
+def max_pool2d_backward(dy, arg, x_shape, pool, stride, pads):
+    """Gradient of :func:`max_pool2d_forward`: ``dy`` routed to each window's first arg-max."""
+    n, oh, ow, c = dy.shape
+    kh, kw = pool
+    top, bottom, left, right = pads
+    dxp = np.zeros((n, x_shape[1] + top + bottom, x_shape[2] + left + right, c), dtype=dy.dtype)
+    for t in range(kh * kw):
+        _tap(dxp, t // kw, t % kw, (oh, ow), stride)[...] += np.where(arg == t, dy, 0)
+    return dxp[:, top:dxp.shape[1] - bottom, left:dxp.shape[2] - right, :]
+
+
+def _window_counts(x_shape, pool, stride, pads, dtype):
+    """Number of real (non-padding) inputs per window, shape [OH, OW, 1] (TensorFlow SAME average)."""
+    ones = pad_nhwc(np.ones((1, x_shape[1], x_shape[2], 1), dtype=dtype), pads)
+    return extract_patches(ones, pool, stride).sum(axis=(3, 4))[0]
+
+
+def avg_pool2d_forward(x, pool, stride, padding):
+    """Average pooling; with SAME, padding is excluded from the count (TensorFlow). Returns ``(y, counts, pads)``.
+
+    .. math:: y[n, i, j, c] = \\frac{1}{|W_{ij}|} \\sum_{(a, b) \\in W_{ij}} x[n, i S_h + a - p_t, j S_w + b - p_l, c]
+    """
+    out_hw, pads = _pads(x.shape, pool, stride, padding)
+    counts = _window_counts(x.shape, pool, stride, pads, x.dtype)
+    xp = pad_nhwc(x, pads)
+    y = _tap(xp, 0, 0, out_hw, stride).copy()
+    for t in range(1, pool[0] * pool[1]):
+        y += _tap(xp, t // pool[1], t % pool[1], out_hw, stride)
+    y /= counts
+    return y, counts, pads
+
+
+def avg_pool2d_backward(dy, counts, x_shape, pool, stride, pads):
+    """Gradient of :func:`avg_pool2d_forward`: each input gets ``dy / count`` of every window holding it."""
+    n, oh, ow, c = dy.shape
+    share = (dy / counts)[:, :, :, None, None, :]
+    dpatches = np.broadcast_to(share, (n, oh, ow, pool[0], pool[1], c))
+    top, bottom, left, right = pads
+    padded = (n, x_shape[1] + top + bottom, x_shape[2] + left + right, c)
+    return scatter_patches(dpatches, padded, stride, pads)

@@ -1,0 +1,967 @@
+"""Integer requantization (TFLite / gemmlowp arithmetic) and integer layer kernels.
+
+An int8 accelerator accumulates ``(x - x_zp) * (w - w_zp)`` in an integer
+accumulator, adds an int32 bias, scales the accumulator by the real factor
+:math:`M = s_x s_w / s_y` and adds the output zero point.  This module gives that
+last step bit for bit as TFLite computes it, and the other choices hardware makes:
+
+* ``"double"``: TFLite's classic fixed-point multiplier (gemmlowp's
+  ``SaturatingRoundingDoublingHighMul`` then ``RoundingDivideByPOT``: two roundings);
+* ``"single"``: TFLite's ``TFLITE_SINGLE_ROUNDING`` variant (one 64-bit product,
+  one rounding);
+* ``"shift"``: a power-of-two scale (a shifter) with any :class:`~fxpsim.fixed.Rounding`;
+* ``"float"``: ``round(acc * scale)`` in float64 with a chosen rounding (what TFLite's
+  FULLY_CONNECTED does in the build of the shared vectors).
+
+The layer kernels (:func:`quantized_fully_connected`, :func:`quantized_conv2d`,
+:func:`quantized_depthwise_conv2d`, :func:`quantized_add`,
+:func:`quantized_average_pool2d`) accumulate through :mod:`fxpsim.datapath`, so any
+accumulator width, overflow mode and adder order can be simulated; with TFLite's
+settings they reproduce its reference int8 kernels.  (They carry a ``quantized_``
+prefix because ``fxpsim.conv2d`` is the datapath's accumulating convolution.)
+
+All integer arithmetic is done on int64 numpy arrays whose intermediate values are
+proven to fit (bounds in each docstring), so no step depends on C overflow rules.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .datapath import conv2d as _datapath_conv2d
+from .datapath import matmul as _datapath_matmul
+from .fixed import FixedArray, Format, Overflow, Rounding, from_float, from_raw
+
+__all__ = [
+    "quantize_multiplier", "saturating_rounding_doubling_high_mul", "rounding_divide_by_pot",
+    "multiply_by_quantized_multiplier", "requantize_shift", "requantize_float",
+    "activation_range", "tflite_add_params", "Requantizer", "IntegerResult",
+    "quantized_fully_connected", "quantized_conv2d", "quantized_depthwise_conv2d",
+    "quantized_add", "quantized_average_pool2d",
+]
+
+INT32_MIN = -(1 << 31)
+INT32_MAX = (1 << 31) - 1
+_KINDS = ("double", "single", "shift", "float")
+
+
+# --------------------------------------------------------------------------- validation
+def _int_array(a, name: str) -> np.ndarray:
+    """``a`` as an int64 array (callers never write into it, so inputs are never modified)."""
+    arr = np.asarray(a)
+    if arr.dtype == np.bool_ or arr.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be an integer array, got dtype {arr.dtype}")
+    if arr.dtype == np.uint64 and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
+        raise ValueError(f"{name} has values above 2**63 - 1")
+    return arr.astype(np.int64, copy=False)
+
+
+def _check_range(arr: np.ndarray, lo: int, hi: int, name: str) -> None:
+    if arr.size and (int(arr.min()) < lo or int(arr.max()) > hi):
+        raise ValueError(f"{name} must lie in [{lo}, {hi}]; got values in "
+                         f"[{int(arr.min())}, {int(arr.max())}]")
+
+
+def _int32_array(a, name: str) -> np.ndarray:
+    arr = _int_array(a, name)
+    _check_range(arr, INT32_MIN, INT32_MAX, f"{name} (int32)")
+    return arr
+
+
+def _wrap_int32(v: np.ndarray) -> np.ndarray:
+    """Two's-complement wrap of int64 values to int32 (what a C ``int32_t`` cast does)."""
+    return ((v + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+
+
+def _per_channel(values, n_channels: int, ndim: int, axis: int, name: str) -> np.ndarray:
+    """Reshape a scalar or a 1-D per-channel parameter so it broadcasts along ``axis``."""
+    arr = np.asarray(values)
+    if arr.ndim == 0:
+        return arr
+    if ndim == 0:
+        if arr.shape != (1,):
+            raise ValueError(f"{name}: a scalar accumulator takes one value, got shape {arr.shape}")
+        return arr.reshape(())
+    if arr.ndim != 1 or arr.shape[0] not in (1, n_channels):
+        raise ValueError(f"{name} must be a scalar or have one value per channel "
+                         f"({n_channels} along axis {axis}); got shape {arr.shape}")
+    shape = [1] * ndim
+    shape[axis] = arr.shape[0]
+    return arr.reshape(shape)
+
+
+def _norm_axis(axis: int, ndim: int) -> int:
+    if ndim == 0:
+        return 0
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis {axis} is out of range for an array of {ndim} dimensions")
+    return axis % ndim
+
+
+# --------------------------------------------------------------------------- gemmlowp primitives
+def quantize_multiplier(real, *, single_rounding: bool = False):
+    r"""Split a real multiplier into a Q31 significand and a power-of-two exponent (TFLite).
+
+    .. math::
+
+        q, e = \mathrm{frexp}(r),\quad \tfrac12 \le |q| < 1,\qquad
+        m = \mathrm{round\_half\_away}(q \cdot 2^{31}),\qquad r \approx m \cdot 2^{e - 31}
+
+    If rounding carries to :math:`m = 2^{31}`, then :math:`m = 2^{30}` and :math:`e = e + 1`.
+    Multipliers with :math:`e < -31` (about :math:`|r| < 2^{-32}`) become ``(0, 0)``, as does
+    :math:`r = 0`.  ``single_rounding=True`` adds the ``TFLITE_SINGLE_ROUNDING`` rules: ``r``
+    must be non-negative and :math:`e > 30` saturates to ``(2**31 - 1, 30)``.
+
+    Parameters
+    ----------
+    real : float or array_like of float
+        Finite real multiplier(s); an array gives per-channel results.
+    single_rounding : bool
+        Apply the single-rounding build's restrictions.
+
+    Returns
+    -------
+    multiplier, shift : int, int or ndarray of int32, ndarray of int32
+        ``shift`` is the exponent (positive = left shift, negative = right shift).
+
+    Examples
+    --------
+    >>> quantize_multiplier(0.0012)
+    (1319413953, -9)
+    >>> quantize_multiplier(1 - 2.0 ** -40)      # rounds up to 2^31: carried into the exponent
+    (1073741824, 1)
+    """
+    r = np.asarray(real, dtype=np.float64)
+    if not np.all(np.isfinite(r)):
+        raise ValueError("quantize_multiplier: the real multiplier must be finite")
+    if single_rounding and np.any(r < 0):
+        raise ValueError("quantize_multiplier: single rounding needs a non-negative multiplier")
+    q, e = np.frexp(r)
+    e = e.astype(np.int64)
+    # |q * 2^31| < 2^31 is exact in float64 and has ulp <= 2^-22, so floor(|x| + 0.5) is exact.
+    mag = np.floor(np.abs(q) * 2.0 ** 31 + 0.5)
+    m = (np.sign(q) * mag).astype(np.int64)
+    carry = m == (1 << 31)
+    m = np.where(carry, 1 << 30, m)
+    e = np.where(carry, e + 1, e)
+    tiny = e < -31
+    m = np.where(tiny, 0, m)
+    e = np.where(tiny | (m == 0), 0, e)
+    if single_rounding:
+        big = e > 30
+        m = np.where(big, INT32_MAX, m)
+        e = np.where(big, 30, e)
+    if r.ndim == 0:
+        return int(m), int(e)
+    return m.astype(np.int32), e.astype(np.int32)
+
+
+def saturating_rounding_doubling_high_mul(a, b) -> np.ndarray:
+    r"""gemmlowp's ``SaturatingRoundingDoublingHighMul`` on int32 values.
+
+    .. math::
+
+        \mathrm{SRDHM}(a, b) = \begin{cases} 2^{31}-1 & a = b = -2^{31} \\
+        \operatorname{trunc}\!\left(\dfrac{ab + \nu}{2^{31}}\right), &
+        \nu = 2^{30} \text{ if } ab \ge 0 \text{ else } 1 - 2^{30} \end{cases}
+
+    i.e. :math:`\lfloor ab / 2^{31} + 1/2 \rfloor`: :math:`2ab / 2^{32}` rounded to nearest with
+    ties toward :math:`+\infty` (the negative nudge with a truncating division sends negative ties
+    toward zero).  Intermediates: :math:`|ab + \nu| \le 2^{62} + 2^{30}` fits int64.
+
+    Parameters
+    ----------
+    a, b : array_like of int
+        int32 values (broadcast together).
+
+    Returns
+    -------
+    ndarray of int64
+        Values in the int32 range.
+    """
+    return _srdhm(_int32_array(a, "a"), _int32_array(b, "b"))
+
+
+def _srdhm(a64: np.ndarray, b64: np.ndarray) -> np.ndarray:
+    r""":func:`saturating_rounding_doubling_high_mul` on validated int64 arrays.
+
+    Computed as :math:`\min(\lfloor (ab + 2^{30}) / 2^{31} \rfloor, 2^{31} - 1)`: for
+    :math:`ab < 0`, :math:`\operatorname{trunc}((ab + 1 - 2^{30}) / 2^{31}) =
+    \lceil (ab - 2^{30} + 1) / 2^{31} \rceil = \lfloor (ab + 2^{30}) / 2^{31} \rfloor`, and only
+    :math:`a = b = -2^{31}` reaches :math:`2^{31}`.
+    """
+    return np.minimum((a64 * b64 + (1 << 30)) >> 31, INT32_MAX)
+
+
+def rounding_divide_by_pot(x, exponent) -> np.ndarray:
+    r"""gemmlowp's ``RoundingDivideByPOT``: :math:`x / 2^e` rounded half away from zero.
+
+    .. math::
+
+        \mathrm{mask} = 2^e - 1,\quad \rho = x \,\&\, \mathrm{mask},\quad
+        \theta = \lfloor \mathrm{mask}/2 \rfloor + [x < 0],\quad
+        \mathrm{RDBPOT}(x, e) = \lfloor x / 2^e \rfloor + [\rho > \theta]
+
+    Parameters
+    ----------
+    x : array_like of int
+        int32 values.
+    exponent : int or array_like of int
+        ``0 <= exponent <= 31`` (broadcast against ``x``).
+
+    Returns
+    -------
+    ndarray of int64
+    """
+    e = _int_array(exponent, "exponent")
+    _check_range(e, 0, 31, "exponent")
+    return _rdbpot(_int32_array(x, "x"), e)
+
+
+def _rdbpot(x64: np.ndarray, e) -> np.ndarray:
+    r""":func:`rounding_divide_by_pot` on validated int64 arrays.
+
+    Computed as :math:`\lfloor (x + \lfloor 2^{e-1} \rfloor - [x < 0][e > 0]) / 2^e \rfloor`
+    (ties up for :math:`x \ge 0`, down for :math:`x < 0`), equal to the mask/threshold form.
+    """
+    e = np.asarray(e, dtype=np.int64)
+    if e.ndim == 0 and int(e) == 0:
+        return x64
+    half = (np.int64(1) << e) >> 1
+    return (x64 + half - ((x64 < 0) & (e > 0))) >> e
+
+
+def multiply_by_quantized_multiplier(acc, multiplier, shift, rounding: str = "double",
+                                     axis: int = -1) -> np.ndarray:
+    r"""TFLite's ``MultiplyByQuantizedMultiplier``: :math:`\mathrm{acc}\cdot m \cdot 2^{s-31}`.
+
+    ``rounding="double"`` (TFLite's default build, two roundings):
+
+    .. math::
+
+        y = \mathrm{RDBPOT}\big(\mathrm{SRDHM}(\mathrm{wrap}_{32}(\mathrm{acc}\cdot 2^{\max(s,0)}),
+        \, m),\ \max(-s, 0)\big)
+
+    where :math:`\mathrm{wrap}_{32}` is the int32 wrap of TFLite's ``x * (1 << left_shift)``.
+    ``rounding="single"`` (``TFLITE_SINGLE_ROUNDING``), with :math:`t = 31 - s`:
+
+    .. math::
+
+        y = \mathrm{wrap}_{32}\big(\lfloor (\mathrm{acc}\cdot m + 2^{t-1}) / 2^t \rfloor\big)
+
+    (round half up; :math:`|\mathrm{acc}\cdot m| < 2^{62}`, so int64 is exact).
+
+    Parameters
+    ----------
+    acc : array_like of int
+        Accumulator values in the int32 range.
+    multiplier, shift : int or 1-D array_like of int
+        From :func:`quantize_multiplier`; 1-D arrays are per channel along ``axis``.
+        ``-31 <= shift <= 30``; ``multiplier`` in int32 (``>= 0`` for single rounding).
+    rounding : {"double", "single"}
+    axis : int
+        Channel axis of ``acc`` for per-channel parameters.
+
+    Returns
+    -------
+    ndarray of int64
+        int32-range values, shape of ``acc``.
+    """
+    x = _int_array(acc, "acc")
+    if x.size and (int(x.min()) < INT32_MIN or int(x.max()) > INT32_MAX):
+        raise ValueError("multiply_by_quantized_multiplier: acc must fit int32 (gemmlowp arithmetic); "
+                         "use an accumulator of at most 32 bits, or requantize with kind 'shift' or "
+                         f"'float' (got values in [{int(x.min())}, {int(x.max())}])")
+    ax = _norm_axis(axis, x.ndim)
+    n_ch = x.shape[ax] if x.ndim else 1
+    m = _per_channel(_int32_array(multiplier, "multiplier"), n_ch, x.ndim, ax, "multiplier")
+    s = _per_channel(_int_array(shift, "shift"), n_ch, x.ndim, ax, "shift")
+    _check_range(s, -31, 30, "shift")
+    if rounding == "double":
+        left = np.maximum(s, 0)
+        shifted = _wrap_int32(x << left) if np.any(left) else x
+        return _rdbpot(_srdhm(shifted, m), np.maximum(-s, 0))
+    if rounding == "single":
+        if np.any(m < 0):
+            raise ValueError("multiply_by_quantized_multiplier: single rounding needs multiplier >= 0")
+        total = 31 - s
+        return _wrap_int32((x * m + (np.int64(1) << (total - 1))) >> total)
+    raise ValueError(f"rounding must be 'double' or 'single', got {rounding!r}")
+
+
+# --------------------------------------------------------------------------- other requantizers
+def requantize_shift(acc, shift, rounding="half_up", *, axis: int = -1, out: Format | None = None,
+                     overflow="saturate", seed: int | None = None) -> np.ndarray:
+    r"""Power-of-two requantization (a barrel shifter): :math:`y = \mathrm{round}(\mathrm{acc} / 2^{s})`.
+
+    The rounding is :meth:`fxpsim.fixed.FixedArray.cast` of the codes read as
+    ``Format(64, s)`` to ``out`` (``Format.integer(32)`` by default), so every
+    :class:`~fxpsim.fixed.Rounding` mode and :class:`~fxpsim.fixed.Overflow` mode applies;
+    a negative ``s`` is a left shift.
+
+    Parameters
+    ----------
+    acc : array_like of int
+        Accumulator codes (int64 range).
+    shift : int or 1-D array_like of int
+        Right shift ``-63 <= s <= 63``, per channel along ``axis`` when 1-D.
+    rounding, overflow : str or Rounding / Overflow
+    out : Format, optional
+        Integer output register (``frac == 0``); default ``Format.integer(32)``.
+    seed : int, optional
+        Seed for stochastic rounding.
+
+    Returns
+    -------
+    ndarray of int64
+    """
+    x = _int_array(acc, "acc")
+    out = Format.integer(32) if out is None else out
+    if out.frac != 0:
+        raise ValueError(f"requantize_shift: out must be an integer format (frac == 0), got {out}")
+    ax = _norm_axis(axis, x.ndim)
+    s = _int_array(shift, "shift")
+    _check_range(s, -63, 63, "shift")
+    s = _per_channel(s, x.shape[ax] if x.ndim else 1, x.ndim, ax, "shift")
+    shifts = np.broadcast_to(s, x.shape)
+    result = np.empty(x.shape, dtype=np.int64)
+    for value in np.unique(shifts):
+        sel = shifts == value
+        codes = FixedArray(x[sel], Format(64, int(value)))
+        result[sel] = codes.cast(out, rounding=rounding, overflow=overflow, seed=seed).raw
+    return result
+
+
+def requantize_float(acc, scale, rounding="half_away", *, axis: int = -1, out: Format | None = None,
+                     overflow="saturate") -> np.ndarray:
+    r"""Float-scale requantization: :math:`y = \mathrm{round}(\mathrm{fl}_{64}(\mathrm{acc} \cdot S))`.
+
+    The product is computed in float64 (``acc`` exact below :math:`2^{53}`) and rounded once,
+    exactly, by :func:`fxpsim.fixed.from_float` with ``rounding`` into ``out``
+    (``Format.integer(32)`` by default).  TFLite's reference FULLY_CONNECTED in the shared
+    vectors' build is this with ``rounding="half_away"`` and
+    :math:`S = (\mathrm{double}(s_x)\,\mathrm{double}(s_w)) / \mathrm{double}(s_y)`.
+
+    Parameters
+    ----------
+    acc : array_like of int
+    scale : float or 1-D array_like of float
+        Positive finite scale(s), per channel along ``axis`` when 1-D.
+    rounding, overflow : str or Rounding / Overflow
+    out : Format, optional
+
+    Returns
+    -------
+    ndarray of int64
+    """
+    x = _int_array(acc, "acc")
+    out = Format.integer(32) if out is None else out
+    if out.frac != 0:
+        raise ValueError(f"requantize_float: out must be an integer format (frac == 0), got {out}")
+    sc = np.asarray(scale, dtype=np.float64)
+    if not (np.all(np.isfinite(sc)) and np.all(sc > 0)):
+        raise ValueError("requantize_float: scale must be positive and finite")
+    ax = _norm_axis(axis, x.ndim)
+    sc = _per_channel(sc, x.shape[ax] if x.ndim else 1, x.ndim, ax, "scale")
+    return from_float(x.astype(np.float64) * sc, out, rounding=rounding, overflow=overflow).raw
+
+
+# --------------------------------------------------------------------------- parameters
+def _float32(x, name: str) -> np.ndarray:
+    """Positive finite scale(s) rounded to float32, as TFLite stores them."""
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a real number or an array of them, got {x!r}") from None
+    with np.errstate(over="ignore", under="ignore"):
+        arr32 = arr.astype(np.float32)
+    if arr.size == 0 or not (np.all(np.isfinite(arr32)) and np.all(arr32 > 0)):
+        raise ValueError(f"{name} must be positive and finite (as a float32), got {x!r}")
+    return arr32
+
+
+def activation_range(activation: str = "none", scale: float = 1.0, zero_point: int = 0,
+                     dtype=np.int8) -> tuple[int, int]:
+    r"""TFLite's quantized fused-activation clamp ``(act_min, act_max)``.
+
+    With :math:`Q(f) = z + \mathrm{round\_half\_away}(f \oslash s)` (the division in float32,
+    as TFLite's ``CalculateActivationRangeQuantized``) and the type range
+    :math:`[q_{min}, q_{max}]`: ``"none"`` :math:`[q_{min}, q_{max}]`; ``"relu"``
+    :math:`[\max(q_{min}, Q(0)), q_{max}]`; ``"relu6"`` :math:`[\max(q_{min}, Q(0)),
+    \min(q_{max}, Q(6))]`; ``"relu_n1_to_1"`` :math:`[\max(q_{min}, Q(-1)), \min(q_{max}, Q(1))]`.
+
+    Parameters
+    ----------
+    activation : {"none", "relu", "relu6", "relu_n1_to_1"}
+        Case-insensitive; TFLite's option names (``"RELU6"``) are accepted.
+    scale : float
+        Output scale (rounded to float32 as TFLite stores it).
+    zero_point : int
+        Output zero point, inside the type range.
+    dtype : numpy integer dtype
+        Output type (default int8).
+
+    Returns
+    -------
+    (int, int)
+    """
+    info = _iinfo(dtype, "dtype")
+    s = _float32(scale, "scale")
+    zp = _check_zero_point(zero_point, info, "zero_point")
+    name = str(activation).lower()
+
+    def q(f: float) -> int:
+        v = float(np.float32(f) / s)              # float32 division, as TFLite
+        v = min(max(v, -2.0 ** 40), 2.0 ** 40)    # beyond any type range (and never inf)
+        return zp + int(math.copysign(math.floor(abs(v) + 0.5), v))
+
+    lo, hi = int(info.min), int(info.max)
+    if name == "none":
+        return lo, hi
+    if name == "relu":
+        return max(lo, q(0.0)), hi
+    if name == "relu6":
+        return max(lo, q(0.0)), min(hi, q(6.0))
+    if name == "relu_n1_to_1":
+        return max(lo, q(-1.0)), min(hi, q(1.0))
+    raise ValueError(f"activation must be 'none', 'relu', 'relu6' or 'relu_n1_to_1', got {activation!r}")
+
+
+def tflite_add_params(scale1: float, scale2: float, out_scale: float, left_shift: int = 20,
+                      single_rounding: bool = False) -> tuple[int, int, int, int, int, int]:
+    r"""TFLite's int8 ADD multipliers ``(m1, s1, m2, s2, m_out, s_out)``.
+
+    .. math::
+
+        S = 2\max(s_1, s_2),\quad r_i = s_i / S,\quad r_{out} = S / (2^{L} s_{out})
+
+    each turned into ``(m, s)`` by :func:`quantize_multiplier` (``QuantizeMultiplierSmallerThanOneExp``:
+    :math:`0 < r < 1`, :math:`s \le 0`).  Scales are rounded to float32 first (TFLite stores them so).
+    """
+    s1, s2, so = (float(v) for v in (_float32(scale1, "scale1"), _float32(scale2, "scale2"),
+                                       _float32(out_scale, "out_scale")))
+    if not isinstance(left_shift, (int, np.integer)) or not 0 <= left_shift <= 30:
+        raise ValueError(f"left_shift must be an int in [0, 30], got {left_shift!r}")
+    twice_max = 2.0 * max(s1, s2)
+    params = []
+    for name, real in (("input1", s1 / twice_max), ("input2", s2 / twice_max),
+                       ("output", twice_max / (float(1 << left_shift) * so))):
+        if not 0.0 < real < 1.0:
+            raise ValueError(f"tflite_add_params: the {name} multiplier {real!r} is not in (0, 1); "
+                             "the scales are too far apart for TFLite's ADD")
+        m, s = quantize_multiplier(real, single_rounding=single_rounding)
+        params += [m, s]
+    return tuple(params)
+
+
+@dataclass(frozen=True)
+class Requantizer:
+    r"""How an accumulator becomes an output code (per tensor or per channel).
+
+    Attributes
+    ----------
+    kind : {"double", "single", "shift", "float"}
+        ``double``/``single``: :func:`multiply_by_quantized_multiplier` with ``multiplier``
+        and ``shift``; ``shift``: :func:`requantize_shift` by ``-shift`` (``shift`` is the
+        exponent, as for the multipliers: :math:`y = \mathrm{round}(\mathrm{acc}\cdot 2^{shift})`);
+        ``float``: :func:`requantize_float` with ``scale``.
+    multiplier, shift : tuple of int
+        One value (per tensor) or one per output channel.
+    scale : tuple of float
+        Real scale(s) for ``float``.
+    rounding : Rounding
+        Rounding of ``shift`` and ``float`` (``double``/``single`` have fixed rounding).
+
+    Examples
+    --------
+    >>> rq = Requantizer.tflite(0.02, [0.003, 0.004], 0.05)      # per-channel weight scales
+    >>> rq.multiplier, rq.shift
+    ((1319413916, 1759218622), (-9, -9))
+    >>> rq(np.array([[1000, -1000], [30000, -777]]), axis=-1)
+    array([[ 1, -2],
+           [36, -1]])
+    """
+
+    kind: str = "double"
+    multiplier: tuple = ()
+    shift: tuple = ()
+    scale: tuple = ()
+    rounding: Rounding = Rounding.HALF_UP
+
+    def __post_init__(self):
+        if self.kind not in _KINDS:
+            raise ValueError(f"Requantizer.kind must be one of {_KINDS}, got {self.kind!r}")
+        object.__setattr__(self, "rounding", Rounding.parse(self.rounding))
+        for name in ("multiplier", "shift", "scale"):
+            value = getattr(self, name)
+            object.__setattr__(self, name, tuple(np.atleast_1d(np.asarray(value)).tolist()))
+        if self.kind in ("double", "single"):
+            if not self.multiplier or len(self.multiplier) != len(self.shift):
+                raise ValueError("Requantizer: multiplier and shift need the same, non-zero length")
+            m = _int32_array(np.asarray(self.multiplier), "multiplier")
+            s = _int_array(np.asarray(self.shift), "shift")
+            _check_range(s, -31, 30, "shift")
+            if self.kind == "single" and np.any(m < 0):
+                raise ValueError("Requantizer: single rounding needs multiplier >= 0")
+        elif self.kind == "shift":
+            if not self.shift:
+                raise ValueError("Requantizer: kind 'shift' needs shift")
+            _check_range(_int_array(np.asarray(self.shift), "shift"), -63, 63, "shift")
+        else:
+            sc = np.asarray(self.scale, dtype=np.float64)
+            if not self.scale:
+                raise ValueError("Requantizer: kind 'float' needs scale")
+            if not (np.all(np.isfinite(sc)) and np.all(sc > 0)):
+                raise ValueError(f"Requantizer: scale must be positive and finite, got {self.scale}")
+
+    @property
+    def channels(self) -> int:
+        """Number of per-channel parameters (1 = per tensor)."""
+        return len(self.scale if self.kind == "float" else self.shift)
+
+    @classmethod
+    def tflite(cls, input_scale, weight_scale, output_scale, kind: str = "double",
+               rounding="half_away") -> "Requantizer":
+        r"""TFLite's conv/FC requantizer from the tensor scales (float32, as stored).
+
+        .. math:: M_c = (\mathrm{double}(s_x)\,\mathrm{double}(s_{w,c})) / \mathrm{double}(s_y)
+
+        ``kind="double"``/``"single"`` quantize :math:`M_c` with :func:`quantize_multiplier`;
+        ``kind="float"`` keeps it as a float64 scale (with ``rounding``, TFLite: half away);
+        ``kind="shift"`` rounds :math:`\log_2 M_c` to the nearest integer exponent.
+        ``weight_scale`` is a scalar (per tensor) or one value per output channel.
+        """
+        sx = np.float64(_float32(input_scale, "input_scale"))
+        sw = _float32(weight_scale, "weight_scale").astype(np.float64)
+        sy = np.float64(_float32(output_scale, "output_scale"))
+        if sx.ndim or sy.ndim or sw.ndim > 1:
+            raise ValueError("Requantizer.tflite: input/output scales are scalars, weight_scale a scalar or 1-D")
+        real = np.atleast_1d(sx * sw / sy)
+        if kind in ("double", "single"):
+            m, s = quantize_multiplier(real, single_rounding=kind == "single")
+            return cls(kind, multiplier=tuple(m.tolist()), shift=tuple(s.tolist()))
+        if kind == "float":
+            return cls("float", scale=tuple(real.tolist()), rounding=rounding)
+        if kind == "shift":
+            return cls("shift", shift=tuple(np.round(np.log2(real)).astype(int).tolist()), rounding=rounding)
+        raise ValueError(f"kind must be one of {_KINDS}, got {kind!r}")
+
+    def __call__(self, acc, axis: int = -1) -> np.ndarray:
+        """Requantize accumulator codes; per-channel parameters apply along ``axis``."""
+        params = {name: (np.asarray(v) if len(v) > 1 else v[0]) if v else None
+                  for name, v in (("m", self.multiplier), ("s", self.shift), ("c", self.scale))}
+        if self.kind in ("double", "single"):
+            return multiply_by_quantized_multiplier(acc, params["m"], params["s"], self.kind, axis=axis)
+        if self.kind == "shift":
+            return requantize_shift(acc, -np.asarray(params["s"]), self.rounding, axis=axis)
+        return requantize_float(acc, params["c"], self.rounding, axis=axis)
+
+
+# --------------------------------------------------------------------------- layer kernels
+@dataclass(frozen=True)
+class IntegerResult:
+    """Output of an integer layer kernel.
+
+    Attributes
+    ----------
+    out : ndarray
+        Output codes in the output dtype (after zero point and activation clamp).
+    acc : ndarray of int64
+        Accumulator codes the requantizer saw (after bias), channels last.
+    overflows : int
+        Accumulator overflow events (each add that overflowed, the bias add included).
+    """
+
+    out: np.ndarray
+    acc: np.ndarray
+    overflows: int
+
+
+def _iinfo(dtype, name):
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{name} must be a numpy integer dtype, got {dtype!r}") from None
+    if dt.kind not in "iu" or dt.itemsize > 4:
+        raise TypeError(f"{name} must be an integer dtype of at most 32 bits, got {dt}")
+    return np.iinfo(dt)
+
+
+def _check_zero_point(zp, info, name: str) -> int:
+    if isinstance(zp, (bool, np.bool_)) or not isinstance(zp, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {zp!r}")
+    if not int(info.min) <= int(zp) <= int(info.max):
+        raise ValueError(f"{name}={int(zp)} is out of range for {info.dtype} [{info.min}, {info.max}]")
+    return int(zp)
+
+
+def _operand(a, name: str, ndim: int):
+    arr = np.asarray(a)
+    if arr.dtype == np.bool_ or arr.dtype.kind not in "iu" or arr.dtype.itemsize > 4:
+        raise TypeError(f"{name} must be an integer array of at most 32 bits (int8, uint8, int16, "
+                        f"int32...), got dtype {arr.dtype}")
+    if arr.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimensions, got shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError(f"{name} is empty (shape {arr.shape})")
+    return arr
+
+
+def _offset(arr: np.ndarray, zp, name: str, channel_axis: int | None = None) -> np.ndarray:
+    """``arr - zp`` in int64; ``zp`` scalar, or per channel along ``channel_axis``."""
+    info = np.iinfo(arr.dtype)
+    zps = np.asarray(zp)
+    if zps.ndim == 0:
+        return arr.astype(np.int64) - _check_zero_point(zp, info, name)
+    if channel_axis is None or zps.ndim != 1 or zps.shape[0] != arr.shape[channel_axis]:
+        raise ValueError(f"{name} must be a scalar{'' if channel_axis is None else ' or one per channel'}"
+                         f", got shape {zps.shape}")
+    for z in zps.tolist():
+        _check_zero_point(int(z), info, name)
+    shape = [1] * arr.ndim
+    shape[channel_axis] = -1
+    return arr.astype(np.int64) - zps.astype(np.int64).reshape(shape)
+
+
+def _clamp_range(act_min, act_max, info) -> tuple[int, int]:
+    """The activation clamp, defaulting to the output type's range, validated against it."""
+    lo = int(info.min) if act_min is None else act_min
+    hi = int(info.max) if act_max is None else act_max
+    for name, v in (("act_min", lo), ("act_max", hi)):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"{name} must be an int, got {v!r}")
+    if not info.min <= lo <= hi <= info.max:
+        raise ValueError(f"need {info.min} <= act_min <= act_max <= {info.max}, got act_min={lo}, act_max={hi}")
+    return int(lo), int(hi)
+
+
+def _acc_format(acc) -> Format:
+    fmt = Format.integer(int(acc)) if isinstance(acc, (int, np.integer)) else acc
+    if not isinstance(fmt, Format):
+        raise TypeError(f"acc must be a Format or an int (accumulator bits), got {acc!r}")
+    if fmt.frac != 0 or not fmt.signed or fmt.word > 62:
+        raise ValueError(f"acc must be a signed integer format of at most 62 bits, got {fmt}")
+    return fmt
+
+
+def _bias(bias, n_out: int, fmt: Format):
+    if bias is None:
+        return None
+    b = np.asarray(bias)
+    if b.dtype == np.bool_ or b.dtype.kind not in "iu":
+        raise TypeError(f"bias must be an integer array (int32), got dtype {b.dtype}")
+    if b.shape != (n_out,):
+        raise ValueError(f"bias must have shape ({n_out},), one value per output channel; got {b.shape}")
+    b = b.astype(np.int64)
+    _check_range(b, fmt.min_code, fmt.max_code, f"bias (accumulator {fmt})")
+    return b
+
+
+def _check_requant(requant, n_out: int) -> Requantizer:
+    if not isinstance(requant, Requantizer):
+        raise TypeError(f"requant must be a Requantizer, got {type(requant).__name__}")
+    if requant.channels not in (1, n_out):
+        raise ValueError(f"requant has {requant.channels} channels; the layer has {n_out} outputs")
+    return requant
+
+
+def _output_spec(out_zp, act_min, act_max, out_dtype) -> tuple:
+    """Validated ``(dtype, zero point, act_min, act_max)`` of a layer's output."""
+    info = _iinfo(out_dtype, "out_dtype")
+    zp = _check_zero_point(out_zp, info, "out_zp")
+    return (info.dtype, zp) + _clamp_range(act_min, act_max, info)
+
+
+def _finish(acc: FixedArray, bias, bias_at: str, overflow, requant: Requantizer, out_spec) -> IntegerResult:
+    """Bias add (``end``), requantize along the last axis, add zero point, clamp."""
+    overflows = int(acc.overflows)
+    if bias is not None and bias_at == "end":
+        full = from_raw(np.broadcast_to(bias, acc.shape).copy(), Format.integer(acc.fmt.word))
+        acc = (acc + full).cast(acc.fmt, overflow=overflow)
+        overflows += int(acc.overflows)
+    dtype, zp, lo, hi = out_spec
+    y = requant(acc.raw, axis=-1) + zp
+    return IntegerResult(np.clip(y, lo, hi).astype(dtype), acc.raw, overflows)
+
+
+def _common(bias_at, overflow, order):
+    if bias_at not in ("end", "init"):
+        raise ValueError(f"bias_at must be 'end' (TFLite: bias added after the sum) or 'init' "
+                         f"(accumulator preloaded with the bias), got {bias_at!r}")
+    Overflow.parse(overflow)
+    if order not in ("sequential", "tree"):
+        raise ValueError(f"order must be 'sequential' or 'tree', got {order!r}")
+
+
+def quantized_fully_connected(x, w, bias=None, *, requant: Requantizer, x_zp=0, w_zp=0, out_zp=0,
+                              act_min=None, act_max=None, out_dtype=np.int8, acc=32, overflow="wrap",
+                              order="sequential", bias_at="end") -> IntegerResult:
+    r"""Integer fully connected layer (TFLite ``FULLY_CONNECTED``, int8).
+
+    .. math::
+
+        a_{n,o} = \mathrm{acc}\Big(\sum_k (x_{n,k} - z_x)(w_{o,k} - z_{w,o})\Big) + b_o,\qquad
+        y_{n,o} = \mathrm{clamp}\big(R_o(a_{n,o}) + z_y,\ \mathrm{act\_min},\ \mathrm{act\_max}\big)
+
+    where :math:`\mathrm{acc}` is :func:`fxpsim.datapath.matmul` with accumulator ``acc``
+    (overflow applied after every add) and :math:`R` the requantizer.
+
+    Parameters
+    ----------
+    x : ndarray of int, shape (..., K)
+    w : ndarray of int, shape (O, K)
+        TFLite weight layout.
+    bias : ndarray of int, shape (O,), optional
+    requant : Requantizer
+        e.g. ``Requantizer.tflite(s_x, s_w, s_y, kind="float")`` for the shared vectors' TFLite build.
+    x_zp, w_zp, out_zp : int
+        Zero points (``w_zp`` may be per output channel).
+    act_min, act_max : int, optional
+        Fused activation clamp (default: the ``out_dtype`` range); see :func:`activation_range`.
+    acc : Format or int
+        Accumulator (``32`` = TFLite's int32).
+    overflow : str
+        Accumulator overflow mode (``"wrap"`` is what int32 C arithmetic does).
+    order : {"sequential", "tree"}
+    bias_at : {"end", "init"}
+        Add the bias after the sum (TFLite) or preload the accumulator with it.
+
+    Returns
+    -------
+    IntegerResult
+        ``out`` of shape (..., O).
+    """
+    x = _operand(x, "x", np.ndim(x) if np.ndim(x) >= 1 else 1)
+    w = _operand(w, "w", 2)
+    if x.shape[-1] != w.shape[1]:
+        raise ValueError(f"x has {x.shape[-1]} features but w (O, K) = {w.shape} expects {w.shape[1]}")
+    _common(bias_at, overflow, order)
+    out_spec = _output_spec(out_zp, act_min, act_max, out_dtype)
+    fmt = _acc_format(acc)
+    requant = _check_requant(requant, w.shape[0])
+    b = _bias(bias, w.shape[0], fmt)
+    xo = _offset(x, x_zp, "x_zp")
+    wo = _offset(w, w_zp, "w_zp", channel_axis=0)
+    init = np.broadcast_to(b, x.shape[:-1] + (w.shape[0],)).copy() if (b is not None and bias_at == "init") else None
+    a = _datapath_matmul(xo, np.ascontiguousarray(wo.T), acc=fmt, overflow=overflow, order=order, init=init)
+    return _finish(a, b, bias_at, overflow, requant, out_spec)
+
+
+def _pair(v, name: str) -> tuple[int, int]:
+    pair = (v, v) if isinstance(v, (int, np.integer)) else tuple(v)
+    if len(pair) != 2 or not all(isinstance(p, (int, np.integer)) and p >= 1 for p in pair):
+        raise ValueError(f"{name} must be a positive int or a pair of them, got {v!r}")
+    return int(pair[0]), int(pair[1])
+
+
+def _explicit_padding(padding, in_hw, k_hw, stride, dilation):
+    """TF/TFLite padding as ((top, bottom), (left, right)); SAME puts the odd pixel after."""
+    if isinstance(padding, str):
+        mode = padding.upper()
+        if mode == "VALID":
+            return ((0, 0), (0, 0))
+        if mode != "SAME":
+            raise ValueError(f"padding must be 'SAME', 'VALID' or ((t, b), (l, r)), got {padding!r}")
+        pads = []
+        for n, k, s, d in zip(in_hw, k_hw, stride, dilation):
+            out = -(-n // s)
+            total = max((out - 1) * s + (k - 1) * d + 1 - n, 0)
+            pads.append((total // 2, total - total // 2))
+        return tuple(pads)
+    try:
+        (t, b), (l, r) = padding
+        pads = ((int(t), int(b)), (int(l), int(r)))
+    except (TypeError, ValueError):
+        raise ValueError(f"padding must be 'SAME', 'VALID' or ((t, b), (l, r)), got {padding!r}") from None
+    if min(min(p) for p in pads) < 0:
+        raise ValueError(f"padding must be non-negative, got {padding!r}")
+    return pads
+
+
+def _conv(x, w_hwio, groups, bias, requant, x_zp, out_zp, stride, padding, dilation, act_min, act_max,
+          out_dtype, acc, overflow, order, bias_at, w_offset):
+    _common(bias_at, overflow, order)
+    out_spec = _output_spec(out_zp, act_min, act_max, out_dtype)
+    fmt = _acc_format(acc)
+    stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+    pads = _explicit_padding(padding, x.shape[1:3], w_hwio.shape[:2], stride, dilation)
+    for n, k, d, (p0, p1), axis in zip(x.shape[1:3], w_hwio.shape[:2], dilation, pads, ("height", "width")):
+        if n + p0 + p1 < (k - 1) * d + 1:
+            raise ValueError(f"the dilated kernel ({(k - 1) * d + 1}) is larger than the padded input "
+                             f"{axis} ({n + p0 + p1})")
+    n_out = w_hwio.shape[3]
+    requant = _check_requant(requant, n_out)
+    b = _bias(bias, n_out, fmt)
+    xo = _offset(x, x_zp, "x_zp")
+    out_hw = tuple((n + p0 + p1 - (k - 1) * d - 1) // s + 1
+                   for n, k, s, d, (p0, p1) in zip(x.shape[1:3], w_hwio.shape[:2], stride, dilation, pads))
+    init = (np.broadcast_to(b, (x.shape[0],) + out_hw + (n_out,)).copy()
+            if (b is not None and bias_at == "init") else None)
+    a = _datapath_conv2d(xo, np.ascontiguousarray(w_offset(w_hwio)), acc=fmt, stride=stride, padding=pads,
+                         dilation=dilation, groups=groups, overflow=overflow, order=order, init=init)
+    return _finish(a, b, bias_at, overflow, requant, out_spec)
+
+
+def quantized_conv2d(x, w, bias=None, *, requant: Requantizer, x_zp=0, w_zp=0, out_zp=0, stride=1,
+                     padding="VALID", dilation=1, act_min=None, act_max=None, out_dtype=np.int8, acc=32,
+                     overflow="wrap", order="sequential", bias_at="end") -> IntegerResult:
+    r"""Integer 2-D convolution (TFLite ``CONV_2D``, int8, NHWC).
+
+    .. math::
+
+        a_{n,i,j,o} = \mathrm{acc}\Big(\sum_{u,v,c} (x_{n,\,is+ud-p,\,js+vd-p,\,c} - z_x)
+        (w_{o,u,v,c} - z_{w,o})\Big) + b_o,\qquad y = \mathrm{clamp}(R_o(a) + z_y)
+
+    Padded taps contribute :math:`x - z_x = 0`, exactly as TFLite skips them.
+
+    Parameters
+    ----------
+    x : ndarray of int, shape (N, H, W, C)
+    w : ndarray of int, shape (O, KH, KW, C)
+        TFLite weight layout.
+    stride, dilation : int or (int, int)
+    padding : "SAME", "VALID" or ((top, bottom), (left, right))
+    bias, requant, x_zp, w_zp, out_zp, act_min, act_max, out_dtype, acc, overflow, order, bias_at
+        As :func:`quantized_fully_connected`; TFLite's conv uses ``Requantizer.tflite(..., kind="double")``.
+
+    Returns
+    -------
+    IntegerResult
+        ``out`` of shape (N, OH, OW, O).
+    """
+    x = _operand(x, "x", 4)
+    w = _operand(w, "w", 4)
+    if x.shape[3] != w.shape[3]:
+        raise ValueError(f"x has {x.shape[3]} channels but w (O, KH, KW, C) = {w.shape} expects {w.shape[3]}")
+    w_hwio = np.transpose(w, (1, 2, 3, 0))
+    return _conv(x, w_hwio, 1, bias, requant, x_zp, out_zp, stride, padding, dilation, act_min, act_max,
+                 out_dtype, acc, overflow, order, bias_at,
+                 lambda k: _offset(k, w_zp, "w_zp", channel_axis=3))
+
+
+def quantized_depthwise_conv2d(x, w, bias=None, *, requant: Requantizer, x_zp=0, w_zp=0, out_zp=0,
+                               stride=1, padding="VALID", dilation=1, act_min=None, act_max=None,
+                               out_dtype=np.int8, acc=32, overflow="wrap", order="sequential",
+                               bias_at="end") -> IntegerResult:
+    r"""Integer depthwise convolution (TFLite ``DEPTHWISE_CONV_2D``, int8, NHWC).
+
+    Output channel :math:`o = cM + m` (depth multiplier :math:`M = O / C`) sees input channel
+    :math:`c` only:
+
+    .. math::
+
+        a_{n,i,j,o} = \mathrm{acc}\Big(\sum_{u,v} (x_{n,\,is+ud-p,\,js+vd-p,\,c} - z_x)
+        (w_{0,u,v,o} - z_{w,o})\Big) + b_o
+
+    Parameters
+    ----------
+    x : ndarray of int, shape (N, H, W, C)
+    w : ndarray of int, shape (1, KH, KW, C*M)
+        TFLite weight layout.
+    Other parameters as :func:`quantized_conv2d`.
+
+    Returns
+    -------
+    IntegerResult
+        ``out`` of shape (N, OH, OW, C*M).
+    """
+    x = _operand(x, "x", 4)
+    w = _operand(w, "w", 4)
+    if w.shape[0] != 1 or w.shape[3] % x.shape[3]:
+        raise ValueError(f"depthwise w must have shape (1, KH, KW, C*M) with C = {x.shape[3]} input "
+                         f"channels; got {w.shape}")
+    w_hwio = np.transpose(w, (1, 2, 0, 3))         # (KH, KW, 1, C*M)
+    return _conv(x, w_hwio, x.shape[3], bias, requant, x_zp, out_zp, stride, padding, dilation, act_min,
+                 act_max, out_dtype, acc, overflow, order, bias_at,
+                 lambda k: _offset(k, w_zp, "w_zp", channel_axis=3))
+
+
+def quantized_add(x1, x2, *, scale1: float, zp1: int, scale2: float, zp2: int, out_scale: float,
+                  out_zp: int, act_min=None, act_max=None, out_dtype=np.int8, left_shift: int = 20,
+                  rounding: str = "double") -> np.ndarray:
+    r"""Integer elementwise add (TFLite ``ADD``, int8), numpy broadcasting.
+
+    With ``(m1, s1, m2, s2, mo, so) =`` :func:`tflite_add_params` and
+    :math:`\mathrm{MBQM}` = :func:`multiply_by_quantized_multiplier` (int32 arithmetic):
+
+    .. math::
+
+        v_i = \mathrm{MBQM}((x_i - z_i)\,2^{L},\ m_i, s_i),\qquad
+        y = \mathrm{clamp}\big(\mathrm{MBQM}(v_1 + v_2,\ m_o, s_o) + z_y\big)
+
+    Returns
+    -------
+    ndarray of ``out_dtype``
+    """
+    a = _operand(x1, "x1", np.ndim(x1))
+    b = _operand(x2, "x2", np.ndim(x2))
+    try:
+        shape = np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise ValueError(f"x1 {a.shape} and x2 {b.shape} do not broadcast") from None
+    single = rounding == "single"
+    if rounding not in ("double", "single"):
+        raise ValueError(f"rounding must be 'double' or 'single', got {rounding!r}")
+    dtype, zp, lo, hi = _output_spec(out_zp, act_min, act_max, out_dtype)
+    m1, s1, m2, s2, mo, so = tflite_add_params(scale1, scale2, out_scale, left_shift, single)
+    v1 = multiply_by_quantized_multiplier(_wrap_int32(_offset(a, zp1, "zp1") << left_shift), m1, s1, rounding)
+    v2 = multiply_by_quantized_multiplier(_wrap_int32(_offset(b, zp2, "zp2") << left_shift), m2, s2, rounding)
+    raw = multiply_by_quantized_multiplier(_wrap_int32(np.broadcast_to(v1, shape) + v2), mo, so, rounding)
+    return np.clip(raw + zp, lo, hi).astype(dtype)
+
+
+def quantized_average_pool2d(x, pool_size, *, stride=None, padding="VALID", act_min=None, act_max=None,
+                             acc=32, overflow="wrap") -> IntegerResult:
+    r"""Integer average pooling (TFLite ``AVERAGE_POOL_2D``, int8: same scale and zero point in and out).
+
+    The window sum :math:`S` (padded pixels excluded, :math:`c` = number of valid pixels) runs
+    through :func:`fxpsim.datapath.conv2d` (a depthwise all-ones kernel) with accumulator ``acc``;
+    then, as TFLite's reference kernel, with truncating integer division:
+
+    .. math::
+
+        y = \begin{cases} \operatorname{trunc}\big((S + \lfloor c/2 \rfloor)/c\big) & S > 0 \\
+        \operatorname{trunc}\big((S - \lfloor c/2 \rfloor)/c\big) & S \le 0\end{cases}
+        \quad = \mathrm{round\_half\_away}(S / c)
+
+    Parameters
+    ----------
+    x : ndarray of int, shape (N, H, W, C)
+    pool_size, stride : int or (int, int)
+        ``stride`` defaults to ``pool_size``.
+    padding : "SAME", "VALID" or ((top, bottom), (left, right))
+    act_min, act_max : int, optional
+        Clamp (default: the dtype range of ``x``).
+    acc : Format or int
+    overflow : str
+
+    Returns
+    -------
+    IntegerResult
+        ``out`` of shape (N, OH, OW, C) and dtype of ``x``.
+    """
+    x = _operand(x, "x", 4)
+    lo, hi = _clamp_range(act_min, act_max, np.iinfo(x.dtype))
+    k = _pair(pool_size, "pool_size")
+    stride = k if stride is None else _pair(stride, "stride")
+    fmt = _acc_format(acc)
+    Overflow.parse(overflow)
+    pads = _explicit_padding(padding, x.shape[1:3], k, stride, (1, 1))
+    for n, kk, (p0, p1), axis in zip(x.shape[1:3], k, pads, ("height", "width")):
+        if n + p0 + p1 < kk:
+            raise ValueError(f"pool_size {kk} is larger than the padded input {axis} ({n + p0 + p1})")
+        if max(p0, p1) >= kk:
+            raise ValueError(f"padding {(p0, p1)} leaves windows without any input pixel ({axis})")
+    c = x.shape[3]
+    ones = np.ones(k + (1, c), dtype=np.int64)
+    a = _datapath_conv2d(x.astype(np.int64), ones, acc=fmt, stride=stride, padding=pads, groups=c,
+                         overflow=overflow)
+    valid = np.ones((1,) + x.shape[1:3] + (1,), dtype=np.int64)
+    count = _datapath_conv2d(valid, np.ones(k + (1, 1), dtype=np.int64), acc=Format.integer(32),
+                             stride=stride, padding=pads).raw
+    s = a.raw
+    num = np.where(s > 0, s + count // 2, s - count // 2)
+    avg = np.sign(num) * (np.abs(num) // count)       # C division truncates toward zero
+    return IntegerResult(np.clip(avg, lo, hi).astype(x.dtype), s, int(a.overflows))

@@ -1,0 +1,37 @@
+"""Shared pytest configuration: hypothesis profiles and the reference-vector directory.
+
+Hypothesis profiles: ``ci`` (default; 60 examples, derandomized, no deadline) and
+``thorough`` (2000 examples); pick one with ``HYPOTHESIS_PROFILE=thorough pytest``.
+
+Reference vectors live in ``<repo>/../shared/vectors`` unless the environment
+variable ``FXPSIM_VECTORS`` names another directory; tests that need them are
+skipped, with the reason, when the directory is absent.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("thorough", max_examples=2000, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# ``from reference import ...`` works whatever pytest's import mode.
+if str(REPO_ROOT / "tests") not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT / "tests"))
+VECTORS_DIR = Path(os.environ.get("FXPSIM_VECTORS", REPO_ROOT.parent / "shared" / "vectors"))
+
+
+@pytest.fixture(scope="session")
+def vectors_dir() -> Path:
+    """Directory of the shared reference vectors (skips the test when it is missing)."""
+    if not VECTORS_DIR.is_dir():
+        pytest.skip(f"reference vectors not found at {VECTORS_DIR} (set FXPSIM_VECTORS to their directory)")
+    return VECTORS_DIR

@@ -1,0 +1,115 @@
+"""The command line, run as a user would: ``python -m fxpsim ...`` in a temporary directory."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import fxpsim
+from fxpsim import nn, train
+from fxpsim.datasets import load_digits
+from fxpsim.hardware import preset, preset_names
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run(*args, cwd, timeout=180):
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "fxpsim", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory):
+    x, y = load_digits("train", seed=0)
+    model = nn.small_cnn((8, 8, 1), filters=(4, 8), seed=0)
+    train.fit(model, (x, y), epochs=2, optimizer=train.Adam(3e-3), progress=False)
+    return train.save_model(model, tmp_path_factory.mktemp("model") / "cnn.npz")
+
+
+def test_version_and_help(tmp_path):
+    r = run("--version", cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.strip() == f"fxpsim {fxpsim.__version__}"
+    for cmd in ([], ["demo"], ["simulate"], ["sweep"], ["presets"]):
+        r = run(*cmd, "--help", cwd=tmp_path)
+        assert r.returncode == 0 and "usage: fxpsim" in r.stdout, (cmd, r.stderr)
+    r = run(cwd=tmp_path)
+    assert r.returncode == 0 and "demo" in r.stdout
+
+
+def test_presets_list_and_show(tmp_path):
+    r = run("presets", cwd=tmp_path)
+    assert r.returncode == 0
+    for name in preset_names():
+        assert name in r.stdout
+    r = run("presets", "--show", "int4-acc12-sat", cwd=tmp_path)
+    assert r.returncode == 0
+    assert tomllib.loads(r.stdout) == preset("int4-acc12-sat").to_dict()
+
+
+def test_simulate_writes_report(tmp_path, model_file):
+    r = run("simulate", "--model", str(model_file), "--config", "int8-acc16-wrap", "--out", "rep", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "hardware accuracy" in r.stdout and "0:conv2d" in r.stdout
+    d = json.loads((tmp_path / "rep" / "report.json").read_text())
+    assert d["config"]["name"] == "int8-acc16-wrap" and d["network"]["n_samples"] == 360
+    assert (tmp_path / "rep" / "report.html").stat().st_size > 10_000
+    toml = tmp_path / "mine.toml"
+    toml.write_text('name = "mine"\n[accumulator]\nbits = 24\noverflow = "saturate"\n')
+    r = run("simulate", "--model", str(model_file), "--config", str(toml), "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["config"]["accumulator"]["bits"] == 24
+
+
+def test_sweep_command(tmp_path, model_file):
+    r = run("sweep", "--model", str(model_file), "--acc-bits", "12,16:32:16", "--overflow", "saturate,wrap",
+            "--processes", "1", "--no-progress", "--out", "sw", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(open(tmp_path / "sw" / "sweep.csv")))
+    assert [(int(r_["accumulator_bits"]), r_["accumulator_overflow"]) for r_ in rows] == \
+        [(a, o) for a in (12, 16, 32) for o in ("saturate", "wrap")]
+    assert "Pareto front" in r.stdout and (tmp_path / "sw" / "report.html").exists()
+
+
+def test_demo_end_to_end(tmp_path):
+    r = run("demo", "--epochs", "1", "--acc-bits", "12,20,32", "--processes", "1", "--no-progress",
+            "--out", "out", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "out"
+    for name in ("report.html", "report.json", "report.md", "sweep.csv", "sweep.json", "model.npz",
+                 "plots/accuracy_vs_accumulator.png", "plots/heatmap_weight_accumulator.png",
+                 "plots/sqnr_per_layer.png", "plots/overflow_per_layer.png", "plots/accumulator_histograms.png"):
+        assert (out / name).is_file(), name
+    d = json.loads((out / "report.json").read_text())
+    assert d["config"]["name"] == "tflite-int8" and len(d["sweep"]["records"]) == 3 * 2 + 2 * 2
+    assert "Accuracy on every preset" in r.stdout and "report: out/report.html" in r.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["simulate", "--model", "missing.npz"], "model file not found: missing.npz"),
+    (["simulate", "--model", "MODEL", "--config", "tflite-int9"], "unknown preset 'tflite-int9'"),
+    (["simulate", "--model", "MODEL", "--config", "bad.toml"], "unknown key 'accumulator.bitz'"),
+    (["simulate", "--model", "MODEL", "--config", "badvalue.toml"], "accumulator.overflow: unknown value"),
+    (["simulate", "--model", "MODEL", "--config", "nothere.toml"], "hardware config file not found"),
+    (["simulate", "--model", "MODEL", "--data", "nothere.npz"], "data file not found"),
+    (["simulate"], "the following arguments are required: --model"),
+    (["sweep", "--model", "MODEL"], "give at least one axis"),
+    (["sweep", "--model", "MODEL", "--acc-bits", "ten"], "expected integers"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["demo", "--epochs", "0"], "--epochs must be at least 1"),
+    (["presets", "--show", "nope"], "unknown preset 'nope'"),
+])
+def test_usage_errors_exit_2_with_one_line(tmp_path, model_file, args, message):
+    (tmp_path / "bad.toml").write_text("[accumulator]\nbitz = 16\n")
+    (tmp_path / "badvalue.toml").write_text("[accumulator]\noverflow = 'sideways'\n")
+    args = [str(model_file) if a == "MODEL" else a for a in args]
+    r = run(*args, cwd=tmp_path)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fxpsim: error: ") and message in lines[0], r.stderr
