@@ -6,8 +6,9 @@
  *   acc[i, j] <- fit(acc[i, j] + a[i, k] * b[k, j])   for k = 0 .. K-1 (in order)
  *   cnt[i, j] <- number of k where the add left the accumulator's range
  *
- * The loop order is i (rows) -> j block (FXA_JB output columns held in
- * registers) -> k (reduction, in order) -> j (vectorised lanes).  Every output
+ * The loop order is j block (FXA_JB output columns held in registers; b is
+ * packed so that the block's K x FXA_JB slab is contiguous and stays in
+ * cache) -> i (rows) -> k (reduction, in order) -> j (vectorised lanes).  Every output
  * sees its adds in the exact sequential order k = 0, 1, ..., K-1, so the
  * result equals a per-add scalar model bit for bit.
  *
@@ -47,6 +48,10 @@ enum {
 
 /* Columns per register block: 64 int32 lanes = 4 AVX-512 registers. */
 #define FXA_JB 64
+/* Reduction steps per tile of b kept in L1 (FXA_KT x FXA_JB lanes). */
+#ifndef FXA_KT
+#define FXA_KT 96
+#endif
 
 #define FXA_FIT_EXACT(T, UT) c = s;
 #define FXA_FIT_SAT(T, UT) c = s < lo ? lo : s; c = c > hi ? hi : c;
@@ -56,9 +61,9 @@ enum {
 
 /* k loop over one register block of LEN lanes. */
 #define FXA_K_LOOP(T, UT, LEN, FIT)                                          \
-    for (ptrdiff_t k = 0; k < K; k++) {                                      \
+    for (ptrdiff_t k = k0; k < k1; k++) {                                    \
         const T ak = arow[k];                                                \
-        const T *bk = b + k * N + j0;                                        \
+        const T *bk = bslab + k * FXA_JB;                                    \
         for (ptrdiff_t j = 0; j < (LEN); j++) {                              \
             T s = acc[j] + ak * bk[j];                                       \
             T c;                                                             \
@@ -80,10 +85,10 @@ enum {
 /*
  * NAME(a, b, init, out, cnt, nrows, K, N, mode, lo, hi, sh)
  *   a    [nrows, K]  row-major multiplicands (already aligned to the acc LSB)
- *   b    [K, N]      row-major
+ *   b    [ceil(N / FXA_JB), K, FXA_JB]  b packed in column slabs (zero padded)
  *   init [nrows, N]  start values, or NULL for zeros
  *   out  [nrows, N]  final accumulators
- *   cnt  [nrows, N]  adds that overflowed, per output (may be NULL for FXA_EXACT)
+ *   cnt  [nrows, N]  adds that overflowed, per output
  *   lo, hi           accumulator range; sh = lane bits - word (FXA_WRAP_S only)
  */
 #define FXA_DEFINE(NAME, T, UT)                                              \
@@ -92,31 +97,167 @@ FXA_CLONES static void NAME(const T *a, const T *b, const T *init, T *out,   \
                             ptrdiff_t N, int mode, T lo, T hi, int sh)       \
 {                                                                            \
     T acc[FXA_JB], n[FXA_JB];                                                \
-    /* column block outside, rows inside: the K x FXA_JB slab of b stays in  \
-       cache while every row of the chunk streams over it */                 \
+    /* column block, then k tile, then rows: the FXA_KT x FXA_JB tile of b   \
+       stays in L1 while every row of the chunk streams over it; each row's  \
+       accumulators wait in out/cnt between tiles (adds stay in k order) */  \
     for (ptrdiff_t j0 = 0; j0 < N; j0 += FXA_JB) {                           \
         const ptrdiff_t len = N - j0 < FXA_JB ? N - j0 : FXA_JB;             \
-        for (ptrdiff_t i = 0; i < nrows; i++) {                              \
-            const T *arow = a + i * K;                                       \
-            for (ptrdiff_t j = 0; j < len; j++) {                            \
-                acc[j] = init ? init[i * N + j0 + j] : (T)0;                 \
-                n[j] = 0;                                                    \
+        const T *bslab = b + (j0 / FXA_JB) * K * FXA_JB;                     \
+        ptrdiff_t k0 = 0;                                                    \
+        do {                                                                 \
+            const ptrdiff_t k1 = K - k0 < FXA_KT ? K : k0 + FXA_KT;          \
+            for (ptrdiff_t i = 0; i < nrows; i++) {                          \
+                const T *arow = a + i * K;                                   \
+                T *orow = out + i * N + j0, *crow = cnt + i * N + j0;        \
+                for (ptrdiff_t j = 0; j < len; j++) {                        \
+                    if (k0 == 0) {                                           \
+                        acc[j] = init ? init[i * N + j0 + j] : (T)0;         \
+                        n[j] = 0;                                            \
+                    } else {                                                 \
+                        acc[j] = orow[j];                                    \
+                        n[j] = crow[j];                                      \
+                    }                                                        \
+                }                                                            \
+                if (len == FXA_JB) {                                         \
+                    FXA_MODE_SWITCH(T, UT, FXA_JB)                           \
+                } else {                                                     \
+                    FXA_MODE_SWITCH(T, UT, len)                              \
+                }                                                            \
+                for (ptrdiff_t j = 0; j < len; j++) {                        \
+                    orow[j] = acc[j];                                        \
+                    crow[j] = n[j];                                          \
+                }                                                            \
             }                                                                \
-            if (len == FXA_JB) {                                             \
-                FXA_MODE_SWITCH(T, UT, FXA_JB)                               \
-            } else {                                                         \
-                FXA_MODE_SWITCH(T, UT, len)                                  \
-            }                                                                \
-            for (ptrdiff_t j = 0; j < len; j++) {                            \
-                out[i * N + j0 + j] = acc[j];                                \
-                if (cnt) cnt[i * N + j0 + j] = n[j];                         \
-            }                                                                \
-        }                                                                    \
+            k0 = k1;                                                         \
+        } while (k0 < K);                                                    \
     }                                                                        \
 }
 
 FXA_DEFINE(fxa_mac_rows_i32, int32_t, uint32_t)
 FXA_DEFINE(fxa_mac_rows_i64, int64_t, uint64_t)
+
+
+/* ------------------------------------------------------------------------
+ * 16-bit lanes (x86 AVX-512BW / AVX2, chosen at run time): a signed
+ * accumulator of at most 16 bits whose products fit int16 (e.g. int8 x int8).
+ * The exact sum acc + p may leave int16, so both the saturating (adds) and
+ * the wrapping (add) 16-bit sums are formed: they differ exactly when the
+ * exact sum left int16, in which case it also left [lo, hi].
+ *   sat mode:  c = clamp(adds, lo, hi)            ovf = c != adds | adds != add
+ *   wrap mode: c = sign_extend(add, word)         ovf = c != add  | adds != add
+ *   zero mode: c = ovf ? 0 : adds                 ovf = adds out of [lo,hi] | adds != add
+ * Counts live in 16-bit lanes for one k tile (FXA_KT < 2^15 steps), then
+ * are added to the int32 per-output counts.
+ * ------------------------------------------------------------------------ */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(FXPSIM_NO_CLONES)
+#include <immintrin.h>
+#define FXA_HAVE_I16 1
+
+#define FXA_I16_KERNEL(NAME, TARGET, VT, NV, SET1, LOAD, STORE, MUL, ADDS, ADD, MAX, MIN, SLL, SRA,   \
+                       EQ, AND, SUB, ANDNOT, GT, OR)                                                  \
+__attribute__((target(TARGET)))                                                                       \
+static void NAME(const int16_t *a, const int16_t *b, const int16_t *init, int16_t *out, int32_t *cnt,  \
+                 ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, int mode, int16_t lo, int16_t hi, int sh) \
+{                                                                                                     \
+    const VT vlo = SET1(lo), vhi = SET1(hi), zero = SET1(0);                                          \
+    const __m128i shc = _mm_cvtsi32_si128(sh);                                                        \
+    int16_t tmp[FXA_JB], ok16[FXA_JB];                                                                \
+    for (ptrdiff_t j0 = 0; j0 < N; j0 += FXA_JB) {                                                    \
+        const ptrdiff_t len = N - j0 < FXA_JB ? N - j0 : FXA_JB;                                      \
+        const int16_t *bslab = b + (j0 / FXA_JB) * K * FXA_JB;                                        \
+        ptrdiff_t k0 = 0;                                                                             \
+        do {                                                                                          \
+            const ptrdiff_t k1 = K - k0 < FXA_KT ? K : k0 + FXA_KT;                                   \
+            for (ptrdiff_t i = 0; i < nrows; i++) {                                                   \
+                const int16_t *arow = a + i * K;                                                      \
+                VT acc[NV], ok[NV];                                                                   \
+                for (ptrdiff_t j = 0; j < FXA_JB; j++)                                                \
+                    tmp[j] = j >= len ? 0 : k0 > 0 ? out[i * N + j0 + j]                              \
+                             : init ? init[i * N + j0 + j] : 0;                                       \
+                for (int v = 0; v < NV; v++) { acc[v] = LOAD(tmp + v * (FXA_JB / NV)); ok[v] = zero; } \
+                for (ptrdiff_t k = k0; k < k1; k++) {                                                 \
+                    const VT ak = SET1(arow[k]);                                                      \
+                    const int16_t *bk = bslab + k * FXA_JB;                                           \
+                    for (int v = 0; v < NV; v++) {                                                    \
+                        const VT p = MUL(ak, LOAD(bk + v * (FXA_JB / NV)));                           \
+                        const VT sat = ADDS(acc[v], p), wr = ADD(acc[v], p);                          \
+                        VT c, good;                                                                   \
+                        if (mode == FXA_WRAP_S) {                                                     \
+                            c = SRA(SLL(wr, shc), shc);                                               \
+                            good = AND(EQ(c, wr), EQ(sat, wr));                                       \
+                        } else if (mode == FXA_ZERO) {                                                \
+                            good = ANDNOT(OR(GT(vlo, sat), GT(sat, vhi)), EQ(sat, wr));               \
+                            c = AND(sat, good);                                                       \
+                        } else {                                                                      \
+                            c = MIN(MAX(sat, vlo), vhi);                                              \
+                            good = AND(EQ(c, sat), EQ(sat, wr));                                      \
+                        }                                                                             \
+                        ok[v] = SUB(ok[v], good);        /* good lanes are -1: count them */          \
+                        acc[v] = c;                                                                   \
+                    }                                                                                 \
+                }                                                                                     \
+                for (int v = 0; v < NV; v++) {                                                        \
+                    STORE(tmp + v * (FXA_JB / NV), acc[v]);                                           \
+                    STORE(ok16 + v * (FXA_JB / NV), ok[v]);                                           \
+                }                                                                                     \
+                for (ptrdiff_t j = 0; j < len; j++) {                                                 \
+                    const int32_t steps_ovf = (int32_t)(k1 - k0) - (int32_t)ok16[j];                  \
+                    out[i * N + j0 + j] = tmp[j];                                                     \
+                    cnt[i * N + j0 + j] = (k0 > 0 ? cnt[i * N + j0 + j] : 0) + steps_ovf;            \
+                }                                                                                     \
+            }                                                                                         \
+            k0 = k1;                                                                                  \
+        } while (k0 < K);                                                                             \
+    }                                                                                                 \
+}
+
+#define FXA_LD512(p) _mm512_loadu_si512((const void *)(p))
+#define FXA_ST512(p, v) _mm512_storeu_si512((void *)(p), v)
+#define FXA_EQ512(x, y) _mm512_movm_epi16(_mm512_cmpeq_epi16_mask(x, y))
+#define FXA_GT512(x, y) _mm512_movm_epi16(_mm512_cmpgt_epi16_mask(x, y))
+#define FXA_ANDNOT512(x, y) _mm512_andnot_si512(x, y)
+FXA_I16_KERNEL(fxa_mac16_avx512, "avx512f,avx512bw", __m512i, 2, _mm512_set1_epi16, FXA_LD512,
+               FXA_ST512, _mm512_mullo_epi16, _mm512_adds_epi16, _mm512_add_epi16, _mm512_max_epi16,
+               _mm512_min_epi16, _mm512_sll_epi16, _mm512_sra_epi16, FXA_EQ512, _mm512_and_si512,
+               _mm512_sub_epi16, FXA_ANDNOT512, FXA_GT512, _mm512_or_si512)
+
+#define FXA_LD256(p) _mm256_loadu_si256((const __m256i *)(p))
+#define FXA_ST256(p, v) _mm256_storeu_si256((__m256i *)(p), v)
+FXA_I16_KERNEL(fxa_mac16_avx2, "avx2", __m256i, 4, _mm256_set1_epi16, FXA_LD256, FXA_ST256,
+               _mm256_mullo_epi16, _mm256_adds_epi16, _mm256_add_epi16, _mm256_max_epi16,
+               _mm256_min_epi16, _mm256_sll_epi16, _mm256_sra_epi16, _mm256_cmpeq_epi16,
+               _mm256_and_si256, _mm256_sub_epi16, _mm256_andnot_si256, _mm256_cmpgt_epi16,
+               _mm256_or_si256)
+
+/* 2: AVX-512BW, 1: AVX2, 0: no 16-bit kernel on this CPU. */
+static int fxa_i16_level(void)
+{
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512bw")) return 2;
+    if (__builtin_cpu_supports("avx2")) return 1;
+    return 0;
+}
+
+static void fxa_mac_rows_i16(const int16_t *a, const int16_t *b, const int16_t *init, int16_t *out,
+                             int32_t *cnt, ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, int mode,
+                             int16_t lo, int16_t hi, int sh, int level)
+{
+    if (level == 2)
+        fxa_mac16_avx512(a, b, init, out, cnt, nrows, K, N, mode, lo, hi, sh);
+    else
+        fxa_mac16_avx2(a, b, init, out, cnt, nrows, K, N, mode, lo, hi, sh);
+}
+#else
+#define FXA_HAVE_I16 0
+static int fxa_i16_level(void) { return 0; }
+static void fxa_mac_rows_i16(const int16_t *a, const int16_t *b, const int16_t *init, int16_t *out,
+                             int32_t *cnt, ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, int mode,
+                             int16_t lo, int16_t hi, int sh, int level)
+{
+    (void)a; (void)b; (void)init; (void)out; (void)cnt; (void)nrows; (void)K; (void)N;
+    (void)mode; (void)lo; (void)hi; (void)sh; (void)level;
+}
+#endif
 
 /* 1 when the kernels above were built with run-time ISA dispatch. */
 static int fxa_have_clones(void) { return FXA_HAVE_CLONES; }

@@ -17,6 +17,7 @@ from fxpsim._kernels cimport (fx_i128, overflow128, shift_round)
 
 cdef extern from "_accumulate.h" nogil:
     enum:
+        FXA_JB
         FXA_EXACT
         FXA_SAT
         FXA_ZERO
@@ -49,16 +50,22 @@ def has_simd_dispatch():
     return bool(fxa_have_clones())
 
 
-def mac_fast(const lane_t[:, ::1] a, const lane_t[:, :, ::1] b, const lane_t[:, ::1] init,
+def slab_width():
+    """Columns per packed slab of the right operand of ``mac_fast``."""
+    return FXA_JB
+
+
+def mac_fast(const lane_t[:, ::1] a, const lane_t[:, ::1] b, const lane_t[:, ::1] init,
              lane_t[:, ::1] out, lane_t[:, ::1] cnt, Py_ssize_t rows_per_batch, int mode,
              lane_t lo, lane_t hi, int sh, int nthreads):
     """out[r] := fit(... fit(init[r] + a[r,0]*b[r//M,0]) ... + a[r,K-1]*b[r//M,K-1]) (per-add fit).
 
-    ``a`` is [R, K], ``b`` is [batches, K, N] with row ``r`` using batch
-    ``r // rows_per_batch``; ``init`` is [R, N] or has zero rows (start at 0).
-    ``cnt`` [R, N] receives the number of adds that left [lo, hi] per output.
+    ``a`` is [R, K]; ``b`` is [batches, ceil(N/FXA_JB)*K*FXA_JB], each batch's [K, N] matrix packed
+    in column slabs [N/FXA_JB, K, FXA_JB]; row ``r`` uses batch ``r // rows_per_batch``;
+    ``init`` is [R, N] or has zero rows (start at 0).  ``cnt`` [R, N] receives the number of
+    adds that left [lo, hi] per output.
     """
-    cdef Py_ssize_t R = a.shape[0], K = a.shape[1], N = b.shape[2]
+    cdef Py_ssize_t R = a.shape[0], K = a.shape[1], N = out.shape[1]
     cdef Py_ssize_t M = rows_per_batch, chunk = ROW_CHUNK, per_batch, c, r, nr
     cdef bint has_init = init.shape[0] > 0
     if R == 0 or N == 0:
@@ -69,11 +76,11 @@ def mac_fast(const lane_t[:, ::1] a, const lane_t[:, :, ::1] b, const lane_t[:, 
         r = (c // per_batch) * M + (c % per_batch) * chunk
         nr = min(chunk, (c // per_batch) * M + M - r)
         if lane_t is int32_t:
-            fxa_mac_rows_i32(&a[r, 0] if K > 0 else NULL, &b[r // M, 0, 0] if K > 0 else NULL,
+            fxa_mac_rows_i32(&a[r, 0] if K > 0 else NULL, &b[r // M, 0] if K > 0 else NULL,
                              &init[r, 0] if has_init else NULL, &out[r, 0], &cnt[r, 0],
                              nr, K, N, mode, lo, hi, sh)
         else:
-            fxa_mac_rows_i64(&a[r, 0] if K > 0 else NULL, &b[r // M, 0, 0] if K > 0 else NULL,
+            fxa_mac_rows_i64(&a[r, 0] if K > 0 else NULL, &b[r // M, 0] if K > 0 else NULL,
                              &init[r, 0] if has_init else NULL, &out[r, 0], &cnt[r, 0],
                              nr, K, N, mode, lo, hi, sh)
 

@@ -407,4 +407,35 @@ def to_float(const int64_t[::1] src, double[::1] out, bint src_u64, int frac):
     else:
         with nogil:
             for i in range(n):
-                out[i] = ldexp(<double>(<uint64_t>src[i]) if src_u64 else <double>src[i], -frac)
+                out[i] = scaled_double(<uint64_t>src[i] if (src_u64 or src[i] >= 0)
+                                       else <uint64_t>0 - <uint64_t>src[i],
+                                       not src_u64 and src[i] < 0, frac)
+
+
+cdef inline double scaled_double(uint64_t mag, bint negative, int frac) noexcept nogil:
+    """Correctly rounded (nearest-even) double of (-1)^negative * mag * 2^-frac, for any frac.
+
+    The integer is first rounded to the precision the result has (53 bits, fewer when it is
+    subnormal), so the final ldexp is exact: no double rounding.
+    """
+    cdef int bits = 64, p, d, e
+    cdef uint64_t m, rem, half
+    cdef double r
+    if mag == 0:
+        return -0.0 if negative else 0.0
+    while not (mag >> (bits - 1)) & 1:
+        bits -= 1
+    e = bits - 1 - frac                       # value in [2^e, 2^(e+1))
+    p = 53 if e >= -1022 else e + 1075         # significant bits the double can hold
+    d = bits - p
+    if d <= 0:
+        r = ldexp(<double>mag, -frac)
+    elif d > 64:
+        r = 0.0                                # below half the smallest subnormal
+    else:
+        m = mag >> d if d < 64 else 0
+        rem = mag & ((<uint64_t>1 << d) - 1) if d < 64 else mag
+        half = (<uint64_t>1) << (d - 1)
+        m = m + ((rem > half) | ((rem == half) & <int>(m & 1)))
+        r = ldexp(<double>m, d - frac)
+    return -r if negative else r

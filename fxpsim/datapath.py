@@ -191,6 +191,21 @@ def _fit_numpy(s: np.ndarray, acc: Format, ovf: Overflow):
     return v, bad
 
 
+def _pack_slabs(b3: np.ndarray, dtype, scale: int = 1) -> np.ndarray:
+    """b [B, K, N] -> [B, ceil(N/JB)*K*JB]: column slabs [N/JB, K, JB] (zero padded), times ``scale``."""
+    nb, kk, n = b3.shape
+    jb = _k.slab_width()
+    nblk = -(-n // jb)
+    packed = np.zeros((nb, nblk, kk, jb), dtype)
+    if kk and n:
+        padded = np.zeros((nb, kk, nblk * jb), dtype)
+        padded[:, :, :n] = b3
+        packed[...] = padded.reshape(nb, kk, nblk, jb).transpose(0, 2, 1, 3)
+    if scale != 1:
+        packed *= dtype(scale)
+    return packed.reshape(nb, nblk * kk * jb)
+
+
 def _exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, threads):
     """init + (a @ b) * 2^shift, exact: the caller proved every partial sum fits int64."""
     nb, m, kk = a3.shape
@@ -206,7 +221,7 @@ def _exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, threads):
         last_path = "int64"
         out = np.empty((nb * m, n), np.int64)
         _k.mac_fast(np.ascontiguousarray(a3, dtype=np.int64).reshape(nb * m, kk),
-                    np.ascontiguousarray(b3, dtype=np.int64), np.empty((0, n), np.int64), out,
+                    _pack_slabs(b3, np.int64), np.empty((0, n), np.int64), out,
                     np.empty_like(out), rpb, _k.FAST_EXACT, np.int64(0), np.int64(0), 0, threads)
         out = out.reshape(nb, m, n)
     if shift:
@@ -288,9 +303,7 @@ def _per_add(a3, b3, rpb, init3, acc, shift, r, o, order, at_end, a_rng, b_rng, 
         for dtype, limit, bits in ((np.int32, _I32, 32), (np.int64, _I63, 64)):
             if head <= limit and a_max <= limit and b_max <= limit and kk <= limit:
                 a2 = np.ascontiguousarray(a3.reshape(nb * m, kk), dtype=dtype)
-                bs = np.ascontiguousarray(b3, dtype=dtype)
-                if shift:
-                    bs = bs * dtype(1 << shift)          # a new array: inputs stay untouched
+                bs = _pack_slabs(b3, dtype, 1 << shift)
                 out = np.empty((nb * m, n), dtype)
                 cnt = np.empty((nb * m, n), dtype)
                 ini = np.empty((0, n), dtype) if init3 is None else \

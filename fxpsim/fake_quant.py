@@ -67,7 +67,7 @@ def _float32_input(values, name: str, where: str) -> np.ndarray:
     arr = np.asarray(values)
     if arr.dtype.kind != "f":
         raise TypeError(f"{where}: {name} must be a real floating-point array, got dtype {arr.dtype}")
-    return np.ascontiguousarray(arr, dtype=_F32)
+    return np.asarray(arr, dtype=_F32, order="C")
 
 
 def _num_bits(num_bits, where: str) -> int:

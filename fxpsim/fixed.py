@@ -344,7 +344,7 @@ def _float_input(x, where: str) -> np.ndarray:
         raise TypeError(f"{where}: expected real numbers, got an array of dtype {arr.dtype}")
     if arr.dtype.kind not in "fiub":
         raise TypeError(f"{where}: unsupported dtype {arr.dtype}")
-    return np.ascontiguousarray(arr, dtype=np.float64)
+    return np.array(arr, dtype=np.float64, order="C", copy=None)   # keeps 0-d shapes
 
 
 def _check_modes(rounding, overflow, fmt: Format, n_bits: int):

@@ -592,12 +592,15 @@ class IntegerNetwork:
         codes = from_float(x / self.input_scale, Format.integer(62), rounding=self.config.rounding).raw
         return np.clip(codes + self.input_zero_point, self.qmin, self.qmax).astype(self.code_dtype)
 
-    def run(self, codes, trace: bool = False):
+    def run(self, codes, trace: bool = False, batch_size: int = 256):
         """Run input codes through every layer: output codes, or ``(codes, per-layer traces)``.
 
         A trace is ``{"out": codes, "acc": accumulator codes or None, "overflows": int,
         "clipped": int}``.
         """
+        if not trace and len(codes) > batch_size:  # cache-sized chunks: same bits, less memory traffic
+            return np.concatenate([self.run(codes[i:i + batch_size], batch_size=batch_size)
+                                   for i in range(0, len(codes), batch_size)])
         traces = []
         h = codes
         for layer in self.layers:

@@ -100,6 +100,8 @@ def conv2d_backward(dy, cols, w, x_shape, stride, pads, input_grad=True):
     """Gradients ``(dx, dw)`` of :func:`conv2d_forward`; ``dx`` is None when ``input_grad`` is False.
 
     .. math:: dw = \\mathrm{cols}^T\\, dY, \\qquad d\\mathrm{cols} = dY\\, W^T \\;\\to\\; dx \\text{ by scatter}
+
+    (for stride 1, equivalently :math:`dx = \\mathrm{corr}(\\mathrm{pad}(dY), W_{flip}^T)` by im2col).
     """
     kh, kw, cin, cout = w.shape
     n, oh, ow, _ = dy.shape
@@ -107,10 +109,17 @@ def conv2d_backward(dy, cols, w, x_shape, stride, pads, input_grad=True):
     dw = np.matmul(cols.T, dy2).reshape(w.shape)
     if not input_grad:
         return None, dw
-    dcols = np.matmul(dy2, w.reshape(kh * kw * cin, cout).T)
     if kh == kw == 1 and stride == (1, 1):
-        return dcols.reshape(x_shape), dw
+        return np.matmul(dy2, w.reshape(cin, cout).T).reshape(x_shape), dw
     top, bottom, left, right = pads
+    if stride == (1, 1) and cout <= 4 * cin:
+        # dx is the correlation of dy (padded by K-1-pad) with the flipped, transposed kernel: one more
+        # im2col + matmul, cheaper than scattering KH*KW strided patch gradients when Cout is not >> Cin
+        dyp = pad_nhwc(dy, (kh - 1 - top, kh - 1 - bottom, kw - 1 - left, kw - 1 - right))
+        dcols = extract_patches(dyp, (kh, kw), (1, 1)).reshape(-1, kh * kw * cout)
+        w_flip = w[::-1, ::-1].transpose(0, 1, 3, 2).reshape(kh * kw * cout, cin)
+        return np.matmul(dcols, w_flip).reshape(x_shape), dw
+    dcols = np.matmul(dy2, w.reshape(kh * kw * cin, cout).T)
     padded = (x_shape[0], x_shape[1] + top + bottom, x_shape[2] + left + right, cin)
     dx = scatter_patches(dcols.reshape(n, oh, ow, kh, kw, cin), padded, stride, pads)
     return dx, dw
@@ -151,35 +160,35 @@ def _tap(xp, a, b, out_hw, stride):
 
 
 def max_pool2d_forward(x, pool, stride, padding):
-    """Max pooling; SAME pads with :math:`-\\infty`. Returns ``(y, argmax, pads)``.
+    """Max pooling; SAME pads with :math:`-\\infty`. Returns ``(y, xp, pads)`` (``xp``: padded input).
 
     .. math:: y[n, i, j, c] = \\max_{a, b} x_p[n, i S_h + a, j S_w + b, c]
 
-    ``argmax`` holds the row-major tap index ``a*KW + b`` of each window's *first* maximum, which is where
-    the gradient goes (as TensorFlow). One vectorised compare per tap.
+    One branch-free ``np.maximum`` per kernel tap.
     """
     kh, kw = pool
     out_hw, pads = _pads(x.shape, pool, stride, padding)
     xp = pad_nhwc(x, pads, -np.inf)
-    best = _tap(xp, 0, 0, out_hw, stride).copy()
-    arg = np.zeros(best.shape, dtype=np.int16)
+    y = _tap(xp, 0, 0, out_hw, stride).copy()
     for t in range(1, kh * kw):
-        view = _tap(xp, t // kw, t % kw, out_hw, stride)
-        greater = view > best
-        np.copyto(best, view, where=greater)
-        np.copyto(arg, t, where=greater)
-    return best, arg, pads
+        np.maximum(y, _tap(xp, t // kw, t % kw, out_hw, stride), out=y)
+    return y, xp, pads
 
 
-def max_pool2d_backward(dy, arg, x_shape, pool, stride, pads):
-    """Gradient of :func:`max_pool2d_forward`: ``dy`` routed to each window's first arg-max."""
+def max_pool2d_backward(dy, y, xp, pool, stride, pads):
+    """Gradient of :func:`max_pool2d_forward`: each window's ``dy`` goes to its *first* maximum in
+    row-major tap order (as TensorFlow), found tap by tap with equality masks."""
     n, oh, ow, c = dy.shape
     kh, kw = pool
-    top, bottom, left, right = pads
-    dxp = np.zeros((n, x_shape[1] + top + bottom, x_shape[2] + left + right, c), dtype=dy.dtype)
+    dxp = np.zeros(xp.shape, dtype=dy.dtype)
+    unrouted = dy
     for t in range(kh * kw):
-        _tap(dxp, t // kw, t % kw, (oh, ow), stride)[...] += np.where(arg == t, dy, 0)
-    return dxp[:, top:dxp.shape[1] - bottom, left:dxp.shape[2] - right, :]
+        hit = _tap(xp, t // kw, t % kw, (oh, ow), stride) == y
+        _tap(dxp, t // kw, t % kw, (oh, ow), stride)[...] += np.where(hit, unrouted, 0)
+        if t < kh * kw - 1:
+            unrouted = np.where(hit, 0, unrouted)
+    top, bottom, left, right = pads
+    return dxp[:, top:xp.shape[1] - bottom, left:xp.shape[2] - right, :]
 
 
 def _window_counts(x_shape, pool, stride, pads, dtype):

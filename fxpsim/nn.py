@@ -213,10 +213,12 @@ class Module:
         """JSON-serialisable constructor arguments (quantizers as their configs)."""
         return {}
 
-    def _repr_args(self) -> str:
-        cfg = self.get_config()
-        parts = [f"{k}={getattr(self, k) if k in self._quantizer_slots else v!r}" for k, v in cfg.items()
-                 if v is not None and k != "dtype" and not (k == "use_bias" and v)]
+    def _repr_args(self, lead: str = "", skip: tuple[str, ...] = ()) -> str:
+        parts = [lead] if lead else []
+        for k, v in self.get_config().items():
+            if v is None or k in skip or k == "dtype" or (k == "use_bias" and v):
+                continue
+            parts.append(f"{k}={getattr(self, k) if k in self._quantizer_slots else v!r}")
         return ", ".join(parts)
 
     def __repr__(self):
@@ -320,8 +322,8 @@ class Dense(_Linear):
     def get_config(self):
         return {"in_features": self.in_features, "out_features": self.out_features, **self._linear_config()}
 
-    def _repr_args(self):
-        return f"{self.in_features} -> {self.out_features}, " + super()._repr_args().split(", ", 2)[-1]
+    def _repr_args(self, lead="", skip=()):
+        return super()._repr_args(f"{self.in_features} -> {self.out_features}", ("in_features", "out_features"))
 
 
 class Conv2D(_Linear):
@@ -359,6 +361,9 @@ class Conv2D(_Linear):
                                        input_grad)
         self._weight_grad(dw)
         return dx
+
+    def _repr_args(self, lead="", skip=()):
+        return super()._repr_args(f"{self.in_channels} -> {self.filters}", ("in_channels", "filters"))
 
     def get_config(self):
         return {"in_channels": self.in_channels, "filters": self.filters, "kernel_size": list(self.kernel_size),
@@ -486,12 +491,11 @@ class MaxPool2D(_Pool):
 
     def forward(self, x):
         _check_input(x, self.dtype, (None, None, None), "MaxPool2D.forward")
-        self._x_shape = x.shape
-        y, self._arg, self._pads = _conv.max_pool2d_forward(x, self.pool_size, self.stride, self.padding)
-        return y
+        self._y, self._xp, self._pads = _conv.max_pool2d_forward(x, self.pool_size, self.stride, self.padding)
+        return self._y
 
     def backward(self, dy, input_grad=True):
-        return _conv.max_pool2d_backward(dy, self._arg, self._x_shape, self.pool_size, self.stride, self._pads)
+        return _conv.max_pool2d_backward(dy, self._y, self._xp, self.pool_size, self.stride, self._pads)
 
 
 class AvgPool2D(_Pool):

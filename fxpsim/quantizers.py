@@ -518,7 +518,9 @@ class DoReFaQuantizer(Quantizer):
           - [j = m]\\, \\frac{\\mathrm{sign}(t_m)(1 - t_m^2)}{M^2} \\sum_i g_i t_i
 
     (STE through :math:`Q_k` only; :math:`m` = the arg-max of :math:`|t|`, so the
-    normalisation's own derivative is exact).  ``rounding`` picks the tie rule of
+    normalisation's own derivative is exact).  Activations are scaled in the input's
+    dtype (float32 inputs give the seed's ``tf.round(scaling * x)`` bit for bit); the
+    weight transform runs in float64.  ``rounding`` picks the tie rule of
     :math:`\\mathrm{round}`: ``"half_even"`` (default; the seed's ``tf.round`` and
     ``np.round``), ``"half_up"``, ``"half_away"``, ``"half_down"`` or ``"floor"``.
     """
@@ -549,8 +551,11 @@ class DoReFaQuantizer(Quantizer):
     def _codes(self, x):
         if np.isnan(x).any():
             raise ValueError("DoReFaQuantizer: input contains NaN")
-        u = np.clip(x.astype(np.float64), 0.0, 1.0) if self.mode == "activations" else self.weight_transform(x)
-        return _round_half(u * self.levels, self.rounding).astype(np.int64)
+        if self.mode == "activations":        # (2^k - 1) * clip(x) in the input's dtype, as the seed's TF graph
+            scaled = np.clip(x, 0, 1) * x.dtype.type(self.levels)
+        else:
+            scaled = self.weight_transform(x) * self.levels
+        return _round_half(scaled, self.rounding).astype(np.int64)
 
     def _forward(self, x):
         n = self._codes(x)

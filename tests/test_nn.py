@@ -170,6 +170,19 @@ def test_conv2d_gradients(kernel, stride, padding):
     check_layer_gradients(layer, rand(2, 6, 5, 2, seed=2))
 
 
+@pytest.mark.parametrize("cin, cout", [(1, 5), (3, 2)])      # dx by patch scatter / by transposed im2col
+def test_conv2d_gradients_both_input_gradient_paths(cin, cout):
+    check_layer_gradients(Conv2D(cin, cout, 3, seed=0), rand(2, 4, 5, cin, seed=9))
+
+
+def test_max_pool_ties_send_the_gradient_to_the_first_maximum():
+    x = np.array([[0, 0, 1, 3], [0, 0, 3, 2]], np.float32).reshape(1, 2, 4, 1)
+    pool = MaxPool2D(2)
+    np.testing.assert_array_equal(pool.forward(x).ravel(), [0, 3])
+    dx = pool.backward(np.array([5, 7], np.float32).reshape(1, 1, 2, 1)).reshape(2, 4)
+    np.testing.assert_array_equal(dx, [[5, 0, 0, 7], [0, 0, 0, 0]])
+
+
 @pytest.mark.parametrize("kernel, stride, padding", CONV_CASES[:4])
 def test_depthwise_gradients(kernel, stride, padding):
     layer = DepthwiseConv2D(2, kernel, depth_multiplier=2, stride=stride, padding=padding, seed=0)

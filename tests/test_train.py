@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import math
+import runpy
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from fxpsim import datasets
+import fxpsim.datasets as datasets
 from fxpsim.datasets import load_digits
 from fxpsim.nn import BatchNorm, Dense, Sequential, mlp, quantization_scheme, small_cnn
 from fxpsim.train import SGD, Adam, CosineLR, StepLR, evaluate, fit, predict, load_model, save_model
@@ -267,3 +269,15 @@ def test_fit_rejects_bad_arguments():
         fit(_model(), (x, y), 1, 0, progress=False)
     with pytest.raises(TypeError, match="pair"):
         fit(_model(), x, 1, 2, progress=False)
+
+
+def test_example_train_qat_runs(tmp_path, monkeypatch, capsys):
+    """Smoke test of examples/train_qat.py (one epoch per run): table, JSON and plot are written."""
+    script = Path(__file__).resolve().parent.parent / "examples" / "train_qat.py"
+    monkeypatch.setattr(sys, "argv", [str(script), "--epochs", "1", "--out", str(tmp_path)])
+    runpy.run_path(str(script), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "binary W+A (BNN)" in out and "ms/epoch" in out
+    results = json.loads((tmp_path / "qat_results.json").read_text())["results"]
+    assert len(results) == 12 and all(0 <= r["test_accuracy"] <= 1 for r in results)
+    assert (tmp_path / "qat_accuracy.png").stat().st_size > 10_000
