@@ -12,6 +12,7 @@ Public names are re-exported lazily from each module's ``__all__`` so that
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 __version__ = "0.1.0"
 
@@ -20,8 +21,10 @@ _MODULES = ("fixed", "datapath", "requantize", "fake_quant", "quantizers", "obse
 
 
 def __getattr__(name: str):
-    if name.startswith("_"):          # private names and submodules go through the import system
+    if name.startswith("_"):          # private names go through the import system
         raise AttributeError(name)
+    if importlib.util.find_spec(f"{__name__}.{name}") is not None:    # a submodule: just import it
+        return importlib.import_module(f".{name}", __name__)
     for module_name in _MODULES:
         try:
             module = importlib.import_module(f".{module_name}", __name__)

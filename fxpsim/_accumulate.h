@@ -153,15 +153,29 @@ FXA_DEFINE(fxa_mac_rows_i64, int64_t, uint64_t)
 #include <immintrin.h>
 #define FXA_HAVE_I16 1
 
+#define FXA_I16_KLOOP(VT, NV, SET1, LOAD, MUL, ADDS, ADD, BODY)                                                                         \
+    for (ptrdiff_t k = k0; k < k1; k++) {                                                             \
+        const VT ak = SET1(arow[k]);                                                                  \
+        const int16_t *bk = bslab + k * FXA_JB;                                                       \
+        for (int v = 0; v < NV; v++) {                                                                \
+            const VT p = MUL(ak, LOAD(bk + v * (FXA_JB / NV)));                                       \
+            const VT sat = ADDS(acc[v], p), wr = ADD(acc[v], p);                                      \
+            BODY                                                                                      \
+        }                                                                                             \
+    }
+
 #define FXA_I16_KERNEL(NAME, TARGET, VT, NV, SET1, LOAD, STORE, MUL, ADDS, ADD, MAX, MIN, SLL, SRA,   \
-                       EQ, AND, SUB, ANDNOT, GT, OR)                                                  \
+                       EQ, AND, ANDNOT, GT, OR, CNT_EQ, CNT_TRUE)                                     \
 __attribute__((target(TARGET)))                                                                       \
 static void NAME(const int16_t *a, const int16_t *b, const int16_t *init, int16_t *out, int32_t *cnt,  \
                  ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, int mode, int16_t lo, int16_t hi, int sh) \
 {                                                                                                     \
-    const VT vlo = SET1(lo), vhi = SET1(hi), zero = SET1(0);                                          \
+    const VT vlo = SET1(lo), vhi = SET1(hi), zero = SET1(0), one = SET1(1);                           \
     const __m128i shc = _mm_cvtsi32_si128(sh);                                                        \
+    const int full = (mode == FXA_SAT && lo == INT16_MIN && hi == INT16_MAX)                          \
+                     || (mode == FXA_WRAP_S && sh == 0);                                              \
     int16_t tmp[FXA_JB], ok16[FXA_JB];                                                                \
+    (void)one;                                                                                        \
     for (ptrdiff_t j0 = 0; j0 < N; j0 += FXA_JB) {                                                    \
         const ptrdiff_t len = N - j0 < FXA_JB ? N - j0 : FXA_JB;                                      \
         const int16_t *bslab = b + (j0 / FXA_JB) * K * FXA_JB;                                        \
@@ -175,26 +189,19 @@ static void NAME(const int16_t *a, const int16_t *b, const int16_t *init, int16_
                     tmp[j] = j >= len ? 0 : k0 > 0 ? out[i * N + j0 + j]                              \
                              : init ? init[i * N + j0 + j] : 0;                                       \
                 for (int v = 0; v < NV; v++) { acc[v] = LOAD(tmp + v * (FXA_JB / NV)); ok[v] = zero; } \
-                for (ptrdiff_t k = k0; k < k1; k++) {                                                 \
-                    const VT ak = SET1(arow[k]);                                                      \
-                    const int16_t *bk = bslab + k * FXA_JB;                                           \
-                    for (int v = 0; v < NV; v++) {                                                    \
-                        const VT p = MUL(ak, LOAD(bk + v * (FXA_JB / NV)));                           \
-                        const VT sat = ADDS(acc[v], p), wr = ADD(acc[v], p);                          \
-                        VT c, good;                                                                   \
-                        if (mode == FXA_WRAP_S) {                                                     \
-                            c = SRA(SLL(wr, shc), shc);                                               \
-                            good = AND(EQ(c, wr), EQ(sat, wr));                                       \
-                        } else if (mode == FXA_ZERO) {                                                \
-                            good = ANDNOT(OR(GT(vlo, sat), GT(sat, vhi)), EQ(sat, wr));               \
-                            c = AND(sat, good);                                                       \
-                        } else {                                                                      \
-                            c = MIN(MAX(sat, vlo), vhi);                                              \
-                            good = AND(EQ(c, sat), EQ(sat, wr));                                      \
-                        }                                                                             \
-                        ok[v] = SUB(ok[v], good);        /* good lanes are -1: count them */          \
-                        acc[v] = c;                                                                   \
-                    }                                                                                 \
+                if (full && mode == FXA_SAT) {          /* 16-bit saturate: c = adds */               \
+                    FXA_I16_KLOOP(VT, NV, SET1, LOAD, MUL, ADDS, ADD, ok[v] = CNT_EQ(ok[v], sat, wr); acc[v] = sat;)                      \
+                } else if (full) {                      /* 16-bit wrap: c = add */                    \
+                    FXA_I16_KLOOP(VT, NV, SET1, LOAD, MUL, ADDS, ADD, ok[v] = CNT_EQ(ok[v], sat, wr); acc[v] = wr;)                       \
+                } else if (mode == FXA_WRAP_S) {                                                      \
+                    FXA_I16_KLOOP(VT, NV, SET1, LOAD, MUL, ADDS, ADD, const VT c = SRA(SLL(wr, shc), shc);                                \
+                                  ok[v] = CNT_TRUE(ok[v], AND(EQ(c, wr), EQ(sat, wr))); acc[v] = c;)  \
+                } else if (mode == FXA_ZERO) {                                                        \
+                    FXA_I16_KLOOP(VT, NV, SET1, LOAD, MUL, ADDS, ADD, const VT good = ANDNOT(OR(GT(vlo, sat), GT(sat, vhi)), EQ(sat, wr));\
+                                  ok[v] = CNT_TRUE(ok[v], good); acc[v] = AND(sat, good);)            \
+                } else {                                                                              \
+                    FXA_I16_KLOOP(VT, NV, SET1, LOAD, MUL, ADDS, ADD, const VT c = MIN(MAX(sat, vlo), vhi);                               \
+                                  ok[v] = CNT_TRUE(ok[v], AND(EQ(c, sat), EQ(sat, wr))); acc[v] = c;) \
                 }                                                                                     \
                 for (int v = 0; v < NV; v++) {                                                        \
                     STORE(tmp + v * (FXA_JB / NV), acc[v]);                                           \
@@ -211,23 +218,27 @@ static void NAME(const int16_t *a, const int16_t *b, const int16_t *init, int16_
     }                                                                                                 \
 }
 
+/* ok counts the steps that did not overflow: +1 where x == y (CNT_EQ) or where good is all ones */
 #define FXA_LD512(p) _mm512_loadu_si512((const void *)(p))
 #define FXA_ST512(p, v) _mm512_storeu_si512((void *)(p), v)
 #define FXA_EQ512(x, y) _mm512_movm_epi16(_mm512_cmpeq_epi16_mask(x, y))
 #define FXA_GT512(x, y) _mm512_movm_epi16(_mm512_cmpgt_epi16_mask(x, y))
-#define FXA_ANDNOT512(x, y) _mm512_andnot_si512(x, y)
+#define FXA_CNT_EQ512(ok, x, y) _mm512_mask_add_epi16(ok, _mm512_cmpeq_epi16_mask(x, y), ok, one)
+#define FXA_CNT_TRUE512(ok, good) _mm512_sub_epi16(ok, good)
 FXA_I16_KERNEL(fxa_mac16_avx512, "avx512f,avx512bw", __m512i, 2, _mm512_set1_epi16, FXA_LD512,
                FXA_ST512, _mm512_mullo_epi16, _mm512_adds_epi16, _mm512_add_epi16, _mm512_max_epi16,
                _mm512_min_epi16, _mm512_sll_epi16, _mm512_sra_epi16, FXA_EQ512, _mm512_and_si512,
-               _mm512_sub_epi16, FXA_ANDNOT512, FXA_GT512, _mm512_or_si512)
+               _mm512_andnot_si512, FXA_GT512, _mm512_or_si512, FXA_CNT_EQ512, FXA_CNT_TRUE512)
 
 #define FXA_LD256(p) _mm256_loadu_si256((const __m256i *)(p))
 #define FXA_ST256(p, v) _mm256_storeu_si256((__m256i *)(p), v)
+#define FXA_CNT_EQ256(ok, x, y) _mm256_sub_epi16(ok, _mm256_cmpeq_epi16(x, y))
+#define FXA_CNT_TRUE256(ok, good) _mm256_sub_epi16(ok, good)
 FXA_I16_KERNEL(fxa_mac16_avx2, "avx2", __m256i, 4, _mm256_set1_epi16, FXA_LD256, FXA_ST256,
                _mm256_mullo_epi16, _mm256_adds_epi16, _mm256_add_epi16, _mm256_max_epi16,
                _mm256_min_epi16, _mm256_sll_epi16, _mm256_sra_epi16, _mm256_cmpeq_epi16,
-               _mm256_and_si256, _mm256_sub_epi16, _mm256_andnot_si256, _mm256_cmpgt_epi16,
-               _mm256_or_si256)
+               _mm256_and_si256, _mm256_andnot_si256, _mm256_cmpgt_epi16, _mm256_or_si256,
+               FXA_CNT_EQ256, FXA_CNT_TRUE256)
 
 /* 2: AVX-512BW, 1: AVX2, 0: no 16-bit kernel on this CPU. */
 static int fxa_i16_level(void)

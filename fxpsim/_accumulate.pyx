@@ -11,7 +11,7 @@ Kernels
 ``cumsum_rows``   running sums out[r,k] = fit(out[r,k-1] + x[r,k]) with per-step overflow flags
 """
 from cython.parallel cimport prange, threadid
-from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint64_t
 
 from fxpsim._kernels cimport (fx_i128, overflow128, shift_round)
 
@@ -30,6 +30,10 @@ cdef extern from "_accumulate.h" nogil:
                           int64_t* cnt, Py_ssize_t nrows, Py_ssize_t K, Py_ssize_t N, int mode,
                           int64_t lo, int64_t hi, int sh)
     int fxa_have_clones()
+    int fxa_i16_level()
+    void fxa_mac_rows_i16(const int16_t* a, const int16_t* b, const int16_t* init, int16_t* out,
+                          int32_t* cnt, Py_ssize_t nrows, Py_ssize_t K, Py_ssize_t N, int mode,
+                          int16_t lo, int16_t hi, int sh, int level)
 
 FAST_EXACT = FXA_EXACT
 FAST_SATURATE = FXA_SAT
@@ -83,6 +87,38 @@ def mac_fast(const lane_t[:, ::1] a, const lane_t[:, ::1] b, const lane_t[:, ::1
             fxa_mac_rows_i64(&a[r, 0] if K > 0 else NULL, &b[r // M, 0] if K > 0 else NULL,
                              &init[r, 0] if has_init else NULL, &out[r, 0], &cnt[r, 0],
                              nr, K, N, mode, lo, hi, sh)
+
+
+def simd16_level():
+    """2: AVX-512BW 16-bit kernel, 1: AVX2, 0: none on this CPU (``mac_fast16`` unavailable)."""
+    return fxa_i16_level()
+
+
+def mac_fast16(const int16_t[:, ::1] a, const int16_t[:, ::1] b, const int16_t[:, ::1] init,
+               int16_t[:, ::1] out, int32_t[:, ::1] cnt, Py_ssize_t rows_per_batch, int mode,
+               int16_t lo, int16_t hi, int sh, int nthreads, int level=-1):
+    """``mac_fast`` on 16-bit lanes (signed accumulator <= 16 bits, products fitting int16).
+
+    Only FAST_SATURATE, FAST_ZERO and FAST_WRAP_SIGNED; needs ``simd16_level() > 0``.
+    ``level``: -1 best for this CPU, or force 1 (AVX2) / 2 (AVX-512BW) up to ``simd16_level()``.
+    """
+    cdef Py_ssize_t R = a.shape[0], K = a.shape[1], N = out.shape[1]
+    cdef Py_ssize_t M = rows_per_batch, chunk = ROW_CHUNK, per_batch, c, r, nr
+    cdef bint has_init = init.shape[0] > 0
+    cdef int best = fxa_i16_level()
+    if level < 0:
+        level = best
+    if not 1 <= level <= best:
+        raise RuntimeError(f"mac_fast16: SIMD level {level} unavailable (this CPU: {best})")
+    if R == 0 or N == 0:
+        return
+    per_batch = (M + chunk - 1) // chunk
+    for c in prange(per_batch * (R // M), nogil=True, schedule="dynamic", num_threads=nthreads):
+        r = (c // per_batch) * M + (c % per_batch) * chunk
+        nr = min(chunk, (c // per_batch) * M + M - r)
+        fxa_mac_rows_i16(&a[r, 0] if K > 0 else NULL, &b[r // M, 0] if K > 0 else NULL,
+                         &init[r, 0] if has_init else NULL, &out[r, 0], &cnt[r, 0],
+                         nr, K, N, mode, lo, hi, sh, level)
 
 
 cdef inline int64_t aligned_product(int64_t x, int64_t y, int shift, int rnd) noexcept nogil:

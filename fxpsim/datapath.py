@@ -45,11 +45,11 @@ from .fixed import _logging as _overflow_log_active
 __all__ = ["matmul", "dot", "conv1d", "conv2d", "sum", "cumsum"]
 
 _I32 = (1 << 31) - 1
-_I53 = 1 << 53
 _I63 = (1 << 63) - 1
 #: Name of the kernel the last call used ("blas", "int64", "simd32", "simd64", "generic"),
 #: for tests and benchmarks that check a path is really taken.
 last_path = ""
+_SIMD16 = _k.simd16_level() > 0      # 16-bit-lane kernel usable on this CPU
 _FAST_MODES = {
     Overflow.SATURATE: _k.FAST_SATURATE, Overflow.ERROR: _k.FAST_SATURATE,
     Overflow.SATURATE_SYMMETRIC: _k.FAST_SATURATE, Overflow.SATURATE_ZERO: _k.FAST_ZERO,
@@ -212,9 +212,10 @@ def _exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, threads):
     n = b3.shape[2]
     pmax = max(abs(p) for p in _product_range(a_rng, b_rng, 0))
     global last_path
-    if kk * pmax < _I53:       # every partial sum is an integer below 2^53: float64 BLAS is exact
+    if kk * pmax <= 1 << 53:   # every partial sum is an integer of at most 2^53 (2^24): BLAS is exact
         last_path = "blas"
-        af, bf = a3.astype(np.float64), b3.astype(np.float64)
+        ftype = np.float32 if kk * pmax <= 1 << 24 else np.float64
+        af, bf = a3.astype(ftype), b3.astype(ftype)
         out = (af.reshape(nb * m, kk) @ bf[0]).reshape(nb, m, n) if b3.shape[0] == 1 else np.matmul(af, bf)
         out = out.astype(np.int64)
     else:
@@ -300,17 +301,23 @@ def _per_add(a3, b3, rpb, init3, acc, shift, r, o, order, at_end, a_rng, b_rng, 
     b_max = max(abs(b_rng[0]), abs(b_rng[1])) << max(shift, 0)
     a_max = max(abs(a_rng[0]), abs(a_rng[1]))
     if fast != -1 and order == "sequential" and not at_end and shift >= 0:
-        for dtype, limit, bits in ((np.int32, _I32, 32), (np.int64, _I63, 64)):
-            if head <= limit and a_max <= limit and b_max <= limit and kk <= limit:
+        lanes = [(np.int32, np.int32, _I32, _k.mac_fast), (np.int64, np.int64, _I63, _k.mac_fast)]
+        b_lo, b_hi = b_rng[0] << shift, b_rng[1] << shift
+        if (_SIMD16 and acc.signed and acc.word <= 16 and fast != _k.FAST_WRAP_UNSIGNED
+                and min(a_rng[0], b_lo, p_lo) >= -(1 << 15) and max(a_rng[1], b_hi, p_hi) < 1 << 15):
+            lanes.insert(0, (np.int16, np.int32, _I63, _k.mac_fast16))     # any |acc + p|: see kernel
+        for dtype, cnt_dtype, limit, kernel in lanes:
+            if head <= limit and a_max <= limit and b_max <= limit and kk <= _I32:
+                bits = 8 * np.dtype(dtype).itemsize
                 a2 = np.ascontiguousarray(a3.reshape(nb * m, kk), dtype=dtype)
                 bs = _pack_slabs(b3, dtype, 1 << shift)
                 out = np.empty((nb * m, n), dtype)
-                cnt = np.empty((nb * m, n), dtype)
+                cnt = np.empty((nb * m, n), cnt_dtype)
                 ini = np.empty((0, n), dtype) if init3 is None else \
                     np.ascontiguousarray(init3, dtype=dtype).reshape(nb * m, n)
                 last_path = f"simd{bits}"
-                _k.mac_fast(a2, bs, ini, out, cnt, rpb, fast, dtype(lo_acc), dtype(hi_acc),
-                            bits - acc.word, nthreads)
+                kernel(a2, bs, ini, out, cnt, rpb, fast, dtype(lo_acc), dtype(hi_acc), bits - acc.word,
+                       nthreads)
                 return out.astype(np.int64).reshape(nb, m, n), cnt.astype(np.int64).reshape(nb, m, n)
     a2 = np.ascontiguousarray(a3.reshape(nb * m, kk), dtype=np.int64)
     bt = np.ascontiguousarray(np.swapaxes(b3, 1, 2), dtype=np.int64)

@@ -56,7 +56,6 @@ __all__ = [
     "fake_quantize_per_channel_affine", "fake_quantize_per_channel_affine_backward",
     "fake_quantize_learnable_per_tensor_affine", "fake_quantize_learnable_per_tensor_affine_backward",
     "fake_quantize_learnable_affine", "fake_quantize_learnable_affine_backward",
-    "check_affine_params", "affine_codes",
 ]
 
 _F32 = np.float32
@@ -131,7 +130,11 @@ def tf_nudge(min, max, num_bits: int = 8, narrow_range: bool = False, where: str
     quant_min = 1 if narrow_range else 0
     quant_max = (1 << bits) - 1
     qmin_f, qmax_f = _F32(quant_min), _F32(quant_max)
-    span = np.where(both_zero, _F32(1), hi - lo).astype(_F32)
+    with np.errstate(over="ignore"):
+        span = np.where(both_zero, _F32(1), hi - lo).astype(_F32)
+    if not np.isfinite(span).all() or (span / _F32(quant_max - quant_min) < np.finfo(_F32).tiny).any():
+        raise ValueError(f"{where}: the range max - min must be a finite float32 with a normal (non-denormal) "
+                         f"scale, got min={lo.tolist()} max={hi.tolist()}")
     scale = (span / (qmax_f - qmin_f)).astype(_F32)
     inv_scale = ((qmax_f - qmin_f) / span).astype(_F32)
     zero_from_min = (qmin_f - (np.where(both_zero, _F32(0), lo) / scale).astype(_F32)).astype(_F32)

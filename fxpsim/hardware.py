@@ -400,13 +400,21 @@ class FloatStage:
 
 @dataclass
 class FloatGraph:
-    """A trained model reduced to what the hardware needs (picklable; no quantizer objects)."""
+    """A trained model reduced to what the hardware needs.
+
+    ``folded`` (the batch-norm-folded eval-mode model, used for float reference outputs in this process)
+    is dropped when the graph is pickled, so sweep tasks carry only arrays and numbers.
+    """
 
     stages: list
     input_range: tuple
     input_range_source: str
     input_shape: tuple
     model_repr: str = ""
+    folded: Any = field(default=None, repr=False, compare=False)
+
+    def __getstate__(self):
+        return {**self.__dict__, "folded": None}
 
 
 def _quantizer_range(q) -> tuple[float, float] | None:
@@ -442,7 +450,6 @@ def extract(model, calibration_x) -> FloatGraph:
     i = 0
     if layers and type(layers[0]) is nn.Quantize:
         input_q, i = layers[0].activation_quantizer, 1
-    first = i
     while i < len(layers):
         layer, covered = layers[i], [i]
         kind = {nn.Dense: "dense", nn.Conv2D: "conv2d", nn.DepthwiseConv2D: "depthwise_conv2d",
@@ -472,14 +479,12 @@ def extract(model, calibration_x) -> FloatGraph:
                 covered.append(i + 1)
         elif kind in ("max_pool2d", "avg_pool2d"):
             stage.pool_size, stage.stride, stage.padding = tuple(layer.pool_size), tuple(layer.stride), layer.padding
-        elif kind in ("relu", "relu6"):
-            range_q = layer.activation_quantizer
         j = covered[-1] + 1
-        if j < len(layers) and type(layers[j]) is nn.Quantize and range_q is None:
+        if kind in _LINEAR_KINDS and range_q is None and j < len(layers) and type(layers[j]) is nn.Quantize:
             range_q = layers[j].activation_quantizer
             covered.append(j)
         stage.model_layers = tuple(covered)
-        stage.out_range = _quantizer_range(range_q) if kind in _LINEAR_KINDS + ("relu", "relu6") else None
+        stage.out_range = _quantizer_range(range_q)   # shape ops and a lone ReLU keep their input's codes
         if stage.out_range is not None:
             stage.range_source = "quantizer"
         stages.append(stage)
@@ -495,18 +500,7 @@ def extract(model, calibration_x) -> FloatGraph:
     for stage, out in zip(stages, outputs):
         if stage.out_range is None and stage.kind in _LINEAR_KINDS:
             stage.out_range = (float(out.min()), float(out.max()))
-    graph = FloatGraph(stages, in_range, in_source, tuple(x.shape[1:]), repr(model))
-    graph._folded = folded  # kept for reference traces in this process (not pickled: see __getstate__)
-    return graph
-
-
-def _graph_getstate(self):
-    state = dict(self.__dict__)
-    state.pop("_folded", None)
-    return state
-
-
-FloatGraph.__getstate__ = _graph_getstate
+    return FloatGraph(stages, in_range, in_source, tuple(x.shape[1:]), repr(model), folded)
 
 
 def _check_x(x, name: str) -> np.ndarray:
@@ -647,7 +641,7 @@ def activation_params(lo: float, hi: float, config: HardwareConfig) -> tuple[flo
         return float(config.activation_format.lsb), 0
     lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
     if hi - lo < 1e-12:
-        hi = lo + 1e-6
+        hi = lo + 1.0  # a constant tensor (e.g. a dead ReLU layer): any scale represents it
     if config.activation_symmetric:
         scale = (max(-lo, hi) if config.activation_signed else hi) / qmax  # unsigned: negatives clip to 0
         if config.requantization == "shift":
@@ -753,9 +747,9 @@ def convert(model, config, calibration_x=None) -> IntegerNetwork:
             lo, hi = activation_range(act or "none", s_out, z_out, dtype)
             lo, hi = max(lo, qmin), min(hi, qmax)
             k = int(np.prod(w_oc.shape[1:]))
-            out_elems = _stage_out_elems(st, graph, layers)
+            out_elems = _stage_out_elems(st, graph)
             layers.append(IntegerLayer(st.kind, st.name, s_cur, z_cur, s_out, z_out, lo, hi,
-                                       weight=codes.astype(np.int32 if config.weight_bits > 8 else np.int16),
+                                       weight=codes.astype(_code_dtype(config.weight_bits, config.weight_signed)),
                                        weight_scale=w_scale, weight_zero_point=w_zp, bias=bias,
                                        requant=requant, activation=st.activation, stride=st.stride,
                                        padding=st.padding, macs=k * out_elems))
@@ -772,7 +766,7 @@ def convert(model, config, calibration_x=None) -> IntegerNetwork:
     return net
 
 
-def _stage_out_elems(stage: FloatStage, graph: FloatGraph, done: list) -> int:
+def _stage_out_elems(stage: FloatStage, graph: FloatGraph) -> int:
     """Output elements per sample of a linear stage (from a shape walk of the stages so far)."""
     shape = tuple(graph.input_shape)
     for st in graph.stages:
@@ -964,7 +958,7 @@ def simulate(model, config="tflite-int8", x=None, y=None, *, calibration_x=None,
     y = _check_labels(y, x.shape[0])
     graph = extract(model, x if calibration_x is None else calibration_x)
     net = convert(graph, config)
-    refs = _float_trace(graph._folded, _stage_ends(graph.stages), x)
+    refs = _float_trace(graph.folded, _stage_ends(graph.stages), x)
     if graph.stages[0].model_layers[0] > 0:
         refs.pop(0)  # output of the leading Quantize: the float input of the first stage
     codes_in = net.quantize_input(x)

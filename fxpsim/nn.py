@@ -234,7 +234,7 @@ class _Activation:
             return z, None
         if activation == "relu":
             mask = z > 0
-            return np.multiply(z, mask, out=z), mask
+            return np.maximum(z, 0, out=z), mask
         mask = (z > 0) & (z < 6)
         return np.clip(z, 0, 6, out=z), mask
 
@@ -255,13 +255,12 @@ class _Linear(Module):
     _param_names = ("W", "b")
     _quantizer_slots = ("weight_quantizer", "activation_quantizer")
 
-    def _setup(self, activation, use_bias, weight_quantizer, activation_quantizer, dtype):
+    def _setup(self, out_channels, activation, use_bias, weight_quantizer, activation_quantizer, dtype):
         self.activation = _check_activation(activation)
         self.weight_quantizer = make_quantizer(weight_quantizer)
         self.activation_quantizer = make_quantizer(activation_quantizer)
         self.dtype = np.dtype(dtype)
-        self.b = np.zeros(self.W.shape[-1] if not isinstance(self, DepthwiseConv2D)
-                          else self.W.shape[2] * self.W.shape[3], dtype=dtype) if use_bias else None
+        self.b = np.zeros(out_channels, dtype=dtype) if use_bias else None
 
     def quantized_weight(self) -> np.ndarray:
         """The weights the forward pass multiplies with: :math:`q_w(W)` (``W`` when float)."""
@@ -282,9 +281,10 @@ class _Linear(Module):
         return dz
 
     def _weight_grad(self, dw_hat):
-        if self.weight_quantizer is not None:
-            dw_hat = self._quantizer_backward("weight_quantizer", dw_hat)
-        self._accumulate("W", dw_hat)
+        if self.weight_quantizer is None:
+            self._accumulate("W", dw_hat)
+        else:   # the quantizer's (possibly user-defined) gradient may not hand back a fresh array
+            self._accumulate("W", self._quantizer_backward("weight_quantizer", dw_hat), owned=False)
 
     def _linear_config(self):
         return {"activation": self.activation, "use_bias": self.b is not None,
@@ -306,7 +306,7 @@ class Dense(_Linear):
         self.in_features, self.out_features = int(in_features), int(out_features)
         rng = np.random.default_rng(seed)
         self.W = _glorot(rng, (self.in_features, self.out_features), self.in_features, self.out_features, dtype)
-        self._setup(activation, use_bias, weight_quantizer, activation_quantizer, dtype)
+        self._setup(self.out_features, activation, use_bias, weight_quantizer, activation_quantizer, dtype)
 
     def forward(self, x):
         _check_input(x, self.dtype, (self.in_features,), f"{type(self).__name__}.forward")
@@ -346,7 +346,7 @@ class Conv2D(_Linear):
         rng = np.random.default_rng(seed)
         self.W = _glorot(rng, (kh, kw, self.in_channels, self.filters), kh * kw * self.in_channels,
                          kh * kw * self.filters, dtype)
-        self._setup(activation, use_bias, weight_quantizer, activation_quantizer, dtype)
+        self._setup(self.filters, activation, use_bias, weight_quantizer, activation_quantizer, dtype)
 
     def forward(self, x):
         _check_input(x, self.dtype, (None, None, self.in_channels), f"{type(self).__name__}.forward")
@@ -388,7 +388,8 @@ class DepthwiseConv2D(_Linear):
         rng = np.random.default_rng(seed)
         self.W = _glorot(rng, (kh, kw, self.channels, self.depth_multiplier), kh * kw,
                          kh * kw * self.depth_multiplier, dtype)
-        self._setup(activation, use_bias, weight_quantizer, activation_quantizer, dtype)
+        self._setup(self.channels * self.depth_multiplier, activation, use_bias, weight_quantizer,
+                    activation_quantizer, dtype)
 
     def forward(self, x):
         _check_input(x, self.dtype, (None, None, self.channels), f"{type(self).__name__}.forward")
@@ -620,7 +621,7 @@ class Sequential(Module):
         return iter(self.layers)
 
     def forward(self, x):
-        if isinstance(x, np.ndarray) and x.size and not np.isfinite(x).all():
+        if isinstance(x, np.ndarray) and x.dtype.kind == "f" and not np.isfinite(x).all():
             bad = int(np.size(x) - np.count_nonzero(np.isfinite(x)))
             raise ValueError(f"Sequential.forward: input holds {bad} non-finite value(s) (NaN or inf)")
         for layer in self.layers:
@@ -833,8 +834,10 @@ def _fake_quant(lo, hi, bits, narrow):
 
 QUANTIZATION_SCHEMES = {
     "float": {},
-    "int8": {"weight_quantizer": _fake_quant(-1.0, 1.0, 8, True), "activation_quantizer": _fake_quant(0.0, 4.0, 8, False)},
-    "int4": {"weight_quantizer": _fake_quant(-0.5, 0.5, 4, True), "activation_quantizer": _fake_quant(0.0, 4.0, 4, False)},
+    "int8": {"weight_quantizer": _fake_quant(-1.0, 1.0, 8, True),
+             "activation_quantizer": _fake_quant(0.0, 4.0, 8, False)},
+    "int4": {"weight_quantizer": _fake_quant(-0.5, 0.5, 4, True),
+             "activation_quantizer": _fake_quant(0.0, 4.0, 4, False)},
     "w2": {"weight_quantizer": {"class_name": "dorefa", "num_bits": 2, "mode": "weights"},
            "activation_quantizer": _fake_quant(0.0, 4.0, 8, False), "batchnorm": True},
     "ternary": {"weight_quantizer": {"class_name": "ternary"}, "batchnorm": True},

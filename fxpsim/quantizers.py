@@ -70,6 +70,7 @@ neural networks for efficient integer-arithmetic-only inference*; Esser et al.
 from __future__ import annotations
 
 import importlib
+import inspect
 import numbers
 import re
 from dataclasses import dataclass
@@ -82,8 +83,11 @@ from . import fake_quant as _fq
 __all__ = [
     "Quantizer", "IntegerForm", "FunctionQuantizer", "IdentityQuantizer", "FakeQuant", "AffineQuantizer",
     "FixedPointQuantizer", "BinaryQuantizer", "TernaryQuantizer", "DoReFaQuantizer",
-    "get", "register", "serialize", "deserialize", "registered_names",
+    "get_quantizer", "register_quantizer", "serialize_quantizer", "deserialize_quantizer",
+    "registered_quantizers",
 ]
+# ``get``/``register``/``serialize``/``deserialize``/``registered_names`` are this module's short
+# names; the package re-exports them under the ``*_quantizer(s)`` aliases (aliases defined at the end).
 
 
 # --------------------------------------------------------------------------- helpers
@@ -1011,7 +1015,10 @@ def get(spec=None, **kwargs) -> Quantizer:
             return _lookup(key)(**kwargs)
         match = _SHORTCUT.match(key)
         if match and match.group(1) in _REGISTRY:
-            return _lookup(match.group(1))(num_bits=int(match.group(2)), **kwargs)
+            cls = _lookup(match.group(1))
+            if "num_bits" not in inspect.signature(cls).parameters:
+                raise ValueError(f"get: {cls.__name__} takes no bit width, so {spec!r} is not a valid shortcut")
+            return cls(num_bits=int(match.group(2)), **kwargs)
         return _lookup(key)(**kwargs)          # raises with the list of names
     if isinstance(spec, dict):
         return deserialize(spec, **kwargs)
@@ -1039,3 +1046,10 @@ def deserialize(spec: dict, **kwargs) -> Quantizer:
     config.update(spec)
     config.update(kwargs)
     return _lookup(name).from_config(config)
+
+
+get_quantizer = get
+register_quantizer = register
+serialize_quantizer = serialize
+deserialize_quantizer = deserialize
+registered_quantizers = registered_names

@@ -45,8 +45,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-__all__ = ["LayerRecord", "Report", "REPORT_SCHEMA", "REPORT_SCHEMA_VERSION", "format_table",
-           "write_csv"]
+__all__ = ["LayerRecord", "Report", "REPORT_SCHEMA", "REPORT_SCHEMA_VERSION"]
 
 REPORT_SCHEMA = "fxpsim.report"
 REPORT_SCHEMA_VERSION = 1

@@ -184,7 +184,7 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
         except ConfigError as exc:
             raise ConfigError(f"grid point {p}: {exc}") from None
     graph = extract(model, x if calibration_x is None else calibration_x)
-    reference = _float_trace(graph._folded, [graph.stages[-1].model_layers[-1]], x)[0]
+    reference = _float_trace(graph.folded, [graph.stages[-1].model_layers[-1]], x)[0]
     float_acc = float(np.mean(reference.argmax(axis=1) == y)) if y is not None else None
     if processes is not None and (not isinstance(processes, int) or processes < 1):
         raise ValueError(f"processes must be a positive int, got {processes!r}")

@@ -2,7 +2,8 @@
 
 Everything is float32 numpy; ``fit`` is deterministic: the model's initial weights come from the seeds
 given when it was built, and ``fit(seed=...)`` fixes the order of the mini-batches, so the same seeds give
-the same trained weights bit for bit (on the same machine and BLAS).
+the same trained weights bit for bit. ``fit`` runs BLAS/OpenMP on one thread by default
+(:func:`thread_limit`), so the bits do not depend on the machine's core count either (same BLAS build).
 """
 from __future__ import annotations
 

@@ -127,9 +127,13 @@ def test_matmul_matches_reference(c):
 
 
 @pytest.mark.parametrize("overflow", ["saturate", "wrap", "saturate_symmetric", "saturate_zero", "error"])
-@pytest.mark.parametrize("word,signed", [(16, True), (12, False), (31, True), (40, True), (20, False)])
-def test_simd_kernels_match_reference(overflow, word, signed):
-    """The vectorised int32/int64-lane kernels: full 64-column blocks, a remainder, several rows."""
+@pytest.mark.parametrize("word,signed,path", [(16, True, "simd16"), (12, True, "simd16"),
+                                              (12, False, "simd32"), (31, True, "simd32"),
+                                              (40, True, "simd64"), (20, False, "simd32")])
+def test_simd_kernels_match_reference(overflow, word, signed, path):
+    """The vectorised 16/32/64-bit-lane kernels: full 64-column blocks, a remainder, several rows."""
+    if path == "simd16" and not datapath._SIMD16:
+        path = "simd32"
     rng = np.random.default_rng(word)
     a = rng.integers(-128, 128, (5, 150)) * (1 << max(word - 16, 0) // 2)
     b = rng.integers(-128, 128, (150, 70)) * (1 << max(word - 16, 0) // 2)
@@ -139,12 +143,37 @@ def test_simd_kernels_match_reference(overflow, word, signed):
     init = rng.integers(acc.min_code, acc.max_code, (70,)) // 4
     mode = "saturate" if overflow == "error" else overflow
     got, cnt = matmul(a, b, acc, overflow=mode, init=init, per_output=True)
-    assert datapath.last_path.startswith("simd")
+    assert datapath.last_path == path
     want, want_cnt = ref_matmul(a, b, Format.integer(64), Format.integer(64), Format(word, 0, signed),
                                 np.broadcast_to(init, (5, 70)), overflow, "half_up", "sequential", False)
     assert want_cnt.sum() > 0             # the test data do overflow
     np.testing.assert_array_equal(got.raw, want)
     np.testing.assert_array_equal(cnt, want_cnt)
+
+
+@pytest.mark.skipif(kernels.simd16_level() < 1, reason="no AVX2 on this CPU")
+@pytest.mark.parametrize("level", [1, 2])
+@pytest.mark.parametrize("mode,word", [("sat", 16), ("sat", 11), ("zero", 13), ("wrap", 16), ("wrap", 10)])
+def test_simd16_variants_agree_with_generic_kernel(level, mode, word):
+    """Both ISA variants (AVX2, AVX-512BW) of the 16-bit-lane kernel, K spanning several k tiles."""
+    if level > kernels.simd16_level():
+        pytest.skip("AVX-512BW not available")
+    rng = np.random.default_rng(word)
+    a = rng.integers(-128, 128, (35, 300))
+    b = rng.integers(-128, 128, (300, 70))
+    init = rng.integers(-(1 << (word - 1)), 1 << (word - 1), (35, 70))
+    fast = {"sat": kernels.FAST_SATURATE, "zero": kernels.FAST_ZERO, "wrap": kernels.FAST_WRAP_SIGNED}[mode]
+    out, cnt = np.empty((35, 70), np.int16), np.empty((35, 70), np.int32)
+    kernels.mac_fast16(a.astype(np.int16), datapath._pack_slabs(b[None], np.int16), init.astype(np.int16),
+                       out, cnt, 35, fast, np.int16(-(1 << (word - 1))), np.int16((1 << (word - 1)) - 1),
+                       16 - word, 1, level)
+    gout, gcnt = np.empty((35, 70), np.int64), np.empty((35, 70), np.int64)
+    ovf = {"sat": 0, "zero": 1, "wrap": 3}[mode]
+    kernels.mac_generic(a, np.ascontiguousarray(b.T)[None], init, gout, gcnt, np.empty((1, 301), np.int64),
+                        35, 0, 0, word, True, ovf, 0, False, 1)
+    assert gcnt.sum() > 0
+    np.testing.assert_array_equal(out, gout)
+    np.testing.assert_array_equal(cnt, gcnt)
 
 
 def test_wide_accumulator_lanes_and_exact_paths_agree_with_generic_kernel():

@@ -279,6 +279,8 @@ def test_min_max_gradients_match_finite_differences_on_saturated_inputs(which):
     (lambda x: fake_quant_with_min_max_vars(x, np.nan, 1), ValueError, "finite"),
     (lambda x: fake_quant_with_min_max_vars(x, -1, np.inf), ValueError, "finite"),
     (lambda x: fake_quant_with_min_max_vars(x, 1, 1), ValueError, "min == max"),
+    (lambda x: fake_quant_with_min_max_vars(x, -3e38, 3e38), ValueError, "finite float32"),
+    (lambda x: fake_quant_with_min_max_vars(x, 0.0, 1e-37, num_bits=16), ValueError, "denormal"),
     (lambda x: fake_quant_with_min_max_vars(x, [-1, -2], [1, 2]), ValueError, "scalars"),
     (lambda x: fake_quant_with_min_max_args(x, 0.0, 0.0), ValueError, "smaller than max"),
     (lambda x: fake_quant_with_min_max_vars(x.astype(np.int32), -1, 1), TypeError, "floating"),

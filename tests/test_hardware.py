@@ -276,6 +276,25 @@ def test_simulate_matches_independent_integer_model(cfg):
         assert ovf1 + ovf2 > 0  # the narrow configs really exercise overflow
 
 
+@pytest.mark.parametrize("cfg", [
+    HardwareConfig(weight_signed=False, activation_signed=False, weight_bits=12, activation_bits=12,
+                   accumulator_bits=48, requantization="float"),
+    HardwareConfig(weight_scales="per-tensor", activation_symmetric=True, weight_bits=12, activation_bits=12,
+                   accumulator_bits=40, requantization="shift", rounding="half_even"),
+], ids=["unsigned-asymmetric", "symmetric-power-of-two"])
+def test_other_code_conventions_track_the_float_model(cfg):
+    model = _tiny_model()
+    x = np.random.default_rng(2).uniform(-1, 1, (50, 4)).astype(np.float32)
+    net = convert(model, cfg, x)
+    if not cfg.weight_signed:
+        assert net.layers[0].weight.dtype == np.uint16 and np.any(net.layers[0].weight_zero_point)
+    if cfg.requantization == "shift":
+        scales = [net.input_scale] + [float(s) for s in net.layers[0].weight_scale]
+        assert all(math.log2(s) == round(math.log2(s)) for s in scales)
+    r = simulate(model, cfg, x)
+    assert r.network["agreement"] == 1.0 and r.network["output_sqnr_db"] > 45
+
+
 def test_q88_fixed_point_datapath_is_plain_shifts():
     model = _tiny_model()
     x = np.random.default_rng(1).uniform(-1, 1, (10, 4)).astype(np.float32)

@@ -5,10 +5,11 @@ CONV_2D kernel (shared vectors), and central differences in float64 for every ba
 """
 from __future__ import annotations
 
-import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fxpsim.nn import (AvgPool2D, BatchNorm, Conv2D, Dense, DepthwiseConv2D, Flatten, MaxPool2D, Module,
                        Quantize, ReLU, ReLU6, Sequential, SoftmaxCrossEntropy, fold_batchnorm, layer_from_config,
@@ -140,6 +141,23 @@ def test_pool_forward_matches_naive_loops(cls, kind, pool, stride, padding):
     x = rand(2, 7, 5, 3, seed=7)
     expected = naive_pool(x, pool, stride or pool, padding, kind)
     np.testing.assert_allclose(layer.forward(x), expected, rtol=1e-12, atol=1e-12)
+
+
+@given(h=st.integers(1, 7), w=st.integers(1, 7), kh=st.integers(1, 4), kw=st.integers(1, 4),
+       sh=st.integers(1, 3), sw=st.integers(1, 3), padding=st.sampled_from(["SAME", "VALID"]),
+       cin=st.integers(1, 3), seed=st.integers(0, 2**16))
+def test_conv_and_pools_match_naive_loops_on_any_shape(h, w, kh, kw, sh, sw, padding, cin, seed):
+    if padding == "VALID" and (h < kh or w < kw):
+        with pytest.raises(ValueError, match="VALID padding"):
+            Conv2D(cin, 2, (kh, kw), stride=(sh, sw), padding="VALID").forward(np.ones((1, h, w, cin), np.float32))
+        return
+    x = np.random.default_rng(seed).standard_normal((2, h, w, cin))
+    conv = Conv2D(cin, 2, (kh, kw), stride=(sh, sw), padding=padding, use_bias=False, seed=seed).astype(np.float64)
+    np.testing.assert_allclose(conv.forward(x), naive_conv(x, conv.W, (sh, sw), padding), rtol=1e-12, atol=1e-12)
+    for cls, kind in ((MaxPool2D, "max"), (AvgPool2D, "avg")):
+        pool = cls((kh, kw), stride=(sh, sw), padding=padding).astype(np.float64)
+        np.testing.assert_allclose(pool.forward(x), naive_pool(x, (kh, kw), (sh, sw), padding, kind), rtol=1e-12,
+                                   atol=1e-12)
 
 
 def test_conv2d_matches_tflite_reference_kernel(vectors_dir):
@@ -304,6 +322,21 @@ def test_fold_batchnorm_equals_unfolded_eval(builder):
     assert any(isinstance(layer, BatchNorm) for layer in model)      # the original is untouched
 
 
+def test_fold_batchnorm_with_weight_quantizer_folds_float_weights_and_copies_the_quantizer():
+    model = mlp((6, 5, 3), batchnorm=True, weight_quantizer="ternary", seed=0)
+    bn = model[1]
+    bn.gamma[:] = np.linspace(0.5, 2.0, 5)
+    bn.running_mean[:] = np.linspace(-1, 1, 5)
+    bn.running_var[:] = np.linspace(0.5, 1.5, 5)
+    folded = fold_batchnorm(model)
+    scale = bn.gamma / np.sqrt(bn.running_var + np.float32(bn.eps))
+    np.testing.assert_allclose(folded[0].W, model[0].W * scale, rtol=1e-6)
+    np.testing.assert_allclose(folded[0].b, bn.beta + scale * (model[0].b - bn.running_mean), rtol=1e-6, atol=1e-7)
+    assert type(folded[0].weight_quantizer) is type(model[0].weight_quantizer)
+    assert folded[0].weight_quantizer is not model[0].weight_quantizer
+    assert [type(layer).__name__ for layer in folded] == ["Dense", "ReLU", "Dense"]
+
+
 def test_fold_batchnorm_keeps_unfoldable_bn_or_raises_when_strict():
     model = Sequential(Dense(3, 3, activation="relu", seed=0), BatchNorm(3))
     assert isinstance(fold_batchnorm(model)[1], BatchNorm)
@@ -461,3 +494,14 @@ def test_quantizer_specs_by_name_dict_or_instance_and_mode_propagation():
     model.eval()
     assert not model[0].weight_quantizer.training
     assert "weight_quantizer=FakeQuant(" in repr(model[0])
+
+
+def test_read_only_and_non_contiguous_inputs_give_the_same_outputs():
+    model = small_cnn((6, 6, 2), (3, 4), 3, batchnorm=True, seed=0)
+    big = np.random.default_rng(0).standard_normal((4, 12, 6, 2)).astype(np.float32)
+    strided = big[:, ::2]                                  # non-contiguous view
+    strided.flags.writeable = False
+    contiguous = np.ascontiguousarray(strided)
+    for mode in ("train", "eval"):
+        getattr(model, mode)()
+        np.testing.assert_array_equal(model(strided), model(contiguous))

@@ -155,6 +155,9 @@ def test_registry_forms():
         qz.get({"num_bits": 3})
     with pytest.raises(TypeError, match="cannot build"):
         qz.get(3.5)
+    with pytest.raises(ValueError, match="no bit width"):
+        qz.get("binary2")
+    assert qz.get_quantizer is qz.get
 
     @qz.register("halver")
     class Halver(Quantizer):

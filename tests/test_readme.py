@@ -1,0 +1,27 @@
+"""The README's quickstart runs and prints what its comments promise; its two set-up commands
+are the ones .ci/run executes."""
+import contextlib
+import io
+import pathlib
+import re
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+
+
+def test_quickstart_runs_and_prints_the_documented_values():
+    block = re.search(r"## Quickstart\s+```python\n(.*?)```", README, re.S).group(1)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(block, "README quickstart", "exec"), {})
+    promised = [m.group(1).strip() for m in re.finditer(r"print\(.*?\)\s*#\s*(.*)", block)]
+    printed = [line.strip() for line in out.getvalue().splitlines()]
+    assert printed == promised
+
+
+def test_exactly_two_setup_commands_and_ci_uses_the_test_one():
+    setup = README.split("## Set up", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"```bash\n(.*?)\n```", setup, re.S)
+    assert commands == ['pip install . && fxpsim demo', 'pip install -e ".[test]" && pytest']
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "grep -m1 -E '^pip install -e \"\\.\\[test\\]\"' README.md" in ci
