@@ -142,7 +142,7 @@ cdef inline bint quantize_loop(const double* x, int64_t* out, uint8_t* flags, Py
                                int n_bits, uint64_t seed, Py_ssize_t* counts) noexcept nogil:
     # The fast path needs 2^frac as an exact double and int64 code limits (not ufix64).
     cdef bint fast = -1000 <= frac <= 1000 and (is_signed or word < 64)
-    """The from_float loop; inlined once per rounding mode so each copy is branch-free."""
+    """The exact scalar from_float loop (128-bit integers where double arithmetic cannot be exact)."""
     cdef Py_ssize_t i
     cdef double scale = ldexp(1.0, frac) if fast else 1.0, xi, y, a
     cdef int64_t lo, hi, c
@@ -232,25 +232,9 @@ def from_float(const double[::1] x, int64_t[::1] out, uint8_t[::1] flags, int fr
                               is_signed, &special)
         if special == 0 and (ovf == 0 or vector_final):
             return ovf, 0, -1
-    with nogil:
-        if rounding == RND_HALF_UP:
-            quantize_loop(&x[0], &out[0], f, n, frac, word, is_signed, RND_HALF_UP, overflow, n_bits, seed, counts)
-        elif rounding == RND_HALF_EVEN:
-            quantize_loop(&x[0], &out[0], f, n, frac, word, is_signed, RND_HALF_EVEN, overflow, n_bits, seed, counts)
-        elif rounding == RND_FLOOR:
-            quantize_loop(&x[0], &out[0], f, n, frac, word, is_signed, RND_FLOOR, overflow, n_bits, seed, counts)
-        elif rounding == RND_HALF_AWAY:
-            quantize_loop(&x[0], &out[0], f, n, frac, word, is_signed, RND_HALF_AWAY, overflow, n_bits, seed, counts)
-        elif rounding == RND_TOWARD_ZERO:
-            quantize_loop(&x[0], &out[0], f, n, frac, word, is_signed, RND_TOWARD_ZERO, overflow, n_bits, seed, counts)
-        elif rounding == RND_HALF_DOWN:
-            quantize_loop(&x[0], &out[0], f, n, frac, word, is_signed, RND_HALF_DOWN, overflow, n_bits, seed, counts)
-        elif rounding == RND_HALF_TOWARD_ZERO:
-            quantize_loop(&x[0], &out[0], f, n, frac, word, is_signed, RND_HALF_TOWARD_ZERO, overflow, n_bits, seed, counts)
-        elif rounding == RND_CEIL:
-            quantize_loop(&x[0], &out[0], f, n, frac, word, is_signed, RND_CEIL, overflow, n_bits, seed, counts)
-        else:
-            quantize_loop(&x[0], &out[0], f, n, frac, word, is_signed, RND_STOCHASTIC, overflow, n_bits, seed, counts)
+    with nogil:      # the exact scalar path: rare values, stochastic rounding, per-element flags
+        quantize_loop(&x[0], &out[0], f, n, frac, word, is_signed, rounding, overflow, n_bits,
+                      seed, counts)
     return counts[0], counts[1], counts[2]
 
 
