@@ -12,7 +12,7 @@ import time
 
 __all__ = ["main", "build_parser", "DEMO_EPOCHS"]
 
-DEMO_EPOCHS = 5
+DEMO_EPOCHS = 15
 DEMO_ACC_BITS = "10:32"
 DEMO_WEIGHT_BITS = (4, 6)
 
@@ -239,7 +239,6 @@ def demo_model(epochs: int = DEMO_EPOCHS, seed: int = 0, progress: bool = False)
 
 
 def cmd_demo(args) -> int:
-    import numpy as np
     from .datasets import load_digits
     from .hardware import preset, preset_names, simulate
     from .report import format_table
@@ -276,7 +275,6 @@ def cmd_demo(args) -> int:
     report.sweep = result.to_dict()
     report.notes.append(f"presets: {'; '.join(f'{r[0]} accuracy {r[1]:.4f}' for r in rows)}")
     _say(f"[4/4] writing {args.out}/ ...")
-    os.makedirs(args.out, exist_ok=True)
     paths = report.save(args.out)
     save_model(model, os.path.join(args.out, "model.npz"))
     _say("", report.to_text(), "", "Accuracy on every preset:",

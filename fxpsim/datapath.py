@@ -25,15 +25,15 @@ overflowed (each add at most once).  ``per_output=True`` returns ``(result, coun
 ``counts`` an int64 array of per-output overflow counts (also ``result.overflow_mask``).
 
 Speed: when the data prove that no partial sum can leave the accumulator's range
-(:math:`|{\\rm init}| + K \\max|a| \\max|b|` within range), the exact sum is computed with
-float64 BLAS (all partial sums below :math:`2^{53}`, hence exact) or an int64 kernel; otherwise
-per-add SIMD kernels on int32/int64 lanes (AVX-512/AVX2 chosen at run time) or, for tree order,
-rounded products and exotic modes, a generic 128-bit kernel.  Rows run in parallel
-(``threads``), never the reduction, so the thread count never changes a bit.
+(:math:`|{\\rm init}| + K \\max|a| \\max|b|` within range), the exact sum is computed with an
+int32 SIMD kernel (small problems), float32/float64 BLAS (every partial sum is an integer of at
+most :math:`2^{24}` / :math:`2^{53}`, hence exact in any summation order) or an int64 kernel.
+Otherwise per-add SIMD kernels run on 16-, 32- or 64-bit lanes (AVX-512/AVX2 chosen at run
+time); tree order, rounded products and ``wrap_sign_magnitude`` use a generic 128-bit kernel.
+Rows run in parallel (``threads``), never the reduction, so the thread count never changes a bit.
 """
 from __future__ import annotations
 
-import builtins
 import os
 
 import numpy as np
@@ -46,7 +46,9 @@ __all__ = ["matmul", "dot", "conv1d", "conv2d", "sum", "cumsum"]
 
 _I32 = (1 << 31) - 1
 _I63 = (1 << 63) - 1
-#: Name of the kernel the last call used ("blas", "int64", "simd32", "simd64", "generic"),
+_SMALL_EXACT = 1 << 26        # MACs up to which exact sums use the int32 kernel instead of BLAS
+#: Name of the kernel the last call used ("exact32", "blas32", "blas64", "int64", "simd16", "simd32",
+#: "simd64", "generic"),
 #: for tests and benchmarks that check a path is really taken.
 last_path = ""
 _SIMD16 = _k.simd16_level() > 0      # 16-bit-lane kernel usable on this CPU
@@ -212,9 +214,17 @@ def _exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, threads):
     n = b3.shape[2]
     pmax = max(abs(p) for p in _product_range(a_rng, b_rng, 0))
     global last_path
-    if kk * pmax <= 1 << 53:   # every partial sum is an integer of at most 2^53 (2^24): BLAS is exact
-        last_path = "blas"
+    amax, bmax = max(-a_rng[0], a_rng[1]), max(-b_rng[0], b_rng[1])
+    if kk * pmax <= _I32 and max(amax, bmax) <= _I32 and nb * m * kk * n <= _SMALL_EXACT:
+        last_path = "exact32"  # small problems: the int32 SIMD kernel beats BLAS + conversions
+        out = np.empty((nb * m, n), np.int32)
+        _k.mac_fast(np.ascontiguousarray(a3, dtype=np.int32).reshape(nb * m, kk), _pack_slabs(b3, np.int32),
+                    np.empty((0, n), np.int32), out, np.empty_like(out), rpb, _k.FAST_EXACT, np.int32(0),
+                    np.int32(0), 0, threads)
+        out = out.astype(np.int64).reshape(nb, m, n)
+    elif kk * pmax <= 1 << 53:  # every partial sum is an integer of at most 2^53 (2^24): BLAS is exact
         ftype = np.float32 if kk * pmax <= 1 << 24 else np.float64
+        last_path = f"blas{np.dtype(ftype).itemsize * 8}"
         af, bf = a3.astype(ftype), b3.astype(ftype)
         out = (af.reshape(nb * m, kk) @ bf[0]).reshape(nb, m, n) if b3.shape[0] == 1 else np.matmul(af, bf)
         out = out.astype(np.int64)
@@ -234,7 +244,10 @@ def _exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, threads):
 
 def _accumulate(a3, b3, fa: Format, fb: Format, acc, init, r: Rounding, o: Overflow, order: str,
                 at_end: bool, threads, op: str, init_shape, to_internal):
-    """Per-add accumulation of a3 [B, M, K] @ b3 [1 or B, K, N] -> (codes [B, M, N], counts, acc).
+    """Per-add accumulation of a3 [B, M, K] @ b3 [1 or B, K, N] -> (codes, counts, acc, exact range).
+
+    ``codes`` and ``counts`` are [B, M, N] (``counts`` is None when no add can overflow);
+    ``exact range`` is (min, max) of the exact sums when an overflow log is active and known.
 
     ``init`` (None, FixedArray or raw codes) is broadcast to the caller's output shape
     ``init_shape`` and brought to the internal [B, M, N] layout by ``to_internal``.
@@ -275,18 +288,22 @@ def _accumulate(a3, b3, fa: Format, fb: Format, acc, init, r: Rounding, o: Overf
     s_lo = min(i_rng[0], 0) + kk * min(p_lo, 0)          # every partial sum (any order) lies in
     s_hi = max(i_rng[1], 0) + kk * max(p_hi, 0)          # [s_lo, s_hi]
     never = lo_acc <= s_lo and s_hi <= hi_acc
-    counts = None
+    counts = exact_range = None
+    done = False
     if shift >= 0 and -_I63 <= s_lo and s_hi <= _I63 and (never or at_end):
         out = _exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, nthreads)
-        if never:
-            counts = np.broadcast_to(np.int64(0), out.shape)     # a view: nothing to count
-        elif o is not Overflow.WRAP_SIGN_MAGNITUDE:
+        if _overflow_log_active():
+            exact_range = _data_range(out)
+        done = never or o is not Overflow.WRAP_SIGN_MAGNITUDE
+        if not never and done:
             out, bad = _fit_numpy(out, acc, o)
             counts = bad.astype(np.int64)
-    if counts is None:
+    if not done:
         out, counts = _per_add(a3, b3, rpb, init3, acc, shift, r, o, order, at_end,
                                a_rng, b_rng, p_lo, p_hi, i_rng, lo_acc, hi_acc, nthreads)
-    return out, counts, acc
+        if _overflow_log_active() and shift >= 0 and -_I63 <= s_lo and s_hi <= _I63:
+            exact_range = _data_range(_exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, nthreads))
+    return out, counts, acc, exact_range
 
 
 def _per_add(a3, b3, rpb, init3, acc, shift, r, o, order, at_end, a_rng, b_rng, p_lo, p_hi, i_rng,
@@ -332,20 +349,31 @@ def _per_add(a3, b3, rpb, init3, acc, shift, r, o, order, at_end, a_rng, b_rng, 
     return out.reshape(nb, m, n), cnt.reshape(nb, m, n)
 
 
+def _reshaped(counts, shape):
+    return None if counts is None else counts.reshape(shape)
+
+
 def _finish(out, counts, acc: Format, o: Overflow, op: str, per_output: bool, exact_range=None):
-    """Wrap codes into a FixedArray, log, raise for overflow='error'."""
-    total = int(counts.sum(dtype=np.int64))
+    """Wrap codes into a FixedArray, log, raise for overflow='error'.
+
+    The overflow log gets the range of the exact sums (``exact_range``, codes) when known,
+    else of the results.
+    """
+    total = 0 if counts is None else int(counts.sum(dtype=np.int64))
     if _overflow_log_active():
-        vals = out.astype(np.float64) * acc.lsb if out.size else np.zeros(1)
-        record_overflow(op, total, float(vals.min()), float(vals.max()))
+        lo, hi = exact_range if exact_range is not None else _data_range(out)
+        record_overflow(op, total, lo * acc.lsb, hi * acc.lsb)
     if o is Overflow.ERROR and total:
         first = np.unravel_index(int(np.argmax(counts.reshape(-1) > 0)), counts.shape)
         raise ValueError(f"{op}: {total} add(s) overflowed the accumulator {acc} "
                          f"[{acc.min_code}, {acc.max_code}] (first at output index "
                          f"{tuple(int(i) for i in first)}) and overflow='error'; use a wider acc")
     res = FixedArray(out, acc, overflows=total, _trusted=True,
-                     overflow_mask=(counts > 0) if per_output else None)
-    return (res, np.array(counts, dtype=np.int64)) if per_output else res
+                     overflow_mask=(counts > 0 if counts is not None else np.zeros(out.shape, bool))
+                     if per_output else None)
+    if not per_output:
+        return res
+    return res, np.zeros(out.shape, np.int64) if counts is None else np.ascontiguousarray(counts, np.int64)
 
 
 _COMMON_DOC = """
@@ -418,9 +446,9 @@ def matmul(a, b, acc=None, *, overflow="saturate", rounding="half_up", order="se
         b3 = b2.reshape(1, kk, n)
     else:
         b3 = np.broadcast_to(b2, batch + (kk, n)).reshape(nb, kk, n)
-    out, counts, accf = _accumulate(a3, b3, fa, fb, acc, init, r, o, order, overflow_at == "end",
+    out, counts, accf, rng = _accumulate(a3, b3, fa, fb, acc, init, r, o, order, overflow_at == "end",
                                     threads, "matmul", user, lambda t: t.reshape(nb, m, n))
-    return _finish(out.reshape(user), counts.reshape(user), accf, o, "matmul", per_output)
+    return _finish(out.reshape(user), _reshaped(counts, user), accf, o, "matmul", per_output, rng)
 
 
 def dot(a, b, acc=None, *, overflow="saturate", rounding="half_up", order="sequential",
@@ -435,9 +463,9 @@ def dot(a, b, acc=None, *, overflow="saturate", rounding="half_up", order="seque
     a, b : FixedArray or integer ndarray, 1-D of equal length
     {common}"""
     for name, v in (("a", a), ("b", b)):
-        if np.ndim(v.raw if isinstance(v, FixedArray) else v) != 1:
-            raise ValueError(f"dot: {name} must be 1-D, got shape {np.shape(v.raw if isinstance(v, FixedArray) else v)}; "
-                             f"use matmul for matrices")
+        shape = v.shape if isinstance(v, FixedArray) else np.shape(v)
+        if len(shape) != 1:
+            raise ValueError(f"dot: {name} must be 1-D, got shape {shape}; use matmul for matrices")
     return matmul(a, b, acc, overflow=overflow, rounding=rounding, order=order, overflow_at=overflow_at,
                   init=init, per_output=per_output, threads=threads)
 
@@ -475,10 +503,9 @@ def _paddings(padding, hw, khw, strides, dils, op: str):
     return pads
 
 
-def _conv(x, w, acc, stride, padding, dilation, groups, r, o, order, at_end, init, threads, op,
+def _conv(cx, fx, cw, fw, acc, stride, padding, dilation, groups, r, o, order, at_end, init, threads, op,
           one_d: bool):
-    cx, fx = _operand(x, "x")
-    cw, fw = _operand(w, "w")
+    """conv2d on codes (NHWC x HWIO) via im2col and the grouped, batched accumulation."""
     if cx.ndim != 4 or cw.ndim != 4:
         raise ValueError(f"{op}: x must be NHWC (4-D) and w [KH, KW, Cin/groups, Cout] (4-D), got shapes "
                          f"{cx.shape} and {cw.shape}")
@@ -510,11 +537,11 @@ def _conv(x, w, acc, stride, padding, dilation, groups, r, o, order, at_end, ini
     def to_internal(t):
         return t.reshape(npos, groups, cog).transpose(1, 0, 2)
 
-    out, counts, accf = _accumulate(a3, b3, fx, fw, acc, init, r, o, order, at_end, threads, op, user,
+    out, counts, accf, rng = _accumulate(a3, b3, fx, fw, acc, init, r, o, order, at_end, threads, op, user,
                                     to_internal)
     out = out.transpose(1, 0, 2).reshape(user)
-    counts = counts.transpose(1, 0, 2).reshape(user)
-    return out, counts, accf
+    counts = None if counts is None else counts.transpose(1, 0, 2).reshape(user)
+    return out, counts, accf, rng
 
 
 def conv2d(x, w, acc=None, *, stride=1, padding="VALID", dilation=1, groups=1, overflow="saturate",
@@ -542,9 +569,11 @@ def conv2d(x, w, acc=None, *, stride=1, padding="VALID", dilation=1, groups=1, o
     groups : int
     {common}"""
     r, o = _modes(rounding, overflow, overflow_at, order)
-    out, counts, accf = _conv(x, w, acc, stride, padding, dilation, groups, r, o, order,
+    cx, fx = _operand(x, "x")
+    cw, fw = _operand(w, "w")
+    out, counts, accf, rng = _conv(cx, fx, cw, fw, acc, stride, padding, dilation, groups, r, o, order,
                               overflow_at == "end", init, threads, "conv2d", False)
-    return _finish(out, counts, accf, o, "conv2d", per_output)
+    return _finish(out, counts, accf, o, "conv2d", per_output, rng)
 
 
 def conv1d(x, w, acc=None, *, stride=1, padding="VALID", dilation=1, groups=1, overflow="saturate",
@@ -578,10 +607,9 @@ def conv1d(x, w, acc=None, *, stride=1, padding="VALID", dilation=1, groups=1, o
             raise ValueError(f"conv1d: padding must be 'VALID', 'SAME' or (left, right), got {padding!r}") from None
     s = stride if isinstance(stride, (int, np.integer)) else _bad_1d("stride", stride)
     d = dilation if isinstance(dilation, (int, np.integer)) else _bad_1d("dilation", dilation)
-    out, counts, accf = _conv(FixedArray(cx[:, None], fx, _trusted=True), FixedArray(cw[None], fw, _trusted=True),
-                              acc, (1, s), padding, (1, d), groups, r, o, order, overflow_at == "end", init,
-                              threads, "conv1d", True)
-    return _finish(out, counts, accf, o, "conv1d", per_output)
+    out, counts, accf, rng = _conv(cx[:, None], fx, cw[None], fw, acc, (1, s), padding, (1, d), groups, r, o,
+                                   order, overflow_at == "end", init, threads, "conv1d", True)
+    return _finish(out, counts, accf, o, "conv1d", per_output, rng)
 
 
 def _bad_1d(name, value):
@@ -619,10 +647,10 @@ def sum(x, axis=None, acc=None, *, overflow="saturate", rounding="half_up", orde
     rows = int(np.prod(user, dtype=np.int64))
     a3 = np.transpose(cx, keep + list(axes)).reshape(1, rows, kk)
     ones = np.ones((1, kk, 1), np.int64)
-    out, counts, accf = _accumulate(a3, ones, fx, Format(1, 0, False), acc, init, r, o, order,
+    out, counts, accf, rng = _accumulate(a3, ones, fx, Format(1, 0, False), acc, init, r, o, order,
                                     overflow_at == "end", threads, "sum", user,
                                     lambda t: t.reshape(1, rows, 1))
-    return _finish(out.reshape(user), counts.reshape(user), accf, o, "sum", per_output)
+    return _finish(out.reshape(user), _reshaped(counts, user), accf, o, "sum", per_output, rng)
 
 
 def cumsum(x, axis=-1, acc=None, *, overflow="saturate", rounding="half_up", init=None,

@@ -167,8 +167,18 @@ def _flat_kernel_args(nudged: TFNudged):
             float(nudged.quant_zero.reshape(())))
 
 
-def _tf_forward(x: np.ndarray, nudged: TFNudged, divide: bool) -> np.ndarray:
-    out = np.empty_like(x)
+def _output_buffer(out, like: np.ndarray, name: str, where: str) -> np.ndarray:
+    """``out`` checked (float32, C-contiguous, writeable, shaped like ``like``), or a new array."""
+    if out is None:
+        return np.empty_like(like)
+    if not isinstance(out, np.ndarray) or out.dtype != _F32 or out.shape != like.shape \
+            or not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError(f"{where}: {name} must be a writeable C-contiguous float32 array of shape {like.shape}")
+    return out
+
+
+def _tf_forward(x: np.ndarray, nudged: TFNudged, divide: bool, out=None, where: str = "") -> np.ndarray:
+    out = _output_buffer(out, x, "out", where)
     if bool(nudged.both_zero.reshape(())):
         out[...] = 0
         return out
@@ -176,10 +186,11 @@ def _tf_forward(x: np.ndarray, nudged: TFNudged, divide: bool) -> np.ndarray:
     return out
 
 
-def _tf_backward(dy: np.ndarray, x: np.ndarray, nudged: TFNudged):
+def _tf_backward(dy: np.ndarray, x: np.ndarray, nudged: TFNudged, out=None, where: str = ""):
+    dx = _output_buffer(out, x, "out", where)
     if bool(nudged.both_zero.reshape(())):
-        return dy.copy(), _F32(0), _F32(0)
-    dx = np.empty_like(x)
+        dx[...] = dy
+        return dx, _F32(0), _F32(0)
     below, above = _fakequant.backward(dy.reshape(-1), x.reshape(-1), dx.reshape(-1),
                                        float(nudged.nudged_min.reshape(())), float(nudged.nudged_max.reshape(())))
     return dx, _F32(below), _F32(above)
@@ -212,23 +223,30 @@ def fake_quant_with_min_max_args_gradient(gradients, inputs, min=-6.0, max=6.0, 
     return _tf_backward(dy, x, _args_range(min, max, num_bits, narrow_range, where))[0]
 
 
-def fake_quant_with_min_max_vars(inputs, min, max, num_bits=8, narrow_range=False) -> np.ndarray:
-    """``tf.quantization.fake_quant_with_min_max_vars``: scalar tensor range, divides by ``scale``."""
+def fake_quant_with_min_max_vars(inputs, min, max, num_bits=8, narrow_range=False, *, out=None) -> np.ndarray:
+    """``tf.quantization.fake_quant_with_min_max_vars``: scalar tensor range, divides by ``scale``.
+
+    ``out`` (an fxpsim extension): a float32 C-contiguous array to write the result into,
+    so that a training loop can reuse its buffers as TensorFlow's allocator does.
+    """
     where = "fake_quant_with_min_max_vars"
     x = _float32_input(inputs, "inputs", where)
-    return _tf_forward(x, _scalar_range(min, max, num_bits, narrow_range, where), divide=True)
+    return _tf_forward(x, _scalar_range(min, max, num_bits, narrow_range, where), divide=True, out=out,
+                       where=where)
 
 
-def fake_quant_with_min_max_vars_gradient(gradients, inputs, min, max, num_bits=8, narrow_range=False):
+def fake_quant_with_min_max_vars_gradient(gradients, inputs, min, max, num_bits=8, narrow_range=False, *,
+                                          out=None):
     """Gradients of :func:`fake_quant_with_min_max_vars`: ``(d_inputs, d_min, d_max)`` (float32).
 
     ``d_min``/``d_max`` are the sums of ``gradients`` below/above the nudged range,
     accumulated in double and rounded once (equal to TensorFlow's whenever its float32
-    sum is exact).
+    sum is exact).  ``out``: optional buffer for ``d_inputs`` (as in
+    :func:`fake_quant_with_min_max_vars`).
     """
     where = "fake_quant_with_min_max_vars_gradient"
     dy, x = _gradient_pair(gradients, inputs, where)
-    return _tf_backward(dy, x, _scalar_range(min, max, num_bits, narrow_range, where))
+    return _tf_backward(dy, x, _scalar_range(min, max, num_bits, narrow_range, where), out=out, where=where)
 
 
 def fake_quant_with_min_max_vars_fused(inputs, gradients, min, max, num_bits=8, narrow_range=False):

@@ -589,8 +589,9 @@ class IntegerNetwork:
     def run(self, codes, trace: bool = False, batch_size: int = 256):
         """Run input codes through every layer: output codes, or ``(codes, per-layer traces)``.
 
-        A trace is ``{"out": codes, "acc": accumulator codes or None, "overflows": int,
-        "clipped": int}``.
+        A trace is ``{"out": output codes, "hw_acc": the accumulator codes the requantizer saw (None for
+        layers without an accumulator), "overflows": accumulator overflow events, "clipped": outputs clamped
+        by the output range (not counting a fused ReLU's floor), "adds": accumulator additions}``.
         """
         if not trace and len(codes) > batch_size:  # cache-sized chunks: same bits, less memory traffic
             return np.concatenate([self.run(codes[i:i + batch_size], batch_size=batch_size)
@@ -818,17 +819,18 @@ def _run_layer(layer: IntegerLayer, h: np.ndarray, config: HardwareConfig, qmin:
             if config.overflow_at == "end":
                 out = np.clip(pre, layer.act_min, layer.act_max).astype(dtype)
             if trace:
-                info = {"out": out, "acc": res.acc if config.overflow_at == "end" else None,
-                        "hw_acc": acc, "overflows": overflows,
+                info = {"out": out, "hw_acc": acc, "overflows": overflows,
                         "clipped": int(np.count_nonzero((pre > layer.act_max) if layer.activation else
                                                         (pre > layer.act_max) | (pre < layer.act_min))),
                         "adds": int(out.size) * (int(np.prod(layer.weight.shape[1:]))
                                                  + (config.bias_add == "after"))}
         return out, info
     if layer.kind == "max_pool2d":
-        from .layers_conv import _pads, extract_patches, pad_nhwc
-        (oh, ow), pads = _pads(h.shape, layer.pool_size, layer.stride, layer.padding)
-        windows = extract_patches(pad_nhwc(h, pads, np.iinfo(dtype).min), layer.pool_size, layer.stride)
+        from .layers_conv import extract_patches, output_size_and_padding, pad_nhwc
+        _, top, bottom = output_size_and_padding(h.shape[1], layer.pool_size[0], layer.stride[0], layer.padding)
+        _, left, right = output_size_and_padding(h.shape[2], layer.pool_size[1], layer.stride[1], layer.padding)
+        windows = extract_patches(pad_nhwc(h, (top, bottom, left, right), np.iinfo(dtype).min),
+                                  layer.pool_size, layer.stride)
         out = windows.max(axis=(3, 4))
     elif layer.kind == "avg_pool2d":
         res = quantized_average_pool2d(h, layer.pool_size, stride=layer.stride, padding=layer.padding,
@@ -836,7 +838,7 @@ def _run_layer(layer: IntegerLayer, h: np.ndarray, config: HardwareConfig, qmin:
                                        overflow=config.accumulator_overflow.value)
         out = res.out
         if trace:
-            info = {"out": out, "acc": None, "hw_acc": res.acc, "overflows": res.overflows, "clipped": 0,
+            info = {"out": out, "hw_acc": res.acc, "overflows": res.overflows, "clipped": 0,
                     "adds": int(out.size) * int(np.prod(layer.pool_size))}
         return out, info
     elif layer.kind == "flatten":
@@ -844,7 +846,7 @@ def _run_layer(layer: IntegerLayer, h: np.ndarray, config: HardwareConfig, qmin:
     else:  # relu / relu6 as separate integer ops
         out = np.clip(h, layer.act_min, layer.act_max).astype(dtype)
     if trace:
-        info = {"out": out, "acc": None, "hw_acc": None, "overflows": 0, "clipped": 0, "adds": 0}
+        info = {"out": out, "hw_acc": None, "overflows": 0, "clipped": 0, "adds": 0}
     return out, info
 
 
@@ -858,9 +860,7 @@ def _requantize_end(layer: IntegerLayer, acc: np.ndarray, config: HardwareConfig
     from .fixed import FixedArray
     if config.overflow_at == "end":
         fitted = FixedArray(acc, Format.integer(62)).cast(Format.integer(config.accumulator_bits),
-                                                          overflow=config.accumulator_overflow.value
-                                                          if config.accumulator_overflow != Overflow.ERROR
-                                                          else "saturate")
+                                                          overflow=config.accumulator_overflow.value)
         overflows = int(fitted.overflows)
         acc = fitted.raw
     return layer.requant(acc, axis=-1) + layer.output_zero_point, acc, overflows
@@ -962,7 +962,7 @@ def simulate(model, config="tflite-int8", x=None, y=None, *, calibration_x=None,
     if graph.stages[0].model_layers[0] > 0:
         refs.pop(0)  # output of the leading Quantize: the float input of the first stage
     codes_in = net.quantize_input(x)
-    records, outs, total_ovf = [], None, 0
+    records, total_ovf = [], 0
     h = codes_in
     for i, (layer, st, ref) in enumerate(zip(net.layers, graph.stages, refs)):
         h_in = h
@@ -1005,7 +1005,7 @@ def simulate(model, config="tflite-int8", x=None, y=None, *, calibration_x=None,
 def network_metrics(net: IntegerNetwork, out_codes: np.ndarray, ref: np.ndarray, y, overflows: int) -> dict:
     """Network-level numbers of a report from the last layer's codes and the float model's outputs."""
     last = net.layers[-1]
-    hw = (out_codes.astype(np.float64) - last.output_zero_point) * last.output_scale
+    hw = (out_codes.reshape(len(out_codes), -1).astype(np.float64) - last.output_zero_point) * last.output_scale
     ref = ref.reshape(hw.shape)
     hw_top, ref_top = hw.argmax(axis=1), ref.argmax(axis=1)
     cfg = net.config

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import io
 import math
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.figure import Figure
 
 __all__ = ["sqnr_bars", "overflow_bars", "accuracy_vs_accumulator", "weight_accumulator_heatmap",
            "accumulator_histograms", "report_figures", "figure_png"]

@@ -702,8 +702,11 @@ class FakeQuant(Quantizer):
     The min/max gradients fill :attr:`grads` when ``learnable=True``.  With
     ``axis`` set, ranges are per channel along that axis (TF's per-channel op,
     which multiplies by a reciprocal scale where the per-tensor op divides).
-    An ``observer`` (name, dict or :class:`fxpsim.observers.Observer`) sets the
-    range from the data on every training forward until it is frozen.  Inputs are
+    A single ``min``/``max`` with ``axis`` set is broadcast to the channel count on the
+    first call (:meth:`parameters` then returns the new arrays).  An ``observer`` (name,
+    dict or :class:`fxpsim.observers.Observer`) sets the range from the data on every
+    training forward (in place) until it is frozen; with ``learnable=True`` as well, the
+    observer calibrates and, once frozen, the gradients train the range.  Inputs are
     computed in float32 (TF's dtype); the output is float32.
     """
 

@@ -38,7 +38,6 @@ import csv
 import dataclasses
 import datetime as _dt
 import html
-import io
 import json
 import math
 import os

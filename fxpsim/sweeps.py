@@ -28,6 +28,7 @@ from .hardware import ConfigError, HardwareConfig, _check_labels, _check_x, _flo
 
 __all__ = ["sweep", "SweepResult", "pareto_front", "DEFAULT_AXES"]
 
+AUTO_POOL_SECONDS = 5.0     # processes=None: below this estimated serial time, no process pool
 DEFAULT_AXES = ("weight_bits", "activation_bits", "accumulator_bits", "accumulator_overflow", "rounding")
 _AXIS_ALIASES = {"overflow": "accumulator_overflow", "acc_bits": "accumulator_bits", "order": "accumulator_order",
                  "requant": "requantization", "scheme": "requantization"}
@@ -154,8 +155,10 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
     config : base configuration (preset name, path, mapping or HardwareConfig)
     calibration_x : inputs that calibrate activation ranges (default: ``x``)
     executor : concurrent.futures.Executor, optional
-        Runs the tasks (not shut down here). Default: a ProcessPoolExecutor with ``processes`` workers
-        (``processes=1`` runs in this process, no pool).
+        Runs the tasks (not shut down here). Default: a ProcessPoolExecutor (spawned workers) with
+        ``processes`` workers; ``processes=1`` runs in this process; ``processes=None`` uses every core,
+        unless the first point, simulated here, shows the whole sweep takes under ``AUTO_POOL_SECONDS``
+        serially (then starting workers would cost more than it saves).
     progress : bool
         tqdm progress bar over grid points.
 
@@ -194,20 +197,29 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
         from tqdm.auto import tqdm
         bar = tqdm(total=len(configs), desc="sweep", unit="config")
     results: list = [None] * len(configs)
+    pending = list(range(len(configs)))
     try:
-        if executor is None and (processes == 1 or len(configs) == 1):
-            for i, cfg in enumerate(configs):
-                results[i] = _run_chunk(graph, x, y, reference, [cfg])[0]
+        if executor is None and processes is None:
+            # auto: time one point here; small sweeps stay in this process (a worker costs ~1 s to start)
+            results[0] = _run_chunk(graph, x, y, reference, [configs[0]])[0]
+            pending.pop(0)
+            if bar is not None:
+                bar.update(1)
+            if workers == 1 or results[0]["seconds"] * len(pending) < AUTO_POOL_SECONDS:
+                workers = 1
+        if executor is None and (workers == 1 or len(pending) <= 1):
+            for i in pending:
+                results[i] = _run_chunk(graph, x, y, reference, [configs[i]])[0]
                 if bar is not None:
                     bar.update(1)
-        else:
+        elif pending:
             own = executor is None
             if own:
                 import multiprocessing
                 executor = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
             try:
-                n_chunks = max(1, min(len(configs), workers * chunks_per_worker))
-                chunks = [list(range(i, len(configs), n_chunks)) for i in range(n_chunks)]
+                n_chunks = max(1, min(len(pending), workers * chunks_per_worker))
+                chunks = [pending[i::n_chunks] for i in range(n_chunks)]
                 futures = {executor.submit(_run_chunk, graph, x, y, reference, [configs[i] for i in idx]): idx
                            for idx in chunks if idx}
                 for fut in as_completed(futures):
@@ -223,5 +235,5 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
             bar.close()
     records = [{**_point_record(p, c), **r} for p, c, r in zip(points, configs, results)]
     metric = "accuracy" if y is not None else "agreement"
-    return SweepResult(grid=grids[0] if len(grids) == 1 else grids, records=records, metric=metric, float_accuracy=float_acc,
-                       seconds=time.perf_counter() - t0)
+    return SweepResult(grid=grids[0] if len(grids) == 1 else grids, records=records, metric=metric,
+                       float_accuracy=float_acc, seconds=time.perf_counter() - t0)

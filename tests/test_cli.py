@@ -9,6 +9,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import fxpsim
@@ -60,6 +61,11 @@ def test_simulate_writes_report(tmp_path, model_file):
     d = json.loads((tmp_path / "rep" / "report.json").read_text())
     assert d["config"]["name"] == "int8-acc16-wrap" and d["network"]["n_samples"] == 360
     assert (tmp_path / "rep" / "report.html").stat().st_size > 10_000
+    xt, yt = load_digits("test", seed=3)
+    np.savez(tmp_path / "data.npz", x=xt[:40], y=yt[:40])
+    r = run("simulate", "--model", str(model_file), "--data", "data.npz", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["network"]["n_samples"] == 40
     toml = tmp_path / "mine.toml"
     toml.write_text('name = "mine"\n[accumulator]\nbits = 24\noverflow = "saturate"\n')
     r = run("simulate", "--model", str(model_file), "--config", str(toml), "--json", cwd=tmp_path)

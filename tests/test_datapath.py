@@ -17,7 +17,7 @@ from fxpsim import datapath
 from fxpsim import _accumulate as kernels
 from fxpsim.datapath import conv1d, conv2d, cumsum, dot, matmul
 from fxpsim.datapath import sum as fsum
-from fxpsim.fixed import FixedArray, Format, from_raw, overflow_log
+from fxpsim.fixed import Format, from_raw, overflow_log
 
 OVERFLOWS = ("saturate", "wrap", "saturate_symmetric", "saturate_zero", "wrap_sign_magnitude", "error")
 ROUNDINGS = ref.DETERMINISTIC_ROUNDING_MODES
@@ -176,26 +176,28 @@ def test_simd16_variants_agree_with_generic_kernel(level, mode, word):
     np.testing.assert_array_equal(cnt, gcnt)
 
 
-def test_wide_accumulator_lanes_and_exact_paths_agree_with_generic_kernel():
-    """Fast exact paths (float64 BLAS, int64 kernel) == the generic per-add kernel."""
+@pytest.mark.parametrize("amax,path,small", [(1 << 7, "exact32", 1 << 26), (1 << 7, "blas32", 0),
+                                             (1 << 12, "blas64", 0), (1 << 28, "int64", 1 << 26)])
+def test_exact_paths_agree_with_generic_kernel(monkeypatch, amax, path, small):
+    """Fast exact paths (int32 kernel, float32/float64 BLAS, int64 kernel) == the generic per-add kernel."""
+    monkeypatch.setattr(datapath, "_SMALL_EXACT", small)
     rng = np.random.default_rng(7)
-    for amax, path in ((1 << 7, "blas"), (1 << 28, "int64")):
-        a = rng.integers(-amax, amax, (9, 33))
-        b = rng.integers(-amax, amax, (33, 11))
-        init = rng.integers(-1000, 1000, (9, 11))
-        got = matmul(a, b, 64, init=init)
-        assert datapath.last_path == path
-        tree = matmul(a, b, 64, init=init, order="tree")     # no overflow: order is irrelevant
-        assert datapath.last_path == path
-        out, cnt = np.empty((9, 11), np.int64), np.empty((9, 11), np.int64)
-        kernels.mac_generic(a, np.ascontiguousarray(b.T)[None], init, out, cnt, np.empty((1, 34), np.int64),
-                            9, 0, 0, 64, True, 0, 0, False, 1)
-        np.testing.assert_array_equal(got.raw, out)
-        np.testing.assert_array_equal(tree.raw, out)
-        assert cnt.sum() == 0 and got.overflows == 0
-        exact = [[sum(int(a[i, t]) * int(b[t, j]) for t in range(33)) + int(init[i, j]) for j in range(11)]
-                 for i in range(9)]
-        assert got.raw.tolist() == exact
+    a = rng.integers(-amax, amax, (9, 33))
+    b = rng.integers(-amax, amax, (33, 11))
+    init = rng.integers(-1000, 1000, (9, 11))
+    got = matmul(a, b, 64, init=init)
+    assert datapath.last_path == path
+    tree = matmul(a, b, 64, init=init, order="tree")     # no overflow: order is irrelevant
+    assert datapath.last_path == path
+    out, cnt = np.empty((9, 11), np.int64), np.empty((9, 11), np.int64)
+    kernels.mac_generic(a, np.ascontiguousarray(b.T)[None], init, out, cnt, np.empty((1, 34), np.int64),
+                        9, 0, 0, 64, True, 0, 0, False, 1)
+    np.testing.assert_array_equal(got.raw, out)
+    np.testing.assert_array_equal(tree.raw, out)
+    assert cnt.sum() == 0 and got.overflows == 0
+    exact = [[sum(int(a[i, t]) * int(b[t, j]) for t in range(33)) + int(init[i, j]) for j in range(11)]
+             for i in range(9)]
+    assert got.raw.tolist() == exact
 
 
 def test_exact_default_accumulator_and_int_acc():
@@ -304,8 +306,8 @@ def test_same_padding_matches_tensorflow_rule():
 
 def test_conv1d_equals_reference_and_conv2d():
     rng = np.random.default_rng(5)
-    x = rng.integers(-128, 128, (2, 9, 4))
-    w = rng.integers(-128, 128, (3, 2, 6))
+    x = rng.integers(-128, 128, (2, 9, 4)).astype(np.int8)
+    w = rng.integers(-128, 128, (3, 2, 6)).astype(np.int8)
     init = rng.integers(-100, 100, (6,))
     got = conv1d(x, w, 13, stride=2, padding="SAME", dilation=1, groups=2, init=init, overflow="wrap")
     want, total = ref_conv2d(x[:, None], w[None], (1, 2), ((0, 0), datapath._same_pad(9, 3, 2, 1)), (1, 1), 2,
@@ -326,7 +328,7 @@ def test_batched_broadcasting_equals_per_batch_products():
     assert got.shape == (2, 4, 3, 5)
     for i in range(2):
         for j in range(4):
-            want, _ = ref_matmul(a[i, 0], b[j], Format.integer(8), Format.integer(8), Format(12, 0), 
+            want, _ = ref_matmul(a[i, 0], b[j], Format.integer(8), Format.integer(8), Format(12, 0),
                                  np.broadcast_to(init, (3, 5)), "wrap", "half_up", "sequential", False)
             np.testing.assert_array_equal(got.raw[i, j], want)
     v = matmul(a[0, 0], b[0, :, 0], 12)                        # matrix @ vector
@@ -353,7 +355,10 @@ def test_overflow_log_and_mask():
     b = np.full((4, 3), 100)
     with overflow_log() as log:
         res, cnt = matmul(a, b, 16, per_output=True)
+        conv2d(np.full((1, 3, 3, 1), 3), np.full((3, 3, 1, 1), -5), 8)
     assert log["matmul"].count == res.overflows == cnt.sum() == 2 * 3     # 10^4 * 4 > 32767: last add
+    assert log["matmul"].max == 40000 and log["matmul"].min == 40000    # the exact sums
+    assert log["conv2d"].count == 1 and log["conv2d"].min == -135
     assert res.overflow_mask.all()
     assert res.raw.max() == 32767
 

@@ -310,3 +310,18 @@ def test_float64_input_is_computed_in_float32():
     x = np.linspace(-7, 7, 101)
     np.testing.assert_array_equal(bits(fake_quant_with_min_max_vars(x, -6, 6)),
                                   bits(fake_quant_with_min_max_vars(x.astype(F32), -6, 6)))
+
+
+def test_out_buffers_are_filled_and_checked():
+    x = np.linspace(-7, 7, 29).astype(F32)
+    dy = np.ones_like(x)
+    out, d_inputs = np.empty_like(x), np.empty_like(x)
+    y = fake_quant_with_min_max_vars(x, -6, 6, 4, out=out)
+    assert y is out
+    np.testing.assert_array_equal(bits(out), bits(ref_fake_quant(x, -6, 6, 4, False, True)))
+    dx, _, _ = fake_quant_with_min_max_vars_gradient(dy, x, -6, 6, 4, out=d_inputs)
+    assert dx is d_inputs
+    np.testing.assert_array_equal(dx, ref_gradients(dy, x, -6, 6, 4, False)[0])
+    for bad in (np.empty(29), np.empty(28, F32), np.empty(58, F32)[::2]):
+        with pytest.raises(ValueError, match="out must be"):
+            fake_quant_with_min_max_vars(x, -6, 6, out=bad)

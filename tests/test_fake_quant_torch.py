@@ -213,3 +213,32 @@ def test_inputs_not_mutated():
     fake_quantize_per_tensor_affine(x, 0.3, 1, -8, 7)
     fake_quantize_learnable_per_tensor_affine_backward(x, x, np.array([0.3], F32), np.array([1.0], F32), -8, 7)
     np.testing.assert_array_equal(x, before)
+
+
+def scalar_torch_model(x, scale, zero_point, qmin, qmax):
+    """PyTorch's CPU kernel one element at a time: float32 x * (1.0f / scale), nearbyint (Python's
+    round is half to even), + zero_point in float32, int64, clamp, (q - z) * double(scale) -> float."""
+    inv = F32(1) / F32(scale)
+    out, mask = [], []
+    for v in np.asarray(x, F32).ravel():
+        code = F32(F32(zero_point) + F32(round(float(F32(v * inv)))))
+        q = int(code)
+        mask.append(qmin <= q <= qmax)
+        out.append(F32((min(max(q, qmin), qmax) - zero_point) * float(F32(scale))))
+    return np.array(out, F32), np.array(mask)
+
+
+@given(x=st.lists(st.floats(-1e6, 1e6, width=32), min_size=1, max_size=32),
+       scale=st.floats(2 ** -14, 1024.0, width=32), qrange=st.sampled_from([(0, 255), (-128, 127), (0, 1), (-32768, 32767),
+                                                                      (0, 65535), (-(2 ** 31), 2 ** 31 - 1)]),
+       zero_frac=st.floats(0, 1))
+def test_per_tensor_matches_scalar_model(x, scale, qrange, zero_frac):
+    qmin, qmax = qrange
+    zero_point = int(qmin + round(zero_frac * (qmax - qmin)))
+    x = np.array(x, F32)
+    x = np.concatenate([x, (x[:4] / F32(scale)).round().astype(F32) * F32(scale) + F32(scale) / 2])   # ties
+    out, mask = scalar_torch_model(x, scale, zero_point, qmin, qmax)
+    np.testing.assert_array_equal(bits(fake_quantize_per_tensor_affine(x, scale, zero_point, qmin, qmax)), bits(out))
+    dy = np.full(x.shape, -2.0, F32)
+    np.testing.assert_array_equal(bits(fake_quantize_per_tensor_affine_backward(dy, x, scale, zero_point, qmin, qmax)),
+                                  bits(dy * mask.astype(F32)))
