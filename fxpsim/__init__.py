@@ -17,7 +17,7 @@ import importlib.util
 __version__ = "0.1.0"
 
 _MODULES = ("fixed", "datapath", "requantize", "fake_quant", "quantizers", "observers", "nn", "train",
-            "datasets", "hardware", "report", "plots")
+            "datasets", "hardware", "sweeps", "report", "plots")
 
 
 def __getattr__(name: str):

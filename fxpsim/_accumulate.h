@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && defined(__x86_64__) \
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && defined(__x86_64__)               \
     && defined(__linux__) && !defined(FXPSIM_NO_CLONES)
 #define FXA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #define FXA_HAVE_CLONES 1
@@ -60,26 +60,26 @@ enum {
 #define FXA_FIT_WRAP_U(T, UT) c = s & hi;
 
 /* k loop over one register block of LEN lanes. */
-#define FXA_K_LOOP(T, UT, LEN, FIT)                                          \
-    for (ptrdiff_t k = k0; k < k1; k++) {                                    \
-        const T ak = arow[k];                                                \
-        const T *bk = bslab + k * FXA_JB;                                    \
-        for (ptrdiff_t j = 0; j < (LEN); j++) {                              \
-            T s = acc[j] + ak * bk[j];                                       \
-            T c;                                                             \
-            FIT(T, UT)                                                       \
-            n[j] += (T)(c != s);                                             \
-            acc[j] = c;                                                      \
-        }                                                                    \
+#define FXA_K_LOOP(T, UT, LEN, FIT)                                                                 \
+    for (ptrdiff_t k = k0; k < k1; k++) {                                                           \
+        const T ak = arow[k];                                                                       \
+        const T *bk = bslab + k * FXA_JB;                                                           \
+        for (ptrdiff_t j = 0; j < (LEN); j++) {                                                     \
+            T s = acc[j] + ak * bk[j];                                                              \
+            T c;                                                                                    \
+            FIT(T, UT)                                                                              \
+            n[j] += (T)(c != s);                                                                    \
+            acc[j] = c;                                                                             \
+        }                                                                                           \
     }
 
-#define FXA_MODE_SWITCH(T, UT, LEN)                                          \
-    switch (mode) {                                                          \
-    case FXA_SAT: FXA_K_LOOP(T, UT, LEN, FXA_FIT_SAT) break;                 \
-    case FXA_ZERO: FXA_K_LOOP(T, UT, LEN, FXA_FIT_ZERO) break;               \
-    case FXA_WRAP_S: FXA_K_LOOP(T, UT, LEN, FXA_FIT_WRAP_S) break;           \
-    case FXA_WRAP_U: FXA_K_LOOP(T, UT, LEN, FXA_FIT_WRAP_U) break;           \
-    default: FXA_K_LOOP(T, UT, LEN, FXA_FIT_EXACT) break;                    \
+#define FXA_MODE_SWITCH(T, UT, LEN)                                                                 \
+    switch (mode) {                                                                                 \
+    case FXA_SAT: FXA_K_LOOP(T, UT, LEN, FXA_FIT_SAT) break;                                        \
+    case FXA_ZERO: FXA_K_LOOP(T, UT, LEN, FXA_FIT_ZERO) break;                                      \
+    case FXA_WRAP_S: FXA_K_LOOP(T, UT, LEN, FXA_FIT_WRAP_S) break;                                  \
+    case FXA_WRAP_U: FXA_K_LOOP(T, UT, LEN, FXA_FIT_WRAP_U) break;                                  \
+    default: FXA_K_LOOP(T, UT, LEN, FXA_FIT_EXACT) break;                                           \
     }
 
 /*
@@ -87,55 +87,134 @@ enum {
  *   a    [nrows, K]  row-major multiplicands (already aligned to the acc LSB)
  *   b    [ceil(N / FXA_JB), K, FXA_JB]  b packed in column slabs (zero padded)
  *   init [nrows, N]  start values, or NULL for zeros
- *   out  [nrows, N]  final accumulators
- *   cnt  [nrows, N]  adds that overflowed, per output
+ *   out  [nrows, N]  final accumulators (int64 whatever the lane type)
+ *   cnt  [nrows, N]  adds that overflowed, per output (int64; may be NULL for FXA_EXACT)
  *   lo, hi           accumulator range; sh = lane bits - word (FXA_WRAP_S only)
  */
-#define FXA_DEFINE(NAME, T, UT)                                              \
-FXA_CLONES static void NAME(const T *a, const T *b, const T *init, T *out,   \
-                            T *cnt, ptrdiff_t nrows, ptrdiff_t K,            \
-                            ptrdiff_t N, int mode, T lo, T hi, int sh)       \
-{                                                                            \
-    T acc[FXA_JB], n[FXA_JB];                                                \
-    /* column block, then k tile, then rows: the FXA_KT x FXA_JB tile of b   \
-       stays in L1 while every row of the chunk streams over it; each row's  \
-       accumulators wait in out/cnt between tiles (adds stay in k order) */  \
-    for (ptrdiff_t j0 = 0; j0 < N; j0 += FXA_JB) {                           \
-        const ptrdiff_t len = N - j0 < FXA_JB ? N - j0 : FXA_JB;             \
-        const T *bslab = b + (j0 / FXA_JB) * K * FXA_JB;                     \
-        ptrdiff_t k0 = 0;                                                    \
-        do {                                                                 \
-            const ptrdiff_t k1 = K - k0 < FXA_KT ? K : k0 + FXA_KT;          \
-            for (ptrdiff_t i = 0; i < nrows; i++) {                          \
-                const T *arow = a + i * K;                                   \
-                T *orow = out + i * N + j0, *crow = cnt + i * N + j0;        \
-                for (ptrdiff_t j = 0; j < len; j++) {                        \
-                    if (k0 == 0) {                                           \
-                        acc[j] = init ? init[i * N + j0 + j] : (T)0;         \
-                        n[j] = 0;                                            \
-                    } else {                                                 \
-                        acc[j] = orow[j];                                    \
-                        n[j] = crow[j];                                      \
-                    }                                                        \
-                }                                                            \
-                if (len == FXA_JB) {                                         \
-                    FXA_MODE_SWITCH(T, UT, FXA_JB)                           \
-                } else {                                                     \
-                    FXA_MODE_SWITCH(T, UT, len)                              \
-                }                                                            \
-                for (ptrdiff_t j = 0; j < len; j++) {                        \
-                    orow[j] = acc[j];                                        \
-                    crow[j] = n[j];                                          \
-                }                                                            \
-            }                                                                \
-            k0 = k1;                                                         \
-        } while (k0 < K);                                                    \
-    }                                                                        \
+#define FXA_DEFINE(NAME, T, UT)                                                                     \
+FXA_CLONES static void NAME(const T *a, const T *b, const T *init, int64_t *out,                    \
+                            int64_t *cnt, ptrdiff_t nrows, ptrdiff_t K,                             \
+                            ptrdiff_t N, int mode, T lo, T hi, int sh)                              \
+{                                                                                                   \
+    T acc[FXA_JB], n[FXA_JB];                                                                       \
+    /* column block, then k tile, then rows: the FXA_KT x FXA_JB tile of b                          \
+       stays in L1 while every row of the chunk streams over it; each row's                         \
+       accumulators wait in out/cnt between tiles (adds stay in k order) */                         \
+    for (ptrdiff_t j0 = 0; j0 < N; j0 += FXA_JB) {                                                  \
+        const ptrdiff_t len = N - j0 < FXA_JB ? N - j0 : FXA_JB;                                    \
+        const T *bslab = b + (j0 / FXA_JB) * K * FXA_JB;                                            \
+        ptrdiff_t k0 = 0;                                                                           \
+        do {                                                                                        \
+            const ptrdiff_t k1 = K - k0 < FXA_KT ? K : k0 + FXA_KT;                                 \
+            for (ptrdiff_t i = 0; i < nrows; i++) {                                                 \
+                const T *arow = a + i * K;                                                          \
+                int64_t *orow = out + i * N + j0, *crow = cnt ? cnt + i * N + j0 : NULL;            \
+                for (ptrdiff_t j = 0; j < len; j++) {                                               \
+                    if (k0 == 0) {                                                                  \
+                        acc[j] = init ? init[i * N + j0 + j] : (T)0;                                \
+                        n[j] = 0;                                                                   \
+                    } else {                                                                        \
+                        acc[j] = (T)orow[j];                                                        \
+                        n[j] = crow ? (T)crow[j] : 0;                                               \
+                    }                                                                               \
+                }                                                                                   \
+                if (len == FXA_JB) {                                                                \
+                    FXA_MODE_SWITCH(T, UT, FXA_JB)                                                  \
+                } else {                                                                            \
+                    FXA_MODE_SWITCH(T, UT, len)                                                     \
+                }                                                                                   \
+                for (ptrdiff_t j = 0; j < len; j++) {                                               \
+                    orow[j] = acc[j];                                                               \
+                    if (crow)                                                                       \
+                        crow[j] = n[j];                                                             \
+                }                                                                                   \
+            }                                                                                       \
+            k0 = k1;                                                                                \
+        } while (k0 < K);                                                                           \
+    }                                                                                               \
 }
 
 FXA_DEFINE(fxa_mac_rows_i32, int32_t, uint32_t)
 FXA_DEFINE(fxa_mac_rows_i64, int64_t, uint64_t)
 
+
+/*
+ * Balanced pairwise adder tree, FXA_JB output columns at a time (vectorised
+ * across columns).  Level 0 holds the K products unchanged; each level adds
+ * neighbours (0,1), (2,3), ... and fits every sum; an odd last element is
+ * passed up unchanged; finally the root is added to init and fitted.
+ *   scratch  [max(K, 1), FXA_JB] per call (one per thread)
+ * Other arguments as in the sequential kernels.  The caller guarantees that
+ * twice the largest |product| or |accumulator code| fits the lane type.
+ */
+#define FXA_TREE_LEVEL(T, UT, FIT)                                                                  \
+    for (ptrdiff_t t = 0; t < half; t++) {                                                          \
+        const T *x = scratch + 2 * t * FXA_JB, *y = x + FXA_JB;                                     \
+        T *d = scratch + t * FXA_JB;                                                                \
+        for (ptrdiff_t j = 0; j < FXA_JB; j++) {                                                    \
+            T s = x[j] + y[j];                                                                      \
+            T c;                                                                                    \
+            FIT(T, UT)                                                                              \
+            n[j] += (T)(c != s);                                                                    \
+            d[j] = c;                                                                               \
+        }                                                                                           \
+    }
+
+#define FXA_TREE_FINAL(T, UT, FIT)                                                                  \
+    for (ptrdiff_t j = 0; j < len; j++) {                                                           \
+        T s = scratch[j] + (init ? init[i * N + j0 + j] : (T)0);                                    \
+        T c;                                                                                        \
+        FIT(T, UT)                                                                                  \
+        out[i * N + j0 + j] = c;                                                                    \
+        cnt[i * N + j0 + j] = n[j] + (T)(c != s);                                                   \
+    }
+
+#define FXA_TREE_SWITCH(WHAT, T, UT)                                                                \
+    switch (mode) {                                                                                 \
+    case FXA_SAT: WHAT(T, UT, FXA_FIT_SAT) break;                                                   \
+    case FXA_ZERO: WHAT(T, UT, FXA_FIT_ZERO) break;                                                 \
+    case FXA_WRAP_S: WHAT(T, UT, FXA_FIT_WRAP_S) break;                                             \
+    case FXA_WRAP_U: WHAT(T, UT, FXA_FIT_WRAP_U) break;                                             \
+    default: WHAT(T, UT, FXA_FIT_EXACT) break;                                                      \
+    }
+
+#define FXA_TREE_DEFINE(NAME, T, UT)                                                                \
+FXA_CLONES static void NAME(const T *a, const T *b, const T *init, int64_t *out, int64_t *cnt,       \
+                            T *scratch,                                                             \
+                            ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, int mode, T lo, T hi,        \
+                            int sh)                                                                 \
+{                                                                                                   \
+    T n[FXA_JB];                                                                                    \
+    for (ptrdiff_t j0 = 0; j0 < N; j0 += FXA_JB) {                                                  \
+        const ptrdiff_t len = N - j0 < FXA_JB ? N - j0 : FXA_JB;                                    \
+        const T *bslab = b + (j0 / FXA_JB) * K * FXA_JB;                                            \
+        for (ptrdiff_t i = 0; i < nrows; i++) {                                                     \
+            const T *arow = a + i * K;                                                              \
+            ptrdiff_t m = K > 0 ? K : 1;                                                            \
+            for (ptrdiff_t j = 0; j < FXA_JB; j++) {                                                \
+                n[j] = 0;                                                                           \
+                scratch[j] = 0;                                                                     \
+            }                                                                                       \
+            for (ptrdiff_t k = 0; k < K; k++) {                                                     \
+                const T ak = arow[k];                                                               \
+                for (ptrdiff_t j = 0; j < FXA_JB; j++)                                              \
+                    scratch[k * FXA_JB + j] = ak * bslab[k * FXA_JB + j];                           \
+            }                                                                                       \
+            while (m > 1) {                                                                         \
+                const ptrdiff_t half = m / 2;                                                       \
+                FXA_TREE_SWITCH(FXA_TREE_LEVEL, T, UT)                                              \
+                if (m & 1)                                                                          \
+                    for (ptrdiff_t j = 0; j < FXA_JB; j++)                                          \
+                        scratch[half * FXA_JB + j] = scratch[(m - 1) * FXA_JB + j];                 \
+                m = half + (m & 1);                                                                 \
+            }                                                                                       \
+            FXA_TREE_SWITCH(FXA_TREE_FINAL, T, UT)                                                  \
+        }                                                                                           \
+    }                                                                                               \
+}
+
+FXA_TREE_DEFINE(fxa_tree_rows_i32, int32_t, uint32_t)
+FXA_TREE_DEFINE(fxa_tree_rows_i64, int64_t, uint64_t)
 
 /* ------------------------------------------------------------------------
  * 16-bit lanes (x86 AVX-512BW / AVX2, chosen at run time): a signed
@@ -147,75 +226,87 @@ FXA_DEFINE(fxa_mac_rows_i64, int64_t, uint64_t)
  *   wrap mode: c = sign_extend(add, word)         ovf = c != add  | adds != add
  *   zero mode: c = ovf ? 0 : adds                 ovf = adds out of [lo,hi] | adds != add
  * Counts live in 16-bit lanes for one k tile (FXA_KT < 2^15 steps), then
- * are added to the int32 per-output counts.
+ * are added to the int64 per-output counts.
  * ------------------------------------------------------------------------ */
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(FXPSIM_NO_CLONES)
 #include <immintrin.h>
 #define FXA_HAVE_I16 1
 
-#define FXA_I16_KLOOP(VT, NV, SET1, LOAD, MUL, ADDS, ADD, BODY)                                                                         \
-    for (ptrdiff_t k = k0; k < k1; k++) {                                                             \
-        const VT ak = SET1(arow[k]);                                                                  \
-        const int16_t *bk = bslab + k * FXA_JB;                                                       \
-        for (int v = 0; v < NV; v++) {                                                                \
-            const VT p = MUL(ak, LOAD(bk + v * (FXA_JB / NV)));                                       \
-            const VT sat = ADDS(acc[v], p), wr = ADD(acc[v], p);                                      \
-            BODY                                                                                      \
-        }                                                                                             \
+#define FXA_I16_KLOOP(VT, NV, SET1, LOAD, MUL, ADDS, ADD, BODY)                                     \
+    for (ptrdiff_t k = k0; k < k1; k++) {                                                           \
+        const VT ak = SET1(arow[k]);                                                                \
+        const int16_t *bk = bslab + k * FXA_JB;                                                     \
+        for (int v = 0; v < NV; v++) {                                                              \
+            const VT p = MUL(ak, LOAD(bk + v * (FXA_JB / NV)));                                     \
+            const VT sat = ADDS(acc[v], p), wr = ADD(acc[v], p);                                    \
+            BODY                                                                                    \
+        }                                                                                           \
     }
 
-#define FXA_I16_KERNEL(NAME, TARGET, VT, NV, SET1, LOAD, STORE, MUL, ADDS, ADD, MAX, MIN, SLL, SRA,   \
-                       EQ, AND, ANDNOT, GT, OR, CNT_EQ, CNT_TRUE)                                     \
-__attribute__((target(TARGET)))                                                                       \
-static void NAME(const int16_t *a, const int16_t *b, const int16_t *init, int16_t *out, int32_t *cnt,  \
-                 ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, int mode, int16_t lo, int16_t hi, int sh) \
-{                                                                                                     \
-    const VT vlo = SET1(lo), vhi = SET1(hi), zero = SET1(0), one = SET1(1);                           \
-    const __m128i shc = _mm_cvtsi32_si128(sh);                                                        \
-    const int full = (mode == FXA_SAT && lo == INT16_MIN && hi == INT16_MAX)                          \
-                     || (mode == FXA_WRAP_S && sh == 0);                                              \
-    int16_t tmp[FXA_JB], ok16[FXA_JB];                                                                \
-    (void)one;                                                                                        \
-    for (ptrdiff_t j0 = 0; j0 < N; j0 += FXA_JB) {                                                    \
-        const ptrdiff_t len = N - j0 < FXA_JB ? N - j0 : FXA_JB;                                      \
-        const int16_t *bslab = b + (j0 / FXA_JB) * K * FXA_JB;                                        \
-        ptrdiff_t k0 = 0;                                                                             \
-        do {                                                                                          \
-            const ptrdiff_t k1 = K - k0 < FXA_KT ? K : k0 + FXA_KT;                                   \
-            for (ptrdiff_t i = 0; i < nrows; i++) {                                                   \
-                const int16_t *arow = a + i * K;                                                      \
-                VT acc[NV], ok[NV];                                                                   \
-                for (ptrdiff_t j = 0; j < FXA_JB; j++)                                                \
-                    tmp[j] = j >= len ? 0 : k0 > 0 ? out[i * N + j0 + j]                              \
-                             : init ? init[i * N + j0 + j] : 0;                                       \
-                for (int v = 0; v < NV; v++) { acc[v] = LOAD(tmp + v * (FXA_JB / NV)); ok[v] = zero; } \
-                if (full && mode == FXA_SAT) {          /* 16-bit saturate: c = adds */               \
-                    FXA_I16_KLOOP(VT, NV, SET1, LOAD, MUL, ADDS, ADD, ok[v] = CNT_EQ(ok[v], sat, wr); acc[v] = sat;)                      \
-                } else if (full) {                      /* 16-bit wrap: c = add */                    \
-                    FXA_I16_KLOOP(VT, NV, SET1, LOAD, MUL, ADDS, ADD, ok[v] = CNT_EQ(ok[v], sat, wr); acc[v] = wr;)                       \
-                } else if (mode == FXA_WRAP_S) {                                                      \
-                    FXA_I16_KLOOP(VT, NV, SET1, LOAD, MUL, ADDS, ADD, const VT c = SRA(SLL(wr, shc), shc);                                \
-                                  ok[v] = CNT_TRUE(ok[v], AND(EQ(c, wr), EQ(sat, wr))); acc[v] = c;)  \
-                } else if (mode == FXA_ZERO) {                                                        \
-                    FXA_I16_KLOOP(VT, NV, SET1, LOAD, MUL, ADDS, ADD, const VT good = ANDNOT(OR(GT(vlo, sat), GT(sat, vhi)), EQ(sat, wr));\
-                                  ok[v] = CNT_TRUE(ok[v], good); acc[v] = AND(sat, good);)            \
-                } else {                                                                              \
-                    FXA_I16_KLOOP(VT, NV, SET1, LOAD, MUL, ADDS, ADD, const VT c = MIN(MAX(sat, vlo), vhi);                               \
-                                  ok[v] = CNT_TRUE(ok[v], AND(EQ(c, sat), EQ(sat, wr))); acc[v] = c;) \
-                }                                                                                     \
-                for (int v = 0; v < NV; v++) {                                                        \
-                    STORE(tmp + v * (FXA_JB / NV), acc[v]);                                           \
-                    STORE(ok16 + v * (FXA_JB / NV), ok[v]);                                           \
-                }                                                                                     \
-                for (ptrdiff_t j = 0; j < len; j++) {                                                 \
-                    const int32_t steps_ovf = (int32_t)(k1 - k0) - (int32_t)ok16[j];                  \
-                    out[i * N + j0 + j] = tmp[j];                                                     \
-                    cnt[i * N + j0 + j] = (k0 > 0 ? cnt[i * N + j0 + j] : 0) + steps_ovf;            \
-                }                                                                                     \
-            }                                                                                         \
-            k0 = k1;                                                                                  \
-        } while (k0 < K);                                                                             \
-    }                                                                                                 \
+#define FXA_I16_KERNEL(NAME, TARGET, VT, NV, SET1, LOAD, STORE, MUL, ADDS, ADD, MAX, MIN, SLL, SRA, \
+                       EQ, AND, ANDNOT, GT, OR, CNT_EQ, CNT_TRUE)                                   \
+__attribute__((target(TARGET)))                                                                     \
+static void NAME(const int16_t *a, const int16_t *b, const int16_t *init, int64_t *out,           \
+                 int64_t *cnt, ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, int mode, int16_t lo,     \
+                 int16_t hi, int sh)                                                                \
+{                                                                                                   \
+    const VT vlo = SET1(lo), vhi = SET1(hi), zero = SET1(0), one = SET1(1);                         \
+    const __m128i shc = _mm_cvtsi32_si128(sh);                                                      \
+    const int full = (mode == FXA_SAT && lo == INT16_MIN && hi == INT16_MAX)                        \
+                     || (mode == FXA_WRAP_S && sh == 0);                                            \
+    int16_t tmp[FXA_JB], ok16[FXA_JB];                                                              \
+    (void)one;                                                                                      \
+    for (ptrdiff_t j0 = 0; j0 < N; j0 += FXA_JB) {                                                  \
+        const ptrdiff_t len = N - j0 < FXA_JB ? N - j0 : FXA_JB;                                    \
+        const int16_t *bslab = b + (j0 / FXA_JB) * K * FXA_JB;                                      \
+        ptrdiff_t k0 = 0;                                                                           \
+        do {                                                                                        \
+            const ptrdiff_t k1 = K - k0 < FXA_KT ? K : k0 + FXA_KT;                                 \
+            for (ptrdiff_t i = 0; i < nrows; i++) {                                                 \
+                const int16_t *arow = a + i * K;                                                    \
+                VT acc[NV], ok[NV];                                                                 \
+                for (ptrdiff_t j = 0; j < FXA_JB; j++)                                              \
+                    tmp[j] = j >= len ? 0 : k0 > 0 ? (int16_t)out[i * N + j0 + j]                            \
+                             : init ? init[i * N + j0 + j] : 0;                                     \
+                for (int v = 0; v < NV; v++) {                                                      \
+                    acc[v] = LOAD(tmp + v * (FXA_JB / NV));                                         \
+                    ok[v] = zero;                                                                   \
+                }                                                                                   \
+                if (full && mode == FXA_SAT) {          /* 16-bit saturate: c = adds */             \
+                    FXA_I16_KLOOP(VT, NV, SET1, LOAD, MUL, ADDS, ADD,                               \
+                                  ok[v] = CNT_EQ(ok[v], sat, wr); acc[v] = sat;)                    \
+                } else if (full) {                      /* 16-bit wrap: c = add */                  \
+                    FXA_I16_KLOOP(VT, NV, SET1, LOAD, MUL, ADDS, ADD,                               \
+                                  ok[v] = CNT_EQ(ok[v], sat, wr); acc[v] = wr;)                     \
+                } else if (mode == FXA_WRAP_S) {                                                    \
+                    FXA_I16_KLOOP(VT, NV, SET1, LOAD, MUL, ADDS, ADD,                               \
+                                  const VT c = SRA(SLL(wr, shc), shc);                              \
+                                  ok[v] = CNT_TRUE(ok[v], AND(EQ(c, wr), EQ(sat, wr)));             \
+                                  acc[v] = c;)                                                      \
+                } else if (mode == FXA_ZERO) {                                                      \
+                    FXA_I16_KLOOP(VT, NV, SET1, LOAD, MUL, ADDS, ADD,                               \
+                                  const VT bad = OR(GT(vlo, sat), GT(sat, vhi));                    \
+                                  const VT good = ANDNOT(bad, EQ(sat, wr));                         \
+                                  ok[v] = CNT_TRUE(ok[v], good); acc[v] = AND(sat, good);)          \
+                } else {                                                                            \
+                    FXA_I16_KLOOP(VT, NV, SET1, LOAD, MUL, ADDS, ADD,                               \
+                                  const VT c = MIN(MAX(sat, vlo), vhi);                             \
+                                  ok[v] = CNT_TRUE(ok[v], AND(EQ(c, sat), EQ(sat, wr)));            \
+                                  acc[v] = c;)                                                      \
+                }                                                                                   \
+                for (int v = 0; v < NV; v++) {                                                      \
+                    STORE(tmp + v * (FXA_JB / NV), acc[v]);                                         \
+                    STORE(ok16 + v * (FXA_JB / NV), ok[v]);                                         \
+                }                                                                                   \
+                for (ptrdiff_t j = 0; j < len; j++) {                                               \
+                    const int32_t steps_ovf = (int32_t)(k1 - k0) - (int32_t)ok16[j];                \
+                    out[i * N + j0 + j] = tmp[j];                                                   \
+                    cnt[i * N + j0 + j] = (k0 > 0 ? cnt[i * N + j0 + j] : 0) + steps_ovf;           \
+                }                                                                                   \
+            }                                                                                       \
+            k0 = k1;                                                                                \
+        } while (k0 < K);                                                                           \
+    }                                                                                               \
 }
 
 /* ok counts the steps that did not overflow: +1 where x == y (CNT_EQ) or where good is all ones */
@@ -249,8 +340,8 @@ static int fxa_i16_level(void)
     return 0;
 }
 
-static void fxa_mac_rows_i16(const int16_t *a, const int16_t *b, const int16_t *init, int16_t *out,
-                             int32_t *cnt, ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, int mode,
+static void fxa_mac_rows_i16(const int16_t *a, const int16_t *b, const int16_t *init, int64_t *out,
+                             int64_t *cnt, ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, int mode,
                              int16_t lo, int16_t hi, int sh, int level)
 {
     if (level == 2)
@@ -261,8 +352,8 @@ static void fxa_mac_rows_i16(const int16_t *a, const int16_t *b, const int16_t *
 #else
 #define FXA_HAVE_I16 0
 static int fxa_i16_level(void) { return 0; }
-static void fxa_mac_rows_i16(const int16_t *a, const int16_t *b, const int16_t *init, int16_t *out,
-                             int32_t *cnt, ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, int mode,
+static void fxa_mac_rows_i16(const int16_t *a, const int16_t *b, const int16_t *init, int64_t *out,
+                             int64_t *cnt, ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, int mode,
                              int16_t lo, int16_t hi, int sh, int level)
 {
     (void)a; (void)b; (void)init; (void)out; (void)cnt; (void)nrows; (void)K; (void)N;

@@ -261,7 +261,8 @@ def cmd_demo(args) -> int:
         r = report if name == config.name else simulate(model, preset(name), x, y, calibration_x=xc)
         n = r.network
         rows.append([name, n["accuracy"], n["agreement"], n["output_sqnr_db"], n["overflow_count"]])
-    acc_bits = [b for b in args.acc_bits if 2 <= b <= (32 if config.requantization.startswith("tflite") else 62)]
+    tflite = any(s.startswith("tflite") for s in (config.requantization, config.dense_requantization or ""))
+    acc_bits = [b for b in args.acc_bits if 2 <= b <= (32 if tflite else 62)]
     if not acc_bits:
         raise UsageError(f"--acc-bits: no width in 2..32 for {config.name}")
     w_bits = [b for b in DEMO_WEIGHT_BITS if b != config.weight_bits and b <= 8]

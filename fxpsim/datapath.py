@@ -29,16 +29,18 @@ Speed: when the data prove that no partial sum can leave the accumulator's range
 int32 SIMD kernel (small problems), float32/float64 BLAS (every partial sum is an integer of at
 most :math:`2^{24}` / :math:`2^{53}`, hence exact in any summation order) or an int64 kernel.
 Otherwise per-add SIMD kernels run on 16-, 32- or 64-bit lanes (AVX-512/AVX2 chosen at run
-time); tree order, rounded products and ``wrap_sign_magnitude`` use a generic 128-bit kernel.
+time), the adder tree is vectorised across output columns, and rounded products and
+``wrap_sign_magnitude`` use a generic 128-bit kernel.
 Rows run in parallel (``threads``), never the reduction, so the thread count never changes a bit.
 """
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 
-from . import _accumulate as _k  # noqa: F401  (see below)
+from . import _accumulate as _k
 from .fixed import FixedArray, Format, Overflow, Rounding, record_overflow
 from .fixed import _logging as _overflow_log_active
 
@@ -47,9 +49,9 @@ __all__ = ["matmul", "dot", "conv1d", "conv2d", "sum", "cumsum"]
 _I32 = (1 << 31) - 1
 _I63 = (1 << 63) - 1
 _SMALL_EXACT = 1 << 26        # MACs up to which exact sums use the int32 kernel instead of BLAS
-#: Name of the kernel the last call used ("exact32", "blas32", "blas64", "int64", "simd16", "simd32",
-#: "simd64", "generic"),
-#: for tests and benchmarks that check a path is really taken.
+_TLS = threading.local()      # per-thread scratch for overflow counts
+#: Kernel the last call used ("exact32", "blas32", "blas64", "int64", "simd16", "simd32", "simd64",
+#: "tree32", "tree64", "generic"), for tests and benchmarks that check a path is really taken.
 last_path = ""
 _SIMD16 = _k.simd16_level() > 0      # 16-bit-lane kernel usable on this CPU
 _FAST_MODES = {
@@ -61,7 +63,10 @@ _FAST_MODES = {
 
 # --------------------------------------------------------------------------- operands
 def _operand(x, name: str) -> tuple[np.ndarray, Format]:
-    """Codes (int64 ndarray, possibly a read-only view) and format of a datapath operand."""
+    """Integer codes (the caller's array itself when possible, never written to) and format.
+
+    Integer arrays keep their dtype (int8 stays int8: conversions happen once, per kernel).
+    """
     if isinstance(x, FixedArray):
         if x.fmt._u64:
             raise ValueError(f"{name}: unsigned 64-bit formats are not supported by the datapath "
@@ -118,7 +123,7 @@ def _init_codes(init, out_shape, frac: int, name: str = "init"):
         lo, hi = _data_range(init.raw)
         if max(abs(lo), abs(hi)) << shift > _I63:
             raise ValueError(f"{name} ({init.fmt}) does not fit 64 bits at the accumulator's LSB")
-        codes = init.raw * (1 << shift) if shift else init.raw
+        codes = init.raw * (1 << shift) if shift and (lo or hi) else init.raw
     else:
         codes, _ = _operand(init, name)
     try:
@@ -217,11 +222,9 @@ def _exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, threads):
     amax, bmax = max(-a_rng[0], a_rng[1]), max(-b_rng[0], b_rng[1])
     if kk * pmax <= _I32 and max(amax, bmax) <= _I32 and nb * m * kk * n <= _SMALL_EXACT:
         last_path = "exact32"  # small problems: the int32 SIMD kernel beats BLAS + conversions
-        out = np.empty((nb * m, n), np.int32)
-        _k.mac_fast(np.ascontiguousarray(a3, dtype=np.int32).reshape(nb * m, kk), _pack_slabs(b3, np.int32),
-                    np.empty((0, n), np.int32), out, np.empty_like(out), rpb, _k.FAST_EXACT, np.int32(0),
-                    np.int32(0), 0, threads)
-        out = out.astype(np.int64).reshape(nb, m, n)
+        a2, bs, ini, out, cnt = _lane_buffers(a3, b3, None, 0, np.int32, counts=False)
+        _k.mac_fast(a2, bs, ini, out, cnt, rpb, _k.FAST_EXACT, np.int32(0), np.int32(0), 0, threads)
+        out = out.reshape(nb, m, n)
     elif kk * pmax <= 1 << 53:  # every partial sum is an integer of at most 2^53 (2^24): BLAS is exact
         ftype = np.float32 if kk * pmax <= 1 << 24 else np.float64
         last_path = f"blas{np.dtype(ftype).itemsize * 8}"
@@ -230,10 +233,8 @@ def _exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, threads):
         out = out.astype(np.int64)
     else:
         last_path = "int64"
-        out = np.empty((nb * m, n), np.int64)
-        _k.mac_fast(np.ascontiguousarray(a3, dtype=np.int64).reshape(nb * m, kk),
-                    _pack_slabs(b3, np.int64), np.empty((0, n), np.int64), out,
-                    np.empty_like(out), rpb, _k.FAST_EXACT, np.int64(0), np.int64(0), 0, threads)
+        a2, bs, ini, out, cnt = _lane_buffers(a3, b3, None, 0, np.int64, counts=False)
+        _k.mac_fast(a2, bs, ini, out, cnt, rpb, _k.FAST_EXACT, np.int64(0), np.int64(0), 0, threads)
         out = out.reshape(nb, m, n)
     if shift:
         out *= 1 << shift
@@ -306,6 +307,29 @@ def _accumulate(a3, b3, fa: Format, fb: Format, acc, init, r: Rounding, o: Overf
     return out, counts, acc, exact_range
 
 
+def _count_scratch(rows: int, n: int) -> np.ndarray:
+    """Per-output overflow counts [rows, n] in a per-thread reusable buffer.
+
+    Fresh large arrays cost a page fault per 4 KiB on first touch; the counts are only summed
+    (or copied when the caller wants them), so one buffer per thread is reused.
+    """
+    buf = getattr(_TLS, "counts", None)
+    if buf is None or buf.size < rows * n:
+        buf = _TLS.counts = np.empty(max(rows * n, 1 << 12), np.int64)
+    return buf[:rows * n].reshape(rows, n)
+
+
+def _lane_buffers(a3, b3, init3, shift, dtype, counts=True):
+    """Operands (lane type) and int64 outputs of the SIMD kernels: a [R, K], packed b, init, out, cnt."""
+    nb, m, kk = a3.shape
+    n = b3.shape[2]
+    a2 = np.ascontiguousarray(a3.reshape(nb * m, kk), dtype=dtype)
+    bs = _pack_slabs(b3, dtype, 1 << shift)
+    ini = np.empty((0, n), dtype) if init3 is None else np.ascontiguousarray(init3, dtype=dtype).reshape(nb * m, n)
+    cnt = _count_scratch(nb * m, n) if counts else np.empty((0, n), np.int64)
+    return a2, bs, ini, np.empty((nb * m, n), np.int64), cnt
+
+
 def _per_add(a3, b3, rpb, init3, acc, shift, r, o, order, at_end, a_rng, b_rng, p_lo, p_hi, i_rng,
              lo_acc, hi_acc, nthreads):
     global last_path
@@ -318,28 +342,35 @@ def _per_add(a3, b3, rpb, init3, acc, shift, r, o, order, at_end, a_rng, b_rng, 
     b_max = max(abs(b_rng[0]), abs(b_rng[1])) << max(shift, 0)
     a_max = max(abs(a_rng[0]), abs(a_rng[1]))
     if fast != -1 and order == "sequential" and not at_end and shift >= 0:
-        lanes = [(np.int32, np.int32, _I32, _k.mac_fast), (np.int64, np.int64, _I63, _k.mac_fast)]
+        lanes = [(np.int32, _I32, _k.mac_fast), (np.int64, _I63, _k.mac_fast)]
         b_lo, b_hi = b_rng[0] << shift, b_rng[1] << shift
         if (_SIMD16 and acc.signed and acc.word <= 16 and fast != _k.FAST_WRAP_UNSIGNED
                 and min(a_rng[0], b_lo, p_lo) >= -(1 << 15) and max(a_rng[1], b_hi, p_hi) < 1 << 15):
-            lanes.insert(0, (np.int16, np.int32, _I63, _k.mac_fast16))     # any |acc + p|: see kernel
-        for dtype, cnt_dtype, limit, kernel in lanes:
+            lanes.insert(0, (np.int16, _I63, _k.mac_fast16))     # any |acc + p|: see the kernel
+        for dtype, limit, kernel in lanes:
             if head <= limit and a_max <= limit and b_max <= limit and kk <= _I32:
                 bits = 8 * np.dtype(dtype).itemsize
-                a2 = np.ascontiguousarray(a3.reshape(nb * m, kk), dtype=dtype)
-                bs = _pack_slabs(b3, dtype, 1 << shift)
-                out = np.empty((nb * m, n), dtype)
-                cnt = np.empty((nb * m, n), cnt_dtype)
-                ini = np.empty((0, n), dtype) if init3 is None else \
-                    np.ascontiguousarray(init3, dtype=dtype).reshape(nb * m, n)
+                a2, bs, ini, out, cnt = _lane_buffers(a3, b3, init3, shift, dtype)
                 last_path = f"simd{bits}"
                 kernel(a2, bs, ini, out, cnt, rpb, fast, dtype(lo_acc), dtype(hi_acc), bits - acc.word,
                        nthreads)
-                return out.astype(np.int64).reshape(nb, m, n), cnt.astype(np.int64).reshape(nb, m, n)
+                return out.reshape(nb, m, n), cnt.reshape(nb, m, n)
+    if fast != -1 and order == "tree" and not at_end and shift >= 0:
+        # a tree node adds two products or accumulator codes: twice the largest must fit the lanes
+        node = 2 * max(max(abs(p_lo), abs(p_hi)), abs(acc.min_code), acc.max_code, abs(i_rng[0]), abs(i_rng[1]))
+        for dtype, limit in ((np.int32, _I32), (np.int64, _I63)):
+            if node <= limit and a_max <= limit and b_max <= limit and kk <= _I32:
+                bits = 8 * np.dtype(dtype).itemsize
+                a2, bs, ini, out, cnt = _lane_buffers(a3, b3, init3, shift, dtype)
+                scratch = np.empty((nthreads, max(kk, 1) * _k.slab_width()), dtype)
+                last_path = f"tree{bits}"
+                _k.tree_fast(a2, bs, ini, out, cnt, scratch, rpb, fast, dtype(lo_acc), dtype(hi_acc),
+                             bits - acc.word, nthreads)
+                return out.reshape(nb, m, n), cnt.reshape(nb, m, n)
     a2 = np.ascontiguousarray(a3.reshape(nb * m, kk), dtype=np.int64)
     bt = np.ascontiguousarray(np.swapaxes(b3, 1, 2), dtype=np.int64)
     out = np.empty((nb * m, n), np.int64)
-    cnt = np.empty((nb * m, n), np.int64)
+    cnt = _count_scratch(nb * m, n)
     ini = np.empty((0, n), np.int64) if init3 is None else \
         np.ascontiguousarray(init3, dtype=np.int64).reshape(nb * m, n)
     scratch = np.empty((nthreads, kk + 1), np.int64)
@@ -373,7 +404,7 @@ def _finish(out, counts, acc: Format, o: Overflow, op: str, per_output: bool, ex
                      if per_output else None)
     if not per_output:
         return res
-    return res, np.zeros(out.shape, np.int64) if counts is None else np.ascontiguousarray(counts, np.int64)
+    return res, np.zeros(out.shape, np.int64) if counts is None else np.array(counts, np.int64)
 
 
 _COMMON_DOC = """
@@ -400,7 +431,8 @@ _COMMON_DOC = """
     per_output : bool
         Also return an int64 array of per-output overflow counts: ``(result, counts)``.
     threads : int or None
-        Threads over independent outputs (None: all cores).  Never changes a bit.
+        Threads over independent output rows (None: all cores for large problems, one for
+        small ones).  Never changes a bit.  The exact BLAS path uses numpy's BLAS threads.
 
     Returns
     -------

@@ -22,6 +22,7 @@ same sections (``[weights]``, ``[activations]``, ``[bias]``, ``[accumulator]``, 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import sys
@@ -40,7 +41,7 @@ from .fixed import Format, Overflow, Rounding
 
 __all__ = ["HardwareConfig", "ConfigError", "preset", "preset_names", "load_config", "REQUANTIZATION_SCHEMES",
            "convert", "extract", "simulate", "sweep", "IntegerNetwork", "IntegerLayer", "FloatGraph",
-           "FloatStage", "activation_params", "quantize_weights"]
+           "FloatStage", "activation_params", "quantize_weights", "layer_requantizer"]
 
 REQUANTIZATION_SCHEMES = ("tflite-double", "tflite-single", "shift", "float")
 WEIGHT_SCALES = ("per-channel", "per-tensor")
@@ -62,7 +63,7 @@ _TOML_KEYS: dict[str, dict[str, str]] = {
     "bias": {"bits": "bias_bits", "add": "bias_add"},
     "accumulator": {"bits": "accumulator_bits", "overflow": "accumulator_overflow",
                     "order": "accumulator_order", "overflow_at": "overflow_at"},
-    "requantization": {"scheme": "requantization", "rounding": "rounding",
+    "requantization": {"scheme": "requantization", "dense_scheme": "dense_requantization", "rounding": "rounding",
                        "activation_clamp": "activation_clamp"},
 }
 _FIELD_TO_TOML = {fld: (sec, key) for sec, keys in _TOML_KEYS.items() for key, fld in keys.items()}
@@ -115,6 +116,10 @@ class HardwareConfig:
         Per-add overflow (a narrow adder) or a wide adder with one final cast.
     requantization : {"tflite-double", "tflite-single", "shift", "float"}
         How the accumulator is scaled to the output's codes (see the module docstring).
+    dense_requantization : str, optional
+        A different scheme for fully connected layers (default: ``requantization``). TFLite's reference
+        FULLY_CONNECTED (the build of the shared vectors, TF 2.21) requantizes in float64 with round half
+        away while its convolutions use ``tflite-double``; the ``tflite-int8`` preset sets ``"float"``.
     rounding : Rounding or str
         Rounding of every float-to-code conversion (weights, biases, inputs) and of the ``shift`` and
         ``float`` requantizations; the TFLite schemes round as gemmlowp does.
@@ -141,6 +146,7 @@ class HardwareConfig:
     accumulator_order: str = "sequential"
     overflow_at: str = "add"
     requantization: str = "tflite-double"
+    dense_requantization: str | None = None
     rounding: Rounding = Rounding.HALF_AWAY
     activation_clamp: bool = True
 
@@ -176,10 +182,13 @@ class HardwareConfig:
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{_dotted(name)}: must be true or false, got {getattr(self, name)!r}")
         for name, allowed in (("weight_scales", WEIGHT_SCALES), ("accumulator_order", ACCUMULATOR_ORDERS),
-                              ("overflow_at", OVERFLOW_AT), ("bias_add", BIAS_ADD), ("requantization", REQUANTIZATION_SCHEMES)):
+                              ("overflow_at", OVERFLOW_AT), ("bias_add", BIAS_ADD),
+                              ("requantization", REQUANTIZATION_SCHEMES),
+                              ("dense_requantization", (None,) + REQUANTIZATION_SCHEMES)):
             value = getattr(self, name)
             if value not in allowed:
-                raise ConfigError(f"{_dotted(name)}: unknown value {value!r}; allowed: {', '.join(allowed)}")
+                raise ConfigError(f"{_dotted(name)}: unknown value {value!r}; allowed: "
+                                  f"{', '.join(a for a in allowed if a is not None)}")
         set_("accumulator_overflow", _parse_enum(Overflow, self.accumulator_overflow, "accumulator_overflow"))
         set_("rounding", _parse_enum(Rounding, self.rounding, "rounding"))
         if self.rounding == Rounding.STOCHASTIC:
@@ -200,7 +209,7 @@ class HardwareConfig:
         kwargs: dict[str, Any] = {}
         flat = {f.name for f in dataclasses.fields(cls)}
         for key, value in data.items():
-            if key in _TOML_KEYS:
+            if key in _TOML_KEYS and (isinstance(value, Mapping) or key not in flat):
                 if not isinstance(value, Mapping):
                     raise ConfigError(f"{where}[{key}] must be a table, got {value!r}")
                 for sub, sub_value in value.items():
@@ -242,7 +251,12 @@ class HardwareConfig:
         return preset(name)
 
     def replace(self, **changes: Any) -> "HardwareConfig":
-        """A copy with some fields changed (flat or dotted TOML names: ``accumulator.bits=16``)."""
+        """A copy with some fields changed (flat names, or dotted TOML names via ``**{"accumulator.bits": 16}``).
+
+        Changing ``accumulator_bits`` without ``bias_bits`` narrows the bias register with it:
+        ``bias_bits = min(bias_bits, accumulator_bits)``; a new ``weight_bits``/``activation_bits`` drops a
+        fixed-point ``*_format``.
+        """
         data = self.to_flat_dict()
         for key, value in changes.items():
             name = _FIELD_TO_TOML_REVERSE.get(key, key)
@@ -290,7 +304,7 @@ class HardwareConfig:
                 return "true" if v else "false"
             if isinstance(v, int):
                 return str(v)
-            return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+            return json.dumps(str(v), ensure_ascii=False).replace("\x7f", "\\u007f")  # valid TOML basic string
         d = self.to_dict()
         lines = [f"name = {lit(d['name'])}", f"description = {lit(d['description'])}"]
         for sec in _TOML_KEYS:
@@ -306,7 +320,9 @@ class HardwareConfig:
         return (f"weights {w} {self.weight_scales}, activations {a}, bias int{self.bias_bits}, "
                 f"accumulator int{self.accumulator_bits} {self.accumulator_overflow.value}"
                 f"{'' if self.overflow_at == 'add' else ' at end'} ({self.accumulator_order}), "
-                f"requant {self.requantization}, rounding {self.rounding.value}")
+                f"requant {self.requantization}"
+                f"{f' (dense: {self.dense_requantization})' if self.dense_requantization else ''}, "
+                f"rounding {self.rounding.value}")
 
 
 _FIELD_TO_TOML_REVERSE = {f"{sec}.{key}": fld for fld, (sec, key) in _FIELD_TO_TOML.items()}
@@ -645,11 +661,11 @@ def activation_params(lo: float, hi: float, config: HardwareConfig) -> tuple[flo
         hi = lo + 1.0  # a constant tensor (e.g. a dead ReLU layer): any scale represents it
     if config.activation_symmetric:
         scale = (max(-lo, hi) if config.activation_signed else hi) / qmax  # unsigned: negatives clip to 0
-        if config.requantization == "shift":
+        if "shift" in _schemes(config):
             scale = float(_pow2_ceil(np.float64(scale)))
         return float(np.float32(scale)), 0
     scale = (hi - lo) / (qmax - qmin)
-    if config.requantization == "shift":
+    if "shift" in _schemes(config):
         scale = float(_pow2_ceil(np.float64(scale)))
     scale = float(np.float32(scale))
     zp = int(np.clip(qmin - _round_half_away(lo / scale), qmin, qmax))
@@ -687,7 +703,7 @@ def quantize_weights(w_oc: np.ndarray, config: HardwareConfig):
         lo, hi = np.minimum(wmin, 0.0), np.maximum(wmax, 0.0)
         scale = np.maximum(hi - lo, 1e-12) / (qmax - qmin)
         zp = None
-    if config.requantization == "shift" and config.weight_format is None:
+    if "shift" in _schemes(config) and config.weight_format is None:
         scale = _pow2_ceil(scale)
     scale = scale.astype(np.float32).astype(np.float64)
     if zp is None:
@@ -707,9 +723,9 @@ def convert(model, config, calibration_x=None) -> IntegerNetwork:
     configured scheme for :math:`M_c = s_{in} s_{w,c} / s_{out}`.
     """
     from .fixed import from_float
-    from .requantize import Requantizer, activation_range
+    from .requantize import activation_range
     config = load_config(config)
-    if config.requantization.startswith("tflite") and config.accumulator_bits > 32:
+    if any(s.startswith("tflite") for s in _schemes(config)) and config.accumulator_bits > 32:
         raise ConfigError(f"accumulator.bits = {config.accumulator_bits}: the TFLite requantization schemes "
                           "use 32-bit gemmlowp arithmetic; allowed: 2..32, or requantization.scheme 'float'/'shift'")
     if isinstance(model, FloatGraph):
@@ -721,7 +737,6 @@ def convert(model, config, calibration_x=None) -> IntegerNetwork:
     qmin, qmax = _code_range(config.activation_bits, config.activation_signed)
     dtype = _code_dtype(config.activation_bits, config.activation_signed)
     s_in, z_in = activation_params(*graph.input_range, config)
-    kind = {"tflite-double": "double", "tflite-single": "single", "shift": "shift", "float": "float"}
     layers = []
     s_cur, z_cur = s_in, z_in
     for st in graph.stages:
@@ -741,9 +756,8 @@ def convert(model, config, calibration_x=None) -> IntegerNetwork:
             bias_scale = s_cur * w_scale
             bias = from_float(st.bias / bias_scale, Format.integer(config.bias_bits),
                               rounding=config.rounding, overflow="saturate").raw
-            scheme = kind[config.requantization]
-            requant = Requantizer.tflite(s_cur, w_scale if config.weight_scales == "per-channel" else w_scale[:1],
-                                         s_out, kind=scheme, rounding=config.rounding)
+            requant = layer_requantizer(config, st.kind, s_cur,
+                                        w_scale if config.weight_scales == "per-channel" else w_scale[:1], s_out)
             act = st.activation if config.activation_clamp else None
             lo, hi = activation_range(act or "none", s_out, z_out, dtype)
             lo, hi = max(lo, qmin), min(hi, qmax)
@@ -765,6 +779,19 @@ def convert(model, config, calibration_x=None) -> IntegerNetwork:
                                        stride=st.stride, padding=st.padding, pool_size=st.pool_size))
     net = IntegerNetwork(config, layers, s_in, z_in, qmin, qmax)
     return net
+
+
+def _schemes(config: HardwareConfig) -> set:
+    return {config.requantization, config.dense_requantization or config.requantization}
+
+
+def layer_requantizer(config: HardwareConfig, kind: str, input_scale: float, weight_scales, output_scale: float):
+    """The :class:`fxpsim.requantize.Requantizer` of a ``kind`` layer (``"dense"``, ``"conv2d"``, ...) under
+    ``config`` for :math:`M_c = s_{in} s_{w,c} / s_{out}` (scales rounded to float32, as TFLite stores them)."""
+    from .requantize import Requantizer
+    scheme = config.dense_requantization if kind == "dense" and config.dense_requantization else config.requantization
+    kinds = {"tflite-double": "double", "tflite-single": "single", "shift": "shift", "float": "float"}
+    return Requantizer.tflite(input_scale, weight_scales, output_scale, kind=kinds[scheme], rounding=config.rounding)
 
 
 def _stage_out_elems(stage: FloatStage, graph: FloatGraph) -> int:

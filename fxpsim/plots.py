@@ -16,6 +16,17 @@ __all__ = ["sqnr_bars", "overflow_bars", "accuracy_vs_accumulator", "weight_accu
            "accumulator_histograms", "report_figures", "figure_png"]
 
 
+CAPTIONS = {
+    "sqnr_per_layer": "Signal-to-quantization-noise ratio of each layer's hardware output against the float model.",
+    "overflow_per_layer": "Accumulator additions that overflowed in each layer (label: rate per addition).",
+    "accumulator_histograms": "Exact (infinite-precision) accumulator values of each layer on a signed log2 axis; "
+                              "dashed: the configured accumulator's limits. Mass outside them overflows.",
+    "accuracy_vs_accumulator": "Sweep: network accuracy against accumulator width, per overflow mode and "
+                               "weight/activation width.",
+    "heatmap_weight_accumulator": "Sweep: accuracy over weight bits x accumulator bits (best over the other axes).",
+}
+
+
 def _figure(width: float = 7.0, height: float = 3.6):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure

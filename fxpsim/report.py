@@ -123,13 +123,14 @@ def _fmt(value: Any, digits: int = 4) -> str:
 
 
 def format_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
-    """A plain-text table with right-aligned numbers."""
+    """A plain-text table: numeric columns right-aligned, text columns left-aligned."""
     cells = [[_fmt(v) for v in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    line = "  ".join(h.rjust(w) for h, w in zip(headers, widths))
-    out = [line, "  ".join("-" * w for w in widths)]
-    out += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in cells]
-    return "\n".join(out)
+    text = [any(isinstance(row[i], str) for row in rows) for i in range(len(headers))]
+
+    def join(values):
+        return "  ".join(v.ljust(w) if t else v.rjust(w) for v, w, t in zip(values, widths, text)).rstrip()
+    return "\n".join([join(headers), join(["-" * w for w in widths])] + [join(r) for r in cells])
 
 
 def write_csv(records: Iterable[dict], path: str | os.PathLike) -> str:
@@ -303,11 +304,18 @@ class Report:
         for name, fig in figures.items():
             png_bytes = fig if isinstance(fig, bytes) else plots.figure_png(fig)
             data = base64.b64encode(png_bytes).decode("ascii")
+            caption = plots.CAPTIONS.get(name, name)
             parts.append(f"<figure id='plot-{esc(name)}'><img alt='{esc(name)}' "
-                         f"src='data:image/png;base64,{data}'/><figcaption>{esc(name)}</figcaption></figure>")
+                         f"src='data:image/png;base64,{data}'/><figcaption>{esc(caption)}</figcaption></figure>")
         if self.sweep and self.sweep.get("records"):
             recs = self.sweep["records"]
             cols = [c for c in _SWEEP_COLUMNS if any(c in r for r in recs)]
+            for key, label in (("pareto_accumulator", "accumulator bits"), ("pareto_bitops", "bit-ops")):
+                front = self.sweep.get(key) or []
+                if front:
+                    extra = ["bit_ops"] if key == "pareto_bitops" else []
+                    parts += [f"<h2>Pareto front: accuracy vs {label}</h2>",
+                              table(cols + extra, [[r.get(c) for c in cols + extra] for r in front])]
             parts += ["<h2>Sweep</h2>", table(cols, [[r.get(c) for c in cols] for r in recs])]
         if self.config:
             parts += ["<h2>Configuration</h2>",

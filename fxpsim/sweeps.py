@@ -137,9 +137,9 @@ def _run_chunk(graph, x, y, reference, configs: list) -> list:
     return out
 
 
-def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Sequence]]", *, config="tflite-int8", calibration_x=None,
-          executor: Executor | None = None, processes: int | None = None, progress: bool = True,
-          chunks_per_worker: int = 3) -> SweepResult:
+def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Sequence]]", *,
+          config="tflite-int8", calibration_x=None, executor: Executor | None = None, processes: int | None = None,
+          progress: bool = True, chunks_per_worker: int = 3) -> SweepResult:
     """Simulate ``model`` on every point of ``grid`` (the Cartesian product of its axes).
 
     Parameters
@@ -148,10 +148,11 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
     data : (x, y) or x
         Evaluation inputs and optional labels.
     grid : mapping axis -> values, or a list of such mappings
-        The points are the Cartesian product of the axes (the union of the products for a list). Axes are :class:`~fxpsim.hardware.HardwareConfig` fields (``weight_bits``, ``activation_bits``,
+        The points are the Cartesian product of the axes (the union of the products for a list). Axes
+        are :class:`~fxpsim.hardware.HardwareConfig` fields (``weight_bits``, ``activation_bits``,
         ``accumulator_bits``, ``accumulator_overflow``, ``rounding``, ... or dotted TOML names); every
-        other setting comes from ``config``. Raising the accumulator width of a preset whose bias
-        register is as wide as its accumulator keeps ``bias_bits <= accumulator_bits``.
+        other setting comes from ``config`` (a new ``accumulator_bits`` also sets
+        ``bias_bits = min(bias_bits, accumulator_bits)``, see :meth:`HardwareConfig.replace`).
     config : base configuration (preset name, path, mapping or HardwareConfig)
     calibration_x : inputs that calibrate activation ranges (default: ``x``)
     executor : concurrent.futures.Executor, optional

@@ -73,11 +73,12 @@ def fits_64(fa: Format, fb: Format, acc: Format) -> bool:
 
 
 formats = st.builds(Format, st.integers(1, 24), st.integers(-4, 12), st.booleans())
+wide_formats = st.builds(Format, st.integers(1, 48), st.integers(-4, 20), st.booleans())
 
 
 @st.composite
 def cases(draw):
-    fa, fb = draw(formats), draw(formats)
+    fa, fb = draw(wide_formats), draw(formats)
     signed = draw(st.booleans())
     word = draw(st.integers(2, 64 if signed else 63))
     acc = Format(word, fa.frac + fb.frac + draw(st.integers(-8, 4)), signed)
@@ -151,6 +152,26 @@ def test_simd_kernels_match_reference(overflow, word, signed, path):
     np.testing.assert_array_equal(cnt, want_cnt)
 
 
+@pytest.mark.parametrize("overflow", ["saturate", "wrap", "saturate_symmetric", "saturate_zero"])
+@pytest.mark.parametrize("k", [0, 1, 2, 5, 37])
+@pytest.mark.parametrize("word,signed,path", [(13, True, "tree32"), (10, False, "tree32"), (36, True, "tree64")])
+def test_vectorised_adder_tree_matches_reference(overflow, k, word, signed, path):
+    rng = np.random.default_rng(k + word)
+    scale = 1 << max(word - 14, 0) // 2
+    a = rng.integers(-128, 128, (3, k)) * scale
+    b = rng.integers(-128, 128, (k, 70)) * scale
+    acc = Format(word, 0, signed)
+    init = rng.integers(acc.min_code, acc.max_code, (70,)) // 2
+    got, cnt = matmul(a, b, acc, overflow=overflow, order="tree", init=init, per_output=True)
+    assert datapath.last_path == (path if k else "exact32")      # K = 0: nothing can overflow
+    want, want_cnt = ref_matmul(a, b, Format.integer(64), Format.integer(64), acc, np.broadcast_to(init, (3, 70)),
+                                overflow, "half_up", "tree", False)
+    np.testing.assert_array_equal(got.raw, want)
+    np.testing.assert_array_equal(cnt, want_cnt)
+    if k >= 5:
+        assert want_cnt.sum() > 0
+
+
 @pytest.mark.skipif(kernels.simd16_level() < 1, reason="no AVX2 on this CPU")
 @pytest.mark.parametrize("level", [1, 2])
 @pytest.mark.parametrize("mode,word", [("sat", 16), ("sat", 11), ("zero", 13), ("wrap", 16), ("wrap", 10)])
@@ -163,7 +184,7 @@ def test_simd16_variants_agree_with_generic_kernel(level, mode, word):
     b = rng.integers(-128, 128, (300, 70))
     init = rng.integers(-(1 << (word - 1)), 1 << (word - 1), (35, 70))
     fast = {"sat": kernels.FAST_SATURATE, "zero": kernels.FAST_ZERO, "wrap": kernels.FAST_WRAP_SIGNED}[mode]
-    out, cnt = np.empty((35, 70), np.int16), np.empty((35, 70), np.int32)
+    out, cnt = np.empty((35, 70), np.int64), np.empty((35, 70), np.int64)
     kernels.mac_fast16(a.astype(np.int16), datapath._pack_slabs(b[None], np.int16), init.astype(np.int16),
                        out, cnt, 35, fast, np.int16(-(1 << (word - 1))), np.int16((1 << (word - 1)) - 1),
                        16 - word, 1, level)
@@ -337,15 +358,18 @@ def test_batched_broadcasting_equals_per_batch_products():
     assert d.shape == () and int(d.raw) == 7 + sum(int(p) * int(q) for p, q in zip(a[0, 0, 0], b[0, :, 0]))
 
 
-@pytest.mark.parametrize("order,overflow", [("sequential", "saturate"), ("sequential", "wrap"),
-                                            ("tree", "saturate"), ("sequential", "saturate_zero")])
-def test_thread_count_never_changes_a_bit(order, overflow):
+@pytest.mark.parametrize("order,overflow,word", [("sequential", "saturate", 16), ("sequential", "wrap", 16),
+                                                 ("sequential", "saturate", 20), ("tree", "saturate", 16),
+                                                 ("sequential", "saturate_zero", 40),
+                                                 ("sequential", "wrap_sign_magnitude", 16)])
+def test_thread_count_never_changes_a_bit(order, overflow, word):
     rng = np.random.default_rng(2)
     a = rng.integers(-128, 128, (67, 300)).astype(np.int8)
-    b = rng.integers(-128, 128, (300, 70)).astype(np.int8)
-    r1, c1 = matmul(a, b, 16, overflow=overflow, order=order, threads=1, per_output=True)
-    r2, c2 = matmul(a, b, 16, overflow=overflow, order=order, threads=2, per_output=True)
-    assert r1.overflows > 0
+    b = rng.integers(-128, 128, (300, 70)) * (1 << max(word - 16, 0))
+    r1, c1 = matmul(a, b, word, overflow=overflow, order=order, threads=1, per_output=True)
+    path = datapath.last_path
+    r2, c2 = matmul(a, b, word, overflow=overflow, order=order, threads=2, per_output=True)
+    assert datapath.last_path == path and r1.overflows > 0
     np.testing.assert_array_equal(r1.raw, r2.raw)
     np.testing.assert_array_equal(c1, c2)
 
@@ -361,6 +385,9 @@ def test_overflow_log_and_mask():
     assert log["conv2d"].count == 1 and log["conv2d"].min == -135
     assert res.overflow_mask.all()
     assert res.raw.max() == 32767
+    kept = cnt.copy()
+    matmul(np.full((2, 4), 50), np.full((4, 3), 99), 12, overflow="wrap")   # reuses the count scratch
+    np.testing.assert_array_equal(cnt, kept)                                 # the returned counts are ours
 
 
 def test_k_zero_and_empty_dimensions():

@@ -14,12 +14,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fxpsim import nn, train
 from fxpsim.datasets import load_digits
 from fxpsim.hardware import (ConfigError, HardwareConfig, IntegerLayer, IntegerNetwork, convert, extract,
-                             load_config, preset, preset_names, simulate)
-from fxpsim.requantize import Requantizer, activation_range
+                             layer_requantizer, load_config, preset, preset_names, simulate)
+from fxpsim.requantize import activation_range
 
 PRESETS = ("tflite-int8", "int8-acc16-sat", "int8-acc16-wrap", "int4-acc12-sat", "q8.8-fixed")
 
@@ -41,8 +43,8 @@ def test_preset_contents():
     t = preset("tflite-int8")
     assert (t.weight_bits, t.weight_scales, t.weight_narrow_range, t.activation_bits, t.activation_symmetric,
             t.bias_bits, t.bias_add, t.accumulator_bits, t.accumulator_overflow.value, t.requantization,
-            t.rounding.value) == (8, "per-channel", True, 8, False, 32, "after", 32, "wrap", "tflite-double",
-                                  "half_away")
+            t.dense_requantization, t.rounding.value) == (8, "per-channel", True, 8, False, 32, "after", 32, "wrap",
+                                                          "tflite-double", "float", "half_away")
     s, w = preset("int8-acc16-sat"), preset("int8-acc16-wrap")
     assert (s.accumulator_bits, s.accumulator_overflow.value, w.accumulator_overflow.value) == (16, "saturate", "wrap")
     i4 = preset("int4-acc12-sat")
@@ -51,6 +53,28 @@ def test_preset_contents():
     assert (q.weight_format.word, q.weight_format.frac, q.activation_format.frac, q.requantization) == \
         (16, 8, 8, "shift")
     assert q.weight_scales == "per-tensor" and q.activation_symmetric
+
+
+@given(wb=st.integers(2, 16), ab=st.integers(2, 16), acc=st.integers(2, 64), data=st.data())
+def test_config_round_trips_property(wb, ab, acc, data):
+    import tomllib
+    from fxpsim.fixed import Overflow, Rounding
+    draw = data.draw
+    cfg = HardwareConfig(
+        name=draw(st.text(max_size=8)), weight_bits=wb, activation_bits=ab, accumulator_bits=acc,
+        bias_bits=draw(st.integers(2, acc)), weight_signed=draw(st.booleans()),
+        weight_scales=draw(st.sampled_from(["per-channel", "per-tensor"])),
+        activation_signed=draw(st.booleans()), activation_symmetric=draw(st.booleans()),
+        accumulator_overflow=draw(st.sampled_from(list(Overflow))),
+        accumulator_order=draw(st.sampled_from(["sequential", "tree"])),
+        overflow_at=draw(st.sampled_from(["add", "end"])), bias_add=draw(st.sampled_from(["preload", "after"])),
+        requantization=draw(st.sampled_from(["tflite-double", "tflite-single", "shift", "float"])),
+        dense_requantization=draw(st.sampled_from([None, "tflite-double", "float"])),
+        rounding=draw(st.sampled_from([r for r in Rounding if r != Rounding.STOCHASTIC])),
+        weight_format=draw(st.sampled_from([None, "sfix8_En4", "ap_fixed<12,4>"])))
+    assert HardwareConfig.from_dict(cfg.to_dict()) == cfg
+    assert HardwareConfig.from_dict(tomllib.loads(cfg.to_toml())) == cfg
+    assert HardwareConfig.from_dict(cfg.to_flat_dict()) == cfg
 
 
 def test_replace_and_dotted_names():
@@ -72,6 +96,7 @@ def test_replace_and_dotted_names():
     ({"accumulator": {"order": "random"}}, ["accumulator.order", "sequential, tree"]),
     ({"accumulator": {"bits": 1}}, ["accumulator.bits", "2..64"]),
     ({"requantization": {"scheme": "magic"}}, ["requantization.scheme", "tflite-double", "float"]),
+    ({"requantization": {"dense_scheme": "magic"}}, ["requantization.dense_scheme", "tflite-single, shift"]),
     ({"requantization": {"rounding": "sideways"}}, ["requantization.rounding", "half_even"]),
     ({"requantization": {"rounding": "stochastic"}}, ["requantization.rounding", "stochastic"]),
     ({"requantization": {"activation_clamp": "yes"}}, ["requantization.activation_clamp", "true or false"]),
@@ -166,7 +191,8 @@ def _requant(acc: int, real: float, scheme: str, rounding: str) -> int:
     return _wrap((acc * m + (1 << (t - 1))) >> t, 32)
 
 
-def _accumulate(xs, ws, bias, bits, mode, bias_add):
+def _accumulate(xs, ws, bias, bits, mode, bias_add, at_end=False):
+    """Per-add accumulator (or, ``at_end``, the exact sum fitted once): (value, overflow events)."""
     lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
     overflows = 0
 
@@ -176,6 +202,8 @@ def _accumulate(xs, ws, bias, bits, mode, bias_add):
             return v
         overflows += 1
         return _clamp(v, lo, hi) if mode == "saturate" else _wrap(v, bits)
+    if at_end:
+        return fit(sum(a * w for a, w in zip(xs, ws)) + bias), overflows
     acc = bias if bias_add == "preload" else 0
     for a, w in zip(xs, ws):
         acc = fit(acc + a * w)
@@ -204,11 +232,12 @@ def _reference_dense(x_codes, z_in, s_in, w_float, b_float, out_range, relu, cfg
         out_row = []
         for o in range(n_out):
             acc, n = _accumulate(xs, w_q[o], b_q[o], cfg.accumulator_bits, cfg.accumulator_overflow.value,
-                                 cfg.bias_add)
+                                 cfg.bias_add, cfg.overflow_at == "end")
             overflows += n
             exact.append(sum(a * w for a, w in zip(xs, w_q[o])) + b_q[o])
             real = (s_in * s_w[o]) / s_out
-            out_row.append(_clamp(_requant(acc, real, cfg.requantization, cfg.rounding.value) + z_out, lo, hi))
+            scheme = cfg.dense_requantization or cfg.requantization
+            out_row.append(_clamp(_requant(acc, real, scheme, cfg.rounding.value) + z_out, lo, hi))
         out.append(out_row)
     return out, s_out, z_out, overflows, exact
 
@@ -295,6 +324,66 @@ def test_other_code_conventions_track_the_float_model(cfg):
     assert r.network["agreement"] == 1.0 and r.network["output_sqnr_db"] > 45
 
 
+@given(seed=st.integers(0, 2 ** 16), n_in=st.integers(1, 6), n_out=st.integers(1, 4),
+       acc_bits=st.integers(8, 32), overflow=st.sampled_from(["saturate", "wrap"]),
+       bias_add=st.sampled_from(["preload", "after"]),
+       scheme=st.sampled_from(["tflite-double", "tflite-single", "float"]),
+       rounding=st.sampled_from(["half_away", "half_up"]), scales=st.sampled_from(["per-channel", "per-tensor"]),
+       weight_bits=st.integers(2, 8), overflow_at=st.sampled_from(["add", "end"]))
+def test_dense_layer_matches_reference_property(seed, n_in, n_out, acc_bits, overflow, bias_add, scheme, rounding,
+                                                scales, weight_bits, overflow_at):
+    rng = np.random.default_rng(seed)
+    model = nn.Sequential(nn.Dense(n_in, n_out, seed=seed)).eval()
+    model.layers[0].W[...] = rng.normal(0, 1, (n_in, n_out)) * rng.choice([0.01, 1.0, 50.0])
+    model.layers[0].b[...] = rng.normal(0, 2, n_out)
+    x = (rng.normal(0, 1, (5, n_in)) * rng.choice([0.1, 1.0, 30.0])).astype(np.float32)
+    cfg = HardwareConfig(weight_bits=weight_bits, weight_scales=scales, accumulator_bits=acc_bits,
+                         accumulator_overflow=overflow, bias_add=bias_add, requantization=scheme, rounding=rounding,
+                         overflow_at=overflow_at)
+    ref = model.layers[0].forward(x).astype(np.float64)
+    s_in, z_in = _act_params(float(x.min()), float(x.max()))
+    x_codes = [[_clamp(_round(float(v) / s_in, rounding) + z_in, -128, 127) for v in row]
+               for row in x.astype(np.float64)]
+    codes, _, _, overflows, _ = _reference_dense(x_codes, z_in, s_in, model.layers[0].W, model.layers[0].b,
+                                                 (ref.min(), ref.max()), False, cfg)
+    net = convert(model, cfg, x)
+    out, traces = net.run(net.quantize_input(x), trace=True)
+    np.testing.assert_array_equal(out, np.array(codes))
+    assert traces[0]["overflows"] == overflows
+
+
+def test_conv_layer_with_narrow_accumulator_matches_reference():
+    """A SAME 3x3 conv (padded taps add nothing) with a 12-bit saturating accumulator preloaded with the bias,
+    taps accumulated in TFLite's (kh, kw, c) order, single-rounding requantization."""
+    rng = np.random.default_rng(5)
+    model = nn.Sequential(nn.Conv2D(2, 3, 3, padding="SAME", activation="relu", seed=4), nn.Flatten(),
+                          nn.Dense(4 * 4 * 3, 2, seed=5)).eval()
+    x = rng.uniform(-1, 1, (3, 4, 4, 2)).astype(np.float32)
+    cfg = preset("int8-acc16-sat").replace(accumulator_bits=12)
+    net = convert(model, cfg, x)
+    conv = net.layers[0]
+    codes = net.quantize_input(x).astype(np.int64)
+    w = conv.weight.astype(np.int64)                      # [O, KH, KW, C]
+    expect = np.zeros((3, 4, 4, 3), dtype=np.int64)
+    total_ovf = 0
+    for n in range(3):
+        for i in range(4):
+            for j in range(4):
+                for o in range(3):
+                    taps = [(int(codes[n, i + a - 1, j + b - 1, c]) - conv.input_zero_point, int(w[o, a, b, c]))
+                            for a in range(3) for b in range(3) for c in range(2)
+                            if 0 <= i + a - 1 < 4 and 0 <= j + b - 1 < 4]
+                    acc, ovf = _accumulate([t[0] for t in taps], [t[1] for t in taps], int(conv.bias[o]), 12,
+                                           "saturate", "preload")
+                    total_ovf += ovf
+                    real = conv.input_scale * float(conv.weight_scale[o]) / conv.output_scale
+                    expect[n, i, j, o] = _clamp(_requant(acc, real, "tflite-single", "half_up")
+                                                + conv.output_zero_point, conv.act_min, conv.act_max)
+    out, traces = net.run(net.quantize_input(x), trace=True)
+    np.testing.assert_array_equal(traces[0]["out"], expect)
+    assert traces[0]["overflows"] == total_ovf > 0
+
+
 def test_q88_fixed_point_datapath_is_plain_shifts():
     model = _tiny_model()
     x = np.random.default_rng(1).uniform(-1, 1, (10, 4)).astype(np.float32)
@@ -317,6 +406,8 @@ def test_q88_fixed_point_datapath_is_plain_shifts():
 
 # ------------------------------------------------------------------------------- TFLite's own int8 outputs
 def _tflite_network(vectors_dir: Path, name: str) -> tuple[IntegerNetwork, np.ndarray, np.ndarray]:
+    """The TFLite model's own tensors (int8 weights, int32 biases, scales, zero points) as an IntegerNetwork
+    whose requantizers come from the ``tflite-int8`` preset."""
     meta = json.loads((vectors_dir / "tflite_int8" / f"{name}.json").read_text())
     d = np.load(vectors_dir / "tflite_int8" / f"{name}.npz")
     cfg = preset("tflite-int8")
@@ -335,8 +426,7 @@ def _tflite_network(vectors_dir: Path, name: str) -> tuple[IntegerNetwork, np.nd
             w, b = d[f"t{ins[1]}"], d[f"t{ins[2]}"].astype(np.int64)
             s_w = d[f"t{ins[1]}_scales"]
             lo, hi = activation_range(act or "none", s_out, z_out)
-            rq = Requantizer.tflite(s_in, s_w, s_out, kind="double" if kind == "CONV_2D" else "float",
-                                    rounding="half_away")
+            rq = layer_requantizer(cfg, "conv2d" if kind == "CONV_2D" else "dense", s_in, s_w, s_out)
             opts = op.get("options") or {}
             layers.append(IntegerLayer("conv2d" if kind == "CONV_2D" else "dense", kind, s_in, z_in, s_out, z_out,
                                        lo, hi, weight=w, weight_scale=s_w, bias=b, requant=rq, activation=act,

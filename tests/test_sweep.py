@@ -106,3 +106,9 @@ def test_sweep_on_dask_local_cluster(trained):
         result = sweep(model, (x, y), {"accumulator_bits": [12, 32]}, calibration_x=xc,
                        executor=client.get_executor(), progress=False)
     _check_against_simulate(result, model, x, y, xc)
+
+
+def test_package_level_sweep_is_the_function():
+    import fxpsim
+    import fxpsim.sweeps  # noqa: F401  (importing the implementation module must not shadow fxpsim.sweep)
+    assert callable(fxpsim.sweep) and fxpsim.sweep.__module__ == "fxpsim.hardware"
