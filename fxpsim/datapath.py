@@ -220,8 +220,9 @@ def _exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, threads):
     pmax = max(abs(p) for p in _product_range(a_rng, b_rng, 0))
     global last_path
     amax, bmax = max(-a_rng[0], a_rng[1]), max(-b_rng[0], b_rng[1])
-    if kk * pmax <= _I32 and max(amax, bmax) <= _I32 and nb * m * kk * n <= _SMALL_EXACT:
-        last_path = "exact32"  # small problems: the int32 SIMD kernel beats BLAS + conversions
+    small = nb * m * kk * n <= _SMALL_EXACT and threads == 1
+    if kk * pmax <= _I32 and max(amax, bmax) <= _I32 and small:
+        last_path = "exact32"  # small single-thread problems: the int32 SIMD kernel beats BLAS
         a2, bs, ini, out, cnt = _lane_buffers(a3, b3, None, 0, np.int32, counts=False)
         _k.mac_fast(a2, bs, ini, out, cnt, rpb, _k.FAST_EXACT, np.int32(0), np.int32(0), 0, threads)
         out = out.reshape(nb, m, n)
