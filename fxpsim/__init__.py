@@ -1,10 +1,10 @@
 """fxpsim: bit-accurate fixed-point and quantized-accelerator simulation.
 
-Layers (imports flow one way): ``fixed`` (formats, modes, FixedArray on the
-Cython core) -> ``datapath`` (accumulating kernels) and ``requantize``
-(TFLite/gemmlowp integer arithmetic, integer layer kernels) -> ``quantizers`` /
-``observers`` -> ``nn`` / ``train`` / ``datasets`` -> ``hardware`` ->
-``report`` / ``plots`` -> ``cli``.
+Layers (imports flow one way): ``formats`` (Format, rounding and overflow modes) ->
+``fixed`` (FixedArray on the Cython core) -> ``datapath`` (accumulating kernels) ->
+``requantize`` (TFLite/gemmlowp arithmetic) -> ``integer_layers`` (integer layer kernels);
+``fake_quant`` -> ``quantizers`` / ``observers`` -> ``nn`` / ``train`` / ``datasets`` ->
+``hardware`` / ``sweeps`` -> ``report`` / ``plots`` -> ``cli``.
 
 Public names are re-exported lazily from each module's ``__all__`` so that
 ``import fxpsim`` stays fast (matplotlib and friends load only when used).
@@ -16,8 +16,8 @@ import importlib.util
 
 __version__ = "0.1.0"
 
-_MODULES = ("fixed", "datapath", "requantize", "fake_quant", "quantizers", "observers", "nn", "train",
-            "datasets", "hardware", "sweeps", "report", "plots")
+_MODULES = ("formats", "fixed", "datapath", "requantize", "integer_layers", "fake_quant", "quantizers",
+            "observers", "nn", "train", "datasets", "hardware", "sweeps", "report", "plots")
 
 
 def __getattr__(name: str):

@@ -19,6 +19,18 @@ def test_quickstart_runs_and_prints_the_documented_values():
     assert printed == promised
 
 
+def test_every_python_block_runs(tmp_path, monkeypatch):
+    """The README's examples run as written, in order, in one namespace (the later ones use the
+    model trained in the training example)."""
+    monkeypatch.chdir(tmp_path)
+    namespace = {}
+    for block in re.findall(r"```python\n(.*?)```", README, re.S):
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(block, "README", "exec"), namespace)
+    assert namespace["report"].network["accuracy"] > 0.9
+    assert (tmp_path / "my-report" / "report.html").exists()
+
+
 def test_exactly_two_setup_commands_and_ci_uses_the_test_one():
     setup = README.split("## Set up", 1)[1].split("\n## ", 1)[0]
     commands = re.findall(r"```bash\n(.*?)\n```", setup, re.S)
