@@ -99,7 +99,7 @@ def _normalise_grid(grid: Mapping[str, Any], base: HardwareConfig) -> dict:
     for key, values in grid.items():
         name = _AXIS_ALIASES.get(key, key)
         if "." in name:
-            from .hardware import _FIELD_TO_TOML_REVERSE
+            from .hardware_config import _FIELD_TO_TOML_REVERSE
             name = _FIELD_TO_TOML_REVERSE.get(name, name)
         if name not in fields:
             raise ConfigError(f"grid: unknown axis {key!r}; allowed: {', '.join(DEFAULT_AXES)} or any "
