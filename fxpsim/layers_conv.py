@@ -1,7 +1,9 @@
-"""Vectorised NHWC convolution and pooling kernels (numpy) behind the layers of :mod:`fxpsim.nn`.
+"""Convolution and pooling: vectorised NHWC numpy kernels and the layers built on them.
 
-Every function here is pure: it takes arrays and returns arrays, validates nothing (the layers do) and
-never loops over pixels.  Patches are *read-only* strided views of the (padded) input
+Kernels
+-------
+Every kernel function is pure: it takes arrays and returns arrays, validates nothing (the layers below
+do) and never loops over pixels.  Patches are *read-only* strided views of the (padded) input
 (:func:`numpy.lib.stride_tricks.as_strided` with ``writeable=False``); a convolution copies them once
 into an im2col matrix and multiplies it with the HWIO weights by BLAS (``np.matmul``).  Backward passes
 scatter patch gradients back with one vectorised add per kernel tap (``KH*KW`` adds, not ``H*W``).
@@ -9,15 +11,25 @@ scatter patch gradients back with one vectorised add per kernel tap (``KH*KW`` a
 Padding follows TensorFlow: ``"VALID"`` uses no padding and
 :math:`O = \\lfloor (I - K) / S \\rfloor + 1`; ``"SAME"`` gives :math:`O = \\lceil I / S \\rceil` with
 :math:`P = \\max((O - 1) S + K - I, 0)` zeros split as :math:`\\lfloor P/2 \\rfloor` before and the rest after.
+
+Layers
+------
+:class:`Conv2D` and :class:`DepthwiseConv2D` (weight-quantized, on :class:`fxpsim.layers_base.LinearLayer`),
+:class:`MaxPool2D` and :class:`AvgPool2D` validate their input, call the kernels above in ``forward`` /
+``backward`` and keep what backward needs. :mod:`fxpsim.nn` re-exports them; its docstring lists the
+conventions every layer follows and the attributes the hardware simulation reads.
 """
 from __future__ import annotations
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from .layers_base import LinearLayer, Module, check_layer_input, glorot_uniform
+
 __all__ = ["output_size_and_padding", "pad_nhwc", "extract_patches", "scatter_patches",
            "conv2d_forward", "conv2d_backward", "depthwise_conv2d_forward", "depthwise_conv2d_backward",
-           "max_pool2d_forward", "max_pool2d_backward", "avg_pool2d_forward", "avg_pool2d_backward"]
+           "max_pool2d_forward", "max_pool2d_backward", "avg_pool2d_forward", "avg_pool2d_backward",
+           "Conv2D", "DepthwiseConv2D", "MaxPool2D", "AvgPool2D"]
 
 PADDINGS = ("SAME", "VALID")
 
@@ -220,3 +232,144 @@ def avg_pool2d_backward(dy, counts, x_shape, pool, stride, pads):
     top, bottom, left, right = pads
     padded = (n, x_shape[1] + top + bottom, x_shape[2] + left + right, c)
     return scatter_patches(dpatches, padded, stride, pads)
+
+
+# ------------------------------------------------------------------------------------ layers
+def _pair(v, name):
+    """``(v, v)`` for an int, else the pair ``v``; both positive ints (ValueError naming ``name`` otherwise)."""
+    pair = (v, v) if np.isscalar(v) else tuple(v)
+    if len(pair) != 2 or any(int(p) != p or p < 1 for p in pair):
+        raise ValueError(f"{name} must be a positive int or a pair of them, got {v!r}")
+    return tuple(int(p) for p in pair)
+
+
+def _padding(p):
+    """``p`` as ``"SAME"`` or ``"VALID"`` (case-insensitive), else ValueError."""
+    p = str(p).upper()
+    if p not in PADDINGS:
+        raise ValueError(f"padding must be 'SAME' or 'VALID', got {p!r}")
+    return p
+
+
+class Conv2D(LinearLayer):
+    """2-D convolution, NHWC input, HWIO weights ``W`` [KH, KW, Cin, Cout], TensorFlow SAME/VALID padding.
+
+    .. math:: y[n,i,j,o] = q_a\\Big(\\phi\\big(\\sum_{a,b,c} x_p[n, iS_h + a, jS_w + b, c]\\, q_w(W)[a,b,c,o]
+              + b_o\\big)\\Big)
+
+    computed by im2col + BLAS matmul (:func:`conv2d_forward`).
+    """
+
+    def __init__(self, in_channels: int, filters: int, kernel_size=3, *, stride=1, padding="SAME",
+                 activation=None, use_bias=True, weight_quantizer=None, activation_quantizer=None, seed=None,
+                 dtype=np.float32):
+        super().__init__()
+        self.in_channels, self.filters = int(in_channels), int(filters)
+        self.kernel_size, self.stride = _pair(kernel_size, "kernel_size"), _pair(stride, "stride")
+        self.padding = _padding(padding)
+        kh, kw = self.kernel_size
+        rng = np.random.default_rng(seed)
+        self.W = glorot_uniform(rng, (kh, kw, self.in_channels, self.filters), kh * kw * self.in_channels,
+                                kh * kw * self.filters, dtype)
+        self._setup(self.filters, activation, use_bias, weight_quantizer, activation_quantizer, dtype)
+
+    def forward(self, x):
+        check_layer_input(x, self.dtype, (None, None, self.in_channels), f"{type(self).__name__}.forward")
+        self._x_shape = x.shape
+        self._w_hat = self.quantized_weight()
+        z, self._cols, self._pads = conv2d_forward(x, self._w_hat, self.stride, self.padding)
+        return self._finish_forward(z)
+
+    def backward(self, dy, input_grad=True):
+        dz = self._start_backward(dy)
+        dx, dw = conv2d_backward(dz, self._cols, self._w_hat, self._x_shape, self.stride, self._pads, input_grad)
+        self._weight_grad(dw)
+        return dx
+
+    def _repr_args(self, lead="", skip=()):
+        return super()._repr_args(f"{self.in_channels} -> {self.filters}", ("in_channels", "filters"))
+
+    def get_config(self):
+        return {"in_channels": self.in_channels, "filters": self.filters, "kernel_size": list(self.kernel_size),
+                "stride": list(self.stride), "padding": self.padding, **self._linear_config()}
+
+
+class DepthwiseConv2D(LinearLayer):
+    """Depthwise convolution, ``W`` [KH, KW, C, M] (TensorFlow layout), output channel ``c*M + m``.
+
+    .. math:: y[n,i,j,cM+m] = q_a\\Big(\\phi\\big(\\sum_{a,b} x_p[n, iS_h+a, jS_w+b, c]\\, q_w(W)[a,b,c,m]
+              + b_{cM+m}\\big)\\Big)
+    """
+
+    def __init__(self, channels: int, kernel_size=3, *, depth_multiplier=1, stride=1, padding="SAME",
+                 activation=None, use_bias=True, weight_quantizer=None, activation_quantizer=None, seed=None,
+                 dtype=np.float32):
+        super().__init__()
+        self.channels, self.depth_multiplier = int(channels), int(depth_multiplier)
+        self.kernel_size, self.stride = _pair(kernel_size, "kernel_size"), _pair(stride, "stride")
+        self.padding = _padding(padding)
+        kh, kw = self.kernel_size
+        rng = np.random.default_rng(seed)
+        self.W = glorot_uniform(rng, (kh, kw, self.channels, self.depth_multiplier), kh * kw,
+                                kh * kw * self.depth_multiplier, dtype)
+        self._setup(self.channels * self.depth_multiplier, activation, use_bias, weight_quantizer,
+                    activation_quantizer, dtype)
+
+    def forward(self, x):
+        check_layer_input(x, self.dtype, (None, None, self.channels), f"{type(self).__name__}.forward")
+        self._x_shape = x.shape
+        self._w_hat = self.quantized_weight()
+        z, self._patches, self._pads = depthwise_conv2d_forward(x, self._w_hat, self.stride, self.padding)
+        return self._finish_forward(z)
+
+    def backward(self, dy, input_grad=True):
+        dz = self._start_backward(dy)
+        dx, dw = depthwise_conv2d_backward(dz, self._patches, self._w_hat, self._x_shape, self.stride,
+                                           self._pads, input_grad)
+        self._weight_grad(dw)
+        return dx
+
+    def get_config(self):
+        return {"channels": self.channels, "kernel_size": list(self.kernel_size),
+                "depth_multiplier": self.depth_multiplier, "stride": list(self.stride),
+                "padding": self.padding, **self._linear_config()}
+
+
+class _Pool(Module):
+    """Shared constructor and config of the pooling layers (``stride`` defaults to ``pool_size``)."""
+
+    def __init__(self, pool_size=2, *, stride=None, padding="VALID", dtype=np.float32):
+        super().__init__()
+        self.pool_size = _pair(pool_size, "pool_size")
+        self.stride = self.pool_size if stride is None else _pair(stride, "stride")
+        self.padding = _padding(padding)
+        self.dtype = np.dtype(dtype)
+
+    def get_config(self):
+        return {"pool_size": list(self.pool_size), "stride": list(self.stride), "padding": self.padding,
+                "dtype": self.dtype.name}
+
+
+class MaxPool2D(_Pool):
+    """Max pooling over NHWC windows (SAME pads with -inf); the gradient goes to each window's first max."""
+
+    def forward(self, x):
+        check_layer_input(x, self.dtype, (None, None, None), "MaxPool2D.forward")
+        self._y, self._xp, self._pads = max_pool2d_forward(x, self.pool_size, self.stride, self.padding)
+        return self._y
+
+    def backward(self, dy, input_grad=True):
+        return max_pool2d_backward(dy, self._y, self._xp, self.pool_size, self.stride, self._pads)
+
+
+class AvgPool2D(_Pool):
+    """Average pooling over NHWC windows; SAME excludes padding from the divisor (TensorFlow)."""
+
+    def forward(self, x):
+        check_layer_input(x, self.dtype, (None, None, None), "AvgPool2D.forward")
+        self._x_shape = x.shape
+        y, self._counts, self._pads = avg_pool2d_forward(x, self.pool_size, self.stride, self.padding)
+        return y
+
+    def backward(self, dy, input_grad=True):
+        return avg_pool2d_backward(dy, self._counts, self._x_shape, self.pool_size, self.stride, self._pads)

@@ -1,5 +1,12 @@
 """Neural-network layers in numpy with forward and backward side by side, and quantizer slots.
 
+This module is the public face of the layers. It defines ``Dense``, the activation layers (``ReLU``,
+``ReLU6``, ``Quantize``), ``Flatten``, ``BatchNorm``, the loss, :func:`fold_batchnorm`, the config round
+trip (:func:`layer_from_config`, the one place that maps class names to classes) and the model builders,
+and re-exports ``Module`` and ``Sequential`` from :mod:`fxpsim.layers_base` and the convolution and
+pooling layers from :mod:`fxpsim.layers_conv`. Imports flow one way: ``layers_base`` -> ``layers_conv``
+-> ``nn``.
+
 Design (what :mod:`fxpsim.hardware` reads from a trained model)
 ----------------------------------------------------------------
 Every layer is a :class:`Module` whose ``forward(x)`` caches what ``backward(dy)`` needs; ``backward``
@@ -30,270 +37,16 @@ import copy
 
 import numpy as np
 
-import fxpsim.layers_conv as _conv
+from .layers_base import (FusedActivation, LinearLayer, Module, Sequential, check_layer_input, glorot_uniform,
+                          make_quantizer, quantizer_config)
+from .layers_conv import AvgPool2D, Conv2D, DepthwiseConv2D, MaxPool2D
 
 __all__ = ["Module", "Sequential", "Dense", "Conv2D", "DepthwiseConv2D", "ReLU", "ReLU6", "MaxPool2D",
            "AvgPool2D", "Flatten", "BatchNorm", "Quantize", "SoftmaxCrossEntropy", "fold_batchnorm",
            "layer_from_config", "mlp", "small_cnn", "quantization_scheme", "QUANTIZATION_SCHEMES"]
 
-ACTIVATIONS = (None, "relu", "relu6")
 
-
-def make_quantizer(spec):
-    """Quantizer from a registry name, config dict or instance (``None`` stays ``None`` = float)."""
-    if spec is None:
-        return None
-    from .quantizers import get
-    return get(spec)
-
-
-def _quantizer_config(q):
-    """``{"class_name": ..., "config": ...}`` of a quantizer (learned ranges included), or None."""
-    if q is None:
-        return None
-    from .quantizers import serialize
-    return serialize(q)
-
-
-def _check_input(x, dtype, trailing, where):
-    """Validate a layer input: an ndarray of ``dtype`` shaped [N, *trailing] with N > 0."""
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"{where}: expected a numpy.ndarray, got {type(x).__name__}")
-    if x.dtype != dtype:
-        raise TypeError(f"{where}: expected dtype {np.dtype(dtype).name}, got {x.dtype.name} "
-                        f"(cast with x.astype(np.{np.dtype(dtype).name}))")
-    if x.ndim != len(trailing) + 1 or any(t is not None and s != t for s, t in zip(x.shape[1:], trailing)):
-        want = ", ".join("N" if t is None else str(t) for t in (None, *trailing))
-        raise ValueError(f"{where}: expected input shape [{want}], got {list(x.shape)}")
-    if x.shape[0] == 0:
-        raise ValueError(f"{where}: empty batch (input shape {list(x.shape)})")
-
-
-def _pair(v, name):
-    pair = (v, v) if np.isscalar(v) else tuple(v)
-    if len(pair) != 2 or any(int(p) != p or p < 1 for p in pair):
-        raise ValueError(f"{name} must be a positive int or a pair of them, got {v!r}")
-    return tuple(int(p) for p in pair)
-
-
-def _padding(p):
-    p = str(p).upper()
-    if p not in _conv.PADDINGS:
-        raise ValueError(f"padding must be 'SAME' or 'VALID', got {p!r}")
-    return p
-
-
-def _glorot(rng, shape, fan_in, fan_out, dtype):
-    limit = np.sqrt(6.0 / (fan_in + fan_out))
-    return rng.uniform(-limit, limit, size=shape).astype(dtype)
-
-
-class Module:
-    """Base of every layer: parameters, gradients, train/eval mode, quantizer slots, config.
-
-    Subclasses list their array attributes in ``_param_names`` (trained) and ``_buffer_names`` (state such
-    as running statistics), their quantizer attributes in ``_quantizer_slots``, and implement
-    ``forward(x)`` / ``backward(dy, input_grad=True)``.
-    """
-
-    _param_names: tuple[str, ...] = ()
-    _buffer_names: tuple[str, ...] = ()
-    _quantizer_slots: tuple[str, ...] = ()
-
-    def __init__(self):
-        self.training = True
-        self._grads: dict[str, np.ndarray] = {}
-        self.dtype = np.dtype(np.float32)
-
-    # -- parameters and gradients -------------------------------------------------------------
-    def children(self) -> list[tuple[str, "Module"]]:
-        """Named sub-modules (``Sequential`` returns its layers)."""
-        return []
-
-    def quantizers(self) -> dict:
-        """The non-empty quantizer slots, ``{slot: quantizer}``."""
-        return {s: getattr(self, s) for s in self._quantizer_slots if getattr(self, s) is not None}
-
-    def _own_parameters(self) -> list[tuple[str, np.ndarray]]:
-        own = [(n, getattr(self, n)) for n in self._param_names if getattr(self, n) is not None]
-        for slot, q in self.quantizers().items():
-            own += [(f"{slot}.{name}", arr) for name, arr in q.parameters().items()]
-        return own
-
-    def parameters(self) -> dict[str, np.ndarray]:
-        """Trainable arrays by name (the optimizer updates them in place), quantizer parameters included."""
-        return self.parameters_and_grads(with_grads=False)[0]
-
-    def buffers(self) -> dict[str, np.ndarray]:
-        """Non-trained state arrays (batch-norm running statistics) by name."""
-        out = {n: getattr(self, n) for n in self._buffer_names}
-        for prefix, child in self.children():
-            out.update({f"{prefix}.{n}": a for n, a in child.buffers().items()})
-        return out
-
-    @property
-    def grads(self) -> dict[str, np.ndarray]:
-        """Gradients accumulated since ``zero_grad()``, keyed like ``parameters()`` (zeros where none)."""
-        return self.parameters_and_grads()[1]
-
-    def parameters_and_grads(self, with_grads: bool = True, prefix: str = "", params=None, grads=None):
-        """``(parameters(), grads)`` in one traversal (what :func:`fxpsim.train.fit` calls every step)."""
-        params = {} if params is None else params
-        grads = {} if grads is None else grads
-        for name, arr in self._own_parameters():
-            params[prefix + name] = arr
-            if with_grads:
-                g = self._grads.get(name)
-                grads[prefix + name] = np.zeros_like(arr) if g is None else g
-        for child_prefix, child in self.children():
-            child.parameters_and_grads(with_grads, f"{prefix}{child_prefix}.", params, grads)
-        return params, grads
-
-    def zero_grad(self) -> None:
-        """Clear accumulated gradients (of sub-modules too)."""
-        self._grads = {}
-        for _, child in self.children():
-            child.zero_grad()
-
-    def _accumulate(self, name, g, owned=True):
-        if name in self._grads:
-            self._grads[name] += g
-        else:
-            self._grads[name] = g if owned else np.array(g, dtype=g.dtype, copy=True)
-
-    def _quantizer_backward(self, slot, dy):
-        """Backward through ``self.<slot>`` (its STE), collecting its parameter gradients."""
-        q = getattr(self, slot)
-        dx = q.backward(dy)
-        for name, g in getattr(q, "grads", {}).items():
-            if g is not None:
-                self._accumulate(f"{slot}.{name}", np.asarray(g), owned=False)
-        return dx
-
-    # -- modes, dtype, calling ------------------------------------------------------------------
-    def train(self, mode: bool = True) -> "Module":
-        """Set training mode (batch statistics in ``BatchNorm``; quantizers follow if they have modes)."""
-        self.training = bool(mode)
-        for q in self.quantizers().values():
-            if hasattr(q, "train"):
-                q.train(mode)
-            elif hasattr(q, "training"):
-                q.training = bool(mode)
-        for _, child in self.children():
-            child.train(mode)
-        return self
-
-    def eval(self) -> "Module":
-        """Set inference mode (same as ``train(False)``)."""
-        return self.train(False)
-
-    def astype(self, dtype) -> "Module":
-        """Cast parameters and buffers to ``dtype`` in place (float64 for gradient checks); returns self."""
-        self.dtype = np.dtype(dtype)
-        for name in self._param_names + self._buffer_names:
-            arr = getattr(self, name)
-            if arr is not None:
-                setattr(self, name, arr.astype(dtype))
-        self._grads = {}
-        for _, child in self.children():
-            child.astype(dtype)
-        return self
-
-    def __call__(self, x):
-        return self.forward(x)
-
-    def forward(self, x):  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def backward(self, dy, input_grad=True):  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    # -- config and repr ---------------------------------------------------------------------------
-    def get_config(self) -> dict:
-        """JSON-serialisable constructor arguments (quantizers as their configs)."""
-        return {}
-
-    def _repr_args(self, lead: str = "", skip: tuple[str, ...] = ()) -> str:
-        parts = [lead] if lead else []
-        for k, v in self.get_config().items():
-            if v is None or k in skip or k == "dtype" or (k == "use_bias" and v):
-                continue
-            parts.append(f"{k}={getattr(self, k) if k in self._quantizer_slots else v!r}")
-        return ", ".join(parts)
-
-    def __repr__(self):
-        return f"{type(self).__name__}({self._repr_args()})"
-
-
-class _Activation:
-    """Fused activation (``None``, ``relu``, ``relu6``) with its mask for backward."""
-
-    @staticmethod
-    def forward(z, activation):
-        if activation is None:
-            return z, None
-        if activation == "relu":
-            mask = z > 0
-            return np.maximum(z, 0, out=z), mask
-        mask = (z > 0) & (z < 6)
-        return np.clip(z, 0, 6, out=z), mask
-
-    @staticmethod
-    def backward(dy, mask):
-        return dy if mask is None else dy * mask
-
-
-def _check_activation(activation):
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
-    return activation
-
-
-class _Linear(Module):
-    """Shared code of Dense / Conv2D / DepthwiseConv2D: weight quantizer, bias, fused activation."""
-
-    _param_names = ("W", "b")
-    _quantizer_slots = ("weight_quantizer", "activation_quantizer")
-
-    def _setup(self, out_channels, activation, use_bias, weight_quantizer, activation_quantizer, dtype):
-        self.activation = _check_activation(activation)
-        self.weight_quantizer = make_quantizer(weight_quantizer)
-        self.activation_quantizer = make_quantizer(activation_quantizer)
-        self.dtype = np.dtype(dtype)
-        self.b = np.zeros(out_channels, dtype=dtype) if use_bias else None
-
-    def quantized_weight(self) -> np.ndarray:
-        """The weights the forward pass multiplies with: :math:`q_w(W)` (``W`` when float)."""
-        return self.W if self.weight_quantizer is None else self.weight_quantizer(self.W)
-
-    def _finish_forward(self, z):
-        if self.b is not None:
-            z += self.b
-        y, self._act_mask = _Activation.forward(z, self.activation)
-        return y if self.activation_quantizer is None else self.activation_quantizer(y)
-
-    def _start_backward(self, dy):
-        if self.activation_quantizer is not None:
-            dy = self._quantizer_backward("activation_quantizer", dy)
-        dz = _Activation.backward(dy, self._act_mask)
-        if self.b is not None:
-            self._accumulate("b", dz.reshape(-1, dz.shape[-1]).sum(axis=0))
-        return dz
-
-    def _weight_grad(self, dw_hat):
-        if self.weight_quantizer is None:
-            self._accumulate("W", dw_hat)
-        else:   # the quantizer's (possibly user-defined) gradient may not hand back a fresh array
-            self._accumulate("W", self._quantizer_backward("weight_quantizer", dw_hat), owned=False)
-
-    def _linear_config(self):
-        return {"activation": self.activation, "use_bias": self.b is not None,
-                "weight_quantizer": _quantizer_config(self.weight_quantizer),
-                "activation_quantizer": _quantizer_config(self.activation_quantizer),
-                "dtype": self.dtype.name}
-
-
-class Dense(_Linear):
+class Dense(LinearLayer):
     """Fully connected layer :math:`y = q_a(\\phi(x\\, q_w(W) + b))`, ``W`` shaped [in, out].
 
     Gradients: :math:`dZ = \\phi'(Z) \\odot q_a'(dY)`, :math:`d\\hat W = X^T dZ`, :math:`db = \\sum_n dZ`,
@@ -305,11 +58,12 @@ class Dense(_Linear):
         super().__init__()
         self.in_features, self.out_features = int(in_features), int(out_features)
         rng = np.random.default_rng(seed)
-        self.W = _glorot(rng, (self.in_features, self.out_features), self.in_features, self.out_features, dtype)
+        self.W = glorot_uniform(rng, (self.in_features, self.out_features), self.in_features, self.out_features,
+                                dtype)
         self._setup(self.out_features, activation, use_bias, weight_quantizer, activation_quantizer, dtype)
 
     def forward(self, x):
-        _check_input(x, self.dtype, (self.in_features,), f"{type(self).__name__}.forward")
+        check_layer_input(x, self.dtype, (self.in_features,), f"{type(self).__name__}.forward")
         self._x = x
         self._w_hat = self.quantized_weight()
         return self._finish_forward(np.matmul(x, self._w_hat))
@@ -324,91 +78,6 @@ class Dense(_Linear):
 
     def _repr_args(self, lead="", skip=()):
         return super()._repr_args(f"{self.in_features} -> {self.out_features}", ("in_features", "out_features"))
-
-
-class Conv2D(_Linear):
-    """2-D convolution, NHWC input, HWIO weights ``W`` [KH, KW, Cin, Cout], TensorFlow SAME/VALID padding.
-
-    .. math:: y[n,i,j,o] = q_a\\Big(\\phi\\big(\\sum_{a,b,c} x_p[n, iS_h + a, jS_w + b, c]\\, q_w(W)[a,b,c,o]
-              + b_o\\big)\\Big)
-
-    computed by im2col + BLAS matmul (:func:`fxpsim.layers_conv.conv2d_forward`).
-    """
-
-    def __init__(self, in_channels: int, filters: int, kernel_size=3, *, stride=1, padding="SAME",
-                 activation=None, use_bias=True, weight_quantizer=None, activation_quantizer=None, seed=None,
-                 dtype=np.float32):
-        super().__init__()
-        self.in_channels, self.filters = int(in_channels), int(filters)
-        self.kernel_size, self.stride = _pair(kernel_size, "kernel_size"), _pair(stride, "stride")
-        self.padding = _padding(padding)
-        kh, kw = self.kernel_size
-        rng = np.random.default_rng(seed)
-        self.W = _glorot(rng, (kh, kw, self.in_channels, self.filters), kh * kw * self.in_channels,
-                         kh * kw * self.filters, dtype)
-        self._setup(self.filters, activation, use_bias, weight_quantizer, activation_quantizer, dtype)
-
-    def forward(self, x):
-        _check_input(x, self.dtype, (None, None, self.in_channels), f"{type(self).__name__}.forward")
-        self._x_shape = x.shape
-        self._w_hat = self.quantized_weight()
-        z, self._cols, self._pads = _conv.conv2d_forward(x, self._w_hat, self.stride, self.padding)
-        return self._finish_forward(z)
-
-    def backward(self, dy, input_grad=True):
-        dz = self._start_backward(dy)
-        dx, dw = _conv.conv2d_backward(dz, self._cols, self._w_hat, self._x_shape, self.stride, self._pads,
-                                       input_grad)
-        self._weight_grad(dw)
-        return dx
-
-    def _repr_args(self, lead="", skip=()):
-        return super()._repr_args(f"{self.in_channels} -> {self.filters}", ("in_channels", "filters"))
-
-    def get_config(self):
-        return {"in_channels": self.in_channels, "filters": self.filters, "kernel_size": list(self.kernel_size),
-                "stride": list(self.stride), "padding": self.padding, **self._linear_config()}
-
-
-class DepthwiseConv2D(_Linear):
-    """Depthwise convolution, ``W`` [KH, KW, C, M] (TensorFlow layout), output channel ``c*M + m``.
-
-    .. math:: y[n,i,j,cM+m] = q_a\\Big(\\phi\\big(\\sum_{a,b} x_p[n, iS_h+a, jS_w+b, c]\\, q_w(W)[a,b,c,m]
-              + b_{cM+m}\\big)\\Big)
-    """
-
-    def __init__(self, channels: int, kernel_size=3, *, depth_multiplier=1, stride=1, padding="SAME",
-                 activation=None, use_bias=True, weight_quantizer=None, activation_quantizer=None, seed=None,
-                 dtype=np.float32):
-        super().__init__()
-        self.channels, self.depth_multiplier = int(channels), int(depth_multiplier)
-        self.kernel_size, self.stride = _pair(kernel_size, "kernel_size"), _pair(stride, "stride")
-        self.padding = _padding(padding)
-        kh, kw = self.kernel_size
-        rng = np.random.default_rng(seed)
-        self.W = _glorot(rng, (kh, kw, self.channels, self.depth_multiplier), kh * kw,
-                         kh * kw * self.depth_multiplier, dtype)
-        self._setup(self.channels * self.depth_multiplier, activation, use_bias, weight_quantizer,
-                    activation_quantizer, dtype)
-
-    def forward(self, x):
-        _check_input(x, self.dtype, (None, None, self.channels), f"{type(self).__name__}.forward")
-        self._x_shape = x.shape
-        self._w_hat = self.quantized_weight()
-        z, self._patches, self._pads = _conv.depthwise_conv2d_forward(x, self._w_hat, self.stride, self.padding)
-        return self._finish_forward(z)
-
-    def backward(self, dy, input_grad=True):
-        dz = self._start_backward(dy)
-        dx, dw = _conv.depthwise_conv2d_backward(dz, self._patches, self._w_hat, self._x_shape, self.stride,
-                                                 self._pads, input_grad)
-        self._weight_grad(dw)
-        return dx
-
-    def get_config(self):
-        return {"channels": self.channels, "kernel_size": list(self.kernel_size),
-                "depth_multiplier": self.depth_multiplier, "stride": list(self.stride),
-                "padding": self.padding, **self._linear_config()}
 
 
 class Quantize(Module):
@@ -426,7 +95,7 @@ class Quantize(Module):
         self.dtype = np.dtype(dtype)
 
     def forward(self, x):
-        _check_input(x, self.dtype, (None,) * (np.ndim(x) - 1) if np.ndim(x) >= 1 else (), "Quantize.forward")
+        check_layer_input(x, self.dtype, (None,) * (np.ndim(x) - 1) if np.ndim(x) >= 1 else (), "Quantize.forward")
         return x if self.activation_quantizer is None else self.activation_quantizer(x)
 
     def backward(self, dy, input_grad=True):
@@ -435,7 +104,7 @@ class Quantize(Module):
         return self._quantizer_backward("activation_quantizer", dy)
 
     def get_config(self):
-        return {"activation_quantizer": _quantizer_config(self.activation_quantizer), "dtype": self.dtype.name}
+        return {"activation_quantizer": quantizer_config(self.activation_quantizer), "dtype": self.dtype.name}
 
 
 class ReLU(Quantize):
@@ -447,13 +116,13 @@ class ReLU(Quantize):
         super().__init__(activation_quantizer, dtype)
 
     def forward(self, x):
-        _check_input(x, self.dtype, (None,) * (np.ndim(x) - 1) if np.ndim(x) >= 1 else (),
-                     f"{type(self).__name__}.forward")
-        y, self._mask = _Activation.forward(x.copy(), self._kind)
+        check_layer_input(x, self.dtype, (None,) * (np.ndim(x) - 1) if np.ndim(x) >= 1 else (),
+                          f"{type(self).__name__}.forward")
+        y, self._mask = FusedActivation.forward(x.copy(), self._kind)
         return y if self.activation_quantizer is None else self.activation_quantizer(y)
 
     def backward(self, dy, input_grad=True):
-        return _Activation.backward(super().backward(dy), self._mask)
+        return FusedActivation.backward(super().backward(dy), self._mask)
 
 
 class ReLU6(ReLU):
@@ -466,50 +135,13 @@ class Flatten(Module):
     """[N, d1, d2, ...] -> [N, d1*d2*...] in row-major (NHWC) order, as ``tf.keras.layers.Flatten``."""
 
     def forward(self, x):
-        _check_input(x, self.dtype, (None,) * (np.ndim(x) - 1) if np.ndim(x) >= 2 else (None,), "Flatten.forward")
+        check_layer_input(x, self.dtype, (None,) * (np.ndim(x) - 1) if np.ndim(x) >= 2 else (None,),
+                          "Flatten.forward")
         self._shape = x.shape
         return x.reshape(x.shape[0], -1)
 
     def backward(self, dy, input_grad=True):
         return dy.reshape(self._shape)
-
-
-class _Pool(Module):
-    def __init__(self, pool_size=2, *, stride=None, padding="VALID", dtype=np.float32):
-        super().__init__()
-        self.pool_size = _pair(pool_size, "pool_size")
-        self.stride = self.pool_size if stride is None else _pair(stride, "stride")
-        self.padding = _padding(padding)
-        self.dtype = np.dtype(dtype)
-
-    def get_config(self):
-        return {"pool_size": list(self.pool_size), "stride": list(self.stride), "padding": self.padding,
-                "dtype": self.dtype.name}
-
-
-class MaxPool2D(_Pool):
-    """Max pooling over NHWC windows (SAME pads with -inf); the gradient goes to each window's first max."""
-
-    def forward(self, x):
-        _check_input(x, self.dtype, (None, None, None), "MaxPool2D.forward")
-        self._y, self._xp, self._pads = _conv.max_pool2d_forward(x, self.pool_size, self.stride, self.padding)
-        return self._y
-
-    def backward(self, dy, input_grad=True):
-        return _conv.max_pool2d_backward(dy, self._y, self._xp, self.pool_size, self.stride, self._pads)
-
-
-class AvgPool2D(_Pool):
-    """Average pooling over NHWC windows; SAME excludes padding from the divisor (TensorFlow)."""
-
-    def forward(self, x):
-        _check_input(x, self.dtype, (None, None, None), "AvgPool2D.forward")
-        self._x_shape = x.shape
-        y, self._counts, self._pads = _conv.avg_pool2d_forward(x, self.pool_size, self.stride, self.padding)
-        return y
-
-    def backward(self, dy, input_grad=True):
-        return _conv.avg_pool2d_backward(dy, self._counts, self._x_shape, self.pool_size, self.stride, self._pads)
 
 
 class BatchNorm(Module):
@@ -548,7 +180,7 @@ class BatchNorm(Module):
         where = "BatchNorm.forward"
         if not isinstance(x, np.ndarray) or x.ndim < 2:
             raise ValueError(f"{where}: expected an array [N, ..., {self.num_features}], got {getattr(x, 'shape', x)}")
-        _check_input(x, self.dtype, (None,) * (x.ndim - 2) + (self.num_features,), where)
+        check_layer_input(x, self.dtype, (None,) * (x.ndim - 2) + (self.num_features,), where)
         x2 = x.reshape(-1, self.num_features)          # channels last: statistics over the rows
         if not self.training:
             inv = 1.0 / np.sqrt(self.running_var + self.dtype.type(self.eps))
@@ -591,58 +223,6 @@ class BatchNorm(Module):
     def get_config(self):
         return {"num_features": self.num_features, "momentum": self.momentum, "eps": self.eps,
                 "dtype": self.dtype.name}
-
-
-class Sequential(Module):
-    """Layers applied in order; parameters are named ``"<index>.<name>"`` (``"0.W"``, ``"0.weight_quantizer.min"``).
-
-    ``forward`` also rejects non-finite inputs (NaN/inf) with a ValueError.
-    """
-
-    def __init__(self, *layers: Module):
-        super().__init__()
-        if len(layers) == 1 and isinstance(layers[0], (list, tuple)):
-            layers = tuple(layers[0])
-        for i, layer in enumerate(layers):
-            if not isinstance(layer, Module):
-                raise TypeError(f"Sequential: layer {i} is a {type(layer).__name__}, not an fxpsim.nn.Module")
-        self.layers = list(layers)
-
-    def children(self):
-        return [(str(i), layer) for i, layer in enumerate(self.layers)]
-
-    def __getitem__(self, i):
-        return self.layers[i]
-
-    def __len__(self):
-        return len(self.layers)
-
-    def __iter__(self):
-        return iter(self.layers)
-
-    def forward(self, x):
-        if isinstance(x, np.ndarray) and x.dtype.kind == "f" and not np.isfinite(x).all():
-            bad = int(np.size(x) - np.count_nonzero(np.isfinite(x)))
-            raise ValueError(f"Sequential.forward: input holds {bad} non-finite value(s) (NaN or inf)")
-        for layer in self.layers:
-            x = layer.forward(x)
-        return x
-
-    def backward(self, dy, input_grad=True):
-        last = len(self.layers) - 1
-        for i in range(last, -1, -1):
-            dy = self.layers[i].backward(dy, input_grad=input_grad or i > 0)
-        return dy
-
-    def get_config(self):
-        return {"layers": [_layer_config(layer) for layer in self.layers]}
-
-    def __repr__(self):
-        lines = []
-        for i, layer in enumerate(self.layers):
-            n = sum(a.size for a in layer.parameters().values())
-            lines.append(f"  ({i}) {layer!r}" + (f"  # {n} params" if n else ""))
-        return "Sequential(\n" + "\n".join(lines) + "\n)"
 
 
 class SoftmaxCrossEntropy:
@@ -696,10 +276,6 @@ _LAYER_CLASSES = {cls.__name__: cls for cls in (Sequential, Dense, Conv2D, Depth
                                                   MaxPool2D, AvgPool2D, Flatten, BatchNorm, Quantize)}
 
 
-def _layer_config(layer: Module) -> dict:
-    return {"class": type(layer).__name__, "config": layer.get_config()}
-
-
 def layer_from_config(config: dict) -> Module:
     """Rebuild a layer (or a ``Sequential``) from ``{"class": name, "config": {...}}``."""
     if not isinstance(config, dict) or "class" not in config:
@@ -732,7 +308,7 @@ def fold_batchnorm(model: Sequential, strict: bool = False) -> Sequential:
     out: list[Module] = []
     for i, layer in enumerate(model.layers):
         prev = out[-1] if out else None
-        foldable = (isinstance(prev, _Linear) and prev.activation is None
+        foldable = (isinstance(prev, LinearLayer) and prev.activation is None
                     and prev.activation_quantizer is None)
         if not isinstance(layer, BatchNorm):
             out.append(copy.deepcopy(layer))
