@@ -11,9 +11,8 @@ import json
 import numpy as np
 import pytest
 
-from fxpsim.requantize import (
-    Requantizer, activation_range, quantized_conv2d, quantized_fully_connected,
-)
+from fxpsim.integer_layers import quantized_conv2d, quantized_fully_connected
+from fxpsim.requantize import Requantizer, activation_range
 
 MODELS = ("mlp", "conv")
 #: Requantization of each op in the vectors' TFLite build (see the vectors' README).
