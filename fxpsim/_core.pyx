@@ -6,15 +6,19 @@ Everything here is ``nogil`` C on int64 codes; validation and messages live in
 pattern and are reinterpreted with ``src_u64``.  Exact intermediate values use
 128-bit integers, so no step can overflow or lose a bit.
 """
-from libc.math cimport frexp, ldexp, fabs, isinf, copysign
+from libc.math cimport frexp, ldexp, fabs, isinf
 from libc.stdint cimport int64_t, uint64_t, uint8_t, int8_t
-from libc.string cimport memcpy
 
 from fxpsim._kernels cimport (
     fx_i128, fx_u128, RND_HALF_UP, RND_HALF_TOWARD_ZERO, RND_HALF_DOWN, RND_HALF_AWAY,
     RND_HALF_EVEN, RND_FLOOR, RND_TOWARD_ZERO, RND_CEIL, RND_STOCHASTIC,
     OVF_SATURATE, OVF_SATURATE_ZERO, OVF_SATURATE_SYMMETRIC, OVF_WRAP, OVF_WRAP_SIGN_MAGNITUDE, OVF_ERROR, splitmix64, shift_round, shift_round128, overflow128,
 )
+
+cdef extern from "_core_round.h":
+    int64_t fxc_round(double y, int mode, uint64_t rnd) noexcept nogil
+    int64_t fxc_quantize_vector(const double* x, int64_t* out, int64_t n, double scale, int mode,
+                                int fit, int64_t lo, int64_t hi, int sh, int64_t* n_special) noexcept nogil
 
 cdef enum:
     OP_ADD = 0
@@ -49,41 +53,6 @@ cdef inline fx_i128 exact_scaled(double x, int frac, int mode, uint64_t rnd) noe
     return shift_round128(<fx_i128>mant, k, mode, rnd)
 
 
-cdef double MAGIC = 6755399441055744.0          # 1.5 * 2^52: (y + MAGIC) - MAGIC = rint(y)
-cdef int64_t MAGIC_BITS = 0x4338000000000000     # the bit pattern of MAGIC
-
-
-cdef inline int64_t round_to_int(double y, int mode, uint64_t rnd) noexcept nogil:
-    """round(y) for |y| < 2^51: exact and free of data-dependent branches.
-
-    r = rint(y) = (y + 1.5*2^52) - 1.5*2^52 (IEEE nearest-even), c = r as an integer (read
-    from the bits of y + 1.5*2^52), d = y - r in [-1/2, 1/2] is exact (Sterbenz).  Every mode
-    is c plus a correction from d: floor = c - [d < 0], ceil = c + [d > 0], and the tie modes
-    differ from rint only where |d| = 1/2.
-    """
-    cdef double t = y + MAGIC
-    cdef double d = y - (t - MAGIC)
-    cdef int64_t c
-    memcpy(&c, &t, 8)
-    c = <int64_t>(<uint64_t>c - <uint64_t>MAGIC_BITS)   # no signed overflow for |y| >= 2^51 (result unused)
-    if mode == RND_HALF_EVEN:
-        return c
-    if mode == RND_HALF_UP:
-        return c + (d == 0.5)
-    if mode == RND_FLOOR:
-        return c - (d < 0.0)
-    if mode == RND_CEIL:
-        return c + (d > 0.0)
-    if mode == RND_HALF_DOWN:
-        return c - (d == -0.5)
-    if mode == RND_HALF_AWAY:
-        return c + ((d == 0.5) & (y > 0.0)) - ((d == -0.5) & (y < 0.0))
-    if mode == RND_HALF_TOWARD_ZERO:
-        return c + ((d == 0.5) & (y < 0.0)) - ((d == -0.5) & (y > 0.0))
-    if mode == RND_TOWARD_ZERO:
-        return c - ((d < 0.0) & (y > 0.0)) + ((d > 0.0) & (y < 0.0))
-    # RND_STOCHASTIC: up with probability frac(y) = y - floor(y)
-    return (c - (d < 0.0)) + ((<double>(rnd >> 11)) * 1.1102230246251565e-16 < (d + 1.0 if d < 0.0 else d))
 
 
 cdef inline int64_t fit_int64(int64_t c, int64_t lo, int64_t hi, int word, bint is_signed,
@@ -113,30 +82,6 @@ cdef inline void code_limits(int word, bint is_signed, int overflow, int64_t* lo
         lo[0] = -hi[0]
 
 
-cdef inline Py_ssize_t quantize_vector(const double* x, int64_t* out, Py_ssize_t n, double scale,
-                                       int mode, int overflow, int word, bint is_signed,
-                                       Py_ssize_t* n_special) noexcept nogil:
-    """Pass 1 of from_float, a loop the compiler vectorises: returns the overflow count.
-
-    Exact for every element with |x * 2^frac| < 2^51 that is zero or normal; the others are
-    counted in ``n_special`` and the caller redoes the array on the exact scalar path.
-    Final for saturate, saturate_symmetric, saturate_zero, error and plain wrap.
-    """
-    cdef Py_ssize_t i, ovf = 0, special = 0
-    cdef double y, a
-    cdef int64_t c, lo, hi
-    cdef int ov
-    code_limits(word, is_signed, overflow, &lo, &hi)
-    for i in range(n):
-        y = x[i] * scale
-        a = fabs(y)
-        special += (not (a < TWO51)) | ((a < TINY) & (x[i] != 0.0))
-        out[i] = fit_int64(round_to_int(y, mode, 0), lo, hi, word, is_signed, overflow, 0, &ov)
-        ovf += ov
-    n_special[0] = special
-    return ovf
-
-
 cdef inline bint quantize_loop(const double* x, int64_t* out, uint8_t* flags, Py_ssize_t n,
                                int frac, int word, bint is_signed, int rounding, int overflow,
                                int n_bits, uint64_t seed, Py_ssize_t* counts) noexcept nogil:
@@ -159,7 +104,7 @@ cdef inline bint quantize_loop(const double* x, int64_t* out, uint8_t* flags, Py
         if rounding == RND_STOCHASTIC:
             rnd = splitmix64(seed + <uint64_t>i)
         if fast and a < TWO51 and (a >= TINY or xi == 0.0):
-            c = round_to_int(y, rounding, rnd)
+            c = fxc_round(y, rounding, rnd)
             if lo <= c <= hi:
                 out[i] = c
                 if flags != NULL:
@@ -185,26 +130,6 @@ cdef inline bint quantize_loop(const double* x, int64_t* out, uint8_t* flags, Py
     return 0
 
 
-cdef Py_ssize_t vector_pass(const double* x, int64_t* out, Py_ssize_t n, double scale, int mode,
-                            int overflow, int word, bint is_signed, Py_ssize_t* special) noexcept nogil:
-    """quantize_vector specialised per rounding mode (each copy inlined with a constant mode)."""
-    if mode == RND_HALF_UP:
-        return quantize_vector(x, out, n, scale, RND_HALF_UP, overflow, word, is_signed, special)
-    if mode == RND_HALF_EVEN:
-        return quantize_vector(x, out, n, scale, RND_HALF_EVEN, overflow, word, is_signed, special)
-    if mode == RND_FLOOR:
-        return quantize_vector(x, out, n, scale, RND_FLOOR, overflow, word, is_signed, special)
-    if mode == RND_HALF_AWAY:
-        return quantize_vector(x, out, n, scale, RND_HALF_AWAY, overflow, word, is_signed, special)
-    if mode == RND_TOWARD_ZERO:
-        return quantize_vector(x, out, n, scale, RND_TOWARD_ZERO, overflow, word, is_signed, special)
-    if mode == RND_HALF_DOWN:
-        return quantize_vector(x, out, n, scale, RND_HALF_DOWN, overflow, word, is_signed, special)
-    if mode == RND_HALF_TOWARD_ZERO:
-        return quantize_vector(x, out, n, scale, RND_HALF_TOWARD_ZERO, overflow, word, is_signed, special)
-    return quantize_vector(x, out, n, scale, RND_CEIL, overflow, word, is_signed, special)
-
-
 def from_float(const double[::1] x, int64_t[::1] out, uint8_t[::1] flags, int frac, int word,
                bint is_signed, int rounding, int overflow, int n_bits, uint64_t seed):
     """out[i] := fit(round(x[i] * 2^frac)); returns (n_overflow, n_nan, first_nan).
@@ -219,18 +144,21 @@ def from_float(const double[::1] x, int64_t[::1] out, uint8_t[::1] flags, int fr
     counts[0] = 0
     counts[1] = 0
     counts[2] = -1
-    cdef Py_ssize_t special = 0, ovf = 0
+    cdef Py_ssize_t ovf = 0
     cdef bint vector_final = (overflow == OVF_SATURATE or overflow == OVF_SATURATE_SYMMETRIC
                               or overflow == OVF_SATURATE_ZERO or overflow == OVF_ERROR
                               or (overflow == OVF_WRAP and n_bits == 0))
     if n == 0:
         return 0, 0, -1
+    cdef int64_t lo, hi, n_special = 0
+    cdef int fit = 1 if overflow == OVF_SATURATE_ZERO else (0 if overflow != OVF_WRAP else (2 if is_signed else 3))
     if (f == NULL and rounding != RND_STOCHASTIC and -1000 <= frac <= 1000
             and (is_signed or word < 64)):
+        code_limits(word, is_signed, overflow, &lo, &hi)
         with nogil:
-            ovf = vector_pass(&x[0], &out[0], n, ldexp(1.0, frac), rounding, overflow, word,
-                              is_signed, &special)
-        if special == 0 and (ovf == 0 or vector_final):
+            ovf = fxc_quantize_vector(&x[0], &out[0], n, ldexp(1.0, frac), rounding, fit, lo, hi,
+                                      64 - word, &n_special)
+        if n_special == 0 and (ovf == 0 or vector_final):
             return ovf, 0, -1
     with nogil:      # the exact scalar path: rare values, stochastic rounding, per-element flags
         quantize_loop(&x[0], &out[0], f, n, frac, word, is_signed, rounding, overflow, n_bits,
