@@ -1,7 +1,7 @@
 """Tests of fxpsim.integer_layers: int8 FC / conv / depthwise / add / average-pool kernels.
 
 Oracle: loop implementations written here from the layer definitions, on the accumulator
-model of ``tests/reference.py`` and the gemmlowp/TFLite model of ``test_requantize.py``
+model of ``tests/reference.py`` and its gemmlowp/TFLite section
 (exact ``Fraction`` rounding, no int64 tricks).  The TFLite models themselves are in
 ``test_tflite_vectors.py``.
 """
@@ -21,7 +21,7 @@ from fxpsim.integer_layers import (
 )
 from fxpsim.requantize import Requantizer, quantize_multiplier
 from reference import accumulate, accumulate_tree, overflow_int, round_fraction
-from test_requantize import ref_mbqm, ref_quantize_multiplier, ref_wrap32
+from reference import ref_mbqm, ref_quantize_multiplier, ref_wrap32
 
 # --------------------------------------------------------------------------- reference model
 def ref_requant(acc: int, rq: Requantizer, ch: int) -> int:

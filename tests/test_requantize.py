@@ -21,55 +21,10 @@ from fxpsim.requantize import (
     requantize_float, requantize_shift, rounding_divide_by_pot, saturating_rounding_doubling_high_mul,
     tflite_add_params,
 )
-from reference import DETERMINISTIC_ROUNDING_MODES, overflow_int, round_fraction
+from reference import (DETERMINISTIC_ROUNDING_MODES, overflow_int, ref_mbqm, ref_quantize_multiplier,
+                       ref_rdbpot, ref_srdhm, round_fraction)
 
-# --------------------------------------------------------------------------- reference model
 HALF = Fraction(1, 2)
-
-
-def ref_wrap32(v: int) -> int:
-    return overflow_int(v, 32, True, "wrap")[0]
-
-
-def ref_srdhm(a: int, b: int) -> int:
-    """gemmlowp SRDHM as defined: nudge 2^30 or 1 - 2^30, then a division truncating toward zero."""
-    if a == b == INT32_MIN:
-        return INT32_MAX
-    ab = a * b
-    numerator = ab + ((1 << 30) if ab >= 0 else 1 - (1 << 30))
-    return int(Fraction(numerator, 1 << 31))           # int() of a Fraction truncates toward zero
-
-
-def ref_rdbpot(x: int, e: int) -> int:
-    """gemmlowp RDBPOT: x / 2^e rounded to nearest, ties away from zero."""
-    return round_fraction(Fraction(x, 1 << e), "half_away")
-
-
-def ref_mbqm(x: int, m: int, s: int, rounding: str) -> int:
-    if rounding == "double":
-        return ref_rdbpot(ref_srdhm(ref_wrap32(x * 2 ** max(s, 0)), m), max(-s, 0))
-    return ref_wrap32(round_fraction(Fraction(x * m) * Fraction(2) ** (s - 31), "half_up"))
-
-
-def ref_quantize_multiplier(real: float, single: bool = False) -> tuple[int, int]:
-    """(m, e) with m = round_half_away(r * 2^(31-e)), 2^(e-1) <= |r| < 2^e, from exact rationals."""
-    r = Fraction(real)
-    if r == 0:
-        return 0, 0
-    e = 0
-    while abs(r) >= Fraction(2) ** e:
-        e += 1
-    while abs(r) < Fraction(2) ** (e - 1):
-        e -= 1
-    m = round_fraction(r * Fraction(2) ** (31 - e), "half_away")
-    if m == 1 << 31:
-        m, e = 1 << 30, e + 1
-    if e < -31:
-        return 0, 0
-    if single and e > 30:
-        return INT32_MAX, 30
-    return m, e
-
 
 EDGE = [INT32_MIN, INT32_MIN + 1, -(1 << 30) - 1, -(1 << 30), -(1 << 30) + 1, -65536, -3, -2, -1, 0, 1, 2, 3,
         65535, (1 << 30) - 1, 1 << 30, (1 << 30) + 1, INT32_MAX - 1, INT32_MAX]
