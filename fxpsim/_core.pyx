@@ -186,6 +186,17 @@ cdef inline fx_i128 scale_up(fx_i128 v, int k) noexcept nogil:
     return huge(v < 0) + <fx_i128>low
 
 
+cdef inline int64_t requantize128(fx_i128 v, int shift, int word, bint is_signed, int rounding,
+                                  int overflow, int n_bits, uint64_t counter, int* ovf) noexcept nogil:
+    """fit(round(v * 2^-shift)) for an exact 128-bit v (shift < 0 scales up exactly)."""
+    if shift > 0:
+        v = shift_round128(v, shift, rounding,
+                           splitmix64(counter) if rounding == RND_STOCHASTIC else 0)
+    elif shift < 0:
+        v = scale_up(v, -shift)
+    return overflow128(v, word, is_signed, overflow, n_bits, ovf)
+
+
 def cast(const int64_t[::1] src, int64_t[::1] out, uint8_t[::1] flags, bint src_u64, int shift,
          int word, bint is_signed, int rounding, int overflow, int n_bits, uint64_t seed):
     """out[i] := fit(round(src[i] * 2^-shift)); shift = src_frac - dst_frac.  Returns n_overflow."""
@@ -209,14 +220,8 @@ def cast(const int64_t[::1] src, int64_t[::1] out, uint8_t[::1] flags, bint src_
                 if want_flags:
                     flags[i] = o
                 continue
-            v = load(src[i], src_u64)
-            if s > 0:
-                if rounding == RND_STOCHASTIC:
-                    rnd = splitmix64(seed + <uint64_t>i)
-                v = shift_round128(v, s, rounding, rnd)
-            elif s < 0:
-                v = scale_up(v, -s)
-            out[i] = overflow128(v, word, is_signed, overflow, n_bits, &o)
+            out[i] = requantize128(load(src[i], src_u64), s, word, is_signed, rounding, overflow,
+                                   n_bits, seed + <uint64_t>i, &o)
             n_ovf += o
             if want_flags:
                 flags[i] = o
@@ -292,13 +297,8 @@ def binary(int op, const int64_t[::1] a, const int64_t[::1] b, int64_t[::1] out,
             else:
                 out[i] = (va > vb) - (va < vb)
                 continue
-            if shift_out > 0:
-                if rounding == RND_STOCHASTIC:
-                    rnd = splitmix64(seed + <uint64_t>i)
-                v = shift_round128(v, shift_out, rounding, rnd)
-            elif shift_out < 0:
-                v = scale_up(v, -shift_out)
-            out[i] = overflow128(v, word, is_signed, overflow, n_bits, &o)
+            out[i] = requantize128(v, shift_out, word, is_signed, rounding, overflow, n_bits,
+                                   seed + <uint64_t>i, &o)
             n_ovf += o
     return n_ovf
 
