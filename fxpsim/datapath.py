@@ -25,12 +25,12 @@ overflowed (each add at most once).  ``per_output=True`` returns ``(result, coun
 ``counts`` an int64 array of per-output overflow counts (also ``result.overflow_mask``).
 
 Speed: when the data prove that no partial sum can leave the accumulator's range
-(:math:`|{\\rm init}| + K \\max|a| \\max|b|` within range), the exact sum is computed with an
-int32 SIMD kernel (small problems), float32/float64 BLAS (every partial sum is an integer of at
-most :math:`2^{24}` / :math:`2^{53}`, hence exact in any summation order) or an int64 kernel.
-Otherwise per-add SIMD kernels run on 16-, 32- or 64-bit lanes (AVX-512/AVX2 chosen at run
-time), the adder tree is vectorised across output columns, and rounded products and
-``wrap_sign_magnitude`` use a generic 128-bit kernel.
+(:math:`|{\\rm init}| + K \\max|a| \\max|b|` within range), the exact sum is computed with
+float32/float64 BLAS (every partial sum is an integer of at most :math:`2^{24}` / :math:`2^{53}`,
+hence exact in any summation order) or an int64 kernel.  Otherwise per-add SIMD kernels run on
+16-, 32- or 64-bit lanes (AVX-512/AVX2 chosen at run time), the adder tree is vectorised across
+output columns (a problem with few output columns and many rows runs transposed, to fill the
+lanes), and rounded products and ``wrap_sign_magnitude`` use a generic 128-bit kernel.
 Rows run in parallel (``threads``), never the reduction, so the thread count never changes a bit.
 """
 from __future__ import annotations
@@ -48,8 +48,13 @@ __all__ = ["matmul", "dot", "conv1d", "conv2d", "sum", "cumsum"]
 
 _I32 = (1 << 31) - 1
 _I63 = (1 << 63) - 1
-_SMALL_EXACT = 1 << 26        # MACs up to which exact sums use the int32 kernel instead of BLAS
-_TLS = threading.local()      # per-thread scratch for overflow counts
+#: MACs up to which exact sums use the int32 SIMD kernel instead of BLAS.  Measured on the reference
+#: machine (AVX-512, OpenBLAS, one thread): float32 BLAS beats the int32 kernel at every size, from
+#: 1x1x1 (2.2 vs 6.0 us) through skinny convolutions (16384x27x8: 13 vs 2.4 GMAC/s) to 512^3
+#: (49 vs 23 GMAC/s), so only empty problems (K = 0) take the kernel.
+_SMALL_EXACT = 0
+_TLS = threading.local()      # per-thread scratch (overflow counts, im2col patches, BLAS operands)
+_SCRATCH_BYTES = 1 << 22      # temporaries up to this size reuse per-thread buffers
 #: Kernel the last call used ("exact32", "blas32", "blas64", "int64", "simd16", "simd32", "simd64",
 #: "tree32", "tree64", "generic"), for tests and benchmarks that check a path is really taken.
 last_path = ""
@@ -79,7 +84,7 @@ def _operand(x, name: str) -> tuple[np.ndarray, Format]:
     if arr.dtype.kind not in "iub":
         raise TypeError(f"{name}: expected an integer array or FixedArray, got dtype {arr.dtype}")
     signed = arr.dtype.kind == "i"
-    lo, hi = (int(arr.min()), int(arr.max())) if arr.size else (0, 0)
+    lo, hi = _data_range(arr)
     if hi > _I63:
         raise ValueError(f"{name}: code {hi} does not fit int64")
     bits = max(hi.bit_length(), (-lo - 1).bit_length() if lo < 0 else 0) + 1 if signed else max(hi.bit_length(), 1)
@@ -89,7 +94,12 @@ def _operand(x, name: str) -> tuple[np.ndarray, Format]:
 
 
 def _data_range(codes: np.ndarray) -> tuple[int, int]:
-    return (int(codes.min()), int(codes.max())) if codes.size else (0, 0)
+    """(min, max) of the codes; a broadcast view is reduced over its distinct elements only."""
+    if not codes.size:
+        return 0, 0
+    if 0 in codes.strides:
+        codes = codes[tuple(slice(0, 1) if st == 0 else slice(None) for st in codes.strides)]
+    return int(codes.min()), int(codes.max())
 
 
 def _parse_acc(acc, frac: int) -> Format | None:
@@ -143,14 +153,22 @@ def _exact_format(lo: int, hi: int, frac: int, what: str, op: str) -> Format:
     return Format(bits, frac, signed)
 
 
-_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+def _available_cores() -> int:
+    """Cores this process may run on now (its affinity can shrink after import, e.g. a pinned benchmark
+    or pool worker: more threads than cores would time-slice one core and spin in OpenMP barriers)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+_CORES = _available_cores()     # at import (benchmarks report it)
 _WORK_PER_THREAD = 1 << 18     # MACs below which an extra thread costs more than it saves
 
 
 def _threads(threads, work: int) -> int:
     """Thread count: ``threads`` as given, or (None) all cores for large problems, 1 for tiny ones."""
     if threads is None:
-        return max(1, min(_CORES, work // _WORK_PER_THREAD))
+        if work < 2 * _WORK_PER_THREAD:
+            return 1
+        return max(1, min(_available_cores(), work // _WORK_PER_THREAD))
     if isinstance(threads, (bool, np.bool_)) or not isinstance(threads, (int, np.integer)) or threads < 1:
         raise ValueError(f"threads must be a positive int or None, got {threads!r}")
     return int(threads)
@@ -202,12 +220,13 @@ def _pack_slabs(b3: np.ndarray, dtype, scale: int = 1) -> np.ndarray:
     """b [B, K, N] -> [B, ceil(N/JB)*K*JB]: column slabs [N/JB, K, JB] (zero padded), times ``scale``."""
     nb, kk, n = b3.shape
     jb = _k.slab_width()
-    nblk = -(-n // jb)
-    packed = np.zeros((nb, nblk, kk, jb), dtype)
-    if kk and n:
-        padded = np.zeros((nb, kk, nblk * jb), dtype)
-        padded[:, :, :n] = b3
-        packed[...] = padded.reshape(nb, kk, nblk, jb).transpose(0, 2, 1, 3)
+    nblk, full = -(-n // jb), n // jb
+    packed = _scratch("slabs", (nb, nblk, kk, jb), dtype)      # consumed by one kernel call
+    if full:            # one strided copy (b3 may be a transposed view: see _transposed)
+        packed[:, :full] = b3[:, :, :full * jb].reshape(nb, kk, full, jb).transpose(0, 2, 1, 3)
+    if full < nblk:     # last slab, zero padded
+        packed[:, full] = 0
+        packed[:, full, :, :n - full * jb] = b3[:, :, full * jb:]
     if scale != 1:
         packed *= dtype(scale)
     return packed.reshape(nb, nblk * kk * jb)
@@ -222,16 +241,23 @@ def _exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, threads):
     amax, bmax = max(-a_rng[0], a_rng[1]), max(-b_rng[0], b_rng[1])
     small = nb * m * kk * n <= _SMALL_EXACT and threads == 1
     if kk * pmax <= _I32 and max(amax, bmax) <= _I32 and small:
-        last_path = "exact32"  # small single-thread problems: the int32 SIMD kernel beats BLAS
+        last_path = "exact32"  # see _SMALL_EXACT
         a2, bs, ini, out, cnt = _lane_buffers(a3, b3, None, 0, np.int32, counts=False)
         _k.mac_fast(a2, bs, ini, out, cnt, rpb, _k.FAST_EXACT, np.int32(0), np.int32(0), 0, threads)
         out = out.reshape(nb, m, n)
     elif kk * pmax <= 1 << 53:  # every partial sum is an integer of at most 2^53 (2^24): BLAS is exact
         ftype = np.float32 if kk * pmax <= 1 << 24 else np.float64
         last_path = f"blas{np.dtype(ftype).itemsize * 8}"
-        af, bf = a3.astype(ftype), b3.astype(ftype)
-        out = (af.reshape(nb * m, kk) @ bf[0]).reshape(nb, m, n) if b3.shape[0] == 1 else np.matmul(af, bf)
-        out = out.astype(np.int64)
+        af = _scratch("blas_a", a3.shape, ftype)
+        np.copyto(af, a3, casting="unsafe")                # integers of at most 2^24 / 2^53: exact
+        bf = b3.astype(ftype, copy=False)
+        prod = _scratch("blas_out", (nb, m, n), ftype)
+        if b3.shape[0] == 1:
+            np.matmul(af.reshape(nb * m, kk), bf[0], out=prod.reshape(nb * m, n))
+        else:
+            np.matmul(af, bf, out=prod)
+        out = np.empty((nb, m, n), np.int64)
+        np.copyto(out, prod, casting="unsafe")
     else:
         last_path = "int64"
         a2, bs, ini, out, cnt = _lane_buffers(a3, b3, None, 0, np.int64, counts=False)
@@ -245,14 +271,16 @@ def _exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, threads):
 
 
 def _accumulate(a3, b3, fa: Format, fb: Format, acc, init, r: Rounding, o: Overflow, order: str,
-                at_end: bool, threads, op: str, init_shape, to_internal):
+                at_end: bool, threads, op: str, init_shape, to_internal, a_rng=None):
     """Per-add accumulation of a3 [B, M, K] @ b3 [1 or B, K, N] -> (codes, counts, acc, exact range).
 
     ``codes`` and ``counts`` are [B, M, N] (``counts`` is None when no add can overflow);
     ``exact range`` is (min, max) of the exact sums when an overflow log is active and known.
 
     ``init`` (None, FixedArray or raw codes) is broadcast to the caller's output shape
-    ``init_shape`` and brought to the internal [B, M, N] layout by ``to_internal``.
+    ``init_shape`` and brought to the internal [B, M, N] layout by ``to_internal`` (a view: broadcast
+    starts stay unmaterialised until a kernel needs them).  ``a_rng``: bounds (lo, hi) known to hold
+    every code of ``a3`` (default: its min and max); a wider range only picks a wider, equally exact kernel.
     """
     nb, m, kk = a3.shape
     n = b3.shape[2]
@@ -260,8 +288,12 @@ def _accumulate(a3, b3, fa: Format, fb: Format, acc, init, r: Rounding, o: Overf
     acc = _parse_acc(acc, frac_p)
     init3 = _init_codes(init, init_shape, frac_p if acc is None else acc.frac)
     if init3 is not None:
-        init3 = np.ascontiguousarray(to_internal(init3), dtype=np.int64)
-    a_rng, b_rng = _data_range(a3), _data_range(b3)
+        init3 = to_internal(init3)
+        if init3.dtype != np.int64:
+            init3 = init3.astype(np.int64)
+    if a_rng is None:
+        a_rng = _data_range(a3)
+    b_rng = _data_range(b3)
     i_rng = _data_range(init3) if init3 is not None else (0, 0)
     if acc is None:             # exact accumulator sized from the formats
         p_lo, p_hi = _product_range((fa.min_code, fa.max_code), (fb.min_code, fb.max_code), 0)
@@ -320,29 +352,103 @@ def _count_scratch(rows: int, n: int) -> np.ndarray:
     return buf[:rows * n].reshape(rows, n)
 
 
-def _lane_buffers(a3, b3, init3, shift, dtype, counts=True):
-    """Operands (lane type) and int64 outputs of the SIMD kernels: a [R, K], packed b, init, out, cnt."""
+def _scratch(name: str, shape, dtype) -> np.ndarray:
+    """An uninitialised temporary of ``shape``/``dtype`` from a per-thread buffer named ``name``.
+
+    Fresh arrays of a few hundred KiB can cost a page fault per 4 KiB every call (the allocator
+    returns them to the system on free); internal temporaries that die before the public
+    function returns reuse one buffer per name and thread instead.  Large ones are allocated.
+    """
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if nbytes > _SCRATCH_BYTES:
+        return np.empty(shape, dtype)
+    bufs = _TLS.__dict__.setdefault("scratch", {})
+    buf = bufs.get(name)
+    if buf is None or buf.size < nbytes:
+        buf = bufs[name] = np.empty(max(nbytes, 1 << 16), np.uint8)
+    return buf[:nbytes].view(dtype).reshape(shape)
+
+
+def _lane_buffers(a3, b3, init3, shift, dtype, counts=True, transposed=False):
+    """Operands (lane type) and int64 outputs of the SIMD kernels: a [R, K], packed b, init, out, cnt.
+
+    ``transposed``: the output is a temporary (the caller transposes it into a fresh array)."""
     nb, m, kk = a3.shape
     n = b3.shape[2]
-    a2 = np.ascontiguousarray(a3.reshape(nb * m, kk), dtype=dtype)
+    a2 = a3.reshape(nb * m, kk)
+    if a2.dtype != dtype or not a2.flags.c_contiguous:
+        a2 = _scratch("lane_a", a2.shape, dtype)
+        np.copyto(a2, a3.reshape(nb * m, kk), casting="unsafe")   # the caller checked the lanes hold a
     bs = _pack_slabs(b3, dtype, 1 << shift)
-    ini = np.empty((0, n), dtype) if init3 is None else np.ascontiguousarray(init3, dtype=dtype).reshape(nb * m, n)
+    if init3 is None:
+        ini = np.empty((0, n), dtype)
+    else:
+        ini = _scratch("lane_init", (nb * m, n), dtype)
+        np.copyto(ini, init3.reshape(nb * m, n), casting="unsafe")
     cnt = _count_scratch(nb * m, n) if counts else np.empty((0, n), np.int64)
-    return a2, bs, ini, np.empty((nb * m, n), np.int64), cnt
+    return a2, bs, ini, (_scratch("out_t", (nb * m, n), np.int64) if transposed else
+                         np.empty((nb * m, n), np.int64)), cnt
+
+
+def _transpose_wins(b3, rows: int, n: int, shift: int, nthreads: int = 1) -> bool:
+    """Whether the SIMD kernels should run the transposed problem ``out.T = b.T @ a.T``.
+
+    The kernels hold ``FXA_JB`` output columns per slab (64), so a layer with few output channels
+    (a conv with 8 filters, a dense layer with 10 outputs) fills a few of the lanes; transposed,
+    the many rows (pixels, images) become the columns.  Each output still sees the same products
+    in the same k order, so the bits (codes and overflow counts) are identical.  Chosen when it
+    needs less than half the lane work per thread (threads take chunks of 32 rows).
+    """
+    jb = _k.slab_width()
+    if b3.shape[0] != 1 or shift != 0 or n % jb == 0:
+        return False
+    plain = -(-n // jb) * jb * rows / min(nthreads, -(-rows // 32))
+    transposed = -(-rows // jb) * jb * n / min(nthreads, -(-n // 32))
+    return plain > 2 * transposed
+
+
+def _transposed(a3, b3, init3):
+    """Operands of the transposed problem: a' = b.T [1, N, K], b' = a.T [1, K, R], init' [N, R]."""
+    nb, m, kk = a3.shape
+    n = b3.shape[2]
+    rows = nb * m
+    it = None if init3 is None else init3.reshape(rows, n).T[None]
+    return b3[0].T[None], a3.reshape(1, rows, kk).transpose(0, 2, 1), it
 
 
 def _per_add(a3, b3, rpb, init3, acc, shift, r, o, order, at_end, a_rng, b_rng, p_lo, p_hi, i_rng,
              lo_acc, hi_acc, nthreads):
-    global last_path
     nb, m, kk = a3.shape
     n = b3.shape[2]
+    if not at_end and _transpose_wins(b3, nb * m, n, shift, nthreads):
+        at, bt, it = _transposed(a3, b3, init3)
+        res = _simd(at, bt, n, it, acc, shift, o, order, b_rng, a_rng, p_lo, p_hi, i_rng, lo_acc, hi_acc,
+                    nthreads, transposed=True)
+        if res is not None:
+            out = np.empty((nb * m, n), np.int64)
+            out[...] = res[0].T
+            return out.reshape(nb, m, n), res[1].T.reshape(nb, m, n)
+    res = _simd(a3, b3, rpb, init3, acc, shift, o, order, a_rng, b_rng, p_lo, p_hi, i_rng, lo_acc, hi_acc,
+                nthreads) if not at_end else None
+    if res is not None:
+        return res[0].reshape(nb, m, n), res[1].reshape(nb, m, n)
+    return _generic(a3, b3, rpb, init3, acc, shift, r, o, order, at_end, nthreads)
+
+
+def _simd(a3, b3, rpb, init3, acc, shift, o, order, a_rng, b_rng, p_lo, p_hi, i_rng, lo_acc, hi_acc,
+          nthreads, transposed=False):
+    """The 16/32/64-bit-lane sequential or adder-tree kernels: ``(out, counts)`` [R, N], or None when
+    no lane width holds the data (or the mode needs the generic kernel)."""
+    global last_path
+    kk = a3.shape[2]
     fast = _FAST_MODES.get(o, -1)
     if fast is None:
         fast = _k.FAST_WRAP_SIGNED if acc.signed else _k.FAST_WRAP_UNSIGNED
     head = max(abs(acc.min_code), acc.max_code, abs(i_rng[0]), abs(i_rng[1])) + max(abs(p_lo), abs(p_hi))
     b_max = max(abs(b_rng[0]), abs(b_rng[1])) << max(shift, 0)
     a_max = max(abs(a_rng[0]), abs(a_rng[1]))
-    if fast != -1 and order == "sequential" and not at_end and shift >= 0:
+    if fast != -1 and order == "sequential" and shift >= 0:
         lanes = [(np.int32, _I32, _k.mac_fast), (np.int64, _I63, _k.mac_fast)]
         b_lo, b_hi = b_rng[0] << shift, b_rng[1] << shift
         if (_SIMD16 and acc.signed and acc.word <= 16 and fast != _k.FAST_WRAP_UNSIGNED
@@ -351,23 +457,31 @@ def _per_add(a3, b3, rpb, init3, acc, shift, r, o, order, at_end, a_rng, b_rng, 
         for dtype, limit, kernel in lanes:
             if head <= limit and a_max <= limit and b_max <= limit and kk <= _I32:
                 bits = 8 * np.dtype(dtype).itemsize
-                a2, bs, ini, out, cnt = _lane_buffers(a3, b3, init3, shift, dtype)
+                a2, bs, ini, out, cnt = _lane_buffers(a3, b3, init3, shift, dtype, transposed=transposed)
                 last_path = f"simd{bits}"
                 kernel(a2, bs, ini, out, cnt, rpb, fast, dtype(lo_acc), dtype(hi_acc), bits - acc.word,
                        nthreads)
-                return out.reshape(nb, m, n), cnt.reshape(nb, m, n)
-    if fast != -1 and order == "tree" and not at_end and shift >= 0:
+                return out, cnt
+    if fast != -1 and order == "tree" and shift >= 0:
         # a tree node adds two products or accumulator codes: twice the largest must fit the lanes
         node = 2 * max(max(abs(p_lo), abs(p_hi)), abs(acc.min_code), acc.max_code, abs(i_rng[0]), abs(i_rng[1]))
         for dtype, limit in ((np.int32, _I32), (np.int64, _I63)):
             if node <= limit and a_max <= limit and b_max <= limit and kk <= _I32:
                 bits = 8 * np.dtype(dtype).itemsize
-                a2, bs, ini, out, cnt = _lane_buffers(a3, b3, init3, shift, dtype)
+                a2, bs, ini, out, cnt = _lane_buffers(a3, b3, init3, shift, dtype, transposed=transposed)
                 scratch = np.empty((nthreads, max(kk, 1) * _k.slab_width()), dtype)
                 last_path = f"tree{bits}"
                 _k.tree_fast(a2, bs, ini, out, cnt, scratch, rpb, fast, dtype(lo_acc), dtype(hi_acc),
                              bits - acc.word, nthreads)
-                return out.reshape(nb, m, n), cnt.reshape(nb, m, n)
+                return out, cnt
+    return None
+
+
+def _generic(a3, b3, rpb, init3, acc, shift, r, o, order, at_end, nthreads):
+    """The generic int128 kernel (any width, mode, rounding, order)."""
+    global last_path
+    nb, m, kk = a3.shape
+    n = b3.shape[2]
     a2 = np.ascontiguousarray(a3.reshape(nb * m, kk), dtype=np.int64)
     bt = np.ascontiguousarray(np.swapaxes(b3, 1, 2), dtype=np.int64)
     out = np.empty((nb * m, n), np.int64)
@@ -556,12 +670,20 @@ def _conv(cx, fx, cw, fw, acc, stride, padding, dilation, groups, r, o, order, a
     if oh < 1 or ow < 1:
         raise ValueError(f"{op}: the kernel ({kh}x{kw}, dilation {dils}) does not fit the padded input "
                          f"({h}x{wd}, padding {pads}); output would be {oh}x{ow}")
+    a_rng = _data_range(cx)
+    if any(pads[0] + pads[1]):
+        a_rng = (min(a_rng[0], 0), max(a_rng[1], 0))            # padded taps are zeros
+    dtype = cx.dtype
+    if dtype.itemsize > 2:                                     # narrow lanes: less memory traffic
+        dtype = next(t for t in (np.int16, np.int32, np.int64)
+                     if np.iinfo(t).min <= a_rng[0] and a_rng[1] <= np.iinfo(t).max)
     xp = np.pad(cx, ((0, 0), pads[0], pads[1], (0, 0)))
-    patches = np.empty((nbatch, oh, ow, kh, kw, cin), cx.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            patches[:, :, :, i, j, :] = xp[:, i * dils[0]: i * dils[0] + (oh - 1) * strides[0] + 1: strides[0],
-                                           j * dils[1]: j * dils[1] + (ow - 1) * strides[1] + 1: strides[1], :]
+    # one strided copy: windows [N, OH, OW, C, KH, KW] -> patches [N, OH, OW, KH, KW, C]
+    windows = np.lib.stride_tricks.sliding_window_view(
+        xp, ((kh - 1) * dils[0] + 1, (kw - 1) * dils[1] + 1), axis=(1, 2))
+    windows = windows[:, ::strides[0], ::strides[1], :, ::dils[0], ::dils[1]][:, :oh, :ow]
+    patches = _scratch("patches", (nbatch, oh, ow, kh, kw, cin), dtype)
+    np.copyto(patches, windows.transpose(0, 1, 2, 4, 5, 3), casting="unsafe")
     npos, cog, kk = nbatch * oh * ow, cout // groups, kh * kw * cg
     a3 = patches.reshape(npos, kh, kw, groups, cg).transpose(3, 0, 1, 2, 4).reshape(groups, npos, kk)
     b3 = cw.reshape(kh, kw, cg, groups, cog).transpose(3, 0, 1, 2, 4).reshape(groups, kk, cog)
@@ -571,7 +693,7 @@ def _conv(cx, fx, cw, fw, acc, stride, padding, dilation, groups, r, o, order, a
         return t.reshape(npos, groups, cog).transpose(1, 0, 2)
 
     out, counts, accf, rng = _accumulate(a3, b3, fx, fw, acc, init, r, o, order, at_end, threads, op, user,
-                                    to_internal)
+                                    to_internal, a_rng)
     out = out.transpose(1, 0, 2).reshape(user)
     counts = None if counts is None else counts.transpose(1, 0, 2).reshape(user)
     return out, counts, accf, rng

@@ -10,8 +10,9 @@ TFLite's settings they reproduce its reference int8 kernels.  (They carry a
 ``quantized_`` prefix because ``fxpsim.conv2d`` is the datapath's accumulating
 convolution.)
 
-All integer arithmetic is done on int64 numpy arrays whose intermediate values are
-proven to fit, so no step depends on C overflow rules.
+All integer arithmetic is done on numpy arrays whose intermediate values are proven to
+fit (int64; zero-point offsets of the operands in the narrowest type that holds every
+possible difference, int16 for 8-bit codes), so no step depends on C overflow rules.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import numpy as np
 from .datapath import conv2d as _datapath_conv2d
 from .datapath import matmul as _datapath_matmul
 from .fixed import FixedArray, Format, Overflow, from_raw
+from .fixed import _logging as _overflow_log_active
 from .requantize import (
     Requantizer, _check_range, _check_zero_point, _iinfo, _wrap_int32, multiply_by_quantized_multiplier,
     tflite_add_params,
@@ -64,12 +66,20 @@ def _operand(a, name: str, ndim: int):
     return arr
 
 
-def _offset(arr: np.ndarray, zp, name: str, channel_axis: int | None = None) -> np.ndarray:
-    """``arr - zp`` in int64; ``zp`` scalar, or per channel along ``channel_axis``."""
+def _narrow_dtype(lo: int, hi: int):
+    """The narrowest of int16/int32/int64 holding [lo, hi] (narrow operands: less memory traffic)."""
+    return next(t for t in (np.int16, np.int32, np.int64) if np.iinfo(t).min <= lo and hi <= np.iinfo(t).max)
+
+
+def _offset(arr: np.ndarray, zp, name: str, channel_axis: int | None = None, narrow: bool = False) -> np.ndarray:
+    """``arr - zp``, exact, in int64 or (``narrow``) the narrowest signed type holding every
+    possible difference (int16 for 8-bit codes); ``zp`` scalar, or per channel along ``channel_axis``."""
     info = np.iinfo(arr.dtype)
     zps = np.asarray(zp)
     if zps.ndim == 0:
-        return arr.astype(np.int64) - _check_zero_point(zp, info, name)
+        z = _check_zero_point(zp, info, name)
+        dtype = _narrow_dtype(int(info.min) - z, int(info.max) - z) if narrow else np.int64
+        return np.subtract(arr, z, dtype=dtype) if z else arr.astype(dtype)
     if channel_axis is None or zps.ndim != 1 or zps.shape[0] != arr.shape[channel_axis]:
         raise ValueError(f"{name} must be a scalar{'' if channel_axis is None else ' or one per channel'}"
                          f", got shape {zps.shape}")
@@ -77,7 +87,8 @@ def _offset(arr: np.ndarray, zp, name: str, channel_axis: int | None = None) -> 
         _check_zero_point(int(z), info, name)
     shape = [1] * arr.ndim
     shape[channel_axis] = -1
-    return arr.astype(np.int64) - zps.astype(np.int64).reshape(shape)
+    dtype = _narrow_dtype(int(info.min) - int(zps.max()), int(info.max) - int(zps.min())) if narrow else np.int64
+    return arr.astype(dtype) - zps.astype(dtype).reshape(shape)
 
 
 def _clamp_range(act_min, act_max, info) -> tuple[int, int]:
@@ -132,13 +143,18 @@ def _output_spec(out_zp, act_min, act_max, out_dtype) -> tuple:
 def _finish(acc: FixedArray, bias, bias_at: str, overflow, requant: Requantizer, out_spec) -> IntegerResult:
     """Bias add (``end``), requantize along the last axis, add zero point, clamp."""
     overflows = int(acc.overflows)
+    raw = acc.raw
     if bias is not None and bias_at == "end":
-        full = from_raw(np.broadcast_to(bias, acc.shape).copy(), Format.integer(acc.fmt.word))
-        acc = (acc + full).cast(acc.fmt, overflow=overflow)
-        overflows += int(acc.overflows)
+        total = raw + bias                 # exact: |acc|, |bias| < 2^62
+        if (_overflow_log_active() or int(total.min()) < acc.fmt.min_code
+                or int(total.max()) > acc.fmt.max_code):  # an add overflows (or is logged): fit it
+            full = from_raw(np.broadcast_to(bias, acc.shape).copy(), Format.integer(acc.fmt.word))
+            fitted = (acc + full).cast(acc.fmt, overflow=overflow)
+            overflows += int(fitted.overflows)
+            total = fitted.raw
+        raw = total
     dtype, zp, lo, hi = out_spec
-    y = requant(acc.raw, axis=-1) + zp
-    return IntegerResult(np.clip(y, lo, hi).astype(dtype), acc.raw, overflows)
+    return IntegerResult(requant._output_codes(raw, acc.fmt.word, zp, lo, hi, dtype), raw, overflows)
 
 
 def _common(bias_at, overflow, order):
@@ -197,9 +213,9 @@ def quantized_fully_connected(x, w, bias=None, *, requant: Requantizer, x_zp=0, 
     fmt = _acc_format(acc)
     requant = _check_requant(requant, w.shape[0])
     b = _bias(bias, w.shape[0], fmt)
-    xo = _offset(x, x_zp, "x_zp")
-    wo = _offset(w, w_zp, "w_zp", channel_axis=0)
-    init = np.broadcast_to(b, x.shape[:-1] + (w.shape[0],)).copy() if (b is not None and bias_at == "init") else None
+    xo = _offset(x, x_zp, "x_zp", narrow=True)
+    wo = _offset(w, w_zp, "w_zp", channel_axis=0, narrow=True)
+    init = np.broadcast_to(b, x.shape[:-1] + (w.shape[0],)) if (b is not None and bias_at == "init") else None
     a = _datapath_matmul(xo, np.ascontiguousarray(wo.T), acc=fmt, overflow=overflow, order=order, init=init)
     return _finish(a, b, bias_at, overflow, requant, out_spec)
 
@@ -249,10 +265,10 @@ def _conv(x, w_hwio, groups, bias, requant, x_zp, out_zp, stride, padding, dilat
     n_out = w_hwio.shape[3]
     requant = _check_requant(requant, n_out)
     b = _bias(bias, n_out, fmt)
-    xo = _offset(x, x_zp, "x_zp")
+    xo = _offset(x, x_zp, "x_zp", narrow=True)
     out_hw = tuple((n + p0 + p1 - (k - 1) * d - 1) // s + 1
                    for n, k, s, d, (p0, p1) in zip(x.shape[1:3], w_hwio.shape[:2], stride, dilation, pads))
-    init = (np.broadcast_to(b, (x.shape[0],) + out_hw + (n_out,)).copy()
+    init = (np.broadcast_to(b, (x.shape[0],) + out_hw + (n_out,))
             if (b is not None and bias_at == "init") else None)
     a = _datapath_conv2d(xo, np.ascontiguousarray(w_offset(w_hwio)), acc=fmt, stride=stride, padding=pads,
                          dilation=dilation, groups=groups, overflow=overflow, order=order, init=init)
@@ -293,7 +309,7 @@ def quantized_conv2d(x, w, bias=None, *, requant: Requantizer, x_zp=0, w_zp=0, o
     w_hwio = np.transpose(w, (1, 2, 3, 0))
     return _conv(x, w_hwio, 1, bias, requant, x_zp, out_zp, stride, padding, dilation, act_min, act_max,
                  out_dtype, acc, overflow, order, bias_at,
-                 lambda k: _offset(k, w_zp, "w_zp", channel_axis=3))
+                 lambda k: _offset(k, w_zp, "w_zp", channel_axis=3, narrow=True))
 
 
 def quantized_depthwise_conv2d(x, w, bias=None, *, requant: Requantizer, x_zp=0, w_zp=0, out_zp=0,
@@ -330,7 +346,7 @@ def quantized_depthwise_conv2d(x, w, bias=None, *, requant: Requantizer, x_zp=0,
     w_hwio = np.transpose(w, (1, 2, 0, 3))         # (KH, KW, 1, C*M)
     return _conv(x, w_hwio, x.shape[3], bias, requant, x_zp, out_zp, stride, padding, dilation, act_min,
                  act_max, out_dtype, acc, overflow, order, bias_at,
-                 lambda k: _offset(k, w_zp, "w_zp", channel_axis=3))
+                 lambda k: _offset(k, w_zp, "w_zp", channel_axis=3, narrow=True))
 
 
 def quantized_add(x1, x2, *, scale1: float, zp1: int, scale2: float, zp2: int, out_scale: float,

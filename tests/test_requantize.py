@@ -21,6 +21,7 @@ from fxpsim.requantize import (
     requantize_float, requantize_shift, rounding_divide_by_pot, saturating_rounding_doubling_high_mul,
     tflite_add_params,
 )
+from fxpsim.requantize import _fused_constants
 from reference import (DETERMINISTIC_ROUNDING_MODES, overflow_int, ref_mbqm, ref_quantize_multiplier,
                        ref_rdbpot, ref_srdhm, round_fraction)
 
@@ -305,3 +306,28 @@ def test_package_exports_resolve_to_this_module():
 
     for name in rq.__all__:
         assert getattr(fxpsim, name) is getattr(rq, name), f"fxpsim.{name} is shadowed by another module"
+
+
+# --------------------------------------------------------------------------- fused output stage
+@given(st.data())
+def test_fused_output_codes_equal_the_gemmlowp_reference(data):
+    """Requantizer._output_codes fuses rounding, zero point and clamp for 'double'/'single'; every
+    code must equal clamp(MultiplyByQuantizedMultiplier(acc) + zp) from the big-integer model."""
+    kind = data.draw(st.sampled_from(["double", "single"]))
+    acc_bits = data.draw(st.integers(2, 32))
+    channels = data.draw(st.integers(1, 4))
+    reals = data.draw(st.lists(st.floats(1e-6, 2.0), min_size=channels, max_size=channels))
+    pairs = [ref_quantize_multiplier(r, single=kind == "single") for r in reals]
+    rq = Requantizer(kind=kind, multiplier=tuple(m for m, _ in pairs), shift=tuple(s for _, s in pairs))
+    top = 1 << (acc_bits - 1)
+    edge = st.sampled_from([-top, -top + 1, -1, 0, 1, top - 1])
+    acc = np.array(data.draw(st.lists(st.one_of(edge, st.integers(-top, top - 1)),
+                                      min_size=channels, max_size=8 * channels)), dtype=np.int64)
+    acc = acc[: acc.size // channels * channels].reshape(-1, channels)
+    zp = data.draw(st.integers(-128, 127))
+    if acc_bits <= 24:                              # these always take the fused path
+        assert _fused_constants(rq, acc_bits, zp) is not None
+    got = rq._output_codes(acc, acc_bits, zp, -128, 127, np.int8)
+    want = [[min(max(ref_mbqm(int(x), pairs[c][0], pairs[c][1], kind) + zp, -128), 127)
+             for c, x in enumerate(row)] for row in acc]
+    np.testing.assert_array_equal(got, np.array(want, dtype=np.int8).reshape(got.shape))
