@@ -8,6 +8,7 @@ Prints one table: figure, fxpsim MAC/s, baseline MAC/s (measured in the same run
   (c) the same with wrap              vs the same numpy loop with a two's-complement wrap
   (d) 3x3 conv2d, 1x56x56x64 int8, 64 filters, SAME: exact and 16-bit saturating, vs numpy
       im2col + float64 BLAS (exact) / the numpy loop over the 576 taps (saturating)
+  (e) 16-bit saturating accumulator vs APyTypes' APyFixedAccumulatorContext, when installed
 
 Shapes: int8 x int8, 256x256 @ 256x256 and 1024x1024 @ 1024x256; one thread and all cores.
 Run:  python benchmarks/bench_datapath.py [--quick]
@@ -69,6 +70,32 @@ def im2col(x, kh, kw):
     return cols.reshape(n * h * w, kh * kw * c)
 
 
+def apytypes_row(rng, add):
+    """(e) APyTypes' matmul inside APyFixedAccumulatorContext (16-bit, SAT), when installed.
+
+    A smaller problem (64x256 @ 256x64) keeps it short; the note says whether its results equal a
+    16-bit accumulator saturating at every add (fxpsim's per-add kernel) or not.
+    """
+    try:
+        import apytypes as apy
+    except ImportError:
+        return
+    a = rng.integers(-128, 128, (64, 256)).astype(np.int64)
+    b = rng.integers(-128, 128, (256, 64)).astype(np.int64)
+    pa = apy.APyFixedArray.from_float(a.astype(np.float64), int_bits=8, frac_bits=0)
+    pb = apy.APyFixedArray.from_float(b.astype(np.float64), int_bits=8, frac_bits=0)
+
+    def apy_matmul():
+        with apy.APyFixedAccumulatorContext(int_bits=16, frac_bits=0, quantization=apy.QuantizationMode.TRN,
+                                            overflow=apy.OverflowMode.SAT):
+            return pa @ pb
+    t_apy = best_time(apy_matmul, repeat=3)
+    t_ours = best_time(lambda: matmul(a, b, 16, overflow="saturate", threads=1))
+    same = np.array_equal(np.asarray(apy_matmul().to_numpy()), matmul(a, b, 16, overflow="saturate").raw)
+    add(f"(e) acc16 sat 64x256@256x64 vs APyTypes {apy.__version__}", 64 * 256 * 64, t_ours, t_apy,
+        ">= 100x APyTypes" + ("" if same else "  (APyTypes' results differ: no per-add saturation)"))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small shape only")
@@ -122,6 +149,7 @@ def main():
             conv2d(x, w, 16, padding="SAME", threads=threads)
         add(f"(d) conv2d 3x3 56x56x64 acc16 sat t={threads}", macs, t_ours, t_loop)
 
+    apytypes_row(rng, add)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"fxpsim datapath benchmark -- {platform.processor() or platform.machine()}, {cores} core(s), "
           f"load average {load:.1f}, SIMD dispatch: {datapath._k.has_simd_dispatch()}, "
