@@ -504,3 +504,20 @@ def test_few_output_columns_many_rows_matches_reference(order, overflow):
             want[i, j], overflows = code, overflows + count
     np.testing.assert_array_equal(got.raw, want)
     assert got.overflows == overflows > 0
+
+
+@pytest.mark.parametrize("acc", [None, 16, 12])
+@pytest.mark.parametrize("order", ["sequential", "tree"])
+def test_results_never_alias_the_reused_scratch_buffers(acc, order):
+    """Kernels reuse per-thread scratch buffers; a returned result must survive the next call."""
+    rng = np.random.default_rng(3)
+    for sa, sb in (((64, 32), (32, 8)), ((700, 27), (27, 8)), ((256, 256), (256, 256))):
+        first = matmul(rng.integers(-128, 128, sa), rng.integers(-128, 128, sb), acc=acc, order=order)
+        kept = first.raw.copy()
+        matmul(rng.integers(-128, 128, sa), rng.integers(-128, 128, sb), acc=acc, order=order)
+        np.testing.assert_array_equal(first.raw, kept)
+    x, w = rng.integers(-128, 128, (2, 9, 9, 3)), rng.integers(-128, 128, (3, 3, 3, 8))
+    first = conv2d(x, w, acc=acc, padding="SAME", order=order)
+    kept = first.raw.copy()
+    conv2d(x[::-1].copy(), w, acc=acc, padding="SAME", order=order)
+    np.testing.assert_array_equal(first.raw, kept)
