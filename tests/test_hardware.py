@@ -57,7 +57,10 @@ def test_preset_contents():
 
 @given(wb=st.integers(2, 16), ab=st.integers(2, 16), acc=st.integers(2, 64), data=st.data())
 def test_config_round_trips_property(wb, ab, acc, data):
-    import tomllib
+    try:
+        import tomllib
+    except ModuleNotFoundError:      # Python 3.10
+        import tomli as tomllib
     from fxpsim.fixed import Overflow, Rounding
     draw = data.draw
     cfg = HardwareConfig(
