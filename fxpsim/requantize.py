@@ -303,6 +303,14 @@ def multiply_by_quantized_multiplier(acc, multiplier, shift, rounding: str = "do
 
 
 # --------------------------------------------------------------------------- other requantizers
+def _integer_register(out: Format | None, where: str) -> Format:
+    """The output register of a requantizer: ``Format.integer(32)`` by default, integer codes only."""
+    out = Format.integer(32) if out is None else out
+    if out.frac != 0:
+        raise ValueError(f"{where}: out must be an integer format (frac == 0), got {out}")
+    return out
+
+
 def requantize_shift(acc, shift, rounding="half_up", *, axis: int = -1, out: Format | None = None,
                      overflow="saturate", seed: int | None = None) -> np.ndarray:
     r"""Power-of-two requantization (a barrel shifter): :math:`y = \mathrm{round}(\mathrm{acc} / 2^{s})`.
@@ -329,9 +337,7 @@ def requantize_shift(acc, shift, rounding="half_up", *, axis: int = -1, out: For
     ndarray of int64
     """
     x = _int_array(acc, "acc")
-    out = Format.integer(32) if out is None else out
-    if out.frac != 0:
-        raise ValueError(f"requantize_shift: out must be an integer format (frac == 0), got {out}")
+    out = _integer_register(out, "requantize_shift")
     ax = _norm_axis(axis, x.ndim)
     s = _int_array(shift, "shift")
     _check_range(s, -63, 63, "shift")
@@ -368,9 +374,7 @@ def requantize_float(acc, scale, rounding="half_away", *, axis: int = -1, out: F
     ndarray of int64
     """
     x = _int_array(acc, "acc")
-    out = Format.integer(32) if out is None else out
-    if out.frac != 0:
-        raise ValueError(f"requantize_float: out must be an integer format (frac == 0), got {out}")
+    out = _integer_register(out, "requantize_float")
     sc = np.asarray(scale, dtype=np.float64)
     if not (np.all(np.isfinite(sc)) and np.all(sc > 0)):
         raise ValueError("requantize_float: scale must be positive and finite")
