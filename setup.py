@@ -1,6 +1,6 @@
 """Build script for fxpsim's Cython extensions.
 
-Every ``fxpsim/*.pyx`` becomes one extension module.  OpenMP is used when the
+Every ``fxpsim/**/*.pyx`` becomes one extension module.  OpenMP is used when the
 compiler supports it (set ``FXPSIM_NO_OPENMP=1`` to build without it).  Set
 ``FXPSIM_SANITIZE=1`` to build with ``-fsanitize=undefined,float-cast-overflow``
 (used by ``.ci/run`` to catch undefined behaviour in the kernels).
@@ -59,9 +59,9 @@ def _flags():
 def _extensions():
     compile_args, link_args, macros = _flags()
     exts = []
-    for pyx in sorted(glob.glob(os.path.join("fxpsim", "*.pyx"))):
-        name = "fxpsim." + os.path.splitext(os.path.basename(pyx))[0]
-        exts.append(Extension(name, [pyx], include_dirs=[np.get_include(), "fxpsim"],
+    for pyx in sorted(glob.glob(os.path.join("fxpsim", "**", "*.pyx"), recursive=True)):
+        name = os.path.splitext(pyx)[0].replace(os.sep, ".")
+        exts.append(Extension(name, [pyx], include_dirs=[np.get_include(), os.path.dirname(pyx)],
                               extra_compile_args=compile_args, extra_link_args=link_args,
                               define_macros=macros))
     return cythonize(exts, compiler_directives={"language_level": "3"})

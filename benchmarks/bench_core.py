@@ -16,7 +16,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from fxpsim.fixed import Format, add, from_float, mul  # noqa: E402
+from fxpsim.core.fixed import Format, add, from_float, mul  # noqa: E402
 
 
 def median_time(fn, repeat: int) -> float:

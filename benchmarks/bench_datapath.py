@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 from fxpsim import datapath
-from fxpsim.datapath import conv2d, matmul
+from fxpsim.datapath.accumulate import conv2d, matmul
 
 try:                                   # limit BLAS threads for the 1-thread baselines
     from threadpoolctl import threadpool_limits

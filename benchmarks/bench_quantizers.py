@@ -20,7 +20,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
-from fxpsim.fake_quant import (fake_quant_with_min_max_vars, fake_quant_with_min_max_vars_fused,  # noqa: E402
+from fxpsim.quant.fake_quant import (fake_quant_with_min_max_vars, fake_quant_with_min_max_vars_fused,  # noqa: E402
                                fake_quant_with_min_max_vars_gradient, tf_nudge)
 
 MIN, MAX, NUM_BITS = -3.0, 3.0, 8

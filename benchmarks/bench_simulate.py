@@ -44,7 +44,7 @@ def _rate(fn, n_images: int, min_time: float = 1.0) -> float:
 
 
 def _table(rows, headers):
-    from fxpsim.report import format_table
+    from fxpsim.report.render import format_table
     print(format_table(rows, headers))
     print()
 
@@ -52,7 +52,7 @@ def _table(rows, headers):
 def bench_networks(quick: bool):
     from fxpsim import nn
     from fxpsim.cli import demo_model
-    from fxpsim.datasets import load_digits
+    from fxpsim.nn.datasets import load_digits
     from fxpsim.hardware import convert, preset, simulate
     min_time = 0.3 if quick else 1.0
     configs = [("tflite-int8 (acc32 wrap)", preset("tflite-int8")),
@@ -93,8 +93,8 @@ def bench_networks(quick: bool):
 
 def bench_sweep(quick: bool):
     from fxpsim.cli import demo_model
-    from fxpsim.datasets import load_digits
-    from fxpsim.sweeps import sweep
+    from fxpsim.nn.datasets import load_digits
+    from fxpsim.hardware.sweeps import sweep
     model, _ = demo_model(epochs=1)
     x, y = load_digits("test")
     xc = load_digits("train")[0][:500]

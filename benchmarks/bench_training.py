@@ -19,9 +19,9 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from fxpsim.datasets import load_digits  # noqa: E402
+from fxpsim.nn.datasets import load_digits  # noqa: E402
 from fxpsim.nn import mlp, quantization_scheme, small_cnn  # noqa: E402
-from fxpsim.train import Adam, fit  # noqa: E402
+from fxpsim.nn.train import Adam, fit  # noqa: E402
 
 # PyTorch one-thread ms/epoch measured on the project machine (issue 5); the target is within 2x.
 PYTORCH_BASELINE_MS = {("MLP", "float"): 14.0, ("MLP", "int8"): 51.0, ("CNN", "float"): 40.0,

@@ -13,9 +13,9 @@ import os
 import tempfile
 
 from fxpsim.cli import demo_model
-from fxpsim.datasets import load_digits
+from fxpsim.nn.datasets import load_digits
 from fxpsim.hardware import HardwareConfig, preset, simulate
-from fxpsim.sweeps import sweep
+from fxpsim.hardware.sweeps import sweep
 
 MY_NPU = """
 name = "my-npu"

@@ -16,9 +16,9 @@ import time
 
 import numpy as np
 
-from fxpsim.datasets import load_digits
+from fxpsim.nn.datasets import load_digits
 from fxpsim.nn import mlp, quantization_scheme, small_cnn
-from fxpsim.train import Adam, CosineLR, evaluate, fit
+from fxpsim.nn.train import Adam, CosineLR, evaluate, fit
 
 # (scheme, label, weight bits for the plot: ternary carries log2(3) bits of information)
 SCHEMES = [("float", "float32", 32.0), ("int8", "8-bit W+A", 8.0), ("int4", "4-bit W+A", 4.0),

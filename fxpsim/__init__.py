@@ -1,49 +1,52 @@
 """fxpsim: bit-accurate fixed-point and quantized-accelerator simulation.
 
-Layers (imports flow one way): ``formats`` (Format, rounding and overflow modes) ->
-``fixed`` (FixedArray on the Cython core) -> ``datapath`` (accumulating kernels) ->
-``requantize`` (TFLite/gemmlowp arithmetic) -> ``integer_layers`` (integer layer kernels);
-``fake_quant`` -> ``quantizers`` / ``observers`` -> ``nn`` / ``train`` / ``datasets`` ->
-``hardware`` / ``sweeps`` -> ``report`` / ``plots`` -> ``cli``.
+Subpackages, imports flowing down this list only (``shared/ARCHITECTURE.md``):
 
-Public names are re-exported lazily from each module's ``__all__`` so that
-``import fxpsim`` stays fast (matplotlib and friends load only when used).
+``core``      Format, rounding/overflow modes, FixedArray, exact float->code and code->code kernels
+``datapath``  accumulators that overflow at every add (matmul/conv), requantization, integer op kernels
+``quant``     TF/PyTorch-exact fake quantization, quantizer classes with STE gradients, observers
+``nn``        layers, training loop, data sets
+``graph``     the integer graph every network becomes
+``io``        readers and writers of other tools' formats
+``hardware``  HardwareConfig and presets, conversion, simulate, sweep
+``report``    reports (text, JSON, Markdown, HTML) and plots
+``cli``       the ``fxpsim`` command
+
+Every public name is re-exported here lazily (``fxpsim.matmul``, ``fxpsim.simulate``, ...), so
+``import fxpsim`` stays fast: matplotlib and the optional format readers load only when used.
 """
 from __future__ import annotations
 
 import importlib
-import importlib.util
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
-_MODULES = ("formats", "fixed", "datapath", "requantize", "integer_layers", "fake_quant", "quantizers",
-            "observers", "nn", "train", "datasets", "hardware", "sweeps", "report", "plots")
+_SUBPACKAGES = ("core", "datapath", "quant", "nn", "graph", "io", "hardware", "report")
+# Modules users reach as ``fxpsim.<name>`` (the README names them), kept where they now live.
+_MODULE_ALIASES = {"train": "nn.train", "datasets": "nn.datasets", "requantize": "datapath.requantize",
+                   "integer_layers": "datapath.integer_ops", "plots": "report.plots"}
 
 
 def __getattr__(name: str):
     if name.startswith("_"):          # private names go through the import system
         raise AttributeError(name)
-    if importlib.util.find_spec(f"{__name__}.{name}") is not None:    # a submodule: just import it
+    if name in _SUBPACKAGES or name == "cli":
         return importlib.import_module(f".{name}", __name__)
-    for module_name in _MODULES:
-        try:
-            module = importlib.import_module(f".{module_name}", __name__)
-        except ModuleNotFoundError as exc:  # module not written yet
-            if exc.name == f"{__name__}.{module_name}":
-                continue
-            raise
-        if name in getattr(module, "__all__", ()):
-            value = getattr(module, name)
+    if name in _MODULE_ALIASES:
+        module = importlib.import_module(f".{_MODULE_ALIASES[name]}", __name__)
+        globals()[name] = module
+        return module
+    for package_name in _SUBPACKAGES:
+        package = importlib.import_module(f".{package_name}", __name__)
+        if name in getattr(package, "__all__", ()):
+            value = getattr(package, name)
             globals()[name] = value
             return value
     raise AttributeError(f"module 'fxpsim' has no attribute {name!r}")
 
 
 def __dir__():
-    names = set(globals())
-    for module_name in _MODULES:
-        try:
-            names.update(getattr(importlib.import_module(f".{module_name}", __name__), "__all__", ()))
-        except ModuleNotFoundError:
-            continue
+    names = set(globals()) | set(_SUBPACKAGES) | set(_MODULE_ALIASES)
+    for package_name in _SUBPACKAGES:
+        names.update(getattr(importlib.import_module(f".{package_name}", __name__), "__all__", ()))
     return sorted(names)

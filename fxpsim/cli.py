@@ -111,7 +111,7 @@ def _data_args(p):
 
 # ----- helpers ---------------------------------------------------------------------------------------
 def _load_model(path: str):
-    from .train import load_model
+    from .nn.train import load_model
     if not os.path.isfile(path):
         raise UsageError(f"model file not found: {path}")
     try:
@@ -133,7 +133,7 @@ def _load_data(args, model):
     """(x, y, x_calibration) for --data."""
     import numpy as np
     if args.data == "digits":
-        from .datasets import load_digits
+        from .nn.datasets import load_digits
         flat = _wants_flat(model)
         x, y = load_digits("test", seed=args.seed, flatten=flat)
         xc, _ = load_digits("train", seed=args.seed, flatten=flat)
@@ -153,7 +153,7 @@ def _load_data(args, model):
 
 
 def _load_config(spec: str):
-    from .hardware import ConfigError, load_config
+    from .hardware.simulation import ConfigError, load_config
     try:
         return load_config(spec)
     except FileNotFoundError as exc:
@@ -168,18 +168,18 @@ def _say(*lines):
 
 # ----- commands --------------------------------------------------------------------------------------
 def cmd_presets(args) -> int:
-    from .hardware import preset, preset_names
+    from .hardware.simulation import preset, preset_names
     if args.show:
         _say(_load_config(args.show).to_toml().rstrip())
         return 0
-    from .report import format_table
+    from .report.render import format_table
     rows = [[n, preset(n).summary()] for n in preset_names()]
     _say(format_table(rows, ["preset", "datapath"]))
     return 0
 
 
 def cmd_simulate(args) -> int:
-    from .hardware import simulate
+    from .hardware.simulation import simulate
     config = _load_config(args.config)
     model = _load_model(args.model)
     x, y, xc = _load_data(args, model)
@@ -196,8 +196,8 @@ def cmd_simulate(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from .hardware import ConfigError, simulate
-    from .sweeps import sweep
+    from .hardware.simulation import ConfigError, simulate
+    from .hardware.sweeps import sweep
     config = _load_config(args.config)
     model = _load_model(args.model)
     x, y, xc = _load_data(args, model)
@@ -212,7 +212,7 @@ def cmd_sweep(args) -> int:
                        progress=not args.no_progress)
     except (ConfigError, ValueError) as exc:
         raise UsageError(str(exc).splitlines()[0]) from None
-    from .report import format_table
+    from .report.render import format_table
     _say(result.table(), "", f"Pareto front, {result.metric} vs accumulator bits:")
     cols = ["weight_bits", "activation_bits", "accumulator_bits", "accumulator_overflow", "rounding", result.metric]
     _say(format_table([[r.get(c) for c in cols] for r in result.pareto_accumulator], cols))
@@ -227,8 +227,9 @@ def cmd_sweep(args) -> int:
 def demo_model(epochs: int = DEMO_EPOCHS, seed: int = 0, progress: bool = False):
     """The demo's network: a small CNN (conv 16, pool, conv 32, pool, dense 10) trained on digits with
     8-bit fake quantization of weights (min/max observer, narrow range) and activations (moving average)."""
-    from . import nn, train
-    from .datasets import load_digits
+    from . import nn
+    from .nn import train
+    from .nn.datasets import load_digits
     x, y = load_digits("train", seed=seed)
     wq = {"class_name": "fake_quant", "num_bits": 8, "narrow_range": True, "observer": "minmax"}
     aq = {"class_name": "fake_quant", "num_bits": 8, "observer": {"class_name": "moving_average", "decay": 0.9}}
@@ -239,11 +240,11 @@ def demo_model(epochs: int = DEMO_EPOCHS, seed: int = 0, progress: bool = False)
 
 
 def cmd_demo(args) -> int:
-    from .datasets import load_digits
-    from .hardware import preset, preset_names, simulate
-    from .report import format_table
-    from .sweeps import sweep
-    from .train import save_model
+    from .nn.datasets import load_digits
+    from .hardware.simulation import preset, preset_names, simulate
+    from .report.render import format_table
+    from .hardware.sweeps import sweep
+    from .nn.train import save_model
     t0 = time.perf_counter()
     if args.epochs < 1:
         raise UsageError(f"--epochs must be at least 1, got {args.epochs}")

@@ -3,9 +3,8 @@
 Hypothesis profiles: ``ci`` (default; 60 examples, derandomized, no deadline) and
 ``thorough`` (2000 examples); pick one with ``HYPOTHESIS_PROFILE=thorough pytest``.
 
-Reference vectors live in ``<repo>/../shared/vectors`` unless the environment
-variable ``FXPSIM_VECTORS`` names another directory; tests that need them are
-skipped, with the reason, when the directory is absent.
+Reference vectors live in ``tests/vectors`` (committed, see its README for the tool and version that
+produced each file); ``FXPSIM_VECTORS`` may name another directory with the same files.
 """
 from __future__ import annotations
 
@@ -26,12 +25,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # ``from reference import ...`` works whatever pytest's import mode.
 if str(REPO_ROOT / "tests") not in sys.path:
     sys.path.insert(0, str(REPO_ROOT / "tests"))
-VECTORS_DIR = Path(os.environ.get("FXPSIM_VECTORS", REPO_ROOT.parent / "shared" / "vectors"))
+VECTORS_DIR = Path(os.environ.get("FXPSIM_VECTORS", REPO_ROOT / "tests" / "vectors"))
 
 
 @pytest.fixture(scope="session")
 def vectors_dir() -> Path:
-    """Directory of the shared reference vectors (skips the test when it is missing)."""
-    if not VECTORS_DIR.is_dir():
-        pytest.skip(f"reference vectors not found at {VECTORS_DIR} (set FXPSIM_VECTORS to their directory)")
+    """Directory of the reference vectors; a missing directory is a failure, never a skip."""
+    assert VECTORS_DIR.is_dir(), f"reference vectors not found at {VECTORS_DIR}"
     return VECTORS_DIR

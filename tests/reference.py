@@ -3,7 +3,7 @@
 Test-only code: no production module imports it.  Everything here works one
 element at a time on exact Python integers and :class:`fractions.Fraction`,
 favouring clarity over speed, so that it can serve as an oracle for the Cython
-core (``fxpsim.fixed`` / ``fxpsim._core``) and for the datapath kernels.
+core (``fxpsim.core.fixed`` / ``fxpsim.core._core``) and for the datapath kernels.
 
 Conventions
 -----------
@@ -12,7 +12,7 @@ worth :math:`2^{-\\mathrm{frac}}`, two's complement when ``signed``.  A *code*
 is the integer :math:`c` with value :math:`c \\cdot 2^{-\\mathrm{frac}}`; it
 lies in ``[-2**(word-1), 2**(word-1) - 1]`` (signed) or ``[0, 2**word - 1]``
 (unsigned).  Any object with ``word``, ``frac`` and ``signed`` attributes (for
-example ``fxpsim.fixed.Format``) or a 3-tuple is accepted as a format.
+example ``fxpsim.core.fixed.Format``) or a 3-tuple is accepted as a format.
 
 Converting an exact value to a format happens in two steps, exactly as in
 SystemC's ``sc_fix`` (quantization first, then overflow, both decided on exact

@@ -18,7 +18,7 @@ except ModuleNotFoundError:          # Python 3.10
 
 import fxpsim
 from fxpsim import nn, train
-from fxpsim.datasets import load_digits
+from fxpsim.nn.datasets import load_digits
 from fxpsim.hardware import preset, preset_names
 
 REPO = Path(__file__).resolve().parent.parent

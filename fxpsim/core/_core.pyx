@@ -1,0 +1,353 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Element-wise fixed-point kernels: float -> code, code -> code, exact binary ops.
+
+Everything here is ``nogil`` C on int64 codes; validation and messages live in
+``fxpsim.fixed``.  Codes of unsigned 64-bit formats travel as the int64 bit
+pattern and are reinterpreted with ``src_u64``.  Exact intermediate values use
+128-bit integers, so no step can overflow or lose a bit.
+"""
+from libc.math cimport frexp, ldexp, fabs, isinf
+from libc.stdint cimport int64_t, uint64_t, uint8_t, int8_t
+
+from fxpsim.core._kernels cimport (
+    fx_i128, fx_u128, RND_HALF_UP, RND_HALF_TOWARD_ZERO, RND_HALF_DOWN, RND_HALF_AWAY,
+    RND_HALF_EVEN, RND_FLOOR, RND_TOWARD_ZERO, RND_CEIL, RND_STOCHASTIC,
+    OVF_SATURATE, OVF_SATURATE_ZERO, OVF_SATURATE_SYMMETRIC, OVF_WRAP, OVF_WRAP_SIGN_MAGNITUDE, OVF_ERROR, splitmix64, shift_round, shift_round128, overflow128,
+)
+
+cdef extern from "_core_round.h":
+    int64_t fxc_round(double y, int mode, uint64_t rnd) noexcept nogil
+    int64_t fxc_quantize_vector(const double* x, int64_t* out, int64_t n, double scale, int mode,
+                                int fit, int64_t lo, int64_t hi, int sh, int64_t* n_special) noexcept nogil
+
+cdef enum:
+    OP_ADD = 0
+    OP_SUB = 1
+    OP_MUL = 2
+    OP_CMP = 3
+
+cdef double TWO51 = 2251799813685248.0
+cdef double TINY = 2.2250738585072014e-308 * 4.0     # a little above the smallest normal
+
+
+cdef inline fx_i128 huge(bint negative) noexcept nogil:
+    """A stand-in for |v| >= 2^70: out of every range, low 70 bits zero, sign kept."""
+    return -((<fx_i128>1) << 100) if negative else ((<fx_i128>1) << 100)
+
+
+cdef inline fx_i128 exact_scaled(double x, int frac, int mode, uint64_t rnd) noexcept nogil:
+    """round(x * 2^frac) exactly, for finite x (slow path, any exponent)."""
+    cdef int e, k
+    cdef double m
+    cdef int64_t mant
+    if x == 0.0:
+        return 0
+    m = frexp(x, &e)                      # x = m * 2^e, 0.5 <= |m| < 1
+    mant = <int64_t>ldexp(m, 53)          # exact integer, |mant| < 2^53
+    k = e - 53 + frac
+    if k >= 0:
+        return scale_up(<fx_i128>mant, k)
+    k = -k
+    if k > 127:
+        k = 127                           # |value| < 2^-74: only sign and rem != 0 matter
+    return shift_round128(<fx_i128>mant, k, mode, rnd)
+
+
+
+
+cdef inline int64_t fit_int64(int64_t c, int64_t lo, int64_t hi, int word, bint is_signed,
+                              int overflow, int n_bits, int* ov) noexcept nogil:
+    """fit() for a code already in int64: branch-free for saturate*, error and plain wrap;
+    sign-magnitude wrap and n_bits go through overflow128 (only when out of range)."""
+    cdef int sh = 64 - word
+    ov[0] = (c < lo) | (c > hi)
+    if overflow == OVF_WRAP and n_bits == 0:
+        if is_signed:
+            return (<int64_t>((<uint64_t>c) << sh)) >> sh
+        return <int64_t>(((<uint64_t>c) << sh) >> sh)
+    if overflow == OVF_WRAP or overflow == OVF_WRAP_SIGN_MAGNITUDE:
+        return overflow128(<fx_i128>c, word, is_signed, overflow, n_bits, ov) if ov[0] else c
+    c = lo if c < lo else c
+    c = hi if c > hi else c
+    if overflow == OVF_SATURATE_ZERO:
+        c = 0 if ov[0] else c
+    return c
+
+
+cdef inline void code_limits(int word, bint is_signed, int overflow, int64_t* lo, int64_t* hi) noexcept nogil:
+    """[lo, hi] of a format whose codes fit int64 (saturate_symmetric drops the min code)."""
+    hi[0] = <int64_t>(((<uint64_t>1) << (word - 1)) - 1) if is_signed else <int64_t>(((<uint64_t>1) << word) - 1)
+    lo[0] = (-hi[0] - 1) if is_signed else 0
+    if overflow == OVF_SATURATE_SYMMETRIC and is_signed:
+        lo[0] = -hi[0]
+
+
+cdef inline bint quantize_loop(const double* x, int64_t* out, uint8_t* flags, Py_ssize_t n,
+                               int frac, int word, bint is_signed, int rounding, int overflow,
+                               int n_bits, uint64_t seed, Py_ssize_t* counts) noexcept nogil:
+    # The fast path needs 2^frac as an exact double and int64 code limits (not ufix64).
+    cdef bint fast = -1000 <= frac <= 1000 and (is_signed or word < 64)
+    """The exact scalar from_float loop (128-bit integers where double arithmetic cannot be exact)."""
+    cdef Py_ssize_t i
+    cdef double scale = ldexp(1.0, frac) if fast else 1.0, xi, y, a
+    cdef int64_t lo, hi, c
+    cdef fx_i128 v
+    cdef int o
+    cdef uint64_t rnd = 0
+    lo = hi = 0
+    if fast:
+        code_limits(word, is_signed, overflow, &lo, &hi)
+    for i in range(n):
+        xi = x[i]
+        y = xi * scale
+        a = fabs(y)
+        if rounding == RND_STOCHASTIC:
+            rnd = splitmix64(seed + <uint64_t>i)
+        if fast and a < TWO51 and (a >= TINY or xi == 0.0):
+            c = fxc_round(y, rounding, rnd)
+            if lo <= c <= hi:
+                out[i] = c
+                if flags != NULL:
+                    flags[i] = 0
+                continue
+            v = c
+        elif xi != xi:
+            counts[1] += 1
+            if counts[2] < 0:
+                counts[2] = i
+            out[i] = 0
+            if flags != NULL:
+                flags[i] = 0
+            continue
+        elif isinf(xi):
+            v = huge(xi < 0.0)
+        else:
+            v = exact_scaled(xi, frac, rounding, rnd)
+        out[i] = overflow128(v, word, is_signed, overflow, n_bits, &o)
+        counts[0] += o
+        if flags != NULL:
+            flags[i] = o
+    return 0
+
+
+def from_float(const double[::1] x, int64_t[::1] out, uint8_t[::1] flags, int frac, int word,
+               bint is_signed, int rounding, int overflow, int n_bits, uint64_t seed):
+    """out[i] := fit(round(x[i] * 2^frac)); returns (n_overflow, n_nan, first_nan).
+
+    ``flags`` is empty or has one overflow flag per element.  NaN gives code 0.
+    The fast path (|x * 2^frac| < 2^51, -1000 <= frac <= 1000, codes fitting int64) rounds
+    with double arithmetic proven exact; everything else goes through 128-bit integers.
+    """
+    cdef Py_ssize_t n = x.shape[0]
+    cdef Py_ssize_t counts[3]
+    cdef uint8_t* f = &flags[0] if (flags.shape[0] == n and n > 0) else NULL
+    counts[0] = 0
+    counts[1] = 0
+    counts[2] = -1
+    cdef Py_ssize_t ovf = 0
+    cdef bint vector_final = (overflow == OVF_SATURATE or overflow == OVF_SATURATE_SYMMETRIC
+                              or overflow == OVF_SATURATE_ZERO or overflow == OVF_ERROR
+                              or (overflow == OVF_WRAP and n_bits == 0))
+    if n == 0:
+        return 0, 0, -1
+    cdef int64_t lo, hi, n_special = 0
+    cdef int fit = 1 if overflow == OVF_SATURATE_ZERO else (0 if overflow != OVF_WRAP else (2 if is_signed else 3))
+    if (f == NULL and rounding != RND_STOCHASTIC and -1000 <= frac <= 1000
+            and (is_signed or word < 64)):
+        code_limits(word, is_signed, overflow, &lo, &hi)
+        with nogil:
+            ovf = fxc_quantize_vector(&x[0], &out[0], n, ldexp(1.0, frac), rounding, fit, lo, hi,
+                                      64 - word, &n_special)
+        if n_special == 0 and (ovf == 0 or vector_final):
+            return ovf, 0, -1
+    with nogil:      # the exact scalar path: rare values, stochastic rounding, per-element flags
+        quantize_loop(&x[0], &out[0], f, n, frac, word, is_signed, rounding, overflow, n_bits,
+                      seed, counts)
+    return counts[0], counts[1], counts[2]
+
+
+cdef inline fx_i128 load(int64_t c, bint u64) noexcept nogil:
+    return <fx_i128>(<uint64_t>c) if u64 else <fx_i128>c
+
+
+cdef inline fx_i128 scale_up(fx_i128 v, int k) noexcept nogil:
+    """v * 2^k (k >= 0) when it stays below 2^125 in magnitude; otherwise a stand-in that is
+    out of every range, keeps the sign and agrees with v * 2^k modulo 2^70 (all that wrap needs)."""
+    cdef fx_i128 mag
+    cdef fx_u128 low
+    if k <= 0 or v == 0:
+        return v
+    mag = v if v >= 0 else -v
+    if k < 125 and mag < ((<fx_i128>1) << (125 - k)):
+        return v * ((<fx_i128>1) << k)
+    if k >= 70:
+        return huge(v < 0)
+    low = ((<fx_u128>v) & (((<fx_u128>1) << (70 - k)) - 1)) << k
+    return huge(v < 0) + <fx_i128>low
+
+
+cdef inline int64_t requantize128(fx_i128 v, int shift, int word, bint is_signed, int rounding,
+                                  int overflow, int n_bits, uint64_t counter, int* ovf) noexcept nogil:
+    """fit(round(v * 2^-shift)) for an exact 128-bit v (shift < 0 scales up exactly)."""
+    if shift > 0:
+        v = shift_round128(v, shift, rounding,
+                           splitmix64(counter) if rounding == RND_STOCHASTIC else 0)
+    elif shift < 0:
+        v = scale_up(v, -shift)
+    return overflow128(v, word, is_signed, overflow, n_bits, ovf)
+
+
+def cast(const int64_t[::1] src, int64_t[::1] out, uint8_t[::1] flags, bint src_u64, int shift,
+         int word, bint is_signed, int rounding, int overflow, int n_bits, uint64_t seed):
+    """out[i] := fit(round(src[i] * 2^-shift)); shift = src_frac - dst_frac.  Returns n_overflow."""
+    cdef Py_ssize_t i, n = src.shape[0], n_ovf = 0
+    cdef bint want_flags = flags.shape[0] == n and n > 0
+    cdef fx_i128 v
+    cdef int o, s = shift if shift < 127 else 127
+    cdef uint64_t rnd = 0
+    cdef int64_t c, lo, hi
+    cdef bint small = (not src_u64) and 0 <= s <= 63 and (is_signed or word < 64)
+    if small:
+        code_limits(word, is_signed, overflow, &lo, &hi)
+    with nogil:
+        for i in range(n):
+            if small:
+                if rounding == RND_STOCHASTIC:
+                    rnd = splitmix64(seed + <uint64_t>i)
+                out[i] = fit_int64(shift_round(src[i], s, rounding, rnd), lo, hi, word, is_signed,
+                                   overflow, n_bits, &o)
+                n_ovf += o
+                if want_flags:
+                    flags[i] = o
+                continue
+            out[i] = requantize128(load(src[i], src_u64), s, word, is_signed, rounding, overflow,
+                                   n_bits, seed + <uint64_t>i, &o)
+            n_ovf += o
+            if want_flags:
+                flags[i] = o
+    return n_ovf
+
+
+cdef inline void binary_small(int op, const int64_t* a, const int64_t* b, int64_t* out, Py_ssize_t n,
+                              int shift_a, int shift_b, int shift_out, int word, bint is_signed,
+                              int rounding, int overflow, int n_bits, uint64_t seed,
+                              Py_ssize_t* n_ovf) noexcept nogil:
+    """binary() when the exact value fits 63 bits and 0 <= shift_out <= 63: int64 arithmetic."""
+    cdef Py_ssize_t i
+    cdef int64_t va, vb, v, lo, hi, ma = (<int64_t>1) << shift_a, mb = (<int64_t>1) << shift_b
+    cdef int o
+    cdef uint64_t rnd = 0
+    code_limits(word, is_signed, overflow, &lo, &hi)
+    for i in range(n):
+        va = a[i] * ma
+        vb = b[i] * mb
+        if op == OP_ADD:
+            v = va + vb
+        elif op == OP_SUB:
+            v = va - vb
+        else:
+            v = va * vb
+        if rounding == RND_STOCHASTIC:
+            rnd = splitmix64(seed + <uint64_t>i)
+        out[i] = fit_int64(shift_round(v, shift_out, rounding, rnd), lo, hi, word, is_signed,
+                           overflow, n_bits, &o)
+        n_ovf[0] += o
+
+
+def binary(int op, const int64_t[::1] a, const int64_t[::1] b, int64_t[::1] out,
+           bint a_u64, bint b_u64, int shift_a, int shift_b, int shift_out, int word,
+           bint is_signed, int rounding, int overflow, int n_bits, uint64_t seed, int exact_word=127):
+    """out[i] := fit(round((a[i]*2^shift_a OP b[i]*2^shift_b) * 2^-shift_out)).
+
+    OP is +, -, * (shifts 0 for *) or a three-way compare (out in {-1, 0, 1}).
+    The exact value (``exact_word`` bits) is formed on 64 bits when it fits 63, else on
+    128 bits; callers guarantee it stays below 2^125.  Returns n_overflow.
+    """
+    cdef Py_ssize_t i, n = out.shape[0], n_ovf = 0
+    cdef fx_i128 va, vb, v
+    cdef int o
+    cdef uint64_t rnd = 0
+    if shift_out > 127:
+        shift_out = 127
+    if n == 0:
+        return 0
+    if (op != OP_CMP and exact_word <= 63 and not a_u64 and not b_u64 and 0 <= shift_out <= 63
+            and (is_signed or word < 64)):
+        with nogil:
+            if op == OP_ADD:
+                binary_small(OP_ADD, &a[0], &b[0], &out[0], n, shift_a, shift_b, shift_out, word,
+                             is_signed, rounding, overflow, n_bits, seed, &n_ovf)
+            elif op == OP_SUB:
+                binary_small(OP_SUB, &a[0], &b[0], &out[0], n, shift_a, shift_b, shift_out, word,
+                             is_signed, rounding, overflow, n_bits, seed, &n_ovf)
+            else:
+                binary_small(OP_MUL, &a[0], &b[0], &out[0], n, 0, 0, shift_out, word,
+                             is_signed, rounding, overflow, n_bits, seed, &n_ovf)
+        return n_ovf
+    with nogil:
+        for i in range(n):
+            va = load(a[i], a_u64) * ((<fx_i128>1) << shift_a)
+            vb = load(b[i], b_u64) * ((<fx_i128>1) << shift_b)
+            if op == OP_ADD:
+                v = va + vb
+            elif op == OP_SUB:
+                v = va - vb
+            elif op == OP_MUL:
+                v = va * vb
+            else:
+                out[i] = (va > vb) - (va < vb)
+                continue
+            out[i] = requantize128(v, shift_out, word, is_signed, rounding, overflow, n_bits,
+                                   seed + <uint64_t>i, &o)
+            n_ovf += o
+    return n_ovf
+
+
+def to_float(const int64_t[::1] src, double[::1] out, bint src_u64, int frac):
+    """out[i] := src[i] * 2^-frac (rounded to nearest double when not exact)."""
+    cdef Py_ssize_t i, n = src.shape[0]
+    cdef double scale
+    if -1000 <= frac <= 1000:
+        scale = ldexp(1.0, -frac)
+        with nogil:
+            if src_u64:
+                for i in range(n):
+                    out[i] = (<double>(<uint64_t>src[i])) * scale
+            else:
+                for i in range(n):
+                    out[i] = (<double>src[i]) * scale
+    else:
+        with nogil:
+            for i in range(n):
+                out[i] = scaled_double(<uint64_t>src[i] if (src_u64 or src[i] >= 0)
+                                       else <uint64_t>0 - <uint64_t>src[i],
+                                       not src_u64 and src[i] < 0, frac)
+
+
+cdef inline double scaled_double(uint64_t mag, bint negative, int frac) noexcept nogil:
+    """Correctly rounded (nearest-even) double of (-1)^negative * mag * 2^-frac, for any frac.
+
+    The integer is first rounded to the precision the result has (53 bits, fewer when it is
+    subnormal), so the final ldexp is exact: no double rounding.
+    """
+    cdef int bits = 64, p, d, e
+    cdef uint64_t m, rem, half
+    cdef double r
+    if mag == 0:
+        return -0.0 if negative else 0.0
+    while not (mag >> (bits - 1)) & 1:
+        bits -= 1
+    e = bits - 1 - frac                       # value in [2^e, 2^(e+1))
+    p = 53 if e >= -1022 else e + 1075         # significant bits the double can hold
+    d = bits - p
+    if d <= 0:
+        r = ldexp(<double>mag, -frac)
+    elif d > 64:
+        r = 0.0                                # below half the smallest subnormal
+    else:
+        m = mag >> d if d < 64 else 0
+        rem = mag & ((<uint64_t>1 << d) - 1) if d < 64 else mag
+        half = (<uint64_t>1) << (d - 1)
+        m = m + ((rem > half) | ((rem == half) & <int>(m & 1)))
+        r = ldexp(<double>m, d - frac)
+    return -r if negative else r

@@ -1,0 +1,856 @@
+"""Accumulating datapath kernels: dot / matmul / conv / sum with a finite accumulator.
+
+A MAC array does not add with infinite precision.  Every function here models an
+accumulator register of a given :class:`~fxpsim.fixed.Format` that receives one
+exact product per step and applies its overflow mode after **every** add:
+
+.. math::
+
+    s_0 = \\mathrm{init}, \\qquad
+    s_{k+1} = \\mathrm{fit}\\big(s_k + \\mathrm{round}(a_k b_k \\, 2^{f_{acc} - f_a - f_b})\\big),
+    \\qquad k = 0, \\dots, K-1
+
+``round`` (the ``rounding`` mode) acts only when the accumulator has fewer fraction bits than
+the products (:math:`f_{acc} < f_a + f_b`); otherwise products are shifted left exactly.
+``fit`` is the ``overflow`` mode.  ``order="tree"`` replaces the sequential chain by a balanced
+pairwise adder tree (neighbours ``(0, 1), (2, 3), ...`` at each level, an odd last element passed
+up unchanged, every node fitted), whose root is then added to ``init`` through one more fitted
+add.  ``overflow_at="end"`` models a wide adder: the rounded products and ``init`` are summed
+exactly and fitted once.
+
+Inputs are :class:`~fxpsim.fixed.FixedArray` or integer numpy arrays (integer codes, format
+``Format.integer(bits)`` with the smallest width holding the data, unsigned for unsigned dtypes).
+Results are ``FixedArray`` in the accumulator format; ``result.overflows`` counts adds that
+overflowed (each add at most once).  ``per_output=True`` returns ``(result, counts)`` with
+``counts`` an int64 array of per-output overflow counts (also ``result.overflow_mask``).
+
+Speed: when the data prove that no partial sum can leave the accumulator's range
+(:math:`|{\\rm init}| + K \\max|a| \\max|b|` within range), the exact sum is computed with
+float32/float64 BLAS (every partial sum is an integer of at most :math:`2^{24}` / :math:`2^{53}`,
+hence exact in any summation order) or an int64 kernel.  Otherwise per-add SIMD kernels run on
+16-, 32- or 64-bit lanes (AVX-512/AVX2 chosen at run time), the adder tree is vectorised across
+output columns (a problem with few output columns and many rows runs transposed, to fill the
+lanes), and rounded products and ``wrap_sign_magnitude`` use a generic 128-bit kernel.
+Rows run in parallel (``threads``), never the reduction, so the thread count never changes a bit.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+
+from . import _accumulate as _k
+from ..core.fixed import FixedArray, Format, Overflow, Rounding, record_overflow
+from ..core.fixed import _logging as _overflow_log_active
+
+__all__ = ["matmul", "dot", "conv1d", "conv2d", "sum", "cumsum"]
+
+_I32 = (1 << 31) - 1
+_I63 = (1 << 63) - 1
+#: MACs up to which exact sums use the int32 SIMD kernel instead of BLAS.  Measured on the reference
+#: machine (AVX-512, OpenBLAS, one thread): float32 BLAS beats the int32 kernel at every size, from
+#: 1x1x1 (2.2 vs 6.0 us) through skinny convolutions (16384x27x8: 13 vs 2.4 GMAC/s) to 512^3
+#: (49 vs 23 GMAC/s), so only empty problems (K = 0) take the kernel.
+_SMALL_EXACT = 0
+_TLS = threading.local()      # per-thread scratch (overflow counts, im2col patches, BLAS operands)
+_SCRATCH_BYTES = 1 << 22      # temporaries up to this size reuse per-thread buffers
+#: Kernel the last call used ("exact32", "blas32", "blas64", "int64", "simd16", "simd32", "simd64",
+#: "tree32", "tree64", "generic"), for tests and benchmarks that check a path is really taken.
+last_path = ""
+_SIMD16 = _k.simd16_level() > 0      # 16-bit-lane kernel usable on this CPU
+_FAST_MODES = {
+    Overflow.SATURATE: _k.FAST_SATURATE, Overflow.ERROR: _k.FAST_SATURATE,
+    Overflow.SATURATE_SYMMETRIC: _k.FAST_SATURATE, Overflow.SATURATE_ZERO: _k.FAST_ZERO,
+    Overflow.WRAP: None,    # signed or unsigned wrap, decided with the format
+}
+
+
+# --------------------------------------------------------------------------- operands
+def _operand(x, name: str) -> tuple[np.ndarray, Format]:
+    """Integer codes (the caller's array itself when possible, never written to) and format.
+
+    Integer arrays keep their dtype (int8 stays int8: conversions happen once, per kernel).
+    """
+    if isinstance(x, FixedArray):
+        if x.fmt._u64:
+            raise ValueError(f"{name}: unsigned 64-bit formats are not supported by the datapath "
+                             f"kernels (got {x.fmt}); cast to at most 63 bits first")
+        return x.raw, x.fmt
+    arr = np.asarray(x)
+    if arr.dtype.kind in "fc":
+        raise TypeError(f"{name}: got a {arr.dtype} array; the datapath takes integer codes or "
+                        f"FixedArray -- convert real values with fxpsim.fixed.from_float(x, fmt)")
+    if arr.dtype.kind not in "iub":
+        raise TypeError(f"{name}: expected an integer array or FixedArray, got dtype {arr.dtype}")
+    signed = arr.dtype.kind == "i"
+    lo, hi = _data_range(arr)
+    if hi > _I63:
+        raise ValueError(f"{name}: code {hi} does not fit int64")
+    bits = max(hi.bit_length(), (-lo - 1).bit_length() if lo < 0 else 0) + 1 if signed else max(hi.bit_length(), 1)
+    if arr.dtype.kind == "b" or arr.dtype == np.uint64:
+        arr = arr.astype(np.int64)
+    return arr, Format.integer(bits, signed)
+
+
+def _data_range(codes: np.ndarray) -> tuple[int, int]:
+    """(min, max) of the codes; a broadcast view is reduced over its distinct elements only."""
+    if not codes.size:
+        return 0, 0
+    if 0 in codes.strides:
+        codes = codes[tuple(slice(0, 1) if st == 0 else slice(None) for st in codes.strides)]
+    return int(codes.min()), int(codes.max())
+
+
+def _parse_acc(acc, frac: int) -> Format | None:
+    if acc is None:
+        return None
+    if isinstance(acc, (bool, np.bool_)):
+        raise TypeError(f"acc must be a Format, a format string, an int (bits) or None, got {acc!r}")
+    if isinstance(acc, (int, np.integer)):
+        if not 1 <= int(acc) <= 64:
+            raise ValueError(f"acc={acc}: an accumulator has 1..64 bits")
+        return Format(int(acc), frac, True)
+    fmt = Format.parse(acc) if isinstance(acc, str) else acc
+    if not isinstance(fmt, Format):
+        raise TypeError(f"acc must be a Format, a format string, an int (bits) or None, got {acc!r}")
+    if fmt._u64:
+        raise ValueError(f"acc={fmt}: unsigned 64-bit accumulators are not supported; use 63 bits")
+    return fmt
+
+
+def _init_codes(init, out_shape, frac: int, name: str = "init"):
+    """Raw start values at LSB 2^-frac, int64, broadcast to the output shape (or None)."""
+    if init is None:
+        return None
+    if isinstance(init, FixedArray):
+        if init.fmt._u64:
+            raise ValueError(f"{name}: unsigned 64-bit formats are not supported")
+        shift = frac - init.fmt.frac
+        if shift < 0:
+            raise ValueError(f"{name} has {init.fmt.frac} fraction bits, more than the accumulator's "
+                             f"{frac}; cast it to the accumulator format first")
+        lo, hi = _data_range(init.raw)
+        if max(abs(lo), abs(hi)) << shift > _I63:
+            raise ValueError(f"{name} ({init.fmt}) does not fit 64 bits at the accumulator's LSB")
+        codes = init.raw * (1 << shift) if shift and (lo or hi) else init.raw
+    else:
+        codes, _ = _operand(init, name)
+    try:
+        return np.broadcast_to(codes, out_shape)
+    except ValueError:
+        raise ValueError(f"{name} of shape {np.shape(codes)} does not broadcast to the output "
+                         f"shape {tuple(out_shape)}") from None
+
+
+def _exact_format(lo: int, hi: int, frac: int, what: str, op: str) -> Format:
+    """Smallest format with LSB 2^-frac holding every integer in [lo, hi] (the exact accumulator)."""
+    signed = lo < 0
+    bits = max(hi.bit_length(), (-lo - 1).bit_length() if signed else 0, 1) + signed
+    if bits > 63 + signed:
+        raise ValueError(f"{op}: an exact accumulator for {what} needs {bits} bits (> 64); "
+                         f"pass acc= explicitly")
+    return Format(bits, frac, signed)
+
+
+def _available_cores() -> int:
+    """Cores this process may run on now (its affinity can shrink after import, e.g. a pinned benchmark
+    or pool worker: more threads than cores would time-slice one core and spin in OpenMP barriers)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+_CORES = _available_cores()     # at import (benchmarks report it)
+_WORK_PER_THREAD = 1 << 18     # MACs below which an extra thread costs more than it saves
+
+
+def _threads(threads, work: int) -> int:
+    """Thread count: ``threads`` as given, or (None) all cores for large problems, 1 for tiny ones."""
+    if threads is None:
+        if work < 2 * _WORK_PER_THREAD:
+            return 1
+        return max(1, min(_available_cores(), work // _WORK_PER_THREAD))
+    if isinstance(threads, (bool, np.bool_)) or not isinstance(threads, (int, np.integer)) or threads < 1:
+        raise ValueError(f"threads must be a positive int or None, got {threads!r}")
+    return int(threads)
+
+
+def _modes(rounding, overflow, overflow_at, order):
+    r, o = Rounding.parse(rounding), Overflow.parse(overflow)
+    if r is Rounding.STOCHASTIC:
+        raise ValueError("rounding='stochastic' is not supported for accumulated products; "
+                         "pick a deterministic rounding mode")
+    if overflow_at not in ("every", "end"):
+        raise ValueError(f"overflow_at must be 'every' or 'end', got {overflow_at!r}")
+    if order not in ("sequential", "tree"):
+        raise ValueError(f"order must be 'sequential' or 'tree', got {order!r}")
+    return r, o
+
+
+# --------------------------------------------------------------------------- core
+def _product_range(fa_rng, fb_rng, shift: int) -> tuple[int, int]:
+    """Smallest and largest aligned product (rounding is monotonic: floor/ceil bound it)."""
+    corners = [x * y for x in fa_rng for y in fb_rng]
+    lo, hi = min(corners), max(corners)
+    if shift >= 0:
+        return lo << shift, hi << shift
+    return lo >> -shift, -((-hi) >> -shift)
+
+
+def _fit_numpy(s: np.ndarray, acc: Format, ovf: Overflow):
+    """Overflow mode applied to exact int64 sums (accumulator of at most 63 bits).
+
+    Returns ``(codes, overflowed)``; ``wrap_sign_magnitude`` is left to the kernels.
+    """
+    lo, hi = acc.min_code, acc.max_code
+    if ovf is Overflow.SATURATE_SYMMETRIC and acc.signed:
+        lo = -hi
+    bad = (s < lo) | (s > hi)
+    if ovf in (Overflow.SATURATE, Overflow.SATURATE_SYMMETRIC, Overflow.ERROR):
+        return np.clip(s, lo, hi), bad
+    if ovf is Overflow.SATURATE_ZERO:
+        return np.where(bad, 0, s), bad
+    v = (s.view(np.uint64) & np.uint64((1 << acc.word) - 1)).astype(np.int64)   # s mod 2^W
+    if acc.signed:
+        half = np.int64(-(1 << (acc.word - 1)))
+        v = np.where(v >= -half, v + half + half, v)
+    return v, bad
+
+
+def _pack_slabs(b3: np.ndarray, dtype, scale: int = 1) -> np.ndarray:
+    """b [B, K, N] -> [B, ceil(N/JB)*K*JB]: column slabs [N/JB, K, JB] (zero padded), times ``scale``."""
+    nb, kk, n = b3.shape
+    jb = _k.slab_width()
+    nblk, full = -(-n // jb), n // jb
+    packed = _scratch("slabs", (nb, nblk, kk, jb), dtype)      # consumed by one kernel call
+    if full:            # one strided copy (b3 may be a transposed view: see _transposed)
+        packed[:, :full] = b3[:, :, :full * jb].reshape(nb, kk, full, jb).transpose(0, 2, 1, 3)
+    if full < nblk:     # last slab, zero padded
+        packed[:, full] = 0
+        packed[:, full, :, :n - full * jb] = b3[:, :, full * jb:]
+    if scale != 1:
+        packed *= dtype(scale)
+    return packed.reshape(nb, nblk * kk * jb)
+
+
+def _exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, threads):
+    """init + (a @ b) * 2^shift, exact: the caller proved every partial sum fits int64."""
+    nb, m, kk = a3.shape
+    n = b3.shape[2]
+    pmax = max(abs(p) for p in _product_range(a_rng, b_rng, 0))
+    global last_path
+    amax, bmax = max(-a_rng[0], a_rng[1]), max(-b_rng[0], b_rng[1])
+    small = nb * m * kk * n <= _SMALL_EXACT and threads == 1
+    if kk * pmax <= _I32 and max(amax, bmax) <= _I32 and small:
+        last_path = "exact32"  # see _SMALL_EXACT
+        a2, bs, ini, out, cnt = _lane_buffers(a3, b3, None, 0, np.int32, counts=False)
+        _k.mac_fast(a2, bs, ini, out, cnt, rpb, _k.FAST_EXACT, np.int32(0), np.int32(0), 0, threads)
+        out = out.reshape(nb, m, n)
+    elif kk * pmax <= 1 << 53:  # every partial sum is an integer of at most 2^53 (2^24): BLAS is exact
+        ftype = np.float32 if kk * pmax <= 1 << 24 else np.float64
+        last_path = f"blas{np.dtype(ftype).itemsize * 8}"
+        af = _scratch("blas_a", a3.shape, ftype)
+        np.copyto(af, a3, casting="unsafe")                # integers of at most 2^24 / 2^53: exact
+        bf = b3.astype(ftype, copy=False)
+        prod = _scratch("blas_out", (nb, m, n), ftype)
+        if b3.shape[0] == 1:
+            np.matmul(af.reshape(nb * m, kk), bf[0], out=prod.reshape(nb * m, n))
+        else:
+            np.matmul(af, bf, out=prod)
+        out = np.empty((nb, m, n), np.int64)
+        np.copyto(out, prod, casting="unsafe")
+    else:
+        last_path = "int64"
+        a2, bs, ini, out, cnt = _lane_buffers(a3, b3, None, 0, np.int64, counts=False)
+        _k.mac_fast(a2, bs, ini, out, cnt, rpb, _k.FAST_EXACT, np.int64(0), np.int64(0), 0, threads)
+        out = out.reshape(nb, m, n)
+    if shift:
+        out *= 1 << shift
+    if init3 is not None:
+        out += init3
+    return out
+
+
+def _accumulate(a3, b3, fa: Format, fb: Format, acc, init, r: Rounding, o: Overflow, order: str,
+                at_end: bool, threads, op: str, init_shape, to_internal, a_rng=None):
+    """Per-add accumulation of a3 [B, M, K] @ b3 [1 or B, K, N] -> (codes, counts, acc, exact range).
+
+    ``codes`` and ``counts`` are [B, M, N] (``counts`` is None when no add can overflow);
+    ``exact range`` is (min, max) of the exact sums when an overflow log is active and known.
+
+    ``init`` (None, FixedArray or raw codes) is broadcast to the caller's output shape
+    ``init_shape`` and brought to the internal [B, M, N] layout by ``to_internal`` (a view: broadcast
+    starts stay unmaterialised until a kernel needs them).  ``a_rng``: bounds (lo, hi) known to hold
+    every code of ``a3`` (default: its min and max); a wider range only picks a wider, equally exact kernel.
+    """
+    nb, m, kk = a3.shape
+    n = b3.shape[2]
+    frac_p = fa.frac + fb.frac
+    acc = _parse_acc(acc, frac_p)
+    init3 = _init_codes(init, init_shape, frac_p if acc is None else acc.frac)
+    if init3 is not None:
+        init3 = to_internal(init3)
+        if init3.dtype != np.int64:
+            init3 = init3.astype(np.int64)
+    if a_rng is None:
+        a_rng = _data_range(a3)
+    b_rng = _data_range(b3)
+    i_rng = _data_range(init3) if init3 is not None else (0, 0)
+    if acc is None:             # exact accumulator sized from the formats
+        p_lo, p_hi = _product_range((fa.min_code, fa.max_code), (fb.min_code, fb.max_code), 0)
+        acc = _exact_format(min(i_rng[0], 0) + kk * min(p_lo, 0), max(i_rng[1], 0) + kk * max(p_hi, 0),
+                            frac_p, f"K={kk} products of {fa} x {fb}", op)
+    if o is Overflow.WRAP_SIGN_MAGNITUDE and not acc.signed:
+        raise ValueError(f"overflow='wrap_sign_magnitude' needs a signed accumulator, got {acc}")
+    shift = acc.frac - frac_p
+    if shift < -63:
+        raise ValueError(f"{op}: products have {-shift} more fraction bits than the accumulator {acc}; "
+                         f"at most 63 can be rounded away")
+    pf = max(abs(x) for x in _product_range((fa.min_code, fa.max_code), (fb.min_code, fb.max_code),
+                                            max(shift, 0)))
+    if pf > _I63:
+        raise ValueError(f"{op}: products of {fa} x {fb} aligned to the accumulator {acc} need more than "
+                         f"64 bits; use narrower operand formats or fewer accumulator fraction bits")
+    if init3 is not None and (i_rng[0] < acc.min_code or i_rng[1] > acc.max_code):
+        raise ValueError(f"{op}: init codes {i_rng[0]}..{i_rng[1]} do not fit the accumulator {acc}")
+    nthreads = _threads(threads, nb * m * max(kk, 1) * n)
+    rpb = m if b3.shape[0] > 1 else nb * m
+
+    lo_acc, hi_acc = acc.min_code, acc.max_code
+    if o is Overflow.SATURATE_SYMMETRIC and acc.signed:
+        lo_acc = -hi_acc
+    p_lo, p_hi = _product_range(a_rng, b_rng, shift)
+    s_lo = min(i_rng[0], 0) + kk * min(p_lo, 0)          # every partial sum (any order) lies in
+    s_hi = max(i_rng[1], 0) + kk * max(p_hi, 0)          # [s_lo, s_hi]
+    never = lo_acc <= s_lo and s_hi <= hi_acc
+    counts = exact_range = None
+    done = False
+    if shift >= 0 and -_I63 <= s_lo and s_hi <= _I63 and (never or at_end):
+        out = _exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, nthreads)
+        if _overflow_log_active():
+            exact_range = _data_range(out)
+        done = never or o is not Overflow.WRAP_SIGN_MAGNITUDE
+        if not never and done:
+            out, bad = _fit_numpy(out, acc, o)
+            counts = bad.astype(np.int64)
+    if not done:
+        out, counts = _per_add(a3, b3, rpb, init3, acc, shift, r, o, order, at_end,
+                               a_rng, b_rng, p_lo, p_hi, i_rng, lo_acc, hi_acc, nthreads)
+        if _overflow_log_active() and shift >= 0 and -_I63 <= s_lo and s_hi <= _I63:
+            exact_range = _data_range(_exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, nthreads))
+    return out, counts, acc, exact_range
+
+
+def _count_scratch(rows: int, n: int) -> np.ndarray:
+    """Per-output overflow counts [rows, n] in a per-thread reusable buffer.
+
+    Fresh large arrays cost a page fault per 4 KiB on first touch; the counts are only summed
+    (or copied when the caller wants them), so one buffer per thread is reused.
+    """
+    buf = getattr(_TLS, "counts", None)
+    if buf is None or buf.size < rows * n:
+        buf = _TLS.counts = np.empty(max(rows * n, 1 << 12), np.int64)
+    return buf[:rows * n].reshape(rows, n)
+
+
+def _scratch(name: str, shape, dtype) -> np.ndarray:
+    """An uninitialised temporary of ``shape``/``dtype`` from a per-thread buffer named ``name``.
+
+    Fresh arrays of a few hundred KiB can cost a page fault per 4 KiB every call (the allocator
+    returns them to the system on free); internal temporaries that die before the public
+    function returns reuse one buffer per name and thread instead.  Large ones are allocated.
+    """
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if nbytes > _SCRATCH_BYTES:
+        return np.empty(shape, dtype)
+    bufs = _TLS.__dict__.setdefault("scratch", {})
+    buf = bufs.get(name)
+    if buf is None or buf.size < nbytes:
+        buf = bufs[name] = np.empty(max(nbytes, 1 << 16), np.uint8)
+    return buf[:nbytes].view(dtype).reshape(shape)
+
+
+def _lane_buffers(a3, b3, init3, shift, dtype, counts=True, transposed=False):
+    """Operands (lane type) and int64 outputs of the SIMD kernels: a [R, K], packed b, init, out, cnt.
+
+    ``transposed``: the output is a temporary (the caller transposes it into a fresh array)."""
+    nb, m, kk = a3.shape
+    n = b3.shape[2]
+    a2 = a3.reshape(nb * m, kk)
+    if a2.dtype != dtype or not a2.flags.c_contiguous:
+        a2 = _scratch("lane_a", a2.shape, dtype)
+        np.copyto(a2, a3.reshape(nb * m, kk), casting="unsafe")   # the caller checked the lanes hold a
+    bs = _pack_slabs(b3, dtype, 1 << shift)
+    if init3 is None:
+        ini = np.empty((0, n), dtype)
+    else:
+        ini = _scratch("lane_init", (nb * m, n), dtype)
+        np.copyto(ini, init3.reshape(nb * m, n), casting="unsafe")
+    cnt = _count_scratch(nb * m, n) if counts else np.empty((0, n), np.int64)
+    return a2, bs, ini, (_scratch("out_t", (nb * m, n), np.int64) if transposed else
+                         np.empty((nb * m, n), np.int64)), cnt
+
+
+def _transpose_wins(b3, rows: int, n: int, shift: int, nthreads: int = 1) -> bool:
+    """Whether the SIMD kernels should run the transposed problem ``out.T = b.T @ a.T``.
+
+    The kernels hold ``FXA_JB`` output columns per slab (64), so a layer with few output channels
+    (a conv with 8 filters, a dense layer with 10 outputs) fills a few of the lanes; transposed,
+    the many rows (pixels, images) become the columns.  Each output still sees the same products
+    in the same k order, so the bits (codes and overflow counts) are identical.  Chosen when it
+    needs less than half the lane work per thread (threads take chunks of 32 rows).
+    """
+    jb = _k.slab_width()
+    if b3.shape[0] != 1 or shift != 0 or n % jb == 0:
+        return False
+    plain = -(-n // jb) * jb * rows / min(nthreads, -(-rows // 32))
+    transposed = -(-rows // jb) * jb * n / min(nthreads, -(-n // 32))
+    return plain > 2 * transposed
+
+
+def _transposed(a3, b3, init3):
+    """Operands of the transposed problem: a' = b.T [1, N, K], b' = a.T [1, K, R], init' [N, R]."""
+    nb, m, kk = a3.shape
+    n = b3.shape[2]
+    rows = nb * m
+    it = None if init3 is None else init3.reshape(rows, n).T[None]
+    return b3[0].T[None], a3.reshape(1, rows, kk).transpose(0, 2, 1), it
+
+
+def _per_add(a3, b3, rpb, init3, acc, shift, r, o, order, at_end, a_rng, b_rng, p_lo, p_hi, i_rng,
+             lo_acc, hi_acc, nthreads):
+    nb, m, kk = a3.shape
+    n = b3.shape[2]
+    if not at_end and _transpose_wins(b3, nb * m, n, shift, nthreads):
+        at, bt, it = _transposed(a3, b3, init3)
+        res = _simd(at, bt, n, it, acc, shift, o, order, b_rng, a_rng, p_lo, p_hi, i_rng, lo_acc, hi_acc,
+                    nthreads, transposed=True)
+        if res is not None:
+            out = np.empty((nb * m, n), np.int64)
+            out[...] = res[0].T
+            return out.reshape(nb, m, n), res[1].T.reshape(nb, m, n)
+    res = _simd(a3, b3, rpb, init3, acc, shift, o, order, a_rng, b_rng, p_lo, p_hi, i_rng, lo_acc, hi_acc,
+                nthreads) if not at_end else None
+    if res is not None:
+        return res[0].reshape(nb, m, n), res[1].reshape(nb, m, n)
+    return _generic(a3, b3, rpb, init3, acc, shift, r, o, order, at_end, nthreads)
+
+
+def _simd(a3, b3, rpb, init3, acc, shift, o, order, a_rng, b_rng, p_lo, p_hi, i_rng, lo_acc, hi_acc,
+          nthreads, transposed=False):
+    """The 16/32/64-bit-lane sequential or adder-tree kernels: ``(out, counts)`` [R, N], or None when
+    no lane width holds the data (or the mode needs the generic kernel)."""
+    global last_path
+    kk = a3.shape[2]
+    fast = _FAST_MODES.get(o, -1)
+    if fast is None:
+        fast = _k.FAST_WRAP_SIGNED if acc.signed else _k.FAST_WRAP_UNSIGNED
+    head = max(abs(acc.min_code), acc.max_code, abs(i_rng[0]), abs(i_rng[1])) + max(abs(p_lo), abs(p_hi))
+    b_max = max(abs(b_rng[0]), abs(b_rng[1])) << max(shift, 0)
+    a_max = max(abs(a_rng[0]), abs(a_rng[1]))
+    if fast != -1 and order == "sequential" and shift >= 0:
+        lanes = [(np.int32, _I32, _k.mac_fast), (np.int64, _I63, _k.mac_fast)]
+        b_lo, b_hi = b_rng[0] << shift, b_rng[1] << shift
+        if (_SIMD16 and acc.signed and acc.word <= 16 and fast != _k.FAST_WRAP_UNSIGNED
+                and min(a_rng[0], b_lo, p_lo) >= -(1 << 15) and max(a_rng[1], b_hi, p_hi) < 1 << 15):
+            lanes.insert(0, (np.int16, _I63, _k.mac_fast16))     # any |acc + p|: see the kernel
+        for dtype, limit, kernel in lanes:
+            if head <= limit and a_max <= limit and b_max <= limit and kk <= _I32:
+                bits = 8 * np.dtype(dtype).itemsize
+                a2, bs, ini, out, cnt = _lane_buffers(a3, b3, init3, shift, dtype, transposed=transposed)
+                last_path = f"simd{bits}"
+                kernel(a2, bs, ini, out, cnt, rpb, fast, dtype(lo_acc), dtype(hi_acc), bits - acc.word,
+                       nthreads)
+                return out, cnt
+    if fast != -1 and order == "tree" and shift >= 0:
+        # a tree node adds two products or accumulator codes: twice the largest must fit the lanes
+        node = 2 * max(max(abs(p_lo), abs(p_hi)), abs(acc.min_code), acc.max_code, abs(i_rng[0]), abs(i_rng[1]))
+        for dtype, limit in ((np.int32, _I32), (np.int64, _I63)):
+            if node <= limit and a_max <= limit and b_max <= limit and kk <= _I32:
+                bits = 8 * np.dtype(dtype).itemsize
+                a2, bs, ini, out, cnt = _lane_buffers(a3, b3, init3, shift, dtype, transposed=transposed)
+                scratch = np.empty((nthreads, max(kk, 1) * _k.slab_width()), dtype)
+                last_path = f"tree{bits}"
+                _k.tree_fast(a2, bs, ini, out, cnt, scratch, rpb, fast, dtype(lo_acc), dtype(hi_acc),
+                             bits - acc.word, nthreads)
+                return out, cnt
+    return None
+
+
+def _generic(a3, b3, rpb, init3, acc, shift, r, o, order, at_end, nthreads):
+    """The generic int128 kernel (any width, mode, rounding, order)."""
+    global last_path
+    nb, m, kk = a3.shape
+    n = b3.shape[2]
+    a2 = np.ascontiguousarray(a3.reshape(nb * m, kk), dtype=np.int64)
+    bt = np.ascontiguousarray(np.swapaxes(b3, 1, 2), dtype=np.int64)
+    out = np.empty((nb * m, n), np.int64)
+    cnt = _count_scratch(nb * m, n)
+    ini = np.empty((0, n), np.int64) if init3 is None else \
+        np.ascontiguousarray(init3, dtype=np.int64).reshape(nb * m, n)
+    scratch = np.empty((nthreads, kk + 1), np.int64)
+    last_path = "generic"
+    _k.mac_generic(a2, bt, ini, out, cnt, scratch, rpb, shift, r.code, acc.word, acc.signed, o.code,
+                   1 if order == "tree" else 0, at_end, nthreads)
+    return out.reshape(nb, m, n), cnt.reshape(nb, m, n)
+
+
+def _reshaped(counts, shape):
+    return None if counts is None else counts.reshape(shape)
+
+
+def _finish(out, counts, acc: Format, o: Overflow, op: str, per_output: bool, exact_range=None):
+    """Wrap codes into a FixedArray, log, raise for overflow='error'.
+
+    The overflow log gets the range of the exact sums (``exact_range``, codes) when known,
+    else of the results.
+    """
+    total = 0 if counts is None else int(counts.sum(dtype=np.int64))
+    if _overflow_log_active():
+        lo, hi = exact_range if exact_range is not None else _data_range(out)
+        record_overflow(op, total, lo * acc.lsb, hi * acc.lsb)
+    if o is Overflow.ERROR and total:
+        first = np.unravel_index(int(np.argmax(counts.reshape(-1) > 0)), counts.shape)
+        raise ValueError(f"{op}: {total} add(s) overflowed the accumulator {acc} "
+                         f"[{acc.min_code}, {acc.max_code}] (first at output index "
+                         f"{tuple(int(i) for i in first)}) and overflow='error'; use a wider acc")
+    res = FixedArray(out, acc, overflows=total, _trusted=True,
+                     overflow_mask=(counts > 0 if counts is not None else np.zeros(out.shape, bool))
+                     if per_output else None)
+    if not per_output:
+        return res
+    return res, np.zeros(out.shape, np.int64) if counts is None else np.array(counts, np.int64)
+
+
+_COMMON_DOC = """
+    acc : Format, str, int or None
+        Accumulator format.  An int ``B`` means a signed ``B``-bit register with the products'
+        LSB (``Format(B, f_a + f_b)``; for integer inputs ``Format.integer(B)``).  ``None``:
+        exact, wide enough for every possible sum of these formats (error above 64 bits).
+    overflow : str
+        ``saturate``, ``wrap``, ``saturate_symmetric``, ``saturate_zero``,
+        ``wrap_sign_magnitude`` or ``error`` (saturate, then raise ``ValueError`` naming the
+        number of overflowing adds and the first output index); aliases as in
+        :class:`~fxpsim.fixed.Overflow`.
+    rounding : str
+        How a product is rounded to the accumulator LSB when the accumulator has fewer
+        fraction bits (any deterministic :class:`~fxpsim.fixed.Rounding`).
+    order : {"sequential", "tree"}
+        ``sequential``: :math:`k = 0, \\\\dots, K-1` (MAC unit, systolic array).  ``tree``:
+        balanced pairwise adder tree, every node at accumulator width, then ``+ init``.
+    overflow_at : {"every", "end"}
+        Fit after every add, or sum exactly and fit once (a wide adder).
+    init : FixedArray, int array or None
+        Accumulator start value (e.g. a preloaded bias), broadcast to the output; raw codes of
+        the accumulator format, or a FixedArray with at most the accumulator's fraction bits.
+    per_output : bool
+        Also return an int64 array of per-output overflow counts: ``(result, counts)``.
+    threads : int or None
+        Threads over independent output rows (None: all cores for large problems, one for
+        small ones).  Never changes a bit.  The exact BLAS path uses numpy's BLAS threads.
+
+    Returns
+    -------
+    FixedArray (or ``(FixedArray, ndarray)`` with ``per_output=True``)
+        Codes in the accumulator format; ``.overflows`` = adds that overflowed.
+"""
+
+
+def matmul(a, b, acc=None, *, overflow="saturate", rounding="half_up", order="sequential",
+           overflow_at="every", init=None, per_output=False, threads=None):
+    """Matrix product through a finite accumulator, with numpy ``matmul`` broadcasting.
+
+    .. math::
+
+        y_{\\dots ij} = \\mathrm{fit}\\Big(\\cdots \\mathrm{fit}\\big(\\mathrm{init}_{\\dots ij}
+        + \\mathrm{round}(a_{\\dots i0} b_{\\dots 0j})\\big) \\cdots
+        + \\mathrm{round}(a_{\\dots i,K-1} b_{\\dots K-1,j})\\Big)
+
+    Parameters
+    ----------
+    a, b : FixedArray or integer ndarray
+        ``[..., M, K]`` and ``[..., K, N]`` (1-D operands as in :func:`numpy.matmul`).
+    {common}"""
+    r, o = _modes(rounding, overflow, overflow_at, order)
+    ca, fa = _operand(a, "a")
+    cb, fb = _operand(b, "b")
+    if ca.ndim == 0 or cb.ndim == 0:
+        raise ValueError("matmul: operands must have at least 1 dimension (use * for scalars)")
+    a2 = ca[None, :] if ca.ndim == 1 else ca
+    b2 = cb[:, None] if cb.ndim == 1 else cb
+    if a2.shape[-1] != b2.shape[-2]:
+        raise ValueError(f"matmul: shapes {ca.shape} and {cb.shape} do not align: a has K={a2.shape[-1]} "
+                         f"(last axis), b has K={b2.shape[-2]} ({'first' if cb.ndim == 1 else 'second-to-last'} axis)")
+    try:
+        batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    except ValueError:
+        raise ValueError(f"matmul: batch dimensions of {ca.shape} and {cb.shape} do not broadcast") from None
+    m, kk, n = a2.shape[-2], a2.shape[-1], b2.shape[-1]
+    nb = int(np.prod(batch, dtype=np.int64))
+    user = batch + ((m,) if ca.ndim > 1 else ()) + ((n,) if cb.ndim > 1 else ())
+    a3 = np.broadcast_to(a2, batch + (m, kk)).reshape(nb, m, kk)
+    if int(np.prod(b2.shape[:-2], dtype=np.int64)) == 1:
+        b3 = b2.reshape(1, kk, n)
+    else:
+        b3 = np.broadcast_to(b2, batch + (kk, n)).reshape(nb, kk, n)
+    out, counts, accf, rng = _accumulate(a3, b3, fa, fb, acc, init, r, o, order, overflow_at == "end",
+                                    threads, "matmul", user, lambda t: t.reshape(nb, m, n))
+    return _finish(out.reshape(user), _reshaped(counts, user), accf, o, "matmul", per_output, rng)
+
+
+def dot(a, b, acc=None, *, overflow="saturate", rounding="half_up", order="sequential",
+        overflow_at="every", init=None, per_output=False, threads=None):
+    """Inner product of two 1-D vectors through a finite accumulator (a 0-d result).
+
+    .. math:: y = \\mathrm{fit}(\\cdots\\mathrm{fit}(\\mathrm{init} + \\mathrm{round}(a_0 b_0))
+              \\cdots + \\mathrm{round}(a_{K-1} b_{K-1}))
+
+    Parameters
+    ----------
+    a, b : FixedArray or integer ndarray, 1-D of equal length
+    {common}"""
+    for name, v in (("a", a), ("b", b)):
+        shape = v.shape if isinstance(v, FixedArray) else np.shape(v)
+        if len(shape) != 1:
+            raise ValueError(f"dot: {name} must be 1-D, got shape {shape}; use matmul for matrices")
+    return matmul(a, b, acc, overflow=overflow, rounding=rounding, order=order, overflow_at=overflow_at,
+                  init=init, per_output=per_output, threads=threads)
+
+
+def _pair(value, name: str, op: str) -> tuple[int, int]:
+    vals = (value, value) if isinstance(value, (int, np.integer)) else tuple(value)
+    if len(vals) != 2 or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1
+                                  for v in vals):
+        raise ValueError(f"{op}: {name} must be a positive int or a pair of them, got {value!r}")
+    return int(vals[0]), int(vals[1])
+
+
+def _same_pad(size: int, k: int, s: int, d: int) -> tuple[int, int]:
+    out = -(-size // s)
+    total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
+    return total // 2, total - total // 2
+
+
+def _paddings(padding, hw, khw, strides, dils, op: str):
+    if isinstance(padding, str):
+        mode = padding.upper()
+        if mode == "VALID":
+            return ((0, 0), (0, 0))
+        if mode == "SAME":
+            return tuple(_same_pad(*t) for t in zip(hw, khw, strides, dils))
+        raise ValueError(f"{op}: padding must be 'VALID', 'SAME' or ((top, bottom), (left, right)), got {padding!r}")
+    try:
+        pads = tuple((int(p[0]), int(p[1])) for p in padding)
+        ok = len(pads) == 2 and all(len(p) == 2 for p in padding) and min(min(p) for p in pads) >= 0
+    except (TypeError, ValueError, IndexError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{op}: padding must be 'VALID', 'SAME' or ((top, bottom), (left, right)) of "
+                         f"non-negative ints, got {padding!r}")
+    return pads
+
+
+def _conv(cx, fx, cw, fw, acc, stride, padding, dilation, groups, r, o, order, at_end, init, threads, op,
+          one_d: bool):
+    """conv2d on codes (NHWC x HWIO) via im2col and the grouped, batched accumulation."""
+    if cx.ndim != 4 or cw.ndim != 4:
+        raise ValueError(f"{op}: x must be NHWC (4-D) and w [KH, KW, Cin/groups, Cout] (4-D), got shapes "
+                         f"{cx.shape} and {cw.shape}")
+    nbatch, h, wd, cin = cx.shape
+    kh, kw, cg, cout = cw.shape
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+    if cin % groups or cout % groups or cg != cin // groups:
+        raise ValueError(f"{op}: with groups={groups}, x has {cin} channels and w expects Cin/groups={cg} "
+                         f"input and {cout} output channels; need Cin = groups*{cg} and Cout divisible by groups")
+    strides, dils = _pair(stride, "stride", op), _pair(dilation, "dilation", op)
+    pads = _paddings(padding, (h, wd), (kh, kw), strides, dils, op)
+    oh, ow = ((size + p[0] + p[1] - d * (k - 1) - 1) // s + 1
+              for size, p, k, s, d in zip((h, wd), pads, (kh, kw), strides, dils))
+    if oh < 1 or ow < 1:
+        raise ValueError(f"{op}: the kernel ({kh}x{kw}, dilation {dils}) does not fit the padded input "
+                         f"({h}x{wd}, padding {pads}); output would be {oh}x{ow}")
+    a_rng = _data_range(cx)
+    if any(pads[0] + pads[1]):
+        a_rng = (min(a_rng[0], 0), max(a_rng[1], 0))            # padded taps are zeros
+    dtype = cx.dtype
+    if dtype.itemsize > 2:                                     # narrow lanes: less memory traffic
+        dtype = next(t for t in (np.int16, np.int32, np.int64)
+                     if np.iinfo(t).min <= a_rng[0] and a_rng[1] <= np.iinfo(t).max)
+    xp = np.pad(cx, ((0, 0), pads[0], pads[1], (0, 0)))
+    # one strided copy: windows [N, OH, OW, C, KH, KW] -> patches [N, OH, OW, KH, KW, C]
+    windows = np.lib.stride_tricks.sliding_window_view(
+        xp, ((kh - 1) * dils[0] + 1, (kw - 1) * dils[1] + 1), axis=(1, 2))
+    windows = windows[:, ::strides[0], ::strides[1], :, ::dils[0], ::dils[1]][:, :oh, :ow]
+    patches = _scratch("patches", (nbatch, oh, ow, kh, kw, cin), dtype)
+    np.copyto(patches, windows.transpose(0, 1, 2, 4, 5, 3), casting="unsafe")
+    npos, cog, kk = nbatch * oh * ow, cout // groups, kh * kw * cg
+    a3 = patches.reshape(npos, kh, kw, groups, cg).transpose(3, 0, 1, 2, 4).reshape(groups, npos, kk)
+    b3 = cw.reshape(kh, kw, cg, groups, cog).transpose(3, 0, 1, 2, 4).reshape(groups, kk, cog)
+    user = (nbatch, ow, cout) if one_d else (nbatch, oh, ow, cout)
+
+    def to_internal(t):
+        return t.reshape(npos, groups, cog).transpose(1, 0, 2)
+
+    out, counts, accf, rng = _accumulate(a3, b3, fx, fw, acc, init, r, o, order, at_end, threads, op, user,
+                                    to_internal, a_rng)
+    out = out.transpose(1, 0, 2).reshape(user)
+    counts = None if counts is None else counts.transpose(1, 0, 2).reshape(user)
+    return out, counts, accf, rng
+
+
+def conv2d(x, w, acc=None, *, stride=1, padding="VALID", dilation=1, groups=1, overflow="saturate",
+           rounding="half_up", order="sequential", overflow_at="every", init=None, per_output=False,
+           threads=None):
+    """2-D convolution (cross-correlation, as TensorFlow) through a finite accumulator.
+
+    .. math::
+
+        y_{n,p,q,o} = \\mathrm{acc}_{(i,j,c)}\\Big(\\mathrm{init}_{n,p,q,o};\\;
+        x_{n,\\,p s_h + i d_h - t,\\, q s_w + j d_w - l,\\, g C_g + c}\\; w_{i,j,c,o}\\Big)
+
+    with :math:`g = \\lfloor o / (C_{out}/G) \\rfloor`; the reduction runs over
+    :math:`(i, j, c)` in row-major order (``i`` slowest, ``c`` fastest), padded taps included
+    as zero products.  Depthwise: ``groups = Cin`` and ``w`` of shape ``[KH, KW, 1, Cin*mult]``
+    (TensorFlow's ``[KH, KW, Cin, mult]`` reshaped), output channel ``c*mult + m``.
+
+    Parameters
+    ----------
+    x : FixedArray or integer ndarray, NHWC
+    w : FixedArray or integer ndarray, ``[KH, KW, Cin/groups, Cout]`` (HWIO)
+    stride, dilation : int or (int, int)
+    padding : "VALID", "SAME" (TensorFlow's split, extra row/column at the bottom/right) or
+        ``((top, bottom), (left, right))``
+    groups : int
+    {common}"""
+    r, o = _modes(rounding, overflow, overflow_at, order)
+    cx, fx = _operand(x, "x")
+    cw, fw = _operand(w, "w")
+    out, counts, accf, rng = _conv(cx, fx, cw, fw, acc, stride, padding, dilation, groups, r, o, order,
+                              overflow_at == "end", init, threads, "conv2d", False)
+    return _finish(out, counts, accf, o, "conv2d", per_output, rng)
+
+
+def conv1d(x, w, acc=None, *, stride=1, padding="VALID", dilation=1, groups=1, overflow="saturate",
+           rounding="half_up", order="sequential", overflow_at="every", init=None, per_output=False,
+           threads=None):
+    """1-D convolution (NWC input, ``[K, Cin/groups, Cout]`` weights) through a finite accumulator.
+
+    .. math:: y_{n,q,o} = \\mathrm{acc}_{(j,c)}\\big(\\mathrm{init}_{n,q,o};\\;
+              x_{n,\\,q s + j d - l,\\, g C_g + c}\\, w_{j,c,o}\\big)
+
+    Same conventions as :func:`conv2d`; ``padding`` is "VALID", "SAME" or ``(left, right)``.
+
+    Parameters
+    ----------
+    x : FixedArray or integer ndarray, NWC
+    w : FixedArray or integer ndarray, ``[K, Cin/groups, Cout]``
+    stride, dilation : int
+    padding : "VALID", "SAME" or ``(left, right)``
+    groups : int
+    {common}"""
+    r, o = _modes(rounding, overflow, overflow_at, order)
+    cx, fx = _operand(x, "x")
+    cw, fw = _operand(w, "w")
+    if cx.ndim != 3 or cw.ndim != 3:
+        raise ValueError(f"conv1d: x must be NWC (3-D) and w [K, Cin/groups, Cout] (3-D), got shapes "
+                         f"{cx.shape} and {cw.shape}")
+    if not isinstance(padding, str):
+        try:
+            padding = ((0, 0), tuple(padding))
+        except TypeError:
+            raise ValueError(f"conv1d: padding must be 'VALID', 'SAME' or (left, right), got {padding!r}") from None
+    s = stride if isinstance(stride, (int, np.integer)) else _bad_1d("stride", stride)
+    d = dilation if isinstance(dilation, (int, np.integer)) else _bad_1d("dilation", dilation)
+    out, counts, accf, rng = _conv(cx[:, None], fx, cw[None], fw, acc, (1, s), padding, (1, d), groups, r, o,
+                                   order, overflow_at == "end", init, threads, "conv1d", True)
+    return _finish(out, counts, accf, o, "conv1d", per_output, rng)
+
+
+def _bad_1d(name, value):
+    raise ValueError(f"conv1d: {name} must be a positive int, got {value!r}")
+
+
+def _axes(axis, ndim: int, op: str):
+    if axis is None:
+        return tuple(range(ndim))
+    try:
+        return np.lib.array_utils.normalize_axis_tuple(axis, ndim)
+    except (np.exceptions.AxisError, TypeError) as exc:
+        raise ValueError(f"{op}: bad axis {axis!r} for a {ndim}-D input ({exc})") from None
+
+
+def sum(x, axis=None, acc=None, *, overflow="saturate", rounding="half_up", order="sequential",
+        overflow_at="every", init=None, per_output=False, threads=None):
+    """Sum over ``axis`` through a finite accumulator (each element is one add).
+
+    .. math:: y = \\mathrm{fit}(\\cdots\\mathrm{fit}(\\mathrm{init} + \\mathrm{round}(x_0))
+              \\cdots + \\mathrm{round}(x_{K-1}))
+
+    Parameters
+    ----------
+    x : FixedArray or integer ndarray
+    axis : None, int or tuple of ints
+        Axes to reduce (None: all); reduced elements are added in C order.
+    {common}"""
+    r, o = _modes(rounding, overflow, overflow_at, order)
+    cx, fx = _operand(x, "x")
+    axes = _axes(axis, cx.ndim, "sum")
+    keep = [i for i in range(cx.ndim) if i not in axes]
+    user = tuple(cx.shape[i] for i in keep)
+    kk = int(np.prod([cx.shape[i] for i in axes], dtype=np.int64))
+    rows = int(np.prod(user, dtype=np.int64))
+    a3 = np.transpose(cx, keep + list(axes)).reshape(1, rows, kk)
+    ones = np.ones((1, kk, 1), np.int64)
+    out, counts, accf, rng = _accumulate(a3, ones, fx, Format(1, 0, False), acc, init, r, o, order,
+                                    overflow_at == "end", threads, "sum", user,
+                                    lambda t: t.reshape(1, rows, 1))
+    return _finish(out.reshape(user), _reshaped(counts, user), accf, o, "sum", per_output, rng)
+
+
+def cumsum(x, axis=-1, acc=None, *, overflow="saturate", rounding="half_up", init=None,
+           per_output=False, threads=None):
+    """Running sums along ``axis`` through a finite accumulator: every step is one output.
+
+    .. math:: y_k = \\mathrm{fit}(y_{k-1} + \\mathrm{round}(x_k)), \\qquad y_{-1} = \\mathrm{init}
+
+    ``init`` broadcasts to ``x``'s shape without ``axis``.  ``per_output=True`` returns
+    ``(result, flags)`` where ``flags[..., k]`` is 1 when step ``k`` overflowed (a per-step
+    trace, as SystemC's overflow flag).  Other parameters as in :func:`matmul` (cumsum is
+    sequential by nature: no ``order`` / ``overflow_at``).
+    """
+    r, o = _modes(rounding, overflow, "every", "sequential")
+    cx, fx = _operand(x, "x")
+    if cx.ndim == 0:
+        raise ValueError("cumsum: x must have at least 1 dimension")
+    (ax,) = _axes(axis, cx.ndim, "cumsum")
+    moved = np.moveaxis(cx, ax, -1)
+    kk, rows = moved.shape[-1], int(np.prod(moved.shape[:-1], dtype=np.int64))
+    accf = _parse_acc(acc, fx.frac)
+    frac = fx.frac if accf is None else accf.frac
+    init_r = _init_codes(init, moved.shape[:-1], frac)
+    i_rng = _data_range(init_r) if init_r is not None else (0, 0)
+    if accf is None:
+        accf = _exact_format(min(i_rng[0], 0) + kk * min(fx.min_code, 0),
+                             max(i_rng[1], 0) + kk * max(fx.max_code, 0), frac, f"{kk} values of {fx}",
+                             "cumsum")
+    shift = accf.frac - fx.frac
+    if shift < -63 or max(abs(fx.min_code), fx.max_code) << max(shift, 0) > _I63:
+        raise ValueError(f"cumsum: values of {fx} cannot be aligned to the accumulator {accf} within 64 bits")
+    if o is Overflow.WRAP_SIGN_MAGNITUDE and not accf.signed:
+        raise ValueError(f"overflow='wrap_sign_magnitude' needs a signed accumulator, got {accf}")
+    if init_r is not None and (i_rng[0] < accf.min_code or i_rng[1] > accf.max_code):
+        raise ValueError(f"cumsum: init codes {i_rng[0]}..{i_rng[1]} do not fit the accumulator {accf}")
+    x2 = np.ascontiguousarray(moved.reshape(rows, kk), dtype=np.int64)
+    ini = np.zeros(rows, np.int64) if init_r is None else np.ascontiguousarray(init_r, np.int64).reshape(rows)
+    out = np.empty((rows, kk), np.int64)
+    flags = np.empty((rows, kk), np.int64)
+    _k.cumsum_rows(x2, ini, out, flags, shift, r.code, accf.word, accf.signed, o.code, _threads(threads, x2.size))
+    out = np.moveaxis(out.reshape(moved.shape), -1, ax)
+    flags = np.moveaxis(flags.reshape(moved.shape), -1, ax)
+    return _finish(np.ascontiguousarray(out), np.ascontiguousarray(flags), accf, o, "cumsum", per_output)
+
+
+for _f in (matmul, dot, conv1d, conv2d, sum):
+    _f.__doc__ = _f.__doc__.replace("{common}", _COMMON_DOC.strip("\n").lstrip())
+del _f

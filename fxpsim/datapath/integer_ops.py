@@ -1,0 +1,438 @@
+"""Integer layer kernels: int8 fully connected, convolutions, add and average pooling.
+
+The kernels (:func:`quantized_fully_connected`, :func:`quantized_conv2d`,
+:func:`quantized_depthwise_conv2d`, :func:`quantized_add`,
+:func:`quantized_average_pool2d`) accumulate through :mod:`fxpsim.datapath`, so any
+accumulator width, overflow mode and adder order can be simulated, then scale the
+accumulator with a :class:`~fxpsim.requantize.Requantizer` (TFLite / gemmlowp
+arithmetic, :mod:`fxpsim.requantize`), add the output zero point and clamp.  With
+TFLite's settings they reproduce its reference int8 kernels.  (They carry a
+``quantized_`` prefix because ``fxpsim.conv2d`` is the datapath's accumulating
+convolution.)
+
+All integer arithmetic is done on numpy arrays whose intermediate values are proven to
+fit (int64; zero-point offsets of the operands in the narrowest type that holds every
+possible difference, int16 for 8-bit codes), so no step depends on C overflow rules.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .accumulate import conv2d as _datapath_conv2d
+from .accumulate import matmul as _datapath_matmul
+from ..core.fixed import FixedArray, Format, Overflow, from_raw
+from ..core.fixed import _logging as _overflow_log_active
+from .requantize import (
+    Requantizer, _check_range, _check_zero_point, _iinfo, _wrap_int32, multiply_by_quantized_multiplier,
+    tflite_add_params,
+)
+
+__all__ = [
+    "IntegerResult", "quantized_fully_connected", "quantized_conv2d", "quantized_depthwise_conv2d",
+    "quantized_add", "quantized_average_pool2d",
+]
+
+
+@dataclass(frozen=True)
+class IntegerResult:
+    """Output of an integer layer kernel.
+
+    Attributes
+    ----------
+    out : ndarray
+        Output codes in the output dtype (after zero point and activation clamp).
+    acc : ndarray of int64
+        Accumulator codes the requantizer saw (after bias), channels last.
+    overflows : int
+        Accumulator overflow events (each add that overflowed, the bias add included).
+    """
+
+    out: np.ndarray
+    acc: np.ndarray
+    overflows: int
+
+
+def _operand(a, name: str, ndim: int):
+    arr = np.asarray(a)
+    if arr.dtype == np.bool_ or arr.dtype.kind not in "iu" or arr.dtype.itemsize > 4:
+        raise TypeError(f"{name} must be an integer array of at most 32 bits (int8, uint8, int16, "
+                        f"int32...), got dtype {arr.dtype}")
+    if arr.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimensions, got shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError(f"{name} is empty (shape {arr.shape})")
+    return arr
+
+
+def _narrow_dtype(lo: int, hi: int):
+    """The narrowest of int16/int32/int64 holding [lo, hi] (narrow operands: less memory traffic)."""
+    return next(t for t in (np.int16, np.int32, np.int64) if np.iinfo(t).min <= lo and hi <= np.iinfo(t).max)
+
+
+def _offset(arr: np.ndarray, zp, name: str, channel_axis: int | None = None, narrow: bool = False) -> np.ndarray:
+    """``arr - zp``, exact, in int64 or (``narrow``) the narrowest signed type holding every
+    possible difference (int16 for 8-bit codes); ``zp`` scalar, or per channel along ``channel_axis``."""
+    info = np.iinfo(arr.dtype)
+    zps = np.asarray(zp)
+    if zps.ndim == 0:
+        z = _check_zero_point(zp, info, name)
+        dtype = _narrow_dtype(int(info.min) - z, int(info.max) - z) if narrow else np.int64
+        return np.subtract(arr, z, dtype=dtype) if z else arr.astype(dtype)
+    if channel_axis is None or zps.ndim != 1 or zps.shape[0] != arr.shape[channel_axis]:
+        raise ValueError(f"{name} must be a scalar{'' if channel_axis is None else ' or one per channel'}"
+                         f", got shape {zps.shape}")
+    for z in zps.tolist():
+        _check_zero_point(int(z), info, name)
+    shape = [1] * arr.ndim
+    shape[channel_axis] = -1
+    dtype = _narrow_dtype(int(info.min) - int(zps.max()), int(info.max) - int(zps.min())) if narrow else np.int64
+    return arr.astype(dtype) - zps.astype(dtype).reshape(shape)
+
+
+def _clamp_range(act_min, act_max, info) -> tuple[int, int]:
+    """The activation clamp, defaulting to the output type's range, validated against it."""
+    lo = int(info.min) if act_min is None else act_min
+    hi = int(info.max) if act_max is None else act_max
+    for name, v in (("act_min", lo), ("act_max", hi)):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"{name} must be an int, got {v!r}")
+    if not info.min <= lo <= hi <= info.max:
+        raise ValueError(f"need {info.min} <= act_min <= act_max <= {info.max}, got act_min={lo}, act_max={hi}")
+    return int(lo), int(hi)
+
+
+def _acc_format(acc) -> Format:
+    fmt = Format.integer(int(acc)) if isinstance(acc, (int, np.integer)) else acc
+    if not isinstance(fmt, Format):
+        raise TypeError(f"acc must be a Format or an int (accumulator bits), got {acc!r}")
+    if fmt.frac != 0 or not fmt.signed or fmt.word > 62:
+        raise ValueError(f"acc must be a signed integer format of at most 62 bits, got {fmt}")
+    return fmt
+
+
+def _bias(bias, n_out: int, fmt: Format):
+    if bias is None:
+        return None
+    b = np.asarray(bias)
+    if b.dtype == np.bool_ or b.dtype.kind not in "iu":
+        raise TypeError(f"bias must be an integer array (int32), got dtype {b.dtype}")
+    if b.shape != (n_out,):
+        raise ValueError(f"bias must have shape ({n_out},), one value per output channel; got {b.shape}")
+    b = b.astype(np.int64)
+    _check_range(b, fmt.min_code, fmt.max_code, f"bias (accumulator {fmt})")
+    return b
+
+
+def _check_requant(requant, n_out: int) -> Requantizer:
+    if not isinstance(requant, Requantizer):
+        raise TypeError(f"requant must be a Requantizer, got {type(requant).__name__}")
+    if requant.channels not in (1, n_out):
+        raise ValueError(f"requant has {requant.channels} channels; the layer has {n_out} outputs")
+    return requant
+
+
+def _output_spec(out_zp, act_min, act_max, out_dtype) -> tuple:
+    """Validated ``(dtype, zero point, act_min, act_max)`` of a layer's output."""
+    info = _iinfo(out_dtype, "out_dtype")
+    zp = _check_zero_point(out_zp, info, "out_zp")
+    return (info.dtype, zp) + _clamp_range(act_min, act_max, info)
+
+
+def _finish(acc: FixedArray, bias, bias_at: str, overflow, requant: Requantizer, out_spec) -> IntegerResult:
+    """Bias add (``end``), requantize along the last axis, add zero point, clamp."""
+    overflows = int(acc.overflows)
+    raw = acc.raw
+    if bias is not None and bias_at == "end":
+        total = raw + bias                 # exact: |acc|, |bias| < 2^62
+        if (_overflow_log_active() or int(total.min()) < acc.fmt.min_code
+                or int(total.max()) > acc.fmt.max_code):  # an add overflows (or is logged): fit it
+            full = from_raw(np.broadcast_to(bias, acc.shape).copy(), Format.integer(acc.fmt.word))
+            fitted = (acc + full).cast(acc.fmt, overflow=overflow)
+            overflows += int(fitted.overflows)
+            total = fitted.raw
+        raw = total
+    dtype, zp, lo, hi = out_spec
+    return IntegerResult(requant._output_codes(raw, acc.fmt.word, zp, lo, hi, dtype), raw, overflows)
+
+
+def _common(bias_at, overflow, order):
+    if bias_at not in ("end", "init"):
+        raise ValueError(f"bias_at must be 'end' (TFLite: bias added after the sum) or 'init' "
+                         f"(accumulator preloaded with the bias), got {bias_at!r}")
+    Overflow.parse(overflow)
+    if order not in ("sequential", "tree"):
+        raise ValueError(f"order must be 'sequential' or 'tree', got {order!r}")
+
+
+def quantized_fully_connected(x, w, bias=None, *, requant: Requantizer, x_zp=0, w_zp=0, out_zp=0,
+                              act_min=None, act_max=None, out_dtype=np.int8, acc=32, overflow="wrap",
+                              order="sequential", bias_at="end") -> IntegerResult:
+    r"""Integer fully connected layer (TFLite ``FULLY_CONNECTED``, int8).
+
+    .. math::
+
+        a_{n,o} = \mathrm{acc}\Big(\sum_k (x_{n,k} - z_x)(w_{o,k} - z_{w,o})\Big) + b_o,\qquad
+        y_{n,o} = \mathrm{clamp}\big(R_o(a_{n,o}) + z_y,\ \mathrm{act\_min},\ \mathrm{act\_max}\big)
+
+    where :math:`\mathrm{acc}` is :func:`fxpsim.datapath.matmul` with accumulator ``acc``
+    (overflow applied after every add) and :math:`R` the requantizer.
+
+    Parameters
+    ----------
+    x : ndarray of int, shape (..., K)
+    w : ndarray of int, shape (O, K)
+        TFLite weight layout.
+    bias : ndarray of int, shape (O,), optional
+    requant : Requantizer
+        e.g. ``Requantizer.tflite(s_x, s_w, s_y, kind="float")`` for the shared vectors' TFLite build.
+    x_zp, w_zp, out_zp : int
+        Zero points (``w_zp`` may be per output channel).
+    act_min, act_max : int, optional
+        Fused activation clamp (default: the ``out_dtype`` range); see :func:`~fxpsim.requantize.activation_range`.
+    acc : Format or int
+        Accumulator (``32`` = TFLite's int32).
+    overflow : str
+        Accumulator overflow mode (``"wrap"`` is what int32 C arithmetic does).
+    order : {"sequential", "tree"}
+    bias_at : {"end", "init"}
+        Add the bias after the sum (TFLite) or preload the accumulator with it.
+
+    Returns
+    -------
+    IntegerResult
+        ``out`` of shape (..., O).
+    """
+    x = _operand(x, "x", np.ndim(x) if np.ndim(x) >= 1 else 1)
+    w = _operand(w, "w", 2)
+    if x.shape[-1] != w.shape[1]:
+        raise ValueError(f"x has {x.shape[-1]} features but w (O, K) = {w.shape} expects {w.shape[1]}")
+    _common(bias_at, overflow, order)
+    out_spec = _output_spec(out_zp, act_min, act_max, out_dtype)
+    fmt = _acc_format(acc)
+    requant = _check_requant(requant, w.shape[0])
+    b = _bias(bias, w.shape[0], fmt)
+    xo = _offset(x, x_zp, "x_zp", narrow=True)
+    wo = _offset(w, w_zp, "w_zp", channel_axis=0, narrow=True)
+    init = np.broadcast_to(b, x.shape[:-1] + (w.shape[0],)) if (b is not None and bias_at == "init") else None
+    a = _datapath_matmul(xo, np.ascontiguousarray(wo.T), acc=fmt, overflow=overflow, order=order, init=init)
+    return _finish(a, b, bias_at, overflow, requant, out_spec)
+
+
+def _pair(v, name: str) -> tuple[int, int]:
+    pair = (v, v) if isinstance(v, (int, np.integer)) else tuple(v)
+    if len(pair) != 2 or not all(isinstance(p, (int, np.integer)) and p >= 1 for p in pair):
+        raise ValueError(f"{name} must be a positive int or a pair of them, got {v!r}")
+    return int(pair[0]), int(pair[1])
+
+
+def _explicit_padding(padding, in_hw, k_hw, stride, dilation):
+    """TF/TFLite padding as ((top, bottom), (left, right)); SAME puts the odd pixel after."""
+    if isinstance(padding, str):
+        mode = padding.upper()
+        if mode == "VALID":
+            return ((0, 0), (0, 0))
+        if mode != "SAME":
+            raise ValueError(f"padding must be 'SAME', 'VALID' or ((t, b), (l, r)), got {padding!r}")
+        pads = []
+        for n, k, s, d in zip(in_hw, k_hw, stride, dilation):
+            out = -(-n // s)
+            total = max((out - 1) * s + (k - 1) * d + 1 - n, 0)
+            pads.append((total // 2, total - total // 2))
+        return tuple(pads)
+    try:
+        (t, b), (l, r) = padding
+        pads = ((int(t), int(b)), (int(l), int(r)))
+    except (TypeError, ValueError):
+        raise ValueError(f"padding must be 'SAME', 'VALID' or ((t, b), (l, r)), got {padding!r}") from None
+    if min(min(p) for p in pads) < 0:
+        raise ValueError(f"padding must be non-negative, got {padding!r}")
+    return pads
+
+
+def _conv(x, w_hwio, groups, bias, requant, x_zp, out_zp, stride, padding, dilation, act_min, act_max,
+          out_dtype, acc, overflow, order, bias_at, w_offset):
+    _common(bias_at, overflow, order)
+    out_spec = _output_spec(out_zp, act_min, act_max, out_dtype)
+    fmt = _acc_format(acc)
+    stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+    pads = _explicit_padding(padding, x.shape[1:3], w_hwio.shape[:2], stride, dilation)
+    for n, k, d, (p0, p1), axis in zip(x.shape[1:3], w_hwio.shape[:2], dilation, pads, ("height", "width")):
+        if n + p0 + p1 < (k - 1) * d + 1:
+            raise ValueError(f"the dilated kernel ({(k - 1) * d + 1}) is larger than the padded input "
+                             f"{axis} ({n + p0 + p1})")
+    n_out = w_hwio.shape[3]
+    requant = _check_requant(requant, n_out)
+    b = _bias(bias, n_out, fmt)
+    xo = _offset(x, x_zp, "x_zp", narrow=True)
+    out_hw = tuple((n + p0 + p1 - (k - 1) * d - 1) // s + 1
+                   for n, k, s, d, (p0, p1) in zip(x.shape[1:3], w_hwio.shape[:2], stride, dilation, pads))
+    init = (np.broadcast_to(b, (x.shape[0],) + out_hw + (n_out,))
+            if (b is not None and bias_at == "init") else None)
+    a = _datapath_conv2d(xo, np.ascontiguousarray(w_offset(w_hwio)), acc=fmt, stride=stride, padding=pads,
+                         dilation=dilation, groups=groups, overflow=overflow, order=order, init=init)
+    return _finish(a, b, bias_at, overflow, requant, out_spec)
+
+
+def quantized_conv2d(x, w, bias=None, *, requant: Requantizer, x_zp=0, w_zp=0, out_zp=0, stride=1,
+                     padding="VALID", dilation=1, act_min=None, act_max=None, out_dtype=np.int8, acc=32,
+                     overflow="wrap", order="sequential", bias_at="end") -> IntegerResult:
+    r"""Integer 2-D convolution (TFLite ``CONV_2D``, int8, NHWC).
+
+    .. math::
+
+        a_{n,i,j,o} = \mathrm{acc}\Big(\sum_{u,v,c} (x_{n,\,is+ud-p,\,js+vd-p,\,c} - z_x)
+        (w_{o,u,v,c} - z_{w,o})\Big) + b_o,\qquad y = \mathrm{clamp}(R_o(a) + z_y)
+
+    Padded taps contribute :math:`x - z_x = 0`, exactly as TFLite skips them.
+
+    Parameters
+    ----------
+    x : ndarray of int, shape (N, H, W, C)
+    w : ndarray of int, shape (O, KH, KW, C)
+        TFLite weight layout.
+    stride, dilation : int or (int, int)
+    padding : "SAME", "VALID" or ((top, bottom), (left, right))
+    bias, requant, x_zp, w_zp, out_zp, act_min, act_max, out_dtype, acc, overflow, order, bias_at
+        As :func:`quantized_fully_connected`; TFLite's conv uses ``Requantizer.tflite(..., kind="double")``.
+
+    Returns
+    -------
+    IntegerResult
+        ``out`` of shape (N, OH, OW, O).
+    """
+    x = _operand(x, "x", 4)
+    w = _operand(w, "w", 4)
+    if x.shape[3] != w.shape[3]:
+        raise ValueError(f"x has {x.shape[3]} channels but w (O, KH, KW, C) = {w.shape} expects {w.shape[3]}")
+    w_hwio = np.transpose(w, (1, 2, 3, 0))
+    return _conv(x, w_hwio, 1, bias, requant, x_zp, out_zp, stride, padding, dilation, act_min, act_max,
+                 out_dtype, acc, overflow, order, bias_at,
+                 lambda k: _offset(k, w_zp, "w_zp", channel_axis=3, narrow=True))
+
+
+def quantized_depthwise_conv2d(x, w, bias=None, *, requant: Requantizer, x_zp=0, w_zp=0, out_zp=0,
+                               stride=1, padding="VALID", dilation=1, act_min=None, act_max=None,
+                               out_dtype=np.int8, acc=32, overflow="wrap", order="sequential",
+                               bias_at="end") -> IntegerResult:
+    r"""Integer depthwise convolution (TFLite ``DEPTHWISE_CONV_2D``, int8, NHWC).
+
+    Output channel :math:`o = cM + m` (depth multiplier :math:`M = O / C`) sees input channel
+    :math:`c` only:
+
+    .. math::
+
+        a_{n,i,j,o} = \mathrm{acc}\Big(\sum_{u,v} (x_{n,\,is+ud-p,\,js+vd-p,\,c} - z_x)
+        (w_{0,u,v,o} - z_{w,o})\Big) + b_o
+
+    Parameters
+    ----------
+    x : ndarray of int, shape (N, H, W, C)
+    w : ndarray of int, shape (1, KH, KW, C*M)
+        TFLite weight layout.
+    Other parameters as :func:`quantized_conv2d`.
+
+    Returns
+    -------
+    IntegerResult
+        ``out`` of shape (N, OH, OW, C*M).
+    """
+    x = _operand(x, "x", 4)
+    w = _operand(w, "w", 4)
+    if w.shape[0] != 1 or w.shape[3] % x.shape[3]:
+        raise ValueError(f"depthwise w must have shape (1, KH, KW, C*M) with C = {x.shape[3]} input "
+                         f"channels; got {w.shape}")
+    w_hwio = np.transpose(w, (1, 2, 0, 3))         # (KH, KW, 1, C*M)
+    return _conv(x, w_hwio, x.shape[3], bias, requant, x_zp, out_zp, stride, padding, dilation, act_min,
+                 act_max, out_dtype, acc, overflow, order, bias_at,
+                 lambda k: _offset(k, w_zp, "w_zp", channel_axis=3, narrow=True))
+
+
+def quantized_add(x1, x2, *, scale1: float, zp1: int, scale2: float, zp2: int, out_scale: float,
+                  out_zp: int, act_min=None, act_max=None, out_dtype=np.int8, left_shift: int = 20,
+                  rounding: str = "double") -> np.ndarray:
+    r"""Integer elementwise add (TFLite ``ADD``, int8), numpy broadcasting.
+
+    With ``(m1, s1, m2, s2, mo, so) =`` :func:`~fxpsim.requantize.tflite_add_params` and
+    :math:`\mathrm{MBQM}` = :func:`~fxpsim.requantize.multiply_by_quantized_multiplier` (int32 arithmetic):
+
+    .. math::
+
+        v_i = \mathrm{MBQM}((x_i - z_i)\,2^{L},\ m_i, s_i),\qquad
+        y = \mathrm{clamp}\big(\mathrm{MBQM}(v_1 + v_2,\ m_o, s_o) + z_y\big)
+
+    Returns
+    -------
+    ndarray of ``out_dtype``
+    """
+    a = _operand(x1, "x1", np.ndim(x1))
+    b = _operand(x2, "x2", np.ndim(x2))
+    try:
+        shape = np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise ValueError(f"x1 {a.shape} and x2 {b.shape} do not broadcast") from None
+    single = rounding == "single"
+    if rounding not in ("double", "single"):
+        raise ValueError(f"rounding must be 'double' or 'single', got {rounding!r}")
+    dtype, zp, lo, hi = _output_spec(out_zp, act_min, act_max, out_dtype)
+    m1, s1, m2, s2, mo, so = tflite_add_params(scale1, scale2, out_scale, left_shift, single)
+    v1 = multiply_by_quantized_multiplier(_wrap_int32(_offset(a, zp1, "zp1") << left_shift), m1, s1, rounding)
+    v2 = multiply_by_quantized_multiplier(_wrap_int32(_offset(b, zp2, "zp2") << left_shift), m2, s2, rounding)
+    raw = multiply_by_quantized_multiplier(_wrap_int32(np.broadcast_to(v1, shape) + v2), mo, so, rounding)
+    return np.clip(raw + zp, lo, hi).astype(dtype)
+
+
+def quantized_average_pool2d(x, pool_size, *, stride=None, padding="VALID", act_min=None, act_max=None,
+                             acc=32, overflow="wrap") -> IntegerResult:
+    r"""Integer average pooling (TFLite ``AVERAGE_POOL_2D``, int8: same scale and zero point in and out).
+
+    The window sum :math:`S` (padded pixels excluded, :math:`c` = number of valid pixels) runs
+    through :func:`fxpsim.datapath.conv2d` (a depthwise all-ones kernel) with accumulator ``acc``;
+    then, as TFLite's reference kernel, with truncating integer division:
+
+    .. math::
+
+        y = \begin{cases} \operatorname{trunc}\big((S + \lfloor c/2 \rfloor)/c\big) & S > 0 \\
+        \operatorname{trunc}\big((S - \lfloor c/2 \rfloor)/c\big) & S \le 0\end{cases}
+        \quad = \mathrm{round\_half\_away}(S / c)
+
+    Parameters
+    ----------
+    x : ndarray of int, shape (N, H, W, C)
+    pool_size, stride : int or (int, int)
+        ``stride`` defaults to ``pool_size``.
+    padding : "SAME", "VALID" or ((top, bottom), (left, right))
+    act_min, act_max : int, optional
+        Clamp (default: the dtype range of ``x``).
+    acc : Format or int
+    overflow : str
+
+    Returns
+    -------
+    IntegerResult
+        ``out`` of shape (N, OH, OW, C) and dtype of ``x``.
+    """
+    x = _operand(x, "x", 4)
+    lo, hi = _clamp_range(act_min, act_max, np.iinfo(x.dtype))
+    k = _pair(pool_size, "pool_size")
+    stride = k if stride is None else _pair(stride, "stride")
+    fmt = _acc_format(acc)
+    Overflow.parse(overflow)
+    pads = _explicit_padding(padding, x.shape[1:3], k, stride, (1, 1))
+    for n, kk, (p0, p1), axis in zip(x.shape[1:3], k, pads, ("height", "width")):
+        if n + p0 + p1 < kk:
+            raise ValueError(f"pool_size {kk} is larger than the padded input {axis} ({n + p0 + p1})")
+        if max(p0, p1) >= kk:
+            raise ValueError(f"padding {(p0, p1)} leaves windows without any input pixel ({axis})")
+    c = x.shape[3]
+    ones = np.ones(k + (1, c), dtype=np.int64)
+    a = _datapath_conv2d(x.astype(np.int64), ones, acc=fmt, stride=stride, padding=pads, groups=c,
+                         overflow=overflow)
+    valid = np.ones((1,) + x.shape[1:3] + (1,), dtype=np.int64)
+    count = _datapath_conv2d(valid, np.ones(k + (1, 1), dtype=np.int64), acc=Format.integer(32),
+                             stride=stride, padding=pads).raw
+    s = a.raw
+    num = np.where(s > 0, s + count // 2, s - count // 2)
+    avg = np.sign(num) * (np.abs(num) // count)       # C division truncates toward zero
+    return IntegerResult(np.clip(avg, lo, hi).astype(x.dtype), s, int(a.overflows))

@@ -1,0 +1,380 @@
+"""Target-hardware description: :class:`HardwareConfig`, its TOML form and the shipped presets.
+
+A :class:`HardwareConfig` says what the accelerator's datapath looks like: weight, activation, bias and
+accumulator widths (or fixed-point :class:`~fxpsim.fixed.Format`\\ s), per-channel or per-tensor weight
+scales, the rounding mode, the accumulator's overflow mode and summation order, and the requantization
+scheme that brings the accumulator back to the activation format:
+
+``tflite-double``
+    TFLite/gemmlowp: ``M0, n = quantize_multiplier(s_in * s_w / s_out)`` then
+    ``RoundingDivideByPOT(SaturatingRoundingDoublingHighMul(acc, M0), n)`` (two roundings).
+``tflite-single``
+    The same multiplier applied with one rounding, :math:`\\lfloor acc\\,M_0\\,2^{-31-n} + 1/2\\rfloor`.
+``shift``
+    Power-of-two scales everywhere; the accumulator is shifted right with the configured rounding.
+``float``
+    :math:`\\operatorname{round}(acc \\cdot s_{in} s_w / s_{out})` in float64 with the configured rounding
+    (what TFLite's reference FULLY_CONNECTED does in some builds).
+
+Presets live in ``fxpsim/hardware/presets/*.toml`` (see :func:`preset_names`); users write their own TOML with the
+same sections (``[weights]``, ``[activations]``, ``[bias]``, ``[accumulator]``, ``[requantization]``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, Mapping
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from ..core.fixed import Format, Overflow, Rounding
+
+__all__ = ["HardwareConfig", "ConfigError", "preset", "preset_names", "load_config", "REQUANTIZATION_SCHEMES"]
+
+REQUANTIZATION_SCHEMES = ("tflite-double", "tflite-single", "shift", "float")
+WEIGHT_SCALES = ("per-channel", "per-tensor")
+ACCUMULATOR_ORDERS = ("sequential", "tree")
+OVERFLOW_AT = ("add", "end")
+BIAS_ADD = ("preload", "after")
+
+
+class ConfigError(ValueError):
+    """A hardware configuration is invalid; the message names the key and what is allowed."""
+
+
+# TOML section/key -> dataclass field.  Flat field names are accepted as well (``weight_bits = 4``).
+_TOML_KEYS: dict[str, dict[str, str]] = {
+    "weights": {"bits": "weight_bits", "format": "weight_format", "signed": "weight_signed",
+                "scales": "weight_scales", "narrow_range": "weight_narrow_range"},
+    "activations": {"bits": "activation_bits", "format": "activation_format",
+                    "signed": "activation_signed", "symmetric": "activation_symmetric"},
+    "bias": {"bits": "bias_bits", "add": "bias_add"},
+    "accumulator": {"bits": "accumulator_bits", "overflow": "accumulator_overflow",
+                    "order": "accumulator_order", "overflow_at": "overflow_at"},
+    "requantization": {"scheme": "requantization", "dense_scheme": "dense_requantization", "rounding": "rounding",
+                       "activation_clamp": "activation_clamp"},
+}
+_FIELD_TO_TOML = {fld: (sec, key) for sec, keys in _TOML_KEYS.items() for key, fld in keys.items()}
+
+
+def _dotted(field_name: str) -> str:
+    sec, key = _FIELD_TO_TOML.get(field_name, (None, field_name))
+    return f"{sec}.{key}" if sec else key
+
+
+@dataclass(frozen=True)
+class HardwareConfig:
+    """An accelerator's integer datapath.
+
+    Parameters
+    ----------
+    name, description : str
+        Labels used in reports.
+    weight_bits : int
+        Weight code width, 2..16 (ignored when ``weight_format`` is given).
+    weight_format : Format or str, optional
+        Fixed-point weights: code = round(w * 2**frac), per-tensor scale ``2**-frac``.
+    weight_signed : bool
+        Signed weight codes (symmetric, zero point 0).
+    weight_scales : {"per-channel", "per-tensor"}
+        One scale per output channel or one per tensor.
+    weight_narrow_range : bool
+        Signed weights use ``[-(2**(b-1) - 1), 2**(b-1) - 1]`` (TFLite's int8 weights do).
+    activation_bits : int
+        Activation code width, 2..16.
+    activation_format : Format or str, optional
+        Fixed-point activations (zero point 0, scale ``2**-frac``).
+    activation_signed : bool
+        Signed (int8-like) or unsigned (uint8-like) activation codes.
+    activation_symmetric : bool
+        Zero point 0 (otherwise asymmetric: the zero point is calibrated).
+    bias_bits : int, optional
+        Bias register width (default: the accumulator's); biases are stored in the accumulator's scale
+        :math:`s_{in} s_w` and saturate to this width.
+    bias_add : {"preload", "after"}
+        The accumulator starts from the bias (many NPUs), or the bias is added after the dot product with
+        one more overflow-checked add (TFLite's reference kernels).
+    accumulator_bits : int
+        Accumulator width, 2..64.
+    accumulator_overflow : Overflow or str
+        Applied after every add (``overflow_at="add"``) or once at the end (``"end"``).
+    accumulator_order : {"sequential", "tree"}
+        Summation order of the MAC array.
+    overflow_at : {"add", "end"}
+        Per-add overflow (a narrow adder) or a wide adder with one final cast.
+    requantization : {"tflite-double", "tflite-single", "shift", "float"}
+        How the accumulator is scaled to the output's codes (see the module docstring).
+    dense_requantization : str, optional
+        A different scheme for fully connected layers (default: ``requantization``). TFLite's reference
+        FULLY_CONNECTED (the build of the shared vectors, TF 2.21) requantizes in float64 with round half
+        away while its convolutions use ``tflite-double``; the ``tflite-int8`` preset sets ``"float"``.
+    rounding : Rounding or str
+        Rounding of every float-to-code conversion (weights, biases, inputs) and of the ``shift`` and
+        ``float`` requantizations; the TFLite schemes round as gemmlowp does.
+    activation_clamp : bool
+        Fuse ReLU/ReLU6 into the requantized output clamp (TFLite does); otherwise they run as separate
+        integer max/min ops on the codes (same result, kept for completeness of the model).
+    """
+
+    name: str = "custom"
+    description: str = ""
+    weight_bits: int = 8
+    weight_format: Format | None = None
+    weight_signed: bool = True
+    weight_scales: str = "per-channel"
+    weight_narrow_range: bool = True
+    activation_bits: int = 8
+    activation_format: Format | None = None
+    activation_signed: bool = True
+    activation_symmetric: bool = False
+    bias_bits: int | None = None
+    bias_add: str = "preload"
+    accumulator_bits: int = 32
+    accumulator_overflow: Overflow = Overflow.WRAP
+    accumulator_order: str = "sequential"
+    overflow_at: str = "add"
+    requantization: str = "tflite-double"
+    dense_requantization: str | None = None
+    rounding: Rounding = Rounding.HALF_AWAY
+    activation_clamp: bool = True
+
+    def __post_init__(self) -> None:
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731  (frozen dataclass)
+        for name in ("name", "description"):
+            if not isinstance(getattr(self, name), str):
+                raise ConfigError(f"{name}: must be a string, got {getattr(self, name)!r}")
+        for prefix in ("weight", "activation"):
+            fmt = getattr(self, f"{prefix}_format")
+            if fmt is not None:
+                fmt = _parse_format(fmt, f"{prefix}_format")
+                if not 2 <= fmt.word <= 16:
+                    raise ConfigError(f"{_dotted(prefix + '_format')}: word length must be 2..16, "
+                                      f"got {fmt.word}")
+                set_(f"{prefix}_format", fmt)
+                set_(f"{prefix}_bits", fmt.word)
+                set_(f"{prefix}_signed", fmt.signed)
+        if self.weight_format is not None:  # a fixed format: one power-of-two scale, full code range
+            set_("weight_scales", "per-tensor")
+            set_("weight_narrow_range", False)
+        if self.activation_format is not None:
+            set_("activation_symmetric", True)
+        for name, lo, hi in (("weight_bits", 2, 16), ("activation_bits", 2, 16), ("accumulator_bits", 2, 64),
+                             ("bias_bits", 2, 64)):
+            if name == "bias_bits" and self.bias_bits is None:
+                set_("bias_bits", self.accumulator_bits)
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+                raise ConfigError(f"{_dotted(name)}: must be an integer in {lo}..{hi}, got {value!r}")
+        for name in ("weight_signed", "weight_narrow_range", "activation_signed", "activation_symmetric",
+                     "activation_clamp"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{_dotted(name)}: must be true or false, got {getattr(self, name)!r}")
+        for name, allowed in (("weight_scales", WEIGHT_SCALES), ("accumulator_order", ACCUMULATOR_ORDERS),
+                              ("overflow_at", OVERFLOW_AT), ("bias_add", BIAS_ADD),
+                              ("requantization", REQUANTIZATION_SCHEMES),
+                              ("dense_requantization", (None,) + REQUANTIZATION_SCHEMES)):
+            value = getattr(self, name)
+            if value not in allowed:
+                raise ConfigError(f"{_dotted(name)}: unknown value {value!r}; allowed: "
+                                  f"{', '.join(a for a in allowed if a is not None)}")
+        set_("accumulator_overflow", _parse_enum(Overflow, self.accumulator_overflow, "accumulator_overflow"))
+        set_("rounding", _parse_enum(Rounding, self.rounding, "rounding"))
+        if self.rounding == Rounding.STOCHASTIC:
+            raise ConfigError("requantization.rounding: 'stochastic' is not supported by the simulation; "
+                              f"allowed: {', '.join(r.value for r in Rounding if r != Rounding.STOCHASTIC)}")
+        if self.bias_bits > self.accumulator_bits:
+            raise ConfigError(f"bias.bits: a {self.bias_bits}-bit bias does not fit the "
+                              f"{self.accumulator_bits}-bit accumulator; allowed: 2..{self.accumulator_bits} "
+                              "(or leave it out: it defaults to the accumulator's width)")
+
+    # ----- construction -------------------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "") -> "HardwareConfig":
+        """Build from a TOML-shaped mapping (sections) or flat field names; unknown keys raise."""
+        where = f"{source}: " if source else ""
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{where}a configuration must be a table/mapping, got {type(data).__name__}")
+        kwargs: dict[str, Any] = {}
+        flat = {f.name for f in dataclasses.fields(cls)}
+        for key, value in data.items():
+            if key in _TOML_KEYS and (isinstance(value, Mapping) or key not in flat):
+                if not isinstance(value, Mapping):
+                    raise ConfigError(f"{where}[{key}] must be a table, got {value!r}")
+                for sub, sub_value in value.items():
+                    if sub not in _TOML_KEYS[key]:
+                        raise ConfigError(f"{where}unknown key '{key}.{sub}'; allowed keys in [{key}]: "
+                                          f"{', '.join(_TOML_KEYS[key])}")
+                    kwargs[_TOML_KEYS[key][sub]] = sub_value
+            elif key in flat:
+                kwargs[key] = value
+            elif "." in key and key.split(".", 1)[0] in _TOML_KEYS and \
+                    key.split(".", 1)[1] in _TOML_KEYS[key.split(".", 1)[0]]:
+                sec, sub = key.split(".", 1)
+                kwargs[_TOML_KEYS[sec][sub]] = value
+            else:
+                raise ConfigError(f"{where}unknown key '{key}'; allowed: name, description, "
+                                  f"[{'], ['.join(_TOML_KEYS)}] (or flat field names)")
+        try:
+            return cls(**kwargs)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}{exc}") from None
+
+    @classmethod
+    def from_toml(cls, path: str | os.PathLike) -> "HardwareConfig":
+        """Load a TOML file; errors name the file and the key."""
+        path = os.fspath(path)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"hardware config file not found: {path}")
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        data.setdefault("name", os.path.splitext(os.path.basename(path))[0])
+        return cls.from_dict(data, source=path)
+
+    @classmethod
+    def preset(cls, name: str) -> "HardwareConfig":
+        """A preset shipped with fxpsim (see :func:`preset_names`)."""
+        return preset(name)
+
+    def replace(self, **changes: Any) -> "HardwareConfig":
+        """A copy with some fields changed (flat names, or dotted TOML names via ``**{"accumulator.bits": 16}``).
+
+        Changing ``accumulator_bits`` without ``bias_bits`` narrows the bias register with it:
+        ``bias_bits = min(bias_bits, accumulator_bits)``; a new ``weight_bits``/``activation_bits`` drops a
+        fixed-point ``*_format``.
+        """
+        data = self.to_flat_dict()
+        for key, value in changes.items():
+            name = _FIELD_TO_TOML_REVERSE.get(key, key)
+            if name not in data:
+                raise ConfigError(f"unknown key '{key}'; allowed: {', '.join(data)}")
+            data[name] = value
+        changes = {_FIELD_TO_TOML_REVERSE.get(k, k): v for k, v in changes.items()}
+        if "accumulator_bits" in data and "bias_bits" not in changes and isinstance(data["accumulator_bits"], int):
+            data["bias_bits"] = min(data["bias_bits"], data["accumulator_bits"])
+        if "weight_bits" in changes and "weight_format" not in changes:
+            data["weight_format"] = None
+        if "activation_bits" in changes and "activation_format" not in changes:
+            data["activation_format"] = None
+        return type(self)(**data)
+
+    # ----- serialisation ------------------------------------------------------------------------------
+    def to_flat_dict(self) -> dict[str, Any]:
+        """Field name -> value (enums kept as enums, formats as :class:`Format`)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def to_dict(self) -> dict[str, Any]:
+        """TOML-shaped plain dict (strings, ints, bools); ``from_dict(c.to_dict()) == c``."""
+        out: dict[str, Any] = {"name": self.name, "description": self.description}
+        for sec, keys in _TOML_KEYS.items():
+            out[sec] = {}
+            for key, fld in keys.items():
+                value = getattr(self, fld)
+                if value is None:
+                    continue
+                if isinstance(value, Format):
+                    value = str(value)
+                elif isinstance(value, (Rounding, Overflow)):
+                    value = value.value
+                out[sec][key] = value
+        for prefix, sec in (("weight", "weights"), ("activation", "activations")):
+            if getattr(self, f"{prefix}_format") is not None:  # bits/signed follow from the format
+                out[sec].pop("bits", None)
+                out[sec].pop("signed", None)
+        return out
+
+    def to_toml(self) -> str:
+        """The configuration as TOML text (loadable with :meth:`from_toml`)."""
+        def lit(v: Any) -> str:
+            if isinstance(v, bool):
+                return "true" if v else "false"
+            if isinstance(v, int):
+                return str(v)
+            return json.dumps(str(v), ensure_ascii=False).replace("\x7f", "\\u007f")  # valid TOML basic string
+        d = self.to_dict()
+        lines = [f"name = {lit(d['name'])}", f"description = {lit(d['description'])}"]
+        for sec in _TOML_KEYS:
+            lines += ["", f"[{sec}]"] + [f"{k} = {lit(v)}" for k, v in d[sec].items()]
+        return "\n".join(lines) + "\n"
+
+    def summary(self) -> str:
+        """One line: ``W8(per-channel) A8 B32 ACC32 wrap/sequential tflite-double half_away``."""
+        w = str(self.weight_format) if self.weight_format else \
+            f"{'' if self.weight_signed else 'u'}int{self.weight_bits}"
+        a = str(self.activation_format) if self.activation_format else \
+            f"{'' if self.activation_signed else 'u'}int{self.activation_bits}"
+        return (f"weights {w} {self.weight_scales}, activations {a}, bias int{self.bias_bits}, "
+                f"accumulator int{self.accumulator_bits} {self.accumulator_overflow.value}"
+                f"{'' if self.overflow_at == 'add' else ' at end'} ({self.accumulator_order}), "
+                f"requant {self.requantization}"
+                f"{f' (dense: {self.dense_requantization})' if self.dense_requantization else ''}, "
+                f"rounding {self.rounding.value}")
+
+
+_FIELD_TO_TOML_REVERSE = {f"{sec}.{key}": fld for fld, (sec, key) in _FIELD_TO_TOML.items()}
+
+
+def _parse_enum(enum_cls, value: Any, field_name: str):
+    try:
+        return enum_cls.parse(value)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        allowed = ", ".join(m.value for m in enum_cls)
+        raise ConfigError(f"{_dotted(field_name)}: unknown value {value!r}; allowed: {allowed}") from None
+
+
+def _parse_format(value: Any, field_name: str) -> Format:
+    if isinstance(value, Format):
+        return value
+    if isinstance(value, Mapping):
+        try:
+            return Format(int(value["word"]), int(value["frac"]), bool(value.get("signed", True)))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"{_dotted(field_name)}: a format table needs integer 'word' and 'frac' "
+                              f"(and optional 'signed'): {exc}") from None
+    if isinstance(value, str):
+        try:
+            return Format.parse(value)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"{_dotted(field_name)}: cannot parse format {value!r} ({exc}); allowed: "
+                              "'sfix16_En8', 'ufix8_En0', 'ap_fixed<16,8>', 'Q7.8', 'UQ8.8' or "
+                              "{word = 16, frac = 8, signed = true}") from None
+    raise ConfigError(f"{_dotted(field_name)}: expected a format string or table, got {value!r}")
+
+
+# ----- presets -----------------------------------------------------------------------------------------
+def preset_names() -> list[str]:
+    """Names of the presets shipped in ``fxpsim/hardware/presets`` (file names without ``.toml``)."""
+    files = resources.files("fxpsim.hardware.presets")
+    return sorted(p.name[:-5] for p in files.iterdir() if p.name.endswith(".toml"))
+
+
+def preset(name: str) -> HardwareConfig:
+    """Load a shipped preset by name, e.g. ``preset("tflite-int8")``."""
+    names = preset_names()
+    if name not in names:
+        raise ConfigError(f"unknown preset {name!r}; available: {', '.join(names)}")
+    text = resources.files("fxpsim.hardware.presets").joinpath(f"{name}.toml").read_text(encoding="utf-8")
+    data = tomllib.loads(text)
+    data.setdefault("name", name)
+    return HardwareConfig.from_dict(data, source=f"preset {name}")
+
+
+def load_config(spec: "str | os.PathLike | HardwareConfig | Mapping") -> HardwareConfig:
+    """A config from a preset name, a TOML path, a mapping or a :class:`HardwareConfig`."""
+    if isinstance(spec, HardwareConfig):
+        return spec
+    if isinstance(spec, Mapping):
+        return HardwareConfig.from_dict(spec)
+    spec_str = os.fspath(spec)
+    if spec_str.endswith(".toml") or os.sep in spec_str or os.path.exists(spec_str):
+        return HardwareConfig.from_toml(spec_str)
+    return preset(spec_str)

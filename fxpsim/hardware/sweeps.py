@@ -1,0 +1,240 @@
+"""Design-space sweeps: one simulation per point of a grid of hardware settings, in parallel.
+
+``sweep(model, (x, y), {"accumulator_bits": range(10, 33), "accumulator_overflow": ["saturate", "wrap"]})``
+converts the model once (batch-norm folding, activation ranges), then simulates every grid point on local
+processes (:class:`concurrent.futures.ProcessPoolExecutor`, spawned, so no OpenMP/fork hazards) or on any
+:class:`concurrent.futures.Executor` given as ``executor=`` (e.g. ``dask.distributed.Client().get_executor()``
+to run the same grid on a cluster). Each task carries the float graph, the data and a chunk of configs (all
+plain picklable objects, a few hundred kB for the digits data); results come back as records.
+
+Every record holds exactly what :func:`fxpsim.hardware.simulate` reports for the network with that config
+(the same code computes both): ``accuracy``, ``float_accuracy``, ``agreement``, ``output_sqnr_db``,
+``overflow_count``, ``bit_ops`` and ``layer_overflows`` (per accumulating layer, ``name=count`` joined by ``;``).
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import time
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .simulation import ConfigError, HardwareConfig, _check_labels, _check_x, _float_trace, convert, extract, \
+    load_config, network_metrics
+
+__all__ = ["sweep", "SweepResult", "pareto_front", "DEFAULT_AXES"]
+
+AUTO_POOL_SECONDS = 5.0     # processes=None: below this estimated serial time, no process pool
+DEFAULT_AXES = ("weight_bits", "activation_bits", "accumulator_bits", "accumulator_overflow", "rounding")
+_AXIS_ALIASES = {"overflow": "accumulator_overflow", "acc_bits": "accumulator_bits", "order": "accumulator_order",
+                 "requant": "requantization", "scheme": "requantization"}
+
+
+def pareto_front(records: Sequence[dict], x_key: str, y_key: str) -> list[dict]:
+    """Records not dominated when minimising ``x_key`` and maximising ``y_key``, sorted by ``x_key``.
+
+    A record is dominated when another has ``x <= `` and ``y >=`` with one strict; of equal points the
+    first is kept.
+    """
+    pts = [r for r in records if r.get(x_key) is not None and r.get(y_key) is not None]
+    pts.sort(key=lambda r: (r[x_key], -r[y_key]))
+    front, best = [], -float("inf")
+    for r in pts:
+        if r[y_key] > best:
+            front.append(r)
+            best = r[y_key]
+    return front
+
+
+@dataclass
+class SweepResult:
+    """Records of a sweep (one dict per grid point, in grid order) and their Pareto fronts."""
+
+    grid: "dict | list"
+    records: list
+    metric: str = "accuracy"
+    float_accuracy: float | None = None
+    seconds: float = 0.0
+    pareto_accumulator: list = field(default_factory=list)
+    pareto_bitops: list = field(default_factory=list)
+
+    def __post_init__(self):
+        self.pareto_accumulator = pareto_front(self.records, "accumulator_bits", self.metric)
+        self.pareto_bitops = pareto_front(self.records, "bit_ops", self.metric)
+
+    def to_dict(self) -> dict:
+        """The ``sweep`` member of a report (see :mod:`fxpsim.report`)."""
+        return {"grid": self.grid, "metric": self.metric, "float_accuracy": self.float_accuracy,
+                "seconds": self.seconds, "records": self.records,
+                "pareto_accumulator": self.pareto_accumulator, "pareto_bitops": self.pareto_bitops}
+
+    def to_json(self, path: str | os.PathLike | None = None) -> str:
+        from ..report.render import _json_safe
+        text = json.dumps(_json_safe(self.to_dict()), indent=2, allow_nan=False)
+        if path is not None:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        return text
+
+    def to_csv(self, path: str | os.PathLike) -> str:
+        from ..report.render import write_csv
+        return write_csv(self.records, path)
+
+    def table(self) -> str:
+        from ..report.render import format_table
+        cols = [c for c in DEFAULT_AXES + ("accuracy", "agreement", "output_sqnr_db", "overflow_count")
+                if any(r.get(c) is not None for r in self.records)]
+        return format_table([[r.get(c) for c in cols] for r in self.records], cols)
+
+
+def _normalise_grid(grid: Mapping[str, Any], base: HardwareConfig) -> dict:
+    if not isinstance(grid, Mapping) or not grid:
+        raise ValueError("grid must be a non-empty mapping {axis: [values]}, e.g. {'accumulator_bits': [16, 32]}")
+    out = {}
+    fields = set(base.to_flat_dict())
+    for key, values in grid.items():
+        name = _AXIS_ALIASES.get(key, key)
+        if "." in name:
+            from .config import _FIELD_TO_TOML_REVERSE
+            name = _FIELD_TO_TOML_REVERSE.get(name, name)
+        if name not in fields:
+            raise ConfigError(f"grid: unknown axis {key!r}; allowed: {', '.join(DEFAULT_AXES)} or any "
+                              f"HardwareConfig field ({', '.join(sorted(fields))})")
+        values = [values] if isinstance(values, (str, int)) else list(values)
+        if not values:
+            raise ValueError(f"grid: axis {key!r} has no values")
+        out[name] = [v.value if hasattr(v, "value") else (int(v) if isinstance(v, np.integer) else v)
+                     for v in values]
+    return out
+
+
+def _point_record(point: dict, config: HardwareConfig) -> dict:
+    rec = {"config": config.name}
+    for axis in DEFAULT_AXES:
+        value = getattr(config, axis)
+        rec[axis] = value.value if hasattr(value, "value") else value
+    for axis, value in point.items():
+        rec[axis] = value
+    return rec
+
+
+def _run_chunk(graph, x, y, reference, configs: list) -> list:
+    """Worker: simulate each config; returns the network metrics (+ seconds) for each."""
+    out = []
+    for config in configs:
+        t0 = time.perf_counter()
+        net = convert(graph, config)
+        codes, traces = net.run(net.quantize_input(x), trace=True)
+        metrics = network_metrics(net, codes, reference, y, sum(t["overflows"] for t in traces))
+        metrics["layer_overflows"] = ";".join(f"{layer.name}={t['overflows']}" for layer, t in
+                                              zip(net.layers, traces) if t["hw_acc"] is not None)
+        metrics["seconds"] = time.perf_counter() - t0
+        out.append(metrics)
+    return out
+
+
+def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Sequence]]", *,
+          config="tflite-int8", calibration_x=None, executor: Executor | None = None, processes: int | None = None,
+          progress: bool = True, chunks_per_worker: int = 3) -> SweepResult:
+    """Simulate ``model`` on every point of ``grid`` (the Cartesian product of its axes).
+
+    Parameters
+    ----------
+    model : fxpsim.nn.Sequential
+    data : (x, y) or x
+        Evaluation inputs and optional labels.
+    grid : mapping axis -> values, or a list of such mappings
+        The points are the Cartesian product of the axes (the union of the products for a list). Axes
+        are :class:`~fxpsim.hardware.HardwareConfig` fields (``weight_bits``, ``activation_bits``,
+        ``accumulator_bits``, ``accumulator_overflow``, ``rounding``, ... or dotted TOML names); every
+        other setting comes from ``config`` (a new ``accumulator_bits`` also sets
+        ``bias_bits = min(bias_bits, accumulator_bits)``, see :meth:`HardwareConfig.replace`).
+    config : base configuration (preset name, path, mapping or HardwareConfig)
+    calibration_x : inputs that calibrate activation ranges (default: ``x``)
+    executor : concurrent.futures.Executor, optional
+        Runs the tasks (not shut down here). Default: a ProcessPoolExecutor (spawned workers) with
+        ``processes`` workers; ``processes=1`` runs in this process; ``processes=None`` uses every core,
+        unless the first point, simulated here, shows the whole sweep takes under ``AUTO_POOL_SECONDS``
+        serially (then starting workers would cost more than it saves).
+    progress : bool
+        tqdm progress bar over grid points.
+
+    Returns
+    -------
+    SweepResult
+    """
+    t0 = time.perf_counter()
+    base = load_config(config)
+    if isinstance(data, (tuple, list)):
+        if len(data) != 2:
+            raise ValueError("data must be x or a pair (x, y)")
+        x, y = data
+    else:
+        x, y = data, None
+    x = _check_x(x, "x")
+    y = _check_labels(y, x.shape[0])
+    grids = [_normalise_grid(g, base) for g in (grid if isinstance(grid, (list, tuple)) else [grid])]
+    if not grids:
+        raise ValueError("grid must be a mapping {axis: [values]} or a non-empty list of them")
+    points = [dict(zip(axes, combo)) for axes in grids for combo in itertools.product(*axes.values())]
+    configs = []
+    for p in points:
+        try:
+            configs.append(base.replace(**p))
+        except ConfigError as exc:
+            raise ConfigError(f"grid point {p}: {exc}") from None
+    graph = extract(model, x if calibration_x is None else calibration_x)
+    reference = _float_trace(graph.folded, [graph.stages[-1].model_layers[-1]], x)[0]
+    float_acc = float(np.mean(reference.argmax(axis=1) == y)) if y is not None else None
+    if processes is not None and (not isinstance(processes, int) or processes < 1):
+        raise ValueError(f"processes must be a positive int, got {processes!r}")
+    workers = processes or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=len(configs), desc="sweep", unit="config")
+    results: list = [None] * len(configs)
+    pending = list(range(len(configs)))
+    try:
+        if executor is None and processes is None:
+            # auto: time one point here; small sweeps stay in this process (a worker costs ~1 s to start)
+            results[0] = _run_chunk(graph, x, y, reference, [configs[0]])[0]
+            pending.pop(0)
+            if bar is not None:
+                bar.update(1)
+            if workers == 1 or results[0]["seconds"] * len(pending) < AUTO_POOL_SECONDS:
+                workers = 1
+        if executor is None and (workers == 1 or len(pending) <= 1):
+            for i in pending:
+                results[i] = _run_chunk(graph, x, y, reference, [configs[i]])[0]
+                if bar is not None:
+                    bar.update(1)
+        elif pending:
+            own = executor is None
+            if own:
+                import multiprocessing
+                executor = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+            try:
+                n_chunks = max(1, min(len(pending), workers * chunks_per_worker))
+                chunks = [pending[i::n_chunks] for i in range(n_chunks)]
+                futures = {executor.submit(_run_chunk, graph, x, y, reference, [configs[i] for i in idx]): idx
+                           for idx in chunks if idx}
+                for fut in as_completed(futures):
+                    for i, res in zip(futures[fut], fut.result()):
+                        results[i] = res
+                    if bar is not None:
+                        bar.update(len(futures[fut]))
+            finally:
+                if own:
+                    executor.shutdown()
+    finally:
+        if bar is not None:
+            bar.close()
+    records = [{**_point_record(p, c), **r} for p, c, r in zip(points, configs, results)]
+    metric = "accuracy" if y is not None else "agreement"
+    return SweepResult(grid=grids[0] if len(grids) == 1 else grids, records=records, metric=metric,
+                       float_accuracy=float_acc, seconds=time.perf_counter() - t0)

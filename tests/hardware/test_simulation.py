@@ -1,0 +1,569 @@
+"""Hardware configs, presets, conversion and simulation.
+
+The simulation is checked against an independent model written here with Python integers: its own weight /
+activation quantization, a per-add accumulator loop, gemmlowp's SaturatingRoundingDoublingHighMul and
+RoundingDivideByPOT, and the report's error statistics recomputed with numpy; against TFLite's own int8
+outputs (shared vectors); and end to end on a trained digits CNN (wide formats ~ float, narrow wrapping
+accumulators collapse).
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fxpsim import nn, train
+from fxpsim.nn.datasets import load_digits
+from fxpsim.hardware import (ConfigError, HardwareConfig, IntegerLayer, IntegerNetwork, convert, extract,
+                             layer_requantizer, load_config, preset, preset_names, simulate)
+from fxpsim.datapath.requantize import activation_range
+
+PRESETS = ("tflite-int8", "int8-acc16-sat", "int8-acc16-wrap", "int4-acc12-sat", "q8.8-fixed")
+
+
+# ----------------------------------------------------------------------------------------------------- configs
+def test_presets_shipped_and_round_trip(tmp_path):
+    assert set(PRESETS) <= set(preset_names())
+    for name in preset_names():
+        cfg = preset(name)
+        assert cfg.name == name
+        assert HardwareConfig.from_dict(cfg.to_dict()) == cfg
+        path = tmp_path / f"{name}.toml"
+        path.write_text(cfg.to_toml())
+        assert HardwareConfig.from_toml(path) == cfg
+        assert load_config(name) == cfg and load_config(str(path)) == cfg
+
+
+def test_preset_contents():
+    t = preset("tflite-int8")
+    assert (t.weight_bits, t.weight_scales, t.weight_narrow_range, t.activation_bits, t.activation_symmetric,
+            t.bias_bits, t.bias_add, t.accumulator_bits, t.accumulator_overflow.value, t.requantization,
+            t.dense_requantization, t.rounding.value) == (8, "per-channel", True, 8, False, 32, "after", 32, "wrap",
+                                                          "tflite-double", "float", "half_away")
+    s, w = preset("int8-acc16-sat"), preset("int8-acc16-wrap")
+    assert (s.accumulator_bits, s.accumulator_overflow.value, w.accumulator_overflow.value) == (16, "saturate", "wrap")
+    i4 = preset("int4-acc12-sat")
+    assert (i4.weight_bits, i4.activation_bits, i4.accumulator_bits) == (4, 4, 12)
+    q = preset("q8.8-fixed")
+    assert (q.weight_format.word, q.weight_format.frac, q.activation_format.frac, q.requantization) == \
+        (16, 8, 8, "shift")
+    assert q.weight_scales == "per-tensor" and q.activation_symmetric
+
+
+@given(wb=st.integers(2, 16), ab=st.integers(2, 16), acc=st.integers(2, 64), data=st.data())
+def test_config_round_trips_property(wb, ab, acc, data):
+    try:
+        import tomllib
+    except ModuleNotFoundError:      # Python 3.10
+        import tomli as tomllib
+    from fxpsim.core.fixed import Overflow, Rounding
+    draw = data.draw
+    cfg = HardwareConfig(
+        name=draw(st.text(max_size=8)), weight_bits=wb, activation_bits=ab, accumulator_bits=acc,
+        bias_bits=draw(st.integers(2, acc)), weight_signed=draw(st.booleans()),
+        weight_scales=draw(st.sampled_from(["per-channel", "per-tensor"])),
+        activation_signed=draw(st.booleans()), activation_symmetric=draw(st.booleans()),
+        accumulator_overflow=draw(st.sampled_from(list(Overflow))),
+        accumulator_order=draw(st.sampled_from(["sequential", "tree"])),
+        overflow_at=draw(st.sampled_from(["add", "end"])), bias_add=draw(st.sampled_from(["preload", "after"])),
+        requantization=draw(st.sampled_from(["tflite-double", "tflite-single", "shift", "float"])),
+        dense_requantization=draw(st.sampled_from([None, "tflite-double", "float"])),
+        rounding=draw(st.sampled_from([r for r in Rounding if r != Rounding.STOCHASTIC])),
+        weight_format=draw(st.sampled_from([None, "sfix8_En4", "ap_fixed<12,4>"])))
+    assert HardwareConfig.from_dict(cfg.to_dict()) == cfg
+    assert HardwareConfig.from_dict(tomllib.loads(cfg.to_toml())) == cfg
+    assert HardwareConfig.from_dict(cfg.to_flat_dict()) == cfg
+
+
+def test_replace_and_dotted_names():
+    t = preset("tflite-int8")
+    r = t.replace(**{"accumulator.bits": 16, "accumulator_overflow": "saturate"})
+    assert (r.accumulator_bits, r.bias_bits, r.accumulator_overflow.value) == (16, 16, "saturate")
+    assert t.accumulator_bits == 32  # frozen original unchanged
+    with pytest.raises(ConfigError, match="unknown key 'weights.bitz'"):
+        t.replace(**{"weights.bitz": 3})
+
+
+@pytest.mark.parametrize("data, pieces", [
+    ({"weights": {"bitz": 8}}, ["unknown key 'weights.bitz'", "bits, format, signed"]),
+    ({"colour": "red"}, ["unknown key 'colour'", "[weights]"]),
+    ({"weights": {"bits": 40}}, ["weights.bits", "2..16", "40"]),
+    ({"weights": {"bits": "8"}}, ["weights.bits", "integer"]),
+    ({"weights": {"scales": "per-row"}}, ["weights.scales", "per-channel, per-tensor"]),
+    ({"accumulator": {"overflow": "wrapp"}}, ["accumulator.overflow", "'wrapp'", "saturate", "wrap"]),
+    ({"accumulator": {"order": "random"}}, ["accumulator.order", "sequential, tree"]),
+    ({"accumulator": {"bits": 1}}, ["accumulator.bits", "2..64"]),
+    ({"requantization": {"scheme": "magic"}}, ["requantization.scheme", "tflite-double", "float"]),
+    ({"requantization": {"dense_scheme": "magic"}}, ["requantization.dense_scheme", "tflite-single, shift"]),
+    ({"requantization": {"rounding": "sideways"}}, ["requantization.rounding", "half_even"]),
+    ({"requantization": {"rounding": "stochastic"}}, ["requantization.rounding", "stochastic"]),
+    ({"requantization": {"activation_clamp": "yes"}}, ["requantization.activation_clamp", "true or false"]),
+    ({"activations": {"format": "Q9.x"}}, ["activations.format", "Q7.8"]),
+    ({"activations": {"format": "sfix24_En8"}}, ["activations.format", "2..16"]),
+    ({"bias": {"bits": 40}, "accumulator": {"bits": 32}}, ["bias.bits", "2..32"]),
+    ({"bias": {"add": "sometimes"}}, ["bias.add", "preload, after"]),
+    ({"weights": 8}, ["[weights] must be a table"]),
+])
+def test_bad_configs_name_key_and_allowed(data, pieces):
+    with pytest.raises(ConfigError) as info:
+        HardwareConfig.from_dict(data, source="my.toml")
+    msg = str(info.value)
+    assert msg.startswith("my.toml: ")
+    for piece in pieces:
+        assert piece in msg, (piece, msg)
+
+
+def test_bad_files_and_presets(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not found"):
+        HardwareConfig.from_toml(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[weights\nbits = 8\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        HardwareConfig.from_toml(bad)
+    typo = tmp_path / "typo.toml"
+    typo.write_text("[accumulator]\nbitz = 16\n")
+    with pytest.raises(ConfigError, match=r"typo.toml: unknown key 'accumulator.bitz'"):
+        load_config(typo)
+    with pytest.raises(ConfigError, match="unknown preset 'tflite-int9'; available: .*tflite-int8"):
+        preset("tflite-int9")
+
+
+# --------------------------------------------------------------------------- independent integer reference
+def _f32(v: float) -> float:
+    return float(np.float32(v))
+
+
+def _rha(v: float) -> int:
+    """Round half away from zero."""
+    return int(math.copysign(math.floor(abs(v) + 0.5), v))
+
+
+def _round(v: float, mode: str) -> int:
+    return _rha(v) if mode == "half_away" else math.floor(v + 0.5)  # half_up
+
+
+def _clamp(v, lo, hi):
+    return max(lo, min(hi, v))
+
+
+def _act_params(lo, hi, bits=8):
+    lo, hi = min(lo, 0.0), max(hi, 0.0)
+    qmin, qmax = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    s = _f32((hi - lo) / (qmax - qmin))
+    return s, _clamp(qmin - _rha(lo / s), qmin, qmax)
+
+
+def _quantize_multiplier(r: float):
+    q, e = math.frexp(r)
+    m = _rha(q * 2.0 ** 31)
+    if m == 1 << 31:
+        m, e = 1 << 30, e + 1
+    return (0, 0) if e < -31 else (m, e)
+
+
+def _wrap(v: int, bits: int) -> int:
+    return ((v + (1 << (bits - 1))) % (1 << bits)) - (1 << (bits - 1))
+
+
+def _srdhm(a: int, b: int) -> int:
+    if a == b == -(1 << 31):
+        return (1 << 31) - 1
+    ab = a * b
+    t = ab + ((1 << 30) if ab >= 0 else 1 - (1 << 30))
+    return (abs(t) >> 31) * (1 if t >= 0 else -1)      # C division truncates toward zero
+
+
+def _rdbpot(x: int, e: int) -> int:
+    mask = (1 << e) - 1
+    threshold = (mask >> 1) + (1 if x < 0 else 0)
+    return (x >> e) + (1 if (x & mask) > threshold else 0)
+
+
+def _requant(acc: int, real: float, scheme: str, rounding: str) -> int:
+    if scheme == "float":
+        return _round(acc * real, rounding)
+    m, e = _quantize_multiplier(real)
+    if scheme == "tflite-double":
+        return _rdbpot(_srdhm(_wrap(acc << max(e, 0), 32), m), max(-e, 0))
+    t = 31 - e                                          # tflite-single
+    return _wrap((acc * m + (1 << (t - 1))) >> t, 32)
+
+
+def _accumulate(xs, ws, bias, bits, mode, bias_add, at_end=False):
+    """Per-add accumulator (or, ``at_end``, the exact sum fitted once): (value, overflow events)."""
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    overflows = 0
+
+    def fit(v):
+        nonlocal overflows
+        if lo <= v <= hi:
+            return v
+        overflows += 1
+        return _clamp(v, lo, hi) if mode == "saturate" else _wrap(v, bits)
+    if at_end:
+        return fit(sum(a * w for a, w in zip(xs, ws)) + bias), overflows
+    acc = bias if bias_add == "preload" else 0
+    for a, w in zip(xs, ws):
+        acc = fit(acc + a * w)
+    if bias_add == "after":
+        acc = fit(acc + bias)
+    return acc, overflows
+
+
+def _reference_dense(x_codes, z_in, s_in, w_float, b_float, out_range, relu, cfg):
+    """One Dense layer on Python ints: returns (codes, scale, zp, overflows, exact accumulators)."""
+    qmax_w = (1 << (cfg.weight_bits - 1)) - 1
+    n_in, n_out = w_float.shape
+    cols = [[float(w_float[k, o]) for k in range(n_in)] for o in range(n_out)]
+    if cfg.weight_scales == "per-channel":
+        s_w = [_f32(max(abs(v) for v in col) / qmax_w) for col in cols]
+    else:
+        s_w = [_f32(max(abs(v) for col in cols for v in col) / qmax_w)] * n_out
+    w_q = [[_clamp(_rha(v / s_w[o]), -qmax_w, qmax_w) for v in cols[o]] for o in range(n_out)]
+    bmax = (1 << (cfg.bias_bits - 1)) - 1
+    b_q = [_clamp(_rha(float(b_float[o]) / (s_in * s_w[o])), -bmax - 1, bmax) for o in range(n_out)]
+    s_out, z_out = _act_params(*out_range)
+    lo, hi = (max(-128, z_out) if relu else -128), 127
+    out, exact, overflows = [], [], 0
+    for row in x_codes:
+        xs = [int(v) - z_in for v in row]
+        out_row = []
+        for o in range(n_out):
+            acc, n = _accumulate(xs, w_q[o], b_q[o], cfg.accumulator_bits, cfg.accumulator_overflow.value,
+                                 cfg.bias_add, cfg.overflow_at == "end")
+            overflows += n
+            exact.append(sum(a * w for a, w in zip(xs, w_q[o])) + b_q[o])
+            real = (s_in * s_w[o]) / s_out
+            scheme = cfg.dense_requantization or cfg.requantization
+            out_row.append(_clamp(_requant(acc, real, scheme, cfg.rounding.value) + z_out, lo, hi))
+        out.append(out_row)
+    return out, s_out, z_out, overflows, exact
+
+
+def _tiny_model():
+    m = nn.Sequential(nn.Dense(4, 3, activation="relu", seed=1), nn.Dense(3, 2, seed=2))
+    m.layers[0].W[...] = [[0.5, -0.25, 0.75], [-1.0, 0.3, 0.2], [0.1, 0.9, -0.6], [0.4, -0.8, 0.05]]
+    m.layers[0].b[...] = [0.1, -0.2, 0.05]
+    m.layers[1].W[...] = [[1.2, -0.7], [-0.4, 0.9], [0.6, 0.3]]
+    m.layers[1].b[...] = [0.02, -0.03]
+    return m.eval()
+
+
+TINY_CONFIGS = [
+    preset("tflite-int8"),
+    preset("tflite-int8").replace(weight_scales="per-tensor", requantization="tflite-single"),
+    preset("int8-acc16-sat").replace(accumulator_bits=12),
+    preset("int8-acc16-wrap").replace(accumulator_bits=12, requantization="float", rounding="half_up"),
+    preset("int8-acc16-sat").replace(accumulator_bits=11, requantization="tflite-double", bias_add="after"),
+]
+
+
+@pytest.mark.parametrize("cfg", TINY_CONFIGS, ids=lambda c: f"{c.requantization}-acc{c.accumulator_bits}-"
+                         f"{c.accumulator_overflow.value}-{c.weight_scales}")
+def test_simulate_matches_independent_integer_model(cfg):
+    rng = np.random.default_rng(7)
+    x = rng.uniform(-1.5, 1.5, size=(24, 4)).astype(np.float32)
+    y = rng.integers(0, 2, size=24)
+    model = _tiny_model()
+    h1 = model.layers[0].forward(x).astype(np.float64)           # float reference, layer by layer
+    h2 = model.layers[1].forward(h1.astype(np.float32)).astype(np.float64)
+
+    s_in, z_in = _act_params(float(x.min()), float(x.max()))
+    x_codes = [[_clamp(_rha(float(v) / s_in) + z_in, -128, 127) for v in row] for row in x.astype(np.float64)]
+    c1, s1, z1, ovf1, ex1 = _reference_dense(x_codes, z_in, s_in, model.layers[0].W, model.layers[0].b,
+                                             (h1.min(), h1.max()), True, cfg)
+    c2, s2, z2, ovf2, ex2 = _reference_dense(c1, z1, s1, model.layers[1].W, model.layers[1].b,
+                                             (h2.min(), h2.max()), False, cfg)
+
+    net = convert(model, cfg, x)
+    np.testing.assert_array_equal(net.run(net.quantize_input(x)), np.array(c2))
+    report = simulate(model, cfg, x, y)
+    for rec, codes, s, z, ref, ovf, exact in ((report.layers[0], c1, s1, z1, h1, ovf1, ex1),
+                                              (report.layers[1], c2, s2, z2, h2, ovf2, ex2)):
+        hw = (np.array(codes, dtype=np.float64) - z) * s
+        err = hw - ref
+        assert rec.mse == pytest.approx(np.mean(err ** 2), rel=1e-9)
+        assert rec.sqnr_db == pytest.approx(10 * np.log10(np.sum(ref ** 2) / np.sum(err ** 2)), rel=1e-9)
+        assert rec.max_abs_error_lsb == pytest.approx(np.max(np.abs(err)) / s, rel=1e-9)
+        assert rec.overflow_count == ovf
+        adds = len(exact) * (len(codes[0]) and (4 if rec.index == 0 else 3) + (cfg.bias_add == "after"))
+        assert rec.overflow_rate == pytest.approx(ovf / adds)
+        lo, hi = min(exact), max(exact)
+        assert rec.acc_peak == max(-lo, hi)
+        need = max(hi.bit_length(), (-lo - 1).bit_length() if lo < 0 else 0) + 1
+        assert rec.acc_bits_needed == need and rec.headroom_bits == cfg.accumulator_bits - need
+        assert (rec.output_scale, rec.output_zero_point) == (pytest.approx(s), z)
+    hw_out = (np.array(c2, dtype=np.float64) - z2) * s2
+    assert report.network["accuracy"] == pytest.approx(np.mean(hw_out.argmax(1) == y))
+    assert report.network["float_accuracy"] == pytest.approx(np.mean(h2.argmax(1) == y))
+    assert report.network["agreement"] == pytest.approx(np.mean(hw_out.argmax(1) == h2.argmax(1)))
+    assert report.network["overflow_count"] == ovf1 + ovf2
+    assert report.network["bit_ops"] == (4 * 3 + 3 * 2) * 8 * 8
+    if cfg.accumulator_bits <= 12:
+        assert ovf1 + ovf2 > 0  # the narrow configs really exercise overflow
+
+
+@pytest.mark.parametrize("cfg", [
+    HardwareConfig(weight_signed=False, activation_signed=False, weight_bits=12, activation_bits=12,
+                   accumulator_bits=48, requantization="float"),
+    HardwareConfig(weight_scales="per-tensor", activation_symmetric=True, weight_bits=12, activation_bits=12,
+                   accumulator_bits=40, requantization="shift", rounding="half_even"),
+], ids=["unsigned-asymmetric", "symmetric-power-of-two"])
+def test_other_code_conventions_track_the_float_model(cfg):
+    model = _tiny_model()
+    x = np.random.default_rng(2).uniform(-1, 1, (50, 4)).astype(np.float32)
+    net = convert(model, cfg, x)
+    if not cfg.weight_signed:
+        assert net.layers[0].weight.dtype == np.uint16 and np.any(net.layers[0].weight_zero_point)
+    if cfg.requantization == "shift":
+        scales = [net.input_scale] + [float(s) for s in net.layers[0].weight_scale]
+        assert all(math.log2(s) == round(math.log2(s)) for s in scales)
+    r = simulate(model, cfg, x)
+    assert r.network["agreement"] == 1.0 and r.network["output_sqnr_db"] > 45
+
+
+@given(seed=st.integers(0, 2 ** 16), n_in=st.integers(1, 6), n_out=st.integers(1, 4),
+       acc_bits=st.integers(8, 32), overflow=st.sampled_from(["saturate", "wrap"]),
+       bias_add=st.sampled_from(["preload", "after"]),
+       scheme=st.sampled_from(["tflite-double", "tflite-single", "float"]),
+       rounding=st.sampled_from(["half_away", "half_up"]), scales=st.sampled_from(["per-channel", "per-tensor"]),
+       weight_bits=st.integers(2, 8), overflow_at=st.sampled_from(["add", "end"]))
+def test_dense_layer_matches_reference_property(seed, n_in, n_out, acc_bits, overflow, bias_add, scheme, rounding,
+                                                scales, weight_bits, overflow_at):
+    rng = np.random.default_rng(seed)
+    model = nn.Sequential(nn.Dense(n_in, n_out, seed=seed)).eval()
+    model.layers[0].W[...] = rng.normal(0, 1, (n_in, n_out)) * rng.choice([0.01, 1.0, 50.0])
+    model.layers[0].b[...] = rng.normal(0, 2, n_out)
+    x = (rng.normal(0, 1, (5, n_in)) * rng.choice([0.1, 1.0, 30.0])).astype(np.float32)
+    cfg = HardwareConfig(weight_bits=weight_bits, weight_scales=scales, accumulator_bits=acc_bits,
+                         accumulator_overflow=overflow, bias_add=bias_add, requantization=scheme, rounding=rounding,
+                         overflow_at=overflow_at)
+    ref = model.layers[0].forward(x).astype(np.float64)
+    s_in, z_in = _act_params(float(x.min()), float(x.max()))
+    x_codes = [[_clamp(_round(float(v) / s_in, rounding) + z_in, -128, 127) for v in row]
+               for row in x.astype(np.float64)]
+    codes, _, _, overflows, _ = _reference_dense(x_codes, z_in, s_in, model.layers[0].W, model.layers[0].b,
+                                                 (ref.min(), ref.max()), False, cfg)
+    net = convert(model, cfg, x)
+    out, traces = net.run(net.quantize_input(x), trace=True)
+    np.testing.assert_array_equal(out, np.array(codes))
+    assert traces[0]["overflows"] == overflows
+
+
+def test_conv_layer_with_narrow_accumulator_matches_reference():
+    """A SAME 3x3 conv (padded taps add nothing) with a 12-bit saturating accumulator preloaded with the bias,
+    taps accumulated in TFLite's (kh, kw, c) order, single-rounding requantization."""
+    rng = np.random.default_rng(5)
+    model = nn.Sequential(nn.Conv2D(2, 3, 3, padding="SAME", activation="relu", seed=4), nn.Flatten(),
+                          nn.Dense(4 * 4 * 3, 2, seed=5)).eval()
+    x = rng.uniform(-1, 1, (3, 4, 4, 2)).astype(np.float32)
+    cfg = preset("int8-acc16-sat").replace(accumulator_bits=12)
+    net = convert(model, cfg, x)
+    conv = net.layers[0]
+    codes = net.quantize_input(x).astype(np.int64)
+    w = conv.weight.astype(np.int64)                      # [O, KH, KW, C]
+    expect = np.zeros((3, 4, 4, 3), dtype=np.int64)
+    total_ovf = 0
+    for n in range(3):
+        for i in range(4):
+            for j in range(4):
+                for o in range(3):
+                    taps = [(int(codes[n, i + a - 1, j + b - 1, c]) - conv.input_zero_point, int(w[o, a, b, c]))
+                            for a in range(3) for b in range(3) for c in range(2)
+                            if 0 <= i + a - 1 < 4 and 0 <= j + b - 1 < 4]
+                    acc, ovf = _accumulate([t[0] for t in taps], [t[1] for t in taps], int(conv.bias[o]), 12,
+                                           "saturate", "preload")
+                    total_ovf += ovf
+                    real = conv.input_scale * float(conv.weight_scale[o]) / conv.output_scale
+                    expect[n, i, j, o] = _clamp(_requant(acc, real, "tflite-single", "half_up")
+                                                + conv.output_zero_point, conv.act_min, conv.act_max)
+    out, traces = net.run(net.quantize_input(x), trace=True)
+    np.testing.assert_array_equal(traces[0]["out"], expect)
+    assert traces[0]["overflows"] == total_ovf > 0
+
+
+def test_q88_fixed_point_datapath_is_plain_shifts():
+    model = _tiny_model()
+    x = np.random.default_rng(1).uniform(-1, 1, (10, 4)).astype(np.float32)
+    cfg = preset("q8.8-fixed")
+    net = convert(model, cfg, x)
+    w0 = net.layers[0]
+    np.testing.assert_array_equal(w0.weight, np.floor(model.layers[0].W.T.astype(np.float64) * 256 + 0.5))
+    assert (net.input_scale, net.input_zero_point, w0.output_scale, w0.output_zero_point) == (2 ** -8, 0, 2 ** -8, 0)
+    assert w0.requant.kind == "shift" and set(w0.requant.shift) == {-8}
+    np.testing.assert_array_equal(w0.bias, np.floor(model.layers[0].b.astype(np.float64) * 2 ** 16 + 0.5))
+    # reference: Q8.8 codes, exact Q16.16 sums, round-half-up shift by 8, saturate to 16 bits, ReLU
+    xq = np.floor(x.astype(np.float64) * 256 + 0.5).astype(np.int64)
+    acc = xq @ w0.weight.T.astype(np.int64) + w0.bias
+    h = np.clip((acc + 128) >> 8, 0, 32767)
+    w1 = net.layers[1]
+    acc2 = h @ w1.weight.T.astype(np.int64) + w1.bias
+    expect = np.clip((acc2 + 128) >> 8, -32768, 32767)
+    np.testing.assert_array_equal(net.run(net.quantize_input(x)), expect)
+
+
+# ------------------------------------------------------------------------------- TFLite's own int8 outputs
+def _tflite_network(vectors_dir: Path, name: str) -> tuple[IntegerNetwork, np.ndarray, np.ndarray]:
+    """The TFLite model's own tensors (int8 weights, int32 biases, scales, zero points) as an IntegerNetwork
+    whose requantizers come from the ``tflite-int8`` preset."""
+    meta = json.loads((vectors_dir / "tflite_int8" / f"{name}.json").read_text())
+    d = np.load(vectors_dir / "tflite_int8" / f"{name}.npz")
+    cfg = preset("tflite-int8")
+    layers = []
+
+    def scale(i):
+        return float(d[f"t{i}_scales"][0]), int(d[f"t{i}_zero_points"][0])
+    for op in meta["ops"]:
+        kind = op["builtin_op"]
+        ins, out = op["inputs"], op["outputs"][0]
+        s_in, z_in = scale(ins[0])
+        s_out, z_out = scale(out)
+        act = str((op.get("options") or {}).get("fusedActivationFunction", "NONE")).lower()
+        act = None if act == "none" else act
+        if kind in ("CONV_2D", "FULLY_CONNECTED"):
+            w, b = d[f"t{ins[1]}"], d[f"t{ins[2]}"].astype(np.int64)
+            s_w = d[f"t{ins[1]}_scales"]
+            lo, hi = activation_range(act or "none", s_out, z_out)
+            rq = layer_requantizer(cfg, "conv2d" if kind == "CONV_2D" else "dense", s_in, s_w, s_out)
+            opts = op.get("options") or {}
+            layers.append(IntegerLayer("conv2d" if kind == "CONV_2D" else "dense", kind, s_in, z_in, s_out, z_out,
+                                       lo, hi, weight=w, weight_scale=s_w, bias=b, requant=rq, activation=act,
+                                       stride=(opts.get("strideH", 1), opts.get("strideW", 1)),
+                                       padding=str(opts.get("padding", "VALID")).upper()))
+        elif kind == "RESHAPE":
+            layers.append(IntegerLayer("flatten", kind, s_in, z_in, s_in, z_in, -128, 127))
+        else:
+            pytest.skip(f"op {kind} not used by the simulation")
+    inputs, outputs = d["inputs"], d["outputs"]
+    return IntegerNetwork(cfg, layers, *scale(meta["input_tensor"]), -128, 127), inputs, outputs
+
+
+@pytest.mark.parametrize("name", ["mlp", "conv"])
+def test_integer_network_reproduces_tflite_reference_kernels(vectors_dir, name):
+    net, inputs, outputs = _tflite_network(vectors_dir, name)
+    x = inputs.reshape((inputs.shape[0],) + inputs.shape[2:])
+    got = net.run(x)
+    np.testing.assert_array_equal(got.reshape(outputs.shape), outputs)
+
+
+# ------------------------------------------------------------------------------------ trained digits CNN
+@pytest.fixture(scope="module")
+def trained():
+    x, y = load_digits("train", seed=0)
+    xt, yt = load_digits("test", seed=0)
+    model = nn.small_cnn((8, 8, 1), filters=(8, 16), seed=0)
+    train.fit(model, (x, y), epochs=3, optimizer=train.Adam(3e-3), progress=False)
+    return model, xt[:200], yt[:200], x[:300]
+
+
+def test_wide_formats_reproduce_the_float_model(trained):
+    model, x, y, xc = trained
+    wide = HardwareConfig(name="wide", weight_bits=16, activation_bits=16, accumulator_bits=56,
+                          requantization="float", rounding="half_even")
+    r = simulate(model, wide, x, y)   # calibrated on x itself: nothing clips
+    assert r.network["agreement"] == 1.0
+    assert r.network["accuracy"] == r.network["float_accuracy"]
+    assert r.network["overflow_count"] == 0
+    assert r.network["output_sqnr_db"] > 80
+    # 16-bit codes: every layer within a few output LSBs of the float model (the rounding of weights and
+    # activations, accumulated through the layers); nothing clipped
+    for rec in r.layers:
+        assert rec.sqnr_db > 80 and rec.max_abs_error_lsb < 4 and rec.clipped_fraction == 0, rec
+    # calibrated on other images, a few test activations exceed the range: the report shows the clipping
+    r_other = simulate(model, wide, x, y, calibration_x=xc)
+    assert r_other.network["agreement"] == 1.0
+    r8 = simulate(model, "tflite-int8", x, y, calibration_x=xc)
+    assert r8.network["agreement"] >= 0.97 and r8.network["overflow_count"] == 0
+    assert all(rec.headroom_bits > 0 for rec in r8.layers if rec.accumulator_bits)
+
+
+def test_narrow_wrapping_accumulator_collapses(trained):
+    model, x, y, xc = trained
+    base = simulate(model, "tflite-int8", x, y, calibration_x=xc)
+    narrow = preset("tflite-int8").replace(accumulator_bits=12, accumulator_overflow="wrap")
+    r = simulate(model, narrow, x, y, calibration_x=xc)
+    assert r.network["overflow_count"] > 0
+    assert r.network["accuracy"] < base.network["accuracy"] - 0.3
+    conv = r.layers[0]
+    assert conv.overflow_count > 0 and 0 < conv.overflow_rate <= 1 and conv.headroom_bits < 0
+    sat = simulate(model, narrow.replace(accumulator_overflow="saturate"), x, y, calibration_x=xc)
+    assert sat.network["overflow_count"] > 0
+    # the float side of the report does not depend on the accumulator
+    assert r.network["float_accuracy"] == sat.network["float_accuracy"] == base.network["float_accuracy"]
+
+
+def test_overflow_at_end_counts_only_final_sums(trained):
+    model, x, y, xc = trained
+    per_add = preset("int8-acc16-wrap")
+    at_end = per_add.replace(overflow_at="end")
+    a = simulate(model, per_add, x[:50], calibration_x=xc)
+    b = simulate(model, at_end, x[:50], calibration_x=xc)
+    for ra, rb in zip(a.layers, b.layers):
+        if ra.accumulator_bits:
+            # a wrapping adder's final value does not depend on where it wraps: same outputs, fewer events
+            assert rb.overflow_count <= ra.overflow_count
+    assert a.network["agreement"] == b.network["agreement"]
+
+
+def test_batchnorm_depthwise_and_avgpool_models_simulate():
+    rng = np.random.default_rng(3)
+    x = rng.uniform(0, 1, (40, 6, 6, 2)).astype(np.float32)
+    model = nn.Sequential(nn.Conv2D(2, 4, 3, padding="SAME", seed=1), nn.BatchNorm(4), nn.ReLU(),
+                          nn.DepthwiseConv2D(4, 3, depth_multiplier=2, padding="VALID", activation="relu6", seed=2),
+                          nn.AvgPool2D(2), nn.Flatten(), nn.Dense(8 * 2 * 2, 3, seed=3))
+    bn = model.layers[1]
+    bn.running_mean[...] = [0.1, -0.2, 0.3, 0.0]
+    bn.running_var[...] = [0.5, 2.0, 1.0, 0.3]
+    bn.gamma[...] = [1.5, 0.5, -1.0, 2.0]
+    model.eval()
+    wide = HardwareConfig(weight_bits=16, activation_bits=16, accumulator_bits=56, requantization="float")
+    r = simulate(model, wide, x)
+    assert [rec.kind for rec in r.layers] == ["conv2d", "depthwise_conv2d", "avg_pool2d", "flatten", "dense"]
+    assert r.layers[0].name == "0:conv2d" and r.network["agreement"] == 1.0
+    assert min(rec.sqnr_db for rec in r.layers) > 60
+    r8 = simulate(model, "tflite-int8", x)
+    assert r8.network["output_sqnr_db"] > 25
+
+
+def test_bad_inputs_give_clear_errors(trained):
+    model, x, y, xc = trained
+    with pytest.raises(ValueError, match="NaN"):
+        bad = x.copy()
+        bad[0, 0, 0, 0] = np.nan
+        simulate(model, "tflite-int8", bad)
+    with pytest.raises(TypeError, match="numpy array"):
+        simulate(model, "tflite-int8", x.tolist())
+    with pytest.raises(ValueError, match="non-empty"):
+        simulate(model, "tflite-int8", x[:0])
+    with pytest.raises(ValueError, match=r"labels of shape \(200,\)"):
+        simulate(model, "tflite-int8", x, y[:10])
+    with pytest.raises(ConfigError, match="unknown preset"):
+        simulate(model, "no-such-preset", x)
+    with pytest.raises(ConfigError, match="accumulator.bits = 40"):
+        simulate(model, preset("tflite-int8").replace(accumulator_bits=40), x)
+    unfoldable = nn.Sequential(nn.Dense(4, 3, activation="relu"), nn.BatchNorm(3), nn.Dense(3, 2))
+    with pytest.raises(ValueError, match="BatchNorm that cannot be folded"):
+        simulate(unfoldable, "tflite-int8", np.ones((2, 4), np.float32))
+    with pytest.raises(ValueError, match="no Dense/Conv2D"):
+        simulate(nn.Sequential(nn.Flatten()), "tflite-int8", np.ones((2, 4), np.float32))
+    ro = x.copy()
+    ro.setflags(write=False)
+    before = ro.copy()
+    simulate(model, "tflite-int8", ro, calibration_x=xc)  # read-only input accepted, never modified
+    np.testing.assert_array_equal(ro, before)
+
+
+def test_activation_ranges_from_fake_quant():
+    aq = {"class_name": "fake_quant", "min": -1.0, "max": 3.0, "num_bits": 8}
+    model = nn.Sequential(nn.Dense(4, 3, activation="relu", activation_quantizer=aq, seed=0), nn.Dense(3, 2))
+    x = np.random.default_rng(0).uniform(-1, 1, (20, 4)).astype(np.float32)
+    graph = extract(model, x)
+    assert graph.stages[0].range_source == "quantizer"
+    lo, hi = graph.stages[0].out_range
+    assert lo == pytest.approx(-1.0, abs=0.02) and hi == pytest.approx(3.0, abs=0.02)
+    assert graph.stages[1].range_source == "calibration"
