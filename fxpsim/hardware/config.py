@@ -245,6 +245,11 @@ class HardwareConfig:
         """A preset shipped with fxpsim (see :func:`preset_names`)."""
         return preset(name)
 
+    def for_node(self, node, index: int) -> "HardwareConfig":
+        """The settings that apply to one node of a graph (``node``: a :class:`fxpsim.graph.Node`, ``index``
+        its position in run order)."""
+        return self
+
     def replace(self, **changes: Any) -> "HardwareConfig":
         """A copy with some fields changed (flat names, or dotted TOML names via ``**{"accumulator.bits": 16}``).
 

@@ -1,12 +1,13 @@
-"""Conversion of a trained model to an integer network, and the integer network's forward pass.
+"""Conversion of a trained model to the integer graph of a target.
 
-:func:`convert` quantizes a :class:`~fxpsim.float_graph.FloatGraph` (or a model, extracted on the way) under
-a :class:`~fxpsim.hardware_config.HardwareConfig`: weight codes, scales and zero points
-(:func:`quantize_weights`), activation scales and zero points (:func:`activation_params`), integer biases in
-the accumulator's scale, and each linear layer's requantizer (:func:`layer_requantizer`). The result, an
-:class:`IntegerNetwork` of :class:`IntegerLayer`\\ s, runs input codes through the integer layer kernels of
-:mod:`fxpsim.integer_layers` with the configured accumulator width, overflow mode, summation order and bias
-placement (:meth:`IntegerNetwork.run`), bit for bit as the target hardware does.
+:func:`convert` quantizes a :class:`~fxpsim.graph.extract.FloatGraph` (or a model, extracted on the way)
+under a :class:`~fxpsim.hardware.config.HardwareConfig`: weight codes, scales and zero points
+(:func:`quantize_weights`), activation scales and zero points (:func:`activation_params`) and integer biases
+in the accumulator's scale, into an :class:`~fxpsim.graph.IntegerGraph`. The graph then runs on any
+datapath (:meth:`IntegerGraph.run`); the requantizer of each MAC node follows the datapath's scheme
+(:func:`layer_requantizer`).
+
+Conversion lives here rather than in ``graph/`` because it needs a target's widths and scale rules.
 """
 from __future__ import annotations
 
@@ -15,88 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from ..core.fixed import Format
+from ..core.fixed import Format, from_float
 from ..graph.extract import _LINEAR_KINDS, FloatGraph, FloatStage, extract
+from ..graph.ir import IntegerGraph, Node, TensorSpec
 from .config import ConfigError, HardwareConfig, load_config
 
-__all__ = ["convert", "IntegerNetwork", "IntegerLayer", "activation_params", "quantize_weights",
-           "layer_requantizer"]
-
-
-@dataclass
-class IntegerLayer:
-    """One stage of the integer network (TFLite tensor layouts; codes as int64 arrays).
-
-    ``weight``: dense [O, K], conv [O, KH, KW, C], depthwise [1, KH, KW, C*M]; ``bias`` int [O] in the
-    accumulator's scale; ``requant`` a :class:`fxpsim.requantize.Requantizer`; ``act_min``/``act_max`` the
-    output clamp (fused activation); input/output ``scale`` and ``zero_point`` as TFLite's tensors.
-    """
-
-    kind: str
-    name: str
-    input_scale: float
-    input_zero_point: int
-    output_scale: float
-    output_zero_point: int
-    act_min: int
-    act_max: int
-    weight: Any = None
-    weight_scale: Any = None
-    weight_zero_point: Any = 0
-    bias: Any = None
-    requant: Any = None
-    activation: str | None = None
-    stride: tuple = (1, 1)
-    padding: str = "VALID"
-    pool_size: tuple = (1, 1)
-    macs: int = 0
-
-
-@dataclass
-class IntegerNetwork:
-    """A converted network: integer layers plus the input quantization and the datapath settings."""
-
-    config: HardwareConfig
-    layers: list
-    input_scale: float
-    input_zero_point: int
-    qmin: int
-    qmax: int
-
-    @property
-    def code_dtype(self):
-        return _code_dtype(self.config.activation_bits, self.config.activation_signed)
-
-    def quantize_input(self, x) -> np.ndarray:
-        """Input codes :math:`\\mathrm{clamp}(\\mathrm{round}(x / s) + z, q_{min}, q_{max})`."""
-        from ..core.fixed import from_float
-        x = np.asarray(x, dtype=np.float64)
-        codes = from_float(x / self.input_scale, Format.integer(62), rounding=self.config.rounding).raw
-        return np.clip(codes + self.input_zero_point, self.qmin, self.qmax).astype(self.code_dtype)
-
-    def run(self, codes, trace: bool = False, batch_size: int = 256):
-        """Run input codes through every layer: output codes, or ``(codes, per-layer traces)``.
-
-        A trace is ``{"out": output codes, "hw_acc": the accumulator codes the requantizer saw (None for
-        layers without an accumulator), "overflows": accumulator overflow events, "clipped": outputs clamped
-        by the output range (not counting a fused ReLU's floor), "adds": accumulator additions}``.
-        """
-        if not trace and len(codes) > batch_size:  # cache-sized chunks: same bits, less memory traffic
-            return np.concatenate([self.run(codes[i:i + batch_size], batch_size=batch_size)
-                                   for i in range(0, len(codes), batch_size)])
-        traces = []
-        h = codes
-        for layer in self.layers:
-            h, info = _run_layer(layer, h, self.config, self.qmin, self.qmax, trace)
-            if trace:
-                traces.append(info)
-        return (h, traces) if trace else h
-
-    def predict(self, x) -> np.ndarray:
-        """Dequantized outputs (logits) of the hardware for float inputs ``x``."""
-        last = self.layers[-1]
-        out = self.run(self.quantize_input(x)).astype(np.float64)
-        return (out - last.output_zero_point) * last.output_scale
+__all__ = ["convert", "activation_params", "quantize_weights", "layer_requantizer"]
 
 
 def _code_dtype(bits: int, signed: bool):
@@ -186,72 +111,94 @@ def quantize_weights(w_oc: np.ndarray, config: HardwareConfig):
     return codes, scale, zp
 
 
-def convert(model, config, calibration_x=None) -> IntegerNetwork:
-    """Convert a trained model (or a :class:`~fxpsim.float_graph.FloatGraph` from
-    :func:`~fxpsim.float_graph.extract`) to an :class:`IntegerNetwork`.
+def convert(model, config, calibration_x=None) -> IntegerGraph:
+    """Convert a trained model (or a :class:`~fxpsim.graph.extract.FloatGraph` from
+    :func:`~fxpsim.graph.extract.extract`) to the :class:`~fxpsim.graph.IntegerGraph` of a target.
 
     Batch norm is folded, weights are quantized per :func:`quantize_weights`, biases become integers in the
-    accumulator's scale :math:`s_{in} s_{w,c}` (saturated to ``bias_bits``), activation ranges come from the
-    model's quantizers or from ``calibration_x``, and each linear layer gets the requantizer of the
-    configured scheme for :math:`M_c = s_{in} s_{w,c} / s_{out}`.
+    accumulator's scale :math:`s_{in} s_{w,c}` (saturated to ``bias_bits``), and activation ranges come from
+    the model's quantizers or from ``calibration_x``. The graph's float input is quantized by its first
+    node; its output is the last layer's codes. ``graph.meta["stage_outputs"]`` names the tensor holding
+    each float stage's output (what a report compares with the float model). With
+    ``activation_clamp = false`` a fused ReLU/ReLU6 becomes a separate ``clamp`` node.
     """
-    from ..core.fixed import from_float
-    from ..datapath.requantize import activation_range
     config = load_config(config)
     if any(s.startswith("tflite") for s in _schemes(config)) and config.accumulator_bits > 32:
         raise ConfigError(f"accumulator.bits = {config.accumulator_bits}: the TFLite requantization schemes "
                           "use 32-bit gemmlowp arithmetic; allowed: 2..32, or requantization.scheme 'float'/'shift'")
     if isinstance(model, FloatGraph):
-        graph = model
+        fgraph = model
     else:
         if calibration_x is None:
             raise ValueError("convert: give calibration_x (float inputs used to calibrate activation ranges)")
-        graph = extract(model, calibration_x)
-    qmin, qmax = _code_range(config.activation_bits, config.activation_signed)
-    dtype = _code_dtype(config.activation_bits, config.activation_signed)
-    s_in, z_in = activation_params(*graph.input_range, config)
-    layers = []
-    s_cur, z_cur = s_in, z_in
-    for st in graph.stages:
+        fgraph = extract(model, calibration_x)
+    a_bits, a_signed = config.activation_bits, config.activation_signed
+    s_in, z_in = activation_params(*fgraph.input_range, config)
+    shape = tuple(fgraph.input_shape)
+    tensors = [TensorSpec("input", 0, True, shape),
+               TensorSpec("input_codes", a_bits, a_signed, shape, s_in, z_in)]
+    nodes = [Node("quantize", "quantize", ["input"], ["input_codes"])]
+    cur, s_cur, z_cur = "input_codes", s_in, z_in
+    stage_outputs = []
+    for st in fgraph.stages:
+        shape = _out_shape(st, shape)
         if st.kind in _LINEAR_KINDS:
-            w = st.weight
-            if st.kind == "dense":
-                w_oc = w.T                                     # [O, K]
-            elif st.kind == "conv2d":
-                w_oc = np.transpose(w, (3, 0, 1, 2))           # [O, KH, KW, C]
-            else:
-                kh, kw, c, m = w.shape
-                w_oc = np.transpose(w.reshape(kh, kw, c * m), (2, 0, 1))[..., None]  # [C*M, KH, KW, 1]
+            w_oc = _weights_out_first(st)
             codes, w_scale, w_zp = quantize_weights(w_oc, config)
+            per_channel = config.weight_scales == "per-channel"
+            n_out = w_oc.shape[0]
             if st.kind == "depthwise_conv2d":
                 codes = np.transpose(codes[..., 0], (1, 2, 0))[None]  # [1, KH, KW, C*M]
+            axis = 3 if st.kind == "depthwise_conv2d" else 0
             s_out, z_out = activation_params(*st.out_range, config)
-            bias_scale = s_cur * w_scale
-            bias = from_float(st.bias / bias_scale, Format.integer(config.bias_bits),
+            bias = from_float(st.bias / (s_cur * w_scale), Format.integer(config.bias_bits),
                               rounding=config.rounding, overflow="saturate").raw
-            requant = layer_requantizer(config, st.kind, s_cur,
-                                        w_scale if config.weight_scales == "per-channel" else w_scale[:1], s_out)
-            act = st.activation if config.activation_clamp else None
-            lo, hi = activation_range(act or "none", s_out, z_out, dtype)
-            lo, hi = max(lo, qmin), min(hi, qmax)
-            k = int(np.prod(w_oc.shape[1:]))
-            out_elems = _stage_out_elems(st, graph)
-            layers.append(IntegerLayer(st.kind, st.name, s_cur, z_cur, s_out, z_out, lo, hi,
-                                       weight=codes.astype(_code_dtype(config.weight_bits, config.weight_signed)),
-                                       weight_scale=w_scale, weight_zero_point=w_zp, bias=bias,
-                                       requant=requant, activation=st.activation, stride=st.stride,
-                                       padding=st.padding, macs=k * out_elems))
+            keep = slice(None) if per_channel else slice(0, 1)
+            tensors += [TensorSpec(f"{st.name}/weights", config.weight_bits, config.weight_signed,
+                                   scale=w_scale[keep], zero_point=w_zp[keep], axis=axis if per_channel else None,
+                                   data=codes.astype(_code_dtype(config.weight_bits, config.weight_signed))),
+                        TensorSpec(f"{st.name}/bias", config.bias_bits, True, scale=s_cur * w_scale,
+                                   zero_point=np.zeros(n_out, np.int64), axis=0 if n_out > 1 else None,
+                                   data=bias.astype(np.int64))]
+            fused = st.activation if config.activation_clamp else None
+            attrs = {"activation": fused or "none"}
+            if st.kind != "dense":
+                attrs.update(stride=list(st.stride), padding=st.padding)
+            out = st.name if not st.activation or fused else f"{st.name}/pre_activation"
+            tensors.append(TensorSpec(out, a_bits, a_signed, shape, s_out, z_out))
+            op = "fully_connected" if st.kind == "dense" else st.kind
+            nodes.append(Node(st.name, op, [cur, f"{st.name}/weights", f"{st.name}/bias"], [out], attrs))
+            if out != st.name:  # ReLU as a separate integer op on the codes
+                tensors.append(TensorSpec(st.name, a_bits, a_signed, shape, s_out, z_out))
+                nodes.append(Node(f"{st.name}/{st.activation}", "clamp", [out], [st.name],
+                                  {"activation": st.activation}))
             s_cur, z_cur = s_out, z_out
         else:
-            lo, hi = qmin, qmax
-            if st.kind in ("relu", "relu6"):
-                lo, hi = activation_range(st.kind, s_cur, z_cur, dtype)
-                lo, hi = max(lo, qmin), min(hi, qmax)
-            layers.append(IntegerLayer(st.kind, st.name, s_cur, z_cur, s_cur, z_cur, lo, hi,
-                                       activation=st.kind if st.kind.startswith("relu") else None,
-                                       stride=st.stride, padding=st.padding, pool_size=st.pool_size))
-    net = IntegerNetwork(config, layers, s_in, z_in, qmin, qmax)
-    return net
+            tensors.append(TensorSpec(st.name, a_bits, a_signed, shape, s_cur, z_cur))
+            if st.kind in ("max_pool2d", "avg_pool2d"):
+                nodes.append(Node(st.name, st.kind, [cur], [st.name],
+                                  {"pool_size": list(st.pool_size), "stride": list(st.stride), "padding": st.padding}))
+            elif st.kind == "flatten":
+                nodes.append(Node(st.name, "reshape", [cur], [st.name], {"shape": list(shape)}))
+            else:
+                nodes.append(Node(st.name, "clamp", [cur], [st.name], {"activation": st.kind}))
+        cur = st.name
+        stage_outputs.append(st.name)
+    meta = {"source": "fxpsim.nn", "model": fgraph.model_repr, "config": config.name,
+            "stage_outputs": stage_outputs}
+    return IntegerGraph(tensors, nodes, ["input"], [cur], name="fxpsim.nn model", meta=meta)
+
+
+def _weights_out_first(st: FloatStage) -> np.ndarray:
+    """Float weights with the output channel first: dense [O, K], conv [O, KH, KW, C], depthwise
+    [C*M, KH, KW, 1]."""
+    w = st.weight
+    if st.kind == "dense":
+        return w.T
+    if st.kind == "conv2d":
+        return np.transpose(w, (3, 0, 1, 2))
+    kh, kw, c, m = w.shape
+    return np.transpose(w.reshape(kh, kw, c * m), (2, 0, 1))[..., None]
 
 
 def _schemes(config: HardwareConfig) -> set:
@@ -267,17 +214,8 @@ def layer_requantizer(config: HardwareConfig, kind: str, input_scale: float, wei
     return Requantizer.tflite(input_scale, weight_scales, output_scale, kind=kinds[scheme], rounding=config.rounding)
 
 
-def _stage_out_elems(stage: FloatStage, graph: FloatGraph) -> int:
-    """Output elements per sample of a linear stage (from a shape walk of the stages so far)."""
-    shape = tuple(graph.input_shape)
-    for st in graph.stages:
-        shape = _out_shape(st, shape)
-        if st is stage:
-            return int(np.prod(shape))
-    raise AssertionError("stage not in graph")  # pragma: no cover
-
-
 def _out_shape(st: FloatStage, shape: tuple) -> tuple:
+    """Per-sample output shape of a stage."""
     from ..nn.conv import output_size_and_padding
     if st.kind == "dense":
         return (st.weight.shape[1],)
@@ -291,76 +229,3 @@ def _out_shape(st: FloatStage, shape: tuple) -> tuple:
     channels = {"conv2d": lambda: st.weight.shape[3],
                 "depthwise_conv2d": lambda: st.weight.shape[2] * st.weight.shape[3]}.get(st.kind, lambda: shape[2])()
     return (oh, ow, channels)
-
-
-def _run_layer(layer: IntegerLayer, h: np.ndarray, config: HardwareConfig, qmin: int, qmax: int, trace: bool):
-    """One integer layer: (output codes, trace dict or None)."""
-    from ..datapath.integer_ops import quantized_average_pool2d, quantized_conv2d, quantized_depthwise_conv2d, \
-        quantized_fully_connected
-    dtype = h.dtype
-    info = None
-    if layer.kind in _LINEAR_KINDS:
-        common = dict(requant=layer.requant, x_zp=layer.input_zero_point, w_zp=layer.weight_zero_point
-                      if np.any(layer.weight_zero_point) else 0, out_zp=layer.output_zero_point,
-                      act_min=layer.act_min, act_max=layer.act_max, out_dtype=dtype,
-                      acc=Format.integer(config.accumulator_bits), overflow=config.accumulator_overflow.value,
-                      order=config.accumulator_order, bias_at="init" if config.bias_add == "preload" else "end")
-        if config.overflow_at == "end":
-            common.update(acc=Format.integer(62), overflow="wrap", requant=_identity_requant(),
-                          act_min=None, act_max=None, out_dtype=np.int8)
-        if layer.kind == "dense":
-            res = quantized_fully_connected(h, layer.weight, layer.bias, **common)
-        else:
-            fn = quantized_conv2d if layer.kind == "conv2d" else quantized_depthwise_conv2d
-            res = fn(h, layer.weight, layer.bias, stride=layer.stride, padding=layer.padding, **common)
-        out, acc, overflows = res.out, res.acc, res.overflows
-        if config.overflow_at == "end" or trace:
-            pre, acc, overflows = _requantize_end(layer, acc, config, overflows)
-            if config.overflow_at == "end":
-                out = np.clip(pre, layer.act_min, layer.act_max).astype(dtype)
-            if trace:
-                info = {"out": out, "hw_acc": acc, "overflows": overflows,
-                        "clipped": int(np.count_nonzero((pre > layer.act_max) if layer.activation else
-                                                        (pre > layer.act_max) | (pre < layer.act_min))),
-                        "adds": int(out.size) * (int(np.prod(layer.weight.shape[1:]))
-                                                 + (config.bias_add == "after"))}
-        return out, info
-    if layer.kind == "max_pool2d":
-        from ..nn.conv import extract_patches, output_size_and_padding, pad_nhwc
-        _, top, bottom = output_size_and_padding(h.shape[1], layer.pool_size[0], layer.stride[0], layer.padding)
-        _, left, right = output_size_and_padding(h.shape[2], layer.pool_size[1], layer.stride[1], layer.padding)
-        windows = extract_patches(pad_nhwc(h, (top, bottom, left, right), np.iinfo(dtype).min),
-                                  layer.pool_size, layer.stride)
-        out = windows.max(axis=(3, 4))
-    elif layer.kind == "avg_pool2d":
-        res = quantized_average_pool2d(h, layer.pool_size, stride=layer.stride, padding=layer.padding,
-                                       act_min=qmin, act_max=qmax, acc=Format.integer(min(config.accumulator_bits, 62)),
-                                       overflow=config.accumulator_overflow.value)
-        out = res.out
-        if trace:
-            info = {"out": out, "hw_acc": res.acc, "overflows": res.overflows, "clipped": 0,
-                    "adds": int(out.size) * int(np.prod(layer.pool_size))}
-        return out, info
-    elif layer.kind == "flatten":
-        out = h.reshape(h.shape[0], -1)
-    else:  # relu / relu6 as separate integer ops
-        out = np.clip(h, layer.act_min, layer.act_max).astype(dtype)
-    if trace:
-        info = {"out": out, "hw_acc": None, "overflows": 0, "clipped": 0, "adds": 0}
-    return out, info
-
-
-def _identity_requant():
-    from ..datapath.requantize import Requantizer
-    return Requantizer("shift", shift=(0,))
-
-
-def _requantize_end(layer: IntegerLayer, acc: np.ndarray, config: HardwareConfig, overflows: int):
-    """Pre-clamp output codes ``R(acc) + z``; with ``overflow_at="end"`` the wide sum is fitted first."""
-    from ..core.fixed import FixedArray
-    if config.overflow_at == "end":
-        fitted = FixedArray(acc, Format.integer(62)).cast(Format.integer(config.accumulator_bits),
-                                                          overflow=config.accumulator_overflow.value)
-        overflows = int(fitted.overflows)
-        acc = fitted.raw
-    return layer.requant(acc, axis=-1) + layer.output_zero_point, acc, overflows

@@ -1,58 +1,34 @@
-"""Simulation of a trained network on the target hardware, bit for bit.
+"""Simulation of a network on a target datapath, bit for bit, with a per-node report.
 
-:func:`simulate` converts a model for a hardware configuration, runs the integer network layer by layer next
-to the float model, and reports per-layer and network-level differences, accumulator peaks and overflows;
-:func:`sweep` does it over a grid of configurations (implemented in :mod:`fxpsim.sweeps`).
-
-The rest of the hardware layer lives in three modules (imports flow one way, none imports this one):
-
-* :mod:`fxpsim.hardware_config`: :class:`HardwareConfig` (datapath widths, scales, rounding, accumulator
-  overflow and order, requantization schemes), its TOML form, the presets in ``fxpsim/presets``;
-* :mod:`fxpsim.float_graph`: :func:`extract`, a trained model reduced to stages with float ranges;
-* :mod:`fxpsim.conversion`: :func:`convert` to an :class:`IntegerNetwork` and the integer forward pass.
-
-Their public names are re-exported here, so ``from fxpsim.hardware import HardwareConfig, convert`` works.
+:func:`simulate` takes an ``fxpsim.nn`` model (converted for the target by :func:`~fxpsim.hardware.convert`
+and compared with the float model) or any :class:`~fxpsim.graph.IntegerGraph` (an imported model, a graph
+built by hand; compared with the graph's dequantized float execution and with the same graph on its exact
+datapath). Sweeps over many datapaths live in :mod:`fxpsim.hardware.sweeps`.
 """
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
-from .conversion import IntegerLayer, IntegerNetwork, _run_layer, activation_params, convert, layer_requantizer, \
-    quantize_weights
 from ..graph.extract import _LINEAR_KINDS, FloatGraph, FloatStage, _check_x, _float_trace, _stage_ends, extract
+from ..graph.ir import IntegerGraph
+from ..graph.ops import exact_accumulator
+from ..report.render import LayerRecord, Report
 from .config import REQUANTIZATION_SCHEMES, ConfigError, HardwareConfig, load_config, preset, preset_names
+from .conversion import activation_params, convert, layer_requantizer, quantize_weights
 
 __all__ = ["HardwareConfig", "ConfigError", "preset", "preset_names", "load_config", "REQUANTIZATION_SCHEMES",
-           "convert", "extract", "simulate", "IntegerNetwork", "IntegerLayer", "FloatGraph",
-           "FloatStage", "activation_params", "quantize_weights", "layer_requantizer"]
+           "convert", "extract", "simulate", "FloatGraph", "FloatStage", "activation_params", "quantize_weights",
+           "layer_requantizer", "network_metrics"]
+
+_MAC_OPS = ("fully_connected", "conv2d", "depthwise_conv2d")
 
 
 def _signed_bits(lo: int, hi: int) -> int:
     """Smallest two's complement width holding every integer in [lo, hi]."""
     return max(int(hi).bit_length() if hi >= 0 else 0, int(-lo - 1).bit_length() if lo < 0 else 0) + 1
-
-
-def _exact_accumulator(layer: IntegerLayer, h: np.ndarray) -> np.ndarray:
-    """Infinite-precision accumulator values :math:`\\sum (x - z_x)(w - z_w) + b` (float64 BLAS, exact
-    while every partial sum stays below :math:`2^{53}`, which the code widths guarantee)."""
-    from ..nn import conv
-    xo = h.astype(np.float64) - layer.input_zero_point
-    wz = np.asarray(layer.weight_zero_point, dtype=np.float64)
-    if layer.kind == "dense":
-        w = layer.weight.astype(np.float64) - (wz.reshape(-1, 1) if wz.ndim else wz)
-        acc = xo @ w.T
-    elif layer.kind == "conv2d":
-        w = layer.weight.astype(np.float64) - (wz.reshape(-1, 1, 1, 1) if wz.ndim else wz)
-        acc = conv.conv2d_forward(xo, np.transpose(w, (1, 2, 3, 0)), layer.stride, layer.padding)[0]
-    else:
-        c = h.shape[3]
-        w = layer.weight.astype(np.float64) - (wz if wz.ndim == 0 else wz.reshape(1, 1, 1, -1))
-        kh, kw = w.shape[1:3]
-        acc = conv.depthwise_conv2d_forward(xo, w[0].reshape(kh, kw, c, -1), layer.stride,
-                                                   layer.padding)[0]
-    return (acc + layer.bias).astype(np.int64)
 
 
 def _signed_log2_histogram(values: np.ndarray, bits: int, bins: int):
@@ -87,64 +63,130 @@ def _check_labels(y, n: int):
     return y
 
 
+def _check_positive(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return int(value)
+
+
+def run_collect(graph: IntegerGraph, x, datapath, batch_size: int = 4096, exact: bool = True):
+    """Run ``graph`` on ``datapath`` in chunks, keeping every tensor: ``(values, traces, exact_acc)``.
+
+    ``values``: tensor name -> codes over the whole batch; ``traces``: node name -> summed ``overflows``,
+    ``adds``, ``clipped``; ``exact_acc``: MAC node name -> infinite-precision accumulator values (with
+    ``exact``).
+    """
+    feeds = graph._feeds(x)
+    n = len(next(iter(feeds.values())))
+    parts: dict = {}
+    traces: dict = {nd.name: {"overflows": 0, "adds": 0, "clipped": 0, "has_acc": False} for nd in graph.nodes}
+    accs: dict = {}
+    for start in range(0, n, batch_size):
+        chunk = [f[start:start + batch_size] for f in feeds.values()]
+        _, tr, values = graph.run(chunk, datapath, trace=True, keep=True)
+        for name, v in values.items():
+            parts.setdefault(name, []).append(v)
+        for nd in graph.nodes:
+            info = tr[nd.name] or {}
+            for key in ("overflows", "adds", "clipped"):
+                traces[nd.name][key] += int(info.get(key, 0))
+            traces[nd.name]["has_acc"] |= info.get("acc") is not None
+            if exact and nd.op in _MAC_OPS:
+                ins = [values[t] if t in values else graph.tensors[t].data for t in nd.inputs if t]
+                accs.setdefault(nd.name, []).append(exact_accumulator(graph, nd, ins))
+    values = {k: np.concatenate(v) for k, v in parts.items()}
+    return values, traces, {k: np.concatenate(v) for k, v in accs.items()}
+
+
+def exact_datapath(config: HardwareConfig) -> HardwareConfig:
+    """The same target with an accumulator that never overflows at the network's widths (32 bits, the
+    most the TFLite schemes allow, or 62 bits for ``shift``/``float`` requantization), added once."""
+    tflite = any(s.startswith("tflite") for s in (config.requantization, config.dense_requantization or ""))
+    return config.replace(name=f"{config.name} (exact accumulator)", accumulator_bits=32 if tflite else 62,
+                          bias_bits=config.bias_bits, accumulator_overflow="wrap", overflow_at="add")
+
+
 def simulate(model, config="tflite-int8", x=None, y=None, *, calibration_x=None, histogram_bins: int = 60,
              title: str | None = None, batch_size: int = 4096):
-    """Run ``model`` on the target hardware, bit for bit, and report where it differs from the float model.
+    """Run a network on the target datapath, bit for bit, and report per node where it differs.
 
     Parameters
     ----------
-    model : fxpsim.nn.Sequential
-        A trained model (float or QAT); batch norm is folded (:func:`fxpsim.nn.fold_batchnorm`).
+    model : fxpsim.nn.Sequential or IntegerGraph
+        A trained model (float or QAT; batch norm is folded and it is converted for ``config``), or an
+        integer graph (imported or built by hand), which runs as it is on ``config``'s datapath knobs
+        (accumulator, overflow, order, bias placement, requantization; its own widths and scales).
     config : HardwareConfig, preset name, TOML path or mapping
-    x : ndarray of float, [N, ...]
-        Inputs; ``y`` optional integer labels [N].
+    x : ndarray, [N, ...]
+        Inputs (float for a model; the graph input's dtype for a graph); ``y`` optional integer labels [N].
     calibration_x : ndarray, optional
-        Inputs that calibrate activation ranges not fixed by the model's quantizers (default ``x``).
+        Inputs that calibrate a model's activation ranges not fixed by its quantizers (default ``x``).
     histogram_bins : int
         Bins of the exact-accumulator histograms in the report.
 
     Returns
     -------
     fxpsim.report.Report
-        Per layer: MSE, SQNR, max error in output LSBs, overflow count/rate, exact accumulator peak,
-        bits needed and headroom, clipped fraction; for the network: accuracy, float accuracy, top-1
-        agreement, output SQNR, bit-ops.
+        Per node: MSE, SQNR and max error (in output LSBs) against the reference (the float model's layer
+        output, or the graph's float execution), the fraction of outputs not equal to the exact datapath,
+        overflow count and rate, exact accumulator peak, bits needed and headroom, clipped fraction; for the
+        network: accuracy, reference accuracy, top-1 agreement, output SQNR, bit-ops.
     """
-    import time
-    from ..report.render import LayerRecord, Report
     t0 = time.perf_counter()
     config = load_config(config)
-    x = _check_x(x, "x")
-    y = _check_labels(y, x.shape[0])
-    graph = extract(model, x if calibration_x is None else calibration_x)
-    net = convert(graph, config)
-    refs = _float_trace(graph.folded, _stage_ends(graph.stages), x)
-    if graph.stages[0].model_layers[0] > 0:
-        refs.pop(0)  # output of the leading Quantize: the float input of the first stage
-    codes_in = net.quantize_input(x)
-    records, total_ovf = [], 0
-    h = codes_in
-    for i, (layer, st, ref) in enumerate(zip(net.layers, graph.stages, refs)):
-        h_in = h
-        traces = [_run_layer(layer, h_in[s:s + batch_size], config, net.qmin, net.qmax, True)[1]
-                  for s in range(0, len(h_in), batch_size)]
-        h = np.concatenate([t["out"] for t in traces])
-        ovf = sum(t["overflows"] for t in traces)
-        adds = sum(t["adds"] for t in traces)
-        total_ovf += ovf
-        hw = (h.astype(np.float64) - layer.output_zero_point) * layer.output_scale
-        mse, sqnr, max_lsb = _errors(hw, ref.reshape(hw.shape), layer.output_scale)
-        rec = LayerRecord(index=i, name=st.name, kind=st.kind, output_shape=tuple(h.shape[1:]), macs=layer.macs,
-                          mse=mse, sqnr_db=sqnr, max_abs_error_lsb=max_lsb, overflow_count=int(ovf),
-                          overflow_rate=ovf / adds if adds else 0.0,
-                          clipped_fraction=sum(t["clipped"] for t in traces) / max(h.size, 1),
-                          output_scale=float(layer.output_scale), output_zero_point=int(layer.output_zero_point))
-        if layer.kind in _LINEAR_KINDS:
-            exact = _exact_accumulator(layer, h_in)
+    histogram_bins = _check_positive(histogram_bins, "histogram_bins")
+    batch_size = _check_positive(batch_size, "batch_size")
+    notes = []
+    if isinstance(model, IntegerGraph):
+        graph = model
+        feeds = graph._feeds(x)
+        n = len(next(iter(feeds.values())))
+        y = _check_labels(y, n)
+        _, refs = graph.run_float(list(feeds.values()), keep=True)
+        ref_names = [t for nd in graph.nodes for t in nd.outputs]
+        notes.append("reference: the graph's dequantized float execution (every op in float64 on dequantized "
+                     "constants); 'not exact' compares with the same graph on an exact accumulator")
+        notes.append("the graph keeps its own widths and scales; of the config only the datapath knobs apply "
+                     "(accumulator bits/overflow/order/overflow_at, bias add, requantization scheme, rounding)")
+        model_repr = graph.name
+    else:
+        x = _check_x(x, "x")
+        y = _check_labels(y, x.shape[0])
+        fgraph = extract(model, x if calibration_x is None else calibration_x)
+        graph = convert(fgraph, config)
+        outs = _float_trace(fgraph.folded, _stage_ends(fgraph.stages), x)
+        if fgraph.stages[0].model_layers[0] > 0:
+            outs.pop(0)  # output of the leading Quantize: the float input of the first stage
+        ref_names = list(graph.meta["stage_outputs"])
+        refs = dict(zip(ref_names, outs))
+        feeds = {"input": x}
+        sources = {s.range_source for s in fgraph.stages if s.kind in _LINEAR_KINDS}
+        notes.append("activation ranges from " + " and ".join(sorted(
+            {"the model's quantizers" if s == "quantizer" else "calibration data" for s in sources})))
+        model_repr = fgraph.model_repr
+    values, traces, accs = run_collect(graph, list(feeds.values()), config, batch_size)
+    exact_values = run_collect(graph, list(feeds.values()), exact_datapath(config), batch_size, exact=False)[0]
+    records = []
+    producer = {t: nd for nd in graph.nodes for t in nd.outputs}
+    for i, name in enumerate(ref_names):
+        node, spec = producer[name], graph.tensors[name]
+        tr = traces[node.name]
+        codes = values[name]
+        hw = spec.dequantize(codes) if not spec.is_float else codes.astype(np.float64)
+        lsb = float(spec.scale[0]) if spec.scale is not None else 1.0
+        mse, sqnr, max_lsb = _errors(hw, refs[name].reshape(hw.shape), lsb)
+        rec = LayerRecord(index=i, name=node.name, kind=node.op, output_shape=tuple(codes.shape[1:]),
+                          macs=graph.macs(node), mse=mse, sqnr_db=sqnr, max_abs_error_lsb=max_lsb,
+                          overflow_count=tr["overflows"], overflow_rate=tr["overflows"] / tr["adds"] if tr["adds"] else 0.0,
+                          clipped_fraction=tr["clipped"] / max(codes.size, 1),
+                          not_exact_fraction=float(np.mean(codes != exact_values[name])) if codes.size else 0.0,
+                          output_scale=None if spec.scale is None else float(spec.scale[0]),
+                          output_zero_point=None if spec.scale is None else int(spec.zero_point[0]))
+        if node.op in _MAC_OPS:
+            exact = accs[node.name]
             lo, hi = int(exact.min()), int(exact.max())
-            counts, edges = _signed_log2_histogram(exact, max(config.accumulator_bits, _signed_bits(lo, hi)),
-                                                   histogram_bins)
-            bits = config.accumulator_bits
+            bits = config.for_node(node, graph.nodes.index(node)).accumulator_bits
+            counts, edges = _signed_log2_histogram(exact, max(bits, _signed_bits(lo, hi)), histogram_bins)
             rec.accumulator_bits = bits
             rec.acc_peak = max(abs(lo), abs(hi))
             rec.acc_limit = 1 << (bits - 1)
@@ -152,28 +194,30 @@ def simulate(model, config="tflite-int8", x=None, y=None, *, calibration_x=None,
             rec.headroom_bits = bits - rec.acc_bits_needed
             rec.acc_histogram = {"scale": "signed_log2", "edges": edges.tolist(), "counts": counts.tolist()}
         records.append(rec)
-    network = network_metrics(net, h, refs[-1], y, total_ovf)
+    out_name = graph.outputs[0]
+    network = network_metrics(graph, values[out_name], refs[out_name], y,
+                              sum(tr["overflows"] for tr in traces.values()))
     network["seconds"] = time.perf_counter() - t0
-    notes = []
-    sources = {s.range_source for s in graph.stages if s.kind in _LINEAR_KINDS}
-    notes.append("activation ranges from " + " and ".join(sorted(
-        {"the model's quantizers" if s == "quantizer" else "calibration data" for s in sources})))
-    return Report(layers=records, network=network, config=config.to_dict(), model=graph.model_repr,
+    return Report(layers=records, network=network, config=config.to_dict(), model=model_repr,
                   title=title or f"fxpsim simulation on {config.name}", notes=notes)
 
 
-def network_metrics(net: IntegerNetwork, out_codes: np.ndarray, ref: np.ndarray, y, overflows: int) -> dict:
-    """Network-level numbers of a report from the last layer's codes and the float model's outputs."""
-    last = net.layers[-1]
-    hw = (out_codes.reshape(len(out_codes), -1).astype(np.float64) - last.output_zero_point) * last.output_scale
-    ref = ref.reshape(hw.shape)
+def network_metrics(graph: IntegerGraph, out_codes: np.ndarray, ref: np.ndarray, y, overflows: int) -> dict:
+    """Network-level numbers of a report from the output codes and the reference outputs."""
+    spec = graph.tensors[graph.outputs[0]]
+    hw = out_codes.reshape(len(out_codes), -1)
+    hw = spec.dequantize(hw) if not spec.is_float else hw.astype(np.float64)
+    ref = np.asarray(ref, dtype=np.float64).reshape(hw.shape)
     hw_top, ref_top = hw.argmax(axis=1), ref.argmax(axis=1)
-    cfg = net.config
-    metrics = {"n_samples": int(hw.shape[0]),
-               "accuracy": float(np.mean(hw_top == y)) if y is not None else None,
-               "float_accuracy": float(np.mean(ref_top == y)) if y is not None else None,
-               "agreement": float(np.mean(hw_top == ref_top)),
-               "output_sqnr_db": _errors(hw, ref, last.output_scale)[1],
-               "overflow_count": int(overflows),
-               "bit_ops": int(sum(l.macs for l in net.layers) * cfg.weight_bits * cfg.activation_bits)}
-    return metrics
+    bit_ops = 0
+    for nd in graph.nodes:
+        if nd.op in _MAC_OPS:
+            bit_ops += graph.macs(nd) * graph.tensors[nd.inputs[1]].bits * graph.tensors[nd.inputs[0]].bits
+    lsb = float(spec.scale[0]) if spec.scale is not None else 1.0
+    return {"n_samples": int(hw.shape[0]),
+            "accuracy": float(np.mean(hw_top == y)) if y is not None else None,
+            "float_accuracy": float(np.mean(ref_top == y)) if y is not None else None,
+            "agreement": float(np.mean(hw_top == ref_top)),
+            "output_sqnr_db": _errors(hw, ref, lsb)[1],
+            "overflow_count": int(overflows),
+            "bit_ops": int(bit_ops)}

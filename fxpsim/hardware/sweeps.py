@@ -128,10 +128,10 @@ def _run_chunk(graph, x, y, reference, configs: list) -> list:
     for config in configs:
         t0 = time.perf_counter()
         net = convert(graph, config)
-        codes, traces = net.run(net.quantize_input(x), trace=True)
-        metrics = network_metrics(net, codes, reference, y, sum(t["overflows"] for t in traces))
-        metrics["layer_overflows"] = ";".join(f"{layer.name}={t['overflows']}" for layer, t in
-                                              zip(net.layers, traces) if t["hw_acc"] is not None)
+        codes, traces, _ = net.run(x, config, trace=True)
+        metrics = network_metrics(net, codes, reference, y, sum(t["overflows"] for t in traces.values()))
+        metrics["layer_overflows"] = ";".join(f"{name}={t['overflows']}" for name, t in traces.items()
+                                              if t["acc"] is not None)
         metrics["seconds"] = time.perf_counter() - t0
         out.append(metrics)
     return out

@@ -70,6 +70,7 @@ class LayerRecord:
     acc_bits_needed: int | None = None
     headroom_bits: int | None = None
     clipped_fraction: float = 0.0
+    not_exact_fraction: float = 0.0
     output_scale: float | None = None
     output_zero_point: int | None = None
     acc_histogram: dict | None = None

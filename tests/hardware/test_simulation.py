@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 
 from fxpsim import nn, train
 from fxpsim.nn.datasets import load_digits
-from fxpsim.hardware import (ConfigError, HardwareConfig, IntegerLayer, IntegerNetwork, convert, extract,
-                             layer_requantizer, load_config, preset, preset_names, simulate)
+from fxpsim.graph import IntegerGraph, Node, TensorSpec
+from fxpsim.hardware import (ConfigError, HardwareConfig, convert, extract, load_config, preset, preset_names,
+                             simulate)
 from fxpsim.datapath.requantize import activation_range
 
 PRESETS = ("tflite-int8", "int8-acc16-sat", "int8-acc16-wrap", "int4-acc12-sat", "q8.8-fixed")
@@ -281,7 +282,7 @@ def test_simulate_matches_independent_integer_model(cfg):
                                              (h2.min(), h2.max()), False, cfg)
 
     net = convert(model, cfg, x)
-    np.testing.assert_array_equal(net.run(net.quantize_input(x)), np.array(c2))
+    np.testing.assert_array_equal(net.run(x, cfg), np.array(c2))
     report = simulate(model, cfg, x, y)
     for rec, codes, s, z, ref, ovf, exact in ((report.layers[0], c1, s1, z1, h1, ovf1, ex1),
                                               (report.layers[1], c2, s2, z2, h2, ovf2, ex2)):
@@ -318,10 +319,11 @@ def test_other_code_conventions_track_the_float_model(cfg):
     model = _tiny_model()
     x = np.random.default_rng(2).uniform(-1, 1, (50, 4)).astype(np.float32)
     net = convert(model, cfg, x)
+    w0 = net.tensors[net.nodes[1].inputs[1]]
     if not cfg.weight_signed:
-        assert net.layers[0].weight.dtype == np.uint16 and np.any(net.layers[0].weight_zero_point)
+        assert w0.data.dtype == np.uint16 and np.any(w0.zero_point)
     if cfg.requantization == "shift":
-        scales = [net.input_scale] + [float(s) for s in net.layers[0].weight_scale]
+        scales = [float(net.tensors["input_codes"].scale[0])] + [float(s) for s in w0.scale]
         assert all(math.log2(s) == round(math.log2(s)) for s in scales)
     r = simulate(model, cfg, x)
     assert r.network["agreement"] == 1.0 and r.network["output_sqnr_db"] > 45
@@ -350,9 +352,9 @@ def test_dense_layer_matches_reference_property(seed, n_in, n_out, acc_bits, ove
     codes, _, _, overflows, _ = _reference_dense(x_codes, z_in, s_in, model.layers[0].W, model.layers[0].b,
                                                  (ref.min(), ref.max()), False, cfg)
     net = convert(model, cfg, x)
-    out, traces = net.run(net.quantize_input(x), trace=True)
+    out, traces, _ = net.run(x, cfg, trace=True)
     np.testing.assert_array_equal(out, np.array(codes))
-    assert traces[0]["overflows"] == overflows
+    assert traces[net.nodes[1].name]["overflows"] == overflows
 
 
 def test_conv_layer_with_narrow_accumulator_matches_reference():
@@ -364,27 +366,31 @@ def test_conv_layer_with_narrow_accumulator_matches_reference():
     x = rng.uniform(-1, 1, (3, 4, 4, 2)).astype(np.float32)
     cfg = preset("int8-acc16-sat").replace(accumulator_bits=12)
     net = convert(model, cfg, x)
-    conv = net.layers[0]
-    codes = net.quantize_input(x).astype(np.int64)
-    w = conv.weight.astype(np.int64)                      # [O, KH, KW, C]
+    conv = net.nodes[1]
+    xs, ws, bs, ys = (net.tensors[t] for t in conv.inputs + conv.outputs)
+    _, _, kept = net.run(x, cfg, keep=True)
+    codes = kept["input_codes"].astype(np.int64)
+    w = ws.data.astype(np.int64)                          # [O, KH, KW, C]
+    z_in, s_in, z_out, s_out = int(xs.zero_point[0]), float(xs.scale[0]), int(ys.zero_point[0]), float(ys.scale[0])
+    act_min, act_max = activation_range("relu", s_out, z_out)
     expect = np.zeros((3, 4, 4, 3), dtype=np.int64)
     total_ovf = 0
     for n in range(3):
         for i in range(4):
             for j in range(4):
                 for o in range(3):
-                    taps = [(int(codes[n, i + a - 1, j + b - 1, c]) - conv.input_zero_point, int(w[o, a, b, c]))
+                    taps = [(int(codes[n, i + a - 1, j + b - 1, c]) - z_in, int(w[o, a, b, c]))
                             for a in range(3) for b in range(3) for c in range(2)
                             if 0 <= i + a - 1 < 4 and 0 <= j + b - 1 < 4]
-                    acc, ovf = _accumulate([t[0] for t in taps], [t[1] for t in taps], int(conv.bias[o]), 12,
+                    acc, ovf = _accumulate([t[0] for t in taps], [t[1] for t in taps], int(bs.data[o]), 12,
                                            "saturate", "preload")
                     total_ovf += ovf
-                    real = conv.input_scale * float(conv.weight_scale[o]) / conv.output_scale
-                    expect[n, i, j, o] = _clamp(_requant(acc, real, "tflite-single", "half_up")
-                                                + conv.output_zero_point, conv.act_min, conv.act_max)
-    out, traces = net.run(net.quantize_input(x), trace=True)
-    np.testing.assert_array_equal(traces[0]["out"], expect)
-    assert traces[0]["overflows"] == total_ovf > 0
+                    real = s_in * float(ws.scale[o]) / s_out
+                    expect[n, i, j, o] = _clamp(_requant(acc, real, "tflite-single", "half_up") + z_out,
+                                                act_min, act_max)
+    out, traces, kept = net.run(x, cfg, trace=True, keep=True)
+    np.testing.assert_array_equal(kept[conv.outputs[0]], expect)
+    assert traces[conv.name]["overflows"] == total_ovf > 0
 
 
 def test_q88_fixed_point_datapath_is_plain_shifts():
@@ -392,62 +398,94 @@ def test_q88_fixed_point_datapath_is_plain_shifts():
     x = np.random.default_rng(1).uniform(-1, 1, (10, 4)).astype(np.float32)
     cfg = preset("q8.8-fixed")
     net = convert(model, cfg, x)
-    w0 = net.layers[0]
-    np.testing.assert_array_equal(w0.weight, np.floor(model.layers[0].W.T.astype(np.float64) * 256 + 0.5))
-    assert (net.input_scale, net.input_zero_point, w0.output_scale, w0.output_zero_point) == (2 ** -8, 0, 2 ** -8, 0)
-    assert w0.requant.kind == "shift" and set(w0.requant.shift) == {-8}
-    np.testing.assert_array_equal(w0.bias, np.floor(model.layers[0].b.astype(np.float64) * 2 ** 16 + 0.5))
+    n0, n1 = net.nodes[1], net.nodes[2]
+    w0, b0, y0 = (net.tensors[t] for t in n0.inputs[1:] + n0.outputs)
+    xin = net.tensors["input_codes"]
+    np.testing.assert_array_equal(w0.data, np.floor(model.layers[0].W.T.astype(np.float64) * 256 + 0.5))
+    assert (xin.scale[0], xin.zero_point[0], y0.scale[0], y0.zero_point[0]) == (2 ** -8, 0, 2 ** -8, 0)
+    from fxpsim.graph.ops import requantizer_for
+    rq = requantizer_for(net, n0, cfg)
+    assert rq.kind == "shift" and set(rq.shift) == {-8}
+    np.testing.assert_array_equal(b0.data, np.floor(model.layers[0].b.astype(np.float64) * 2 ** 16 + 0.5))
     # reference: Q8.8 codes, exact Q16.16 sums, round-half-up shift by 8, saturate to 16 bits, ReLU
     xq = np.floor(x.astype(np.float64) * 256 + 0.5).astype(np.int64)
-    acc = xq @ w0.weight.T.astype(np.int64) + w0.bias
+    acc = xq @ w0.data.T.astype(np.int64) + b0.data
     h = np.clip((acc + 128) >> 8, 0, 32767)
-    w1 = net.layers[1]
-    acc2 = h @ w1.weight.T.astype(np.int64) + w1.bias
+    w1, b1 = (net.tensors[t] for t in n1.inputs[1:])
+    acc2 = h @ w1.data.T.astype(np.int64) + b1.data
     expect = np.clip((acc2 + 128) >> 8, -32768, 32767)
-    np.testing.assert_array_equal(net.run(net.quantize_input(x)), expect)
+    np.testing.assert_array_equal(net.run(x, cfg), expect)
 
 
 # ------------------------------------------------------------------------------- TFLite's own int8 outputs
-def _tflite_network(vectors_dir: Path, name: str) -> tuple[IntegerNetwork, np.ndarray, np.ndarray]:
-    """The TFLite model's own tensors (int8 weights, int32 biases, scales, zero points) as an IntegerNetwork
-    whose requantizers come from the ``tflite-int8`` preset."""
+def _tflite_network(vectors_dir: Path, name: str) -> tuple[IntegerGraph, np.ndarray, np.ndarray]:
+    """The TFLite model's own tensors (int8 weights, int32 biases, scales, zero points) as an IntegerGraph
+    built by hand from the vectors' JSON."""
     meta = json.loads((vectors_dir / "tflite_int8" / f"{name}.json").read_text())
     d = np.load(vectors_dir / "tflite_int8" / f"{name}.npz")
-    cfg = preset("tflite-int8")
-    layers = []
+    tensors, nodes, seen = {}, [], set()
 
-    def scale(i):
-        return float(d[f"t{i}_scales"][0]), int(d[f"t{i}_zero_points"][0])
-    for op in meta["ops"]:
+    def act_tensor(i):
+        if i not in tensors:
+            arr = d[f"t{i}"] if f"t{i}" in d.files else None
+            shape = tuple(arr.shape[2:]) if arr is not None and arr.ndim > 2 else None
+            tensors[i] = TensorSpec(f"t{i}", 8, True, shape or (), d[f"t{i}_scales"][:1], d[f"t{i}_zero_points"][:1])
+        return f"t{i}"
+    for k, op in enumerate(meta["ops"]):
         kind = op["builtin_op"]
         ins, out = op["inputs"], op["outputs"][0]
-        s_in, z_in = scale(ins[0])
-        s_out, z_out = scale(out)
-        act = str((op.get("options") or {}).get("fusedActivationFunction", "NONE")).lower()
-        act = None if act == "none" else act
+        opts = op.get("options") or {}
+        act = str(opts.get("fusedActivationFunction", "NONE")).lower()
         if kind in ("CONV_2D", "FULLY_CONNECTED"):
-            w, b = d[f"t{ins[1]}"], d[f"t{ins[2]}"].astype(np.int64)
-            s_w = d[f"t{ins[1]}_scales"]
-            lo, hi = activation_range(act or "none", s_out, z_out)
-            rq = layer_requantizer(cfg, "conv2d" if kind == "CONV_2D" else "dense", s_in, s_w, s_out)
-            opts = op.get("options") or {}
-            layers.append(IntegerLayer("conv2d" if kind == "CONV_2D" else "dense", kind, s_in, z_in, s_out, z_out,
-                                       lo, hi, weight=w, weight_scale=s_w, bias=b, requant=rq, activation=act,
-                                       stride=(opts.get("strideH", 1), opts.get("strideW", 1)),
-                                       padding=str(opts.get("padding", "VALID")).upper()))
+            w = d[f"t{ins[1]}"]
+            axis = 0 if d[f"t{ins[1]}_scales"].size > 1 else None
+            tensors[ins[1]] = TensorSpec(f"t{ins[1]}", 8, True, scale=d[f"t{ins[1]}_scales"],
+                                         zero_point=d[f"t{ins[1]}_zero_points"], axis=axis, data=w)
+            tensors[ins[2]] = TensorSpec(f"t{ins[2]}", 32, True, data=d[f"t{ins[2]}"].astype(np.int64))
+            attrs = {"activation": act}
+            if kind == "CONV_2D":
+                attrs.update(stride=[opts.get("strideH", 1), opts.get("strideW", 1)],
+                             padding=str(opts.get("padding", "VALID")).upper())
+            nodes.append(Node(f"op{k}", "conv2d" if kind == "CONV_2D" else "fully_connected",
+                              [act_tensor(ins[0]), f"t{ins[1]}", f"t{ins[2]}"], [act_tensor(out)], attrs))
         elif kind == "RESHAPE":
-            layers.append(IntegerLayer("flatten", kind, s_in, z_in, s_in, z_in, -128, 127))
+            nodes.append(Node(f"op{k}", "reshape", [act_tensor(ins[0])], [act_tensor(out)]))
         else:
             pytest.skip(f"op {kind} not used by the simulation")
     inputs, outputs = d["inputs"], d["outputs"]
-    return IntegerNetwork(cfg, layers, *scale(meta["input_tensor"]), -128, 127), inputs, outputs
+    shapes = {meta["input_tensor"]: inputs.shape[2:]}
+    # per-sample shapes: the input's from the data, the rest by running shape inference through the ops
+    for i, t in tensors.items():
+        if t.data is None and not t.shape:
+            t.shape = tuple(shapes.get(i, ()))
+    _infer_shapes(nodes, tensors, meta)
+    graph = IntegerGraph(list(tensors.values()), nodes, [f"t{meta['input_tensor']}"], [nodes[-1].outputs[0]])
+    return graph, inputs, outputs
+
+
+def _infer_shapes(nodes, tensors, meta):
+    by_name = {t.name: t for t in tensors.values()}
+    for nd in nodes:
+        x, y = by_name[nd.inputs[0]], by_name[nd.outputs[0]]
+        if nd.op == "fully_connected":
+            y.shape = (by_name[nd.inputs[1]].data.shape[0],)
+        elif nd.op == "reshape":
+            y.shape = (int(np.prod(x.shape)),)
+            nd.attrs["shape"] = list(y.shape)
+        else:
+            w = by_name[nd.inputs[1]].data
+            stride = nd.attrs["stride"]
+            if nd.attrs["padding"] == "SAME":
+                y.shape = tuple(-(-x.shape[a] // stride[a]) for a in (0, 1)) + (w.shape[0],)
+            else:
+                y.shape = tuple((x.shape[a] - w.shape[1 + a]) // stride[a] + 1 for a in (0, 1)) + (w.shape[0],)
 
 
 @pytest.mark.parametrize("name", ["mlp", "conv"])
-def test_integer_network_reproduces_tflite_reference_kernels(vectors_dir, name):
+def test_integer_graph_reproduces_tflite_reference_kernels(vectors_dir, name):
     net, inputs, outputs = _tflite_network(vectors_dir, name)
     x = inputs.reshape((inputs.shape[0],) + inputs.shape[2:])
-    got = net.run(x)
+    got = net.run(x, preset("tflite-int8"))
     np.testing.assert_array_equal(got.reshape(outputs.shape), outputs)
 
 
@@ -523,7 +561,7 @@ def test_batchnorm_depthwise_and_avgpool_models_simulate():
     model.eval()
     wide = HardwareConfig(weight_bits=16, activation_bits=16, accumulator_bits=56, requantization="float")
     r = simulate(model, wide, x)
-    assert [rec.kind for rec in r.layers] == ["conv2d", "depthwise_conv2d", "avg_pool2d", "flatten", "dense"]
+    assert [rec.kind for rec in r.layers] == ["conv2d", "depthwise_conv2d", "avg_pool2d", "reshape", "fully_connected"]
     assert r.layers[0].name == "0:conv2d" and r.network["agreement"] == 1.0
     assert min(rec.sqnr_db for rec in r.layers) > 60
     r8 = simulate(model, "tflite-int8", x)

@@ -116,5 +116,9 @@ def test_plot_functions_render_png(report):
             plots.weight_accumulator_heatmap(recs), plots.accumulator_histograms([])]
     for fig in figs:
         assert plots.figure_png(fig).startswith(PNG_MAGIC)
+    import subprocess
     import sys
-    assert "matplotlib.pyplot" not in sys.modules  # no global backend / GUI state touched
+    probe = ("import sys, fxpsim.report.plots as p; p.figure_png(p.sqnr_bars([])); "
+             "print('matplotlib.pyplot' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"  # no global backend / GUI state touched

@@ -1,0 +1,521 @@
+"""The integer graph: named tensors with their integer type and quantization, and op nodes between them.
+
+Every network fxpsim simulates becomes an :class:`IntegerGraph`, whatever it came from (an ``fxpsim.nn``
+model through :func:`fxpsim.convert`, a ``.tflite`` or ``.onnx`` file through :func:`fxpsim.import_model`, or
+built by hand). Everything downstream (simulation on a datapath, sweeps, reports, RTL vectors, the command
+line) reads this one structure.
+
+* A :class:`TensorSpec` is a named tensor: its integer type (``bits``, ``signed``; ``bits = 0`` for a float
+  tensor), its quantization (per-tensor or per-channel ``scale`` and ``zero_point`` along ``axis``: real
+  value :math:`r = s\\,(q - z)`), its per-sample ``shape`` (activations; the batch is axis 0 at run time) or
+  its ``data`` (constants: weights and biases held as integer codes).
+* A :class:`Node` names its ``op``, its input and output tensors and plain attributes (stride, padding,
+  fused activation, ...). Its integer semantics live in :mod:`fxpsim.graph.ops`, which maps every op onto
+  the :mod:`fxpsim.datapath` kernels; the accumulator, overflow mode, order and requantization come from the
+  datapath settings the graph runs on, per node (:func:`node_datapath`).
+
+Files: :meth:`IntegerGraph.save` writes one ``.npz`` holding the constants and a JSON description of the
+graph (no pickles); :func:`load_graph` reads it back bit for bit and reports a damaged file clearly.
+"""
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+__all__ = ["TensorSpec", "Node", "IntegerGraph", "load_graph", "EXACT_DATAPATH", "Datapath", "node_datapath"]
+
+GRAPH_FORMAT = "fxpsim-integer-graph"
+GRAPH_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Datapath:
+    """The run-time knobs of an integer datapath (the fields of the same name in
+    :class:`fxpsim.HardwareConfig`, which can be passed wherever a ``Datapath`` is expected).
+
+    The default is the exact reference datapath: a 32-bit accumulator that wraps as int32 C arithmetic
+    does (no int8 network reaches it), TFLite's double-rounding requantization.
+    """
+
+    name: str = "exact-int32"
+    accumulator_bits: int = 32
+    accumulator_overflow: str = "wrap"
+    accumulator_order: str = "sequential"
+    overflow_at: str = "add"
+    bias_add: str = "after"
+    requantization: str = "tflite-double"
+    dense_requantization: str | None = None
+    rounding: str = "half_up"
+    activation_clamp: bool = True
+
+
+EXACT_DATAPATH = Datapath()
+_DATAPATH_FIELDS = tuple(Datapath.__dataclass_fields__)
+
+
+def node_datapath(datapath, node: "Node", index: int):
+    """The datapath settings of one node: ``datapath.for_node(node, index)`` when the settings have per-node
+    overrides (:meth:`fxpsim.HardwareConfig.for_node`), otherwise ``datapath`` itself."""
+    for_node = getattr(datapath, "for_node", None)
+    return for_node(node, index) if for_node is not None else datapath
+
+
+def _plain(value):
+    """JSON-ready copy of an attribute value (tuples become lists, numpy scalars Python numbers)."""
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"graph attribute values must be numbers, strings, lists or dicts, got {type(value).__name__}")
+
+
+@dataclass
+class TensorSpec:
+    """A named tensor of the graph.
+
+    Parameters
+    ----------
+    name : str
+    bits : int
+        Code width (1..64); ``0`` for a float tensor (a float graph input or output).
+    signed : bool
+    shape : tuple of int
+        Per-sample shape of an activation (no batch axis); for a constant, the shape of ``data``.
+    scale, zero_point : array-like, optional
+        Quantization :math:`r = s (q - z)`: one value (per tensor) or one per channel along ``axis``.
+        ``None`` for plain integers (e.g. an unquantized index tensor) and float tensors.
+    axis : int, optional
+        Channel axis of per-channel quantization (of ``data`` for constants, of the per-sample shape
+        otherwise).
+    data : ndarray, optional
+        The codes of a constant tensor (weights, biases), an integer array.
+    """
+
+    name: str
+    bits: int
+    signed: bool = True
+    shape: tuple = ()
+    scale: Any = None
+    zero_point: Any = None
+    axis: int | None = None
+    data: Any = None
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"tensor name must be a non-empty string, got {self.name!r}")
+        if isinstance(self.bits, bool) or not isinstance(self.bits, (int, np.integer)) or not 0 <= self.bits <= 64:
+            raise ValueError(f"tensor {self.name!r}: bits must be an int in 0..64 (0 = float), got {self.bits!r}")
+        self.bits = int(self.bits)
+        if self.data is not None:
+            data = np.asarray(self.data)
+            if data.dtype.kind not in "iu":
+                raise TypeError(f"tensor {self.name!r}: constant data must be integer codes, got dtype {data.dtype}")
+            lo, hi = self.code_range
+            if data.size and (int(data.min()) < lo or int(data.max()) > hi):
+                raise ValueError(f"tensor {self.name!r}: constant codes outside the {self.type_name} range "
+                                 f"[{lo}, {hi}]")
+            self.data = data
+            self.shape = tuple(data.shape)
+        self.shape = tuple(int(d) for d in self.shape)
+        if self.scale is not None:
+            scale = np.atleast_1d(np.asarray(self.scale, dtype=np.float64))
+            if scale.ndim != 1 or not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+                raise ValueError(f"tensor {self.name!r}: scale must be positive and finite, got {self.scale!r}")
+            zp = np.zeros(scale.shape, np.int64) if self.zero_point is None else \
+                np.atleast_1d(np.asarray(self.zero_point))
+            if zp.dtype.kind not in "iu" or zp.shape not in ((1,), scale.shape):
+                raise ValueError(f"tensor {self.name!r}: zero_point must be integers, one or one per scale")
+            self.scale, self.zero_point = scale, np.broadcast_to(zp.astype(np.int64), scale.shape).copy()
+            if scale.size > 1 and self.axis is None:
+                raise ValueError(f"tensor {self.name!r}: per-channel scales need an axis")
+
+    @property
+    def is_float(self) -> bool:
+        return self.bits == 0
+
+    @property
+    def is_constant(self) -> bool:
+        return self.data is not None
+
+    @property
+    def per_channel(self) -> bool:
+        return self.scale is not None and self.scale.size > 1
+
+    @property
+    def code_range(self) -> tuple[int, int]:
+        if self.is_float:
+            raise ValueError(f"tensor {self.name!r} is a float tensor")
+        b = self.bits
+        return (-(1 << (b - 1)), (1 << (b - 1)) - 1) if self.signed else (0, (1 << b) - 1)
+
+    @property
+    def dtype(self):
+        """The numpy dtype that holds the codes (float32 for float tensors)."""
+        if self.is_float:
+            return np.dtype(np.float32)
+        for b, s, u in ((8, np.int8, np.uint8), (16, np.int16, np.uint16), (32, np.int32, np.uint32)):
+            if self.bits <= b:
+                return np.dtype(s if self.signed else u)
+        return np.dtype(np.int64)
+
+    @property
+    def type_name(self) -> str:
+        return "float32" if self.is_float else f"{'int' if self.signed else 'uint'}{self.bits}"
+
+    def quant_text(self) -> str:
+        """``s=0.0235 z=-3`` (per tensor) or ``s[16]=0.0011..0.0042 z=0`` (per channel)."""
+        if self.scale is None:
+            return ""
+        if self.scale.size == 1:
+            return f"s={self.scale[0]:.4g} z={int(self.zero_point[0])}"
+        zs = np.unique(self.zero_point)
+        z = str(int(zs[0])) if zs.size == 1 else f"{int(zs.min())}..{int(zs.max())}"
+        return f"s[{self.scale.size}]={self.scale.min():.3g}..{self.scale.max():.3g} z={z}"
+
+    def channel_shape(self, ndim: int) -> tuple:
+        """Broadcast shape of per-channel parameters against an array of ``ndim`` dimensions laid out as
+        this tensor (a batch axis in front for activations)."""
+        shape = [1] * ndim
+        if self.per_channel:
+            shape[self.axis + (ndim - len(self.shape))] = -1
+        return tuple(shape)
+
+    def dequantize(self, codes) -> np.ndarray:
+        """Real values :math:`s (q - z)` in float64."""
+        codes = np.asarray(codes)
+        if self.scale is None:
+            return codes.astype(np.float64)
+        shape = self.channel_shape(codes.ndim)
+        return (codes.astype(np.float64) - self.zero_point.reshape(shape)) * self.scale.reshape(shape)
+
+    def to_json(self) -> dict:
+        out = {"name": self.name, "bits": self.bits, "signed": bool(self.signed), "shape": list(self.shape)}
+        if self.scale is not None:
+            out.update(scale=[float(v) for v in self.scale], zero_point=[int(v) for v in self.zero_point],
+                       axis=self.axis)
+        if self.is_constant:
+            out["constant"] = True
+        return out
+
+
+@dataclass
+class Node:
+    """An op of the graph: ``op`` reads the tensors named in ``inputs`` and writes those in ``outputs``.
+
+    ``attrs`` hold plain values only (numbers, strings, lists); what each op accepts is listed in
+    :data:`fxpsim.graph.ops.OPS`.
+    """
+
+    name: str
+    op: str
+    inputs: list
+    outputs: list
+    attrs: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.inputs, self.outputs = list(self.inputs), list(self.outputs)
+        self.attrs = {str(k): _plain(v) for k, v in dict(self.attrs).items()}
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "op": self.op, "inputs": self.inputs, "outputs": self.outputs,
+                "attrs": self.attrs}
+
+
+class IntegerGraph:
+    """A network as integer tensors and op nodes, run in topological order on a batch.
+
+    Parameters
+    ----------
+    tensors : sequence of TensorSpec
+    nodes : sequence of Node
+        In any order; they are sorted topologically (a cycle or a tensor written twice is an error).
+    inputs, outputs : sequence of str
+        Graph input and output tensor names.
+    name : str
+    meta : dict
+        Plain, JSON-ready facts about the graph's origin (e.g. the source file, the kernel set).
+    """
+
+    def __init__(self, tensors: Sequence[TensorSpec], nodes: Sequence[Node], inputs: Sequence[str],
+                 outputs: Sequence[str], name: str = "graph", meta: Mapping | None = None):
+        from .ops import OPS
+        self.name = str(name)
+        self.tensors: dict[str, TensorSpec] = {}
+        for t in tensors:
+            if not isinstance(t, TensorSpec):
+                raise TypeError(f"tensors must be TensorSpec objects, got {type(t).__name__}")
+            if t.name in self.tensors:
+                raise ValueError(f"tensor {t.name!r} is defined twice")
+            self.tensors[t.name] = t
+        self.inputs, self.outputs = list(inputs), list(outputs)
+        self.meta = _plain(dict(meta or {}))
+        names = set()
+        for n in nodes:
+            if not isinstance(n, Node):
+                raise TypeError(f"nodes must be Node objects, got {type(n).__name__}")
+            if n.name in names:
+                raise ValueError(f"node name {n.name!r} is used twice")
+            names.add(n.name)
+            if n.op not in OPS:
+                raise ValueError(f"node {n.name!r}: unknown op {n.op!r}; known ops: {', '.join(sorted(OPS))}")
+            for t in n.inputs + n.outputs:
+                if t and t not in self.tensors:
+                    raise ValueError(f"node {n.name!r} names tensor {t!r}, which the graph does not define")
+        for t in self.inputs + self.outputs:
+            if t not in self.tensors:
+                raise ValueError(f"graph input/output {t!r} is not a tensor of the graph")
+        self.nodes: list[Node] = self._toposort(list(nodes))
+        for n in self.nodes:
+            OPS[n.op].check(self, n)
+
+    # ------------------------------------------------------------------ structure
+    def _toposort(self, nodes: list) -> list:
+        producer: dict[str, Node] = {}
+        for n in nodes:
+            for t in n.outputs:
+                if t in producer:
+                    raise ValueError(f"tensor {t!r} is written by both {producer[t].name!r} and {n.name!r}")
+                if self.tensors[t].is_constant or t in self.inputs:
+                    raise ValueError(f"node {n.name!r} writes {t!r}, a constant or graph input")
+                producer[t] = n
+        ready = set(self.inputs) | {k for k, t in self.tensors.items() if t.is_constant}
+        order, pending = [], list(nodes)
+        while pending:
+            progressed = False
+            for n in list(pending):
+                if all((not t) or t in ready for t in n.inputs):
+                    order.append(n)
+                    ready.update(n.outputs)
+                    pending.remove(n)
+                    progressed = True
+            if not progressed:
+                missing = sorted({t for n in pending for t in n.inputs if t and t not in ready})
+                raise ValueError(f"the graph has a cycle or reads tensors nothing writes: {missing[:5]}")
+        for t in self.outputs:
+            if t not in ready:
+                raise ValueError(f"graph output {t!r} is never computed")
+        return order
+
+    def node(self, key) -> Node:
+        """A node by name or index."""
+        if isinstance(key, (int, np.integer)):
+            return self.nodes[int(key)]
+        for n in self.nodes:
+            if n.name == key:
+                return n
+        raise KeyError(f"no node named {key!r}; nodes: {', '.join(n.name for n in self.nodes)}")
+
+    def producer(self, tensor: str) -> Node | None:
+        for n in self.nodes:
+            if tensor in n.outputs:
+                return n
+        return None
+
+    def __repr__(self) -> str:
+        return (f"IntegerGraph({self.name!r}: {len(self.nodes)} nodes, inputs {self.inputs}, "
+                f"outputs {self.outputs})")
+
+    # ------------------------------------------------------------------ running
+    def run(self, x, datapath=None, *, trace: bool = False, keep: bool = False, batch_size: int = 256):
+        """Run a batch through the graph on ``datapath`` (default :data:`EXACT_DATAPATH`).
+
+        Parameters
+        ----------
+        x : ndarray or sequence of ndarrays
+            One array per graph input, batch on axis 0, in the input tensor's dtype (float32 for a float
+            input, the code dtype otherwise; other integer dtypes are accepted when every value fits).
+        datapath : HardwareConfig or Datapath, optional
+            Accumulator width/overflow/order, bias placement, requantization scheme and rounding, per node
+            when it has overrides.
+        trace : bool
+            Also return one trace per node: ``{"overflows", "adds", "clipped", "acc", "acc_peak"}``.
+        keep : bool
+            Also return every tensor computed (name -> array).
+
+        Returns
+        -------
+        ndarray (one output) or list of ndarrays; with ``trace``/``keep`` a tuple
+        ``(outputs, traces, tensors)`` (the ones not asked for are ``None``).
+        """
+        from .ops import run_node
+        datapath = EXACT_DATAPATH if datapath is None else datapath
+        feeds = self._feeds(x)
+        n = len(next(iter(feeds.values())))
+        if not (trace or keep) and n > batch_size:
+            chunks = [self.run([f[i:i + batch_size] for f in feeds.values()], datapath, batch_size=batch_size)
+                      for i in range(0, n, batch_size)]
+            if len(self.outputs) == 1:
+                return np.concatenate(chunks)
+            return [np.concatenate([c[j] for c in chunks]) for j in range(len(self.outputs))]
+        constants = {k: t.data for k, t in self.tensors.items() if t.is_constant}
+        values = {**constants, **feeds}
+        traces = {}
+        for i, node in enumerate(self.nodes):
+            ins = [values[t] if t else None for t in node.inputs]
+            outs, info = run_node(self, node, ins, node_datapath(datapath, node, i), trace)
+            for t, v in zip(node.outputs, outs):
+                values[t] = v
+            if trace:
+                traces[node.name] = info
+        outputs = [values[t] for t in self.outputs]
+        result = outputs[0] if len(outputs) == 1 else outputs
+        if trace or keep:
+            kept = {k: v for k, v in values.items() if k not in constants} if keep else None
+            return result, (traces if trace else None), kept
+        return result
+
+    def run_float(self, x, *, keep: bool = False):
+        """The dequantized float execution of the graph: every op computed in float64 on dequantized
+        constants (the graph's own float reference). Integer graph inputs are dequantized first.
+
+        Returns the outputs (float64), or ``(outputs, tensors)`` with ``keep``.
+        """
+        from .ops import run_node_float
+        feeds = self._feeds(x)
+        values = {k: t.dequantize(t.data) for k, t in self.tensors.items() if t.is_constant}
+        for name, v in feeds.items():
+            spec = self.tensors[name]
+            values[name] = v.astype(np.float64) if spec.is_float else spec.dequantize(v)
+        for node in self.nodes:
+            outs = run_node_float(self, node, [values[t] if t else None for t in node.inputs])
+            for t, v in zip(node.outputs, outs):
+                values[t] = v
+        outputs = [values[t] for t in self.outputs]
+        result = outputs[0] if len(outputs) == 1 else outputs
+        if keep:
+            return result, {k: v for k, v in values.items() if not self.tensors[k].is_constant}
+        return result
+
+    def _feeds(self, x) -> dict:
+        arrays = [x] if isinstance(x, np.ndarray) or not isinstance(x, (list, tuple)) else list(x)
+        if len(arrays) != len(self.inputs):
+            raise ValueError(f"the graph has {len(self.inputs)} input(s) ({', '.join(self.inputs)}), "
+                             f"got {len(arrays)} array(s)")
+        feeds, n = {}, None
+        for name, a in zip(self.inputs, arrays):
+            spec = self.tensors[name]
+            a = np.asarray(a)
+            where = f"input {name!r}"
+            if a.ndim != len(spec.shape) + 1 or tuple(a.shape[1:]) != spec.shape:
+                raise ValueError(f"{where} must have shape (N, {', '.join(map(str, spec.shape))}), got {a.shape}")
+            if a.shape[0] == 0:
+                raise ValueError(f"{where} is an empty batch")
+            if n is not None and a.shape[0] != n:
+                raise ValueError(f"graph inputs have different batch sizes ({n} and {a.shape[0]})")
+            n = a.shape[0]
+            if spec.is_float:
+                if a.dtype.kind not in "fiu" or a.dtype == np.bool_:
+                    raise TypeError(f"{where} must be a float array, got dtype {a.dtype}")
+                a = a.astype(np.float32)
+                if not np.all(np.isfinite(a)):
+                    raise ValueError(f"{where} holds {int(a.size - np.isfinite(a).sum())} NaN/inf value(s)")
+            else:
+                if a.dtype.kind not in "iu":
+                    raise TypeError(f"{where} holds {spec.type_name} codes; got dtype {a.dtype} "
+                                    f"(quantize float data first, e.g. with the graph's quantize node)")
+                lo, hi = spec.code_range
+                if int(a.min()) < lo or int(a.max()) > hi:
+                    raise ValueError(f"{where}: codes outside the {spec.type_name} range [{lo}, {hi}]")
+                a = a.astype(spec.dtype, copy=False)
+            feeds[name] = a
+        return feeds
+
+    # ------------------------------------------------------------------ description
+    def macs(self, node: Node) -> int:
+        """Multiply-accumulates of one node per sample."""
+        from .ops import OPS
+        return int(OPS[node.op].macs(self, node))
+
+    def accumulator_bits_needed(self, node: Node) -> int | None:
+        """Worst-case accumulator width of a MAC node: the signed width of the largest
+        :math:`|b| + \\sum_k \\max|x - z_x|\\,|w_k - z_w|` over its outputs, or ``None`` for other ops."""
+        from .ops import OPS
+        bound = OPS[node.op].worst_case_sum(self, node)
+        return None if bound is None else int(bound).bit_length() + 1
+
+    def summary(self) -> str:
+        """A table of nodes: op, input and output shapes and types, scales, MACs per sample, and the
+        worst-case accumulator bits each MAC node needs (see :meth:`accumulator_bits_needed`)."""
+        from ..report.render import format_table
+        rows = []
+        for i, n in enumerate(self.nodes):
+            acts = [self.tensors[t] for t in n.inputs if t and not self.tensors[t].is_constant]
+            out = self.tensors[n.outputs[0]]
+            acc = self.accumulator_bits_needed(n)
+            rows.append([i, n.name, n.op, " ".join(str(list(t.shape)) for t in acts), str(list(out.shape)),
+                         f"{','.join(t.type_name for t in acts)}->{out.type_name}", out.quant_text(),
+                         self.macs(n), "" if acc is None else acc])
+        total = sum(self.macs(n) for n in self.nodes)
+        head = (f"{self.name}: {len(self.nodes)} nodes, inputs "
+                + ", ".join(f"{t} {self.tensors[t].type_name}{list(self.tensors[t].shape)}" for t in self.inputs)
+                + ", outputs "
+                + ", ".join(f"{t} {self.tensors[t].type_name}{list(self.tensors[t].shape)}" for t in self.outputs)
+                + f", {total:,} MACs per sample")
+        table = format_table(rows, ["#", "node", "op", "input shapes", "output shape", "types", "output quant",
+                                    "MACs", "acc bits"])
+        notes = ("MACs: multiply-accumulates per sample. acc bits: the signed accumulator width that holds the "
+                 "worst case |bias| + sum |x - z_x| |w - z_w| over all inputs of the input types (no overflow "
+                 "possible at or above it). output quant: real = s (code - z).")
+        return f"{head}\n{table}\n{notes}"
+
+    # ------------------------------------------------------------------ files
+    def to_json(self) -> dict:
+        return {"format": GRAPH_FORMAT, "version": GRAPH_FORMAT_VERSION, "name": self.name, "meta": self.meta,
+                "inputs": self.inputs, "outputs": self.outputs,
+                "tensors": [t.to_json() for t in self.tensors.values()],
+                "nodes": [n.to_json() for n in self.nodes]}
+
+    def save(self, path) -> str:
+        """Write the graph to ``path`` (``.npz``: the constants' codes and ``graph.json``; no pickles).
+        Returns the path written."""
+        path = os.fspath(path)
+        if not path.endswith(".npz"):
+            path += ".npz"
+        arrays = {f"const/{k}": t.data for k, t in self.tensors.items() if t.is_constant}
+        text = json.dumps(self.to_json(), sort_keys=True)
+        arrays["graph.json"] = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+        with open(path, "wb") as fh:
+            np.savez_compressed(fh, **arrays)
+        return path
+
+
+def load_graph(path) -> IntegerGraph:
+    """Read a graph written by :meth:`IntegerGraph.save`; a damaged or foreign file raises ``ValueError``."""
+    path = os.fspath(path)
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            files = dict(npz.items())
+    except FileNotFoundError:
+        raise
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
+        raise ValueError(f"{path}: not an fxpsim graph file (unreadable npz: {exc})") from None
+    if "graph.json" not in files:
+        raise ValueError(f"{path}: not an fxpsim graph file (no graph.json inside)")
+    try:
+        desc = json.loads(files["graph.json"].tobytes().decode("utf-8"))
+        if desc.get("format") != GRAPH_FORMAT:
+            raise ValueError(f"format {desc.get('format')!r}")
+        if desc.get("version") != GRAPH_FORMAT_VERSION:
+            raise ValueError(f"version {desc.get('version')!r}, this fxpsim reads {GRAPH_FORMAT_VERSION}")
+        tensors = []
+        for t in desc["tensors"]:
+            data = files[f"const/{t['name']}"] if t.get("constant") else None
+            tensors.append(TensorSpec(t["name"], t["bits"], t["signed"], tuple(t["shape"]), t.get("scale"),
+                                      t.get("zero_point"), t.get("axis"), data))
+        nodes = [Node(n["name"], n["op"], n["inputs"], n["outputs"], n["attrs"]) for n in desc["nodes"]]
+        return IntegerGraph(tensors, nodes, desc["inputs"], desc["outputs"], desc["name"], desc["meta"])
+    except (KeyError, TypeError, ValueError, UnicodeDecodeError, AttributeError) as exc:
+        raise ValueError(f"{path}: damaged fxpsim graph file ({type(exc).__name__}: {exc})") from None
