@@ -39,7 +39,8 @@ class Datapath:
     :class:`fxpsim.HardwareConfig`, which can be passed wherever a ``Datapath`` is expected).
 
     The default is the exact reference datapath: a 32-bit accumulator that wraps as int32 C arithmetic
-    does (no int8 network reaches it), TFLite's double-rounding requantization.
+    does (no int8 network reaches it), TFLite's double-rounding requantization. ``requantization =
+    "native"`` means the arithmetic of the runtime an imported graph came from (its ops define it).
     """
 
     name: str = "exact-int32"
@@ -329,8 +330,14 @@ class IntegerGraph:
                 f"outputs {self.outputs})")
 
     # ------------------------------------------------------------------ running
+    @property
+    def default_datapath(self) -> Datapath:
+        """The datapath the graph runs on when none is given: ``meta["datapath"]`` (an importer records the
+        runtime it reproduces, e.g. LiteRT's reference kernels) over :data:`EXACT_DATAPATH`."""
+        return Datapath(**self.meta.get("datapath", {})) if self.meta.get("datapath") else EXACT_DATAPATH
+
     def run(self, x, datapath=None, *, trace: bool = False, keep: bool = False, batch_size: int = 256):
-        """Run a batch through the graph on ``datapath`` (default :data:`EXACT_DATAPATH`).
+        """Run a batch through the graph on ``datapath`` (default :attr:`default_datapath`).
 
         Parameters
         ----------
@@ -351,7 +358,7 @@ class IntegerGraph:
         ``(outputs, traces, tensors)`` (the ones not asked for are ``None``).
         """
         from .ops import run_node
-        datapath = EXACT_DATAPATH if datapath is None else datapath
+        datapath = self.default_datapath if datapath is None else datapath
         feeds = self._feeds(x)
         n = len(next(iter(feeds.values())))
         if not (trace or keep) and n > batch_size:
