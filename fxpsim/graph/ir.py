@@ -252,7 +252,7 @@ class IntegerGraph:
 
     def __init__(self, tensors: Sequence[TensorSpec], nodes: Sequence[Node], inputs: Sequence[str],
                  outputs: Sequence[str], name: str = "graph", meta: Mapping | None = None):
-        from .ops import OPS
+        from .ops import OPS, find_op
         self.name = str(name)
         self.tensors: dict[str, TensorSpec] = {}
         for t in tensors:
@@ -270,7 +270,7 @@ class IntegerGraph:
             if n.name in names:
                 raise ValueError(f"node name {n.name!r} is used twice")
             names.add(n.name)
-            if n.op not in OPS:
+            if find_op(n.op) is None:
                 raise ValueError(f"node {n.name!r}: unknown op {n.op!r}; known ops: {', '.join(sorted(OPS))}")
             for t in n.inputs + n.outputs:
                 if t and t not in self.tensors:

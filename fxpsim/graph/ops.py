@@ -38,7 +38,7 @@ from ..datapath.integer_ops import (quantized_add, quantized_average_pool2d, qua
 from ..datapath.requantize import Requantizer, activation_range
 from ..nn import conv as float_conv
 
-__all__ = ["Op", "OPS", "register_op", "run_node", "run_node_float", "exact_accumulator", "requantizer_for"]
+__all__ = ["Op", "OPS", "find_op", "register_op", "run_node", "run_node_float", "exact_accumulator", "requantizer_for"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,26 @@ class Op:
 
 
 OPS: dict[str, Op] = {}
+
+
+# Modules of this package that register the ops of imported formats; loaded when a graph names one of
+# their ops (e.g. a saved imported graph read back by ``load_graph``).
+_OP_MODULES = ("tflite_ops", "onnx_ops")
+
+
+def find_op(name: str) -> Op | None:
+    """The :class:`Op` called ``name``, loading the importers' op modules when needed (``None`` if unknown)."""
+    if name not in OPS:
+        import importlib
+        for module in _OP_MODULES:
+            try:
+                importlib.import_module(f"{__package__}.{module}")
+            except ModuleNotFoundError as exc:
+                if exc.name != f"{__package__}.{module}":
+                    raise
+            if name in OPS:
+                break
+    return OPS.get(name)
 
 
 def register_op(op: Op) -> Op:
