@@ -200,7 +200,13 @@ def _mac_run(graph, node, ins, dp, trace):
     if at_end:
         common.update(acc=Format.integer(62), overflow="wrap", requant=_R("shift", shift=(0,)),
                       act_min=None, act_max=None, out_dtype=np.int8)
-    bias = ins[2] if bspec is not None else None
+    bias, bias_clipped = ins[2] if bspec is not None else None, 0
+    if bias is not None and not at_end:
+        # a bias wider than the accumulator saturates into it (the hardware's bias register is no wider)
+        lo_acc, hi_acc = -(1 << (dp.accumulator_bits - 1)), (1 << (dp.accumulator_bits - 1)) - 1
+        clipped_bias = np.clip(bias, lo_acc, hi_acc)
+        bias_clipped = int(np.count_nonzero(clipped_bias != bias))
+        bias = clipped_bias
     if node.op == "fully_connected":
         res = quantized_fully_connected(x, w, bias, **common)
     else:
@@ -221,6 +227,7 @@ def _mac_run(graph, node, ins, dp, trace):
             k = int(np.prod(w.shape[1:]))
             clipped = (pre > hi) if act not in (None, "none") else (pre > hi) | (pre < lo)
             info = {"overflows": int(overflows), "acc": acc, "clipped": int(np.count_nonzero(clipped)),
+                    "bias_clipped": bias_clipped,
                     "adds": int(out.size) * (k + (bias is not None and dp.bias_add == "after"))}
     return [out], info
 
@@ -259,8 +266,9 @@ def _mac_float(graph, node, ins):
     w = wspec.dequantize(wspec.data)
     y = _float_mac(node, ins[0], w, ins[0].shape)
     if len(node.inputs) > 2 and node.inputs[2]:
-        bspec = _spec(graph, node.inputs[2])
-        y = y + bspec.dequantize(bspec.data)
+        # the bias codes live in the accumulator's scale s_x s_w,c, whatever the tensor records
+        s_acc = float(_spec(graph, node.inputs[0]).scale[0]) * np.broadcast_to(wspec.scale, (y.shape[-1],))
+        y = y + _spec(graph, node.inputs[2]).data.astype(np.float64) * s_acc
     return [_float_activation(y, node.attrs.get("activation"))]
 
 

@@ -23,6 +23,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ..graph.ir import IntegerGraph
 from .simulation import ConfigError, HardwareConfig, _check_labels, _check_x, _float_trace, convert, extract, \
     load_config, network_metrics
 
@@ -127,7 +128,7 @@ def _run_chunk(graph, x, y, reference, configs: list) -> list:
     out = []
     for config in configs:
         t0 = time.perf_counter()
-        net = convert(graph, config)
+        net = graph if isinstance(graph, IntegerGraph) else convert(graph, config)
         codes, traces, _ = net.run(x, config, trace=True)
         metrics = network_metrics(net, codes, reference, y, sum(t["overflows"] for t in traces.values()))
         metrics["layer_overflows"] = ";".join(f"{name}={t['overflows']}" for name, t in traces.items()
@@ -137,6 +138,10 @@ def _run_chunk(graph, x, y, reference, configs: list) -> list:
     return out
 
 
+def _fail(message: str):
+    raise ValueError(message)
+
+
 def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Sequence]]", *,
           config="tflite-int8", calibration_x=None, executor: Executor | None = None, processes: int | None = None,
           progress: bool = True, chunks_per_worker: int = 3) -> SweepResult:
@@ -144,7 +149,10 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
 
     Parameters
     ----------
-    model : fxpsim.nn.Sequential
+    model : fxpsim.nn.Sequential or IntegerGraph
+        A model is converted for each point; a graph (imported or built by hand) keeps its widths and
+        scales, so only the datapath axes (accumulator, overflow, order, bias add, requantization,
+        rounding) may be swept on it.
     data : (x, y) or x
         Evaluation inputs and optional labels.
     grid : mapping axis -> values, or a list of such mappings
@@ -175,7 +183,12 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
         x, y = data
     else:
         x, y = data, None
-    x = _check_x(x, "x")
+    is_graph = isinstance(model, IntegerGraph)
+    if is_graph:
+        x = model._feeds(x)[model.inputs[0]] if len(model.inputs) == 1 else \
+            _fail("sweep: graphs with several inputs are not supported yet")
+    else:
+        x = _check_x(x, "x")
     y = _check_labels(y, x.shape[0])
     grids = [_normalise_grid(g, base) for g in (grid if isinstance(grid, (list, tuple)) else [grid])]
     if not grids:
@@ -187,8 +200,18 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
             configs.append(base.replace(**p))
         except ConfigError as exc:
             raise ConfigError(f"grid point {p}: {exc}") from None
-    graph = extract(model, x if calibration_x is None else calibration_x)
-    reference = _float_trace(graph.folded, [graph.stages[-1].model_layers[-1]], x)[0]
+    if is_graph:
+        fixed = {"weight_bits", "activation_bits", "weight_format", "activation_format", "weight_signed",
+                 "activation_signed", "weight_scales", "weight_narrow_range", "activation_symmetric", "bias_bits"}
+        bad = sorted({k for g in grids for k in g} & fixed)
+        if bad:
+            raise ConfigError(f"grid: {', '.join(bad)} cannot be swept on an integer graph (its widths and scales "
+                              "are fixed); sweep an fxpsim.nn model to vary them")
+        graph = model
+        reference = np.asarray(model.run_float(x), dtype=np.float64).reshape(len(x), -1)
+    else:
+        graph = extract(model, x if calibration_x is None else calibration_x)
+        reference = _float_trace(graph.folded, [graph.stages[-1].model_layers[-1]], x)[0]
     float_acc = float(np.mean(reference.argmax(axis=1) == y)) if y is not None else None
     if processes is not None and (not isinstance(processes, int) or processes < 1):
         raise ValueError(f"processes must be a positive int, got {processes!r}")
