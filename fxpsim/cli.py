@@ -1,4 +1,8 @@
-"""The ``fxpsim`` command line: ``demo``, ``simulate``, ``sweep``, ``presets`` (also ``python -m fxpsim``).
+"""The ``fxpsim`` command line: ``demo``, ``simulate``, ``sweep``, ``inspect``, ``presets`` (also
+``python -m fxpsim``).
+
+``--model`` takes a trained model saved by ``fxpsim.train.save_model``, an integer graph saved by
+``IntegerGraph.save``, or a quantized ``.tflite`` / ``.onnx`` file.
 
 Exit codes: 0 success, 2 usage errors (bad arguments, unknown preset, invalid config, missing file) with a
 one-line ``fxpsim: error: ...`` message, 1 for unexpected failures.
@@ -26,25 +30,36 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
+MAX_BITS = 64
+
+
 def _int_list(text: str) -> list[int]:
-    """``"8"``, ``"4,6,8"`` or ranges ``"10:32"`` / ``"10:32:2"`` (inclusive)."""
+    """Bit widths: ``"8"``, ``"4,6,8"`` or inclusive ranges ``"10:32"`` / ``"10:32:2"``, each in 1..64
+    (checked before a range is expanded)."""
     out: list[int] = []
     try:
         for part in text.split(","):
             part = part.strip()
-            if ":" in part:
-                bits = [int(p) for p in part.split(":")]
-                if len(bits) not in (2, 3):
-                    raise ValueError
-                lo, hi, step = bits[0], bits[1], bits[2] if len(bits) == 3 else 1
-                if step < 1 or hi < lo:
-                    raise ValueError
-                out += list(range(lo, hi + 1, step))
-            else:
-                out.append(int(part))
+            bits = [int(p) for p in part.split(":")]
+            if len(bits) not in (1, 2, 3) or (len(bits) == 3 and bits[2] < 1) or bits[-1 if len(bits) < 3 else 1] < bits[0]:
+                raise ValueError
+            if not all(1 <= b <= MAX_BITS for b in bits[:2]):
+                raise argparse.ArgumentTypeError(f"bit widths must lie in 1..{MAX_BITS}, got {part!r}")
+            out += list(range(bits[0], bits[1] + 1, bits[2] if len(bits) == 3 else 1)) if len(bits) > 1 else bits
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected integers like '8', '4,8' or '10:32[:2]', got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected integers like '8', '4,8' or '10:32[:2]' (inclusive), "
+                                         f"got {text!r}") from None
     return out
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
 
 
 def _str_list(text: str) -> list[str]:
@@ -71,23 +86,25 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--processes", type=int, default=None, help="sweep worker processes (default: all cores)")
     demo.add_argument("--no-progress", action="store_true", help="no progress bars")
 
-    simulate = sub.add_parser("simulate", help="simulate a saved model on a hardware config",
-                              description="Simulate a model saved with fxpsim.train.save_model on a preset "
-                              "or TOML config and write a report.")
-    simulate.add_argument("--model", required=True, help="model file (.npz from fxpsim.train.save_model)")
-    simulate.add_argument("--config", default="tflite-int8", help="preset name or TOML file")
+    simulate = sub.add_parser("simulate", help="simulate a model on a hardware config",
+                              description="Simulate a model (fxpsim model or graph .npz, .tflite, .onnx) on a "
+                              "preset or TOML config and print the per-node report. Nothing is written "
+                              "unless --out is given.")
+    simulate.add_argument("--model", required=True, help=_MODEL_HELP)
+    simulate.add_argument("--config", default="tflite-int8", help="preset name or TOML file (default: tflite-int8)")
     _data_args(simulate)
-    simulate.add_argument("--out", default=None, help="write report.html/json/md and plots here")
+    simulate.add_argument("--out", default=None, help="write report.html/json/md and plots here (default: "
+                          "write nothing)")
     simulate.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
 
     sweep = sub.add_parser("sweep", help="sweep weight/activation/accumulator bits, overflow and rounding",
                            description="Simulate a saved model on every combination of the given settings "
                            "(other settings from --config) and report the Pareto front.")
-    sweep.add_argument("--model", required=True, help="model file (.npz from fxpsim.train.save_model)")
-    sweep.add_argument("--config", default="tflite-int8", help="base preset name or TOML file")
-    sweep.add_argument("--weight-bits", type=_int_list, default=None, help="e.g. 4,6,8")
-    sweep.add_argument("--activation-bits", type=_int_list, default=None, help="e.g. 8")
-    sweep.add_argument("--acc-bits", type=_int_list, default=None, help="e.g. 12:32:2")
+    sweep.add_argument("--model", required=True, help=_MODEL_HELP)
+    sweep.add_argument("--config", default="tflite-int8", help="base preset name or TOML file (default: tflite-int8)")
+    sweep.add_argument("--weight-bits", type=_int_list, default=None, help="e.g. 4,6,8 (fxpsim models only)")
+    sweep.add_argument("--activation-bits", type=_int_list, default=None, help="e.g. 8 (fxpsim models only)")
+    sweep.add_argument("--acc-bits", type=_int_list, default=None, help="e.g. 12:32:2 (a:b[:step], inclusive)")
     sweep.add_argument("--overflow", type=_str_list, default=None, help="e.g. saturate,wrap")
     sweep.add_argument("--rounding", type=_str_list, default=None, help="e.g. half_up,half_even")
     sweep.add_argument("--processes", type=int, default=None, help="worker processes (default: all cores)")
@@ -95,29 +112,55 @@ def build_parser() -> argparse.ArgumentParser:
     _data_args(sweep)
     sweep.add_argument("--out", default=None, help="write sweep.csv/json and the report here")
 
+    inspect = sub.add_parser("inspect", help="print a model's integer graph: nodes, shapes, types, scales, "
+                             "MACs, accumulator bits needed", description="Print the integer graph of a model "
+                             "(fxpsim model or graph .npz, .tflite, .onnx): one row per node.")
+    inspect.add_argument("model", help=_MODEL_HELP)
+    inspect.add_argument("--config", default="tflite-int8", help="target used to convert an fxpsim model "
+                         "(default: tflite-int8)")
+    inspect.add_argument("--data", default="digits", help="calibration data for an fxpsim model (as simulate)")
+    inspect.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    inspect.add_argument("--calibration", type=_positive_int, default=500, help=argparse.SUPPRESS)
+
     presets = sub.add_parser("presets", help="list the shipped hardware presets",
                              description="List the hardware presets, or print one as TOML.")
     presets.add_argument("--show", metavar="NAME", default=None, help="print this preset as TOML")
     return parser
 
 
+_MODEL_HELP = ("fxpsim model (.npz from fxpsim.train.save_model), integer graph (.npz from IntegerGraph.save), "
+               "or a quantized .tflite / .onnx file")
+
+
 def _data_args(p):
-    p.add_argument("--data", default="digits", help="'digits' (scikit-learn's, test split) or an .npz with "
-                   "arrays x, y (and optionally x_calibration)")
+    p.add_argument("--data", default="digits", help="'digits' (scikit-learn's, test split), an .npy of inputs, or "
+                   "an .npz with arrays x, y (and optionally x_calibration); inputs in the model's input dtype")
     p.add_argument("--seed", type=int, default=0, help="seed of the digits train/test split")
-    p.add_argument("--calibration", type=int, default=500,
+    p.add_argument("--calibration", type=_positive_int, default=500,
                    help="digits training images used to calibrate activation ranges (default 500)")
 
 
 # ----- helpers ---------------------------------------------------------------------------------------
 def _load_model(path: str):
-    from .nn.train import load_model
+    """An fxpsim.nn model or an IntegerGraph, whatever the file holds."""
+    import zipfile
     if not os.path.isfile(path):
         raise UsageError(f"model file not found: {path}")
     try:
-        return load_model(path)
-    except (ValueError, KeyError, OSError) as exc:
-        raise UsageError(f"cannot load model {path}: {exc}") from None
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as z:
+                is_graph = "graph.json.npy" in z.namelist()
+            if is_graph:
+                from .graph.ir import load_graph
+                return load_graph(path)
+            from .nn.train import load_model
+            return load_model(path)
+        from .io.models import import_model
+        return import_model(path)
+    except ImportError as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from None
+    except (ValueError, KeyError, OSError, TypeError, EOFError, zipfile.BadZipFile) as exc:
+        raise UsageError(f"cannot load model {path}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
 
 
 def _wants_flat(model) -> bool:
@@ -129,26 +172,48 @@ def _wants_flat(model) -> bool:
     return False
 
 
+def _is_graph(model) -> bool:
+    from .graph.ir import IntegerGraph
+    return isinstance(model, IntegerGraph)
+
+
 def _load_data(args, model):
-    """(x, y, x_calibration) for --data."""
+    """(x, y, x_calibration) for --data (graphs take their inputs in their own dtype)."""
     import numpy as np
+    graph = _is_graph(model)
     if args.data == "digits":
         from .nn.datasets import load_digits
-        flat = _wants_flat(model)
+        if graph:
+            shape = model.tensors[model.inputs[0]].shape
+            if shape not in ((8, 8, 1), (64,)) or not model.tensors[model.inputs[0]].is_float:
+                raise UsageError(f"the model's input is {model.tensors[model.inputs[0]].type_name}{list(shape)}, "
+                                 "not digits images: give --data inputs.npy (or .npz with x, y)")
+            flat = shape == (64,)
+        else:
+            flat = _wants_flat(model)
         x, y = load_digits("test", seed=args.seed, flatten=flat)
         xc, _ = load_digits("train", seed=args.seed, flatten=flat)
-        return x, y, xc[:max(1, args.calibration)]
+        return x, y, xc[:args.calibration]
     if not os.path.isfile(args.data):
-        raise UsageError(f"data file not found: {args.data} (use 'digits' or an .npz with x and y)")
+        raise UsageError(f"data file not found: {args.data} (use 'digits', an .npy, or an .npz with x and y)")
     try:
-        with np.load(args.data, allow_pickle=False) as d:
-            if "x" not in d.files:
-                raise UsageError(f"{args.data}: no array 'x' (found {', '.join(d.files)})")
-            x = d["x"].astype(np.float32)
-            y = d["y"] if "y" in d.files else None
-            xc = d["x_calibration"].astype(np.float32) if "x_calibration" in d.files else x
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot read {args.data}: {exc}") from None
+        loaded = np.load(args.data, allow_pickle=False)
+        if isinstance(loaded, np.ndarray):
+            x, y, xc = loaded, None, None
+        else:
+            with loaded as d:
+                if "x" not in d.files:
+                    raise UsageError(f"{args.data}: no array 'x' (found {', '.join(d.files)})")
+                x = d["x"]
+                y = d["y"] if "y" in d.files else None
+                xc = d["x_calibration"] if "x_calibration" in d.files else None
+    except (OSError, ValueError, EOFError) as exc:
+        raise UsageError(f"cannot read {args.data}: {str(exc).splitlines()[0]}") from None
+    if not graph:
+        if x.dtype.kind not in "fiu":
+            raise UsageError(f"{args.data}: x must be numeric, got dtype {x.dtype}")
+        x = x.astype(np.float32)
+        xc = x if xc is None else xc.astype(np.float32)
     return x, y, xc
 
 
@@ -178,13 +243,27 @@ def cmd_presets(args) -> int:
     return 0
 
 
+def cmd_inspect(args) -> int:
+    from .hardware.conversion import convert
+    model = _load_model(args.model)
+    if not _is_graph(model):
+        config = _load_config(args.config)
+        x, _, xc = _load_data(args, model)
+        try:
+            model = convert(model, config, xc)
+        except (ValueError, TypeError) as exc:
+            raise UsageError(str(exc).splitlines()[0]) from None
+    _say(model.summary())
+    return 0
+
+
 def cmd_simulate(args) -> int:
     from .hardware.simulation import simulate
     config = _load_config(args.config)
     model = _load_model(args.model)
     x, y, xc = _load_data(args, model)
     try:
-        report = simulate(model, config, x, y, calibration_x=xc)
+        report = simulate(model, config, x, y, calibration_x=None if _is_graph(model) else xc)
     except (ValueError, TypeError) as exc:
         raise UsageError(str(exc).splitlines()[0]) from None
     _say(report.to_json() if args.json else report.to_text())
@@ -208,8 +287,8 @@ def cmd_sweep(args) -> int:
         raise UsageError("give at least one axis: --weight-bits, --activation-bits, --acc-bits, --overflow "
                          "or --rounding (see 'fxpsim sweep --help')")
     try:
-        result = sweep(model, (x, y), grid, config=config, calibration_x=xc, processes=args.processes,
-                       progress=not args.no_progress)
+        result = sweep(model, (x, y), grid, config=config, calibration_x=None if _is_graph(model) else xc,
+                       processes=args.processes, progress=not args.no_progress)
     except (ConfigError, ValueError) as exc:
         raise UsageError(str(exc).splitlines()[0]) from None
     from .report.render import format_table
@@ -217,7 +296,8 @@ def cmd_sweep(args) -> int:
     cols = ["weight_bits", "activation_bits", "accumulator_bits", "accumulator_overflow", "rounding", result.metric]
     _say(format_table([[r.get(c) for c in cols] for r in result.pareto_accumulator], cols))
     if args.out:
-        report = simulate(model, config, x, y, calibration_x=xc, title=f"fxpsim sweep on {config.name}")
+        report = simulate(model, config, x, y, calibration_x=None if _is_graph(model) else xc,
+                          title=f"fxpsim sweep on {config.name}")
         report.sweep = result.to_dict()
         paths = report.save(args.out)
         _say("", f"sweep written to {paths['sweep_csv']} and {paths['html']}")
@@ -294,7 +374,8 @@ def cmd_demo(args) -> int:
     return 0
 
 
-_COMMANDS = {"demo": cmd_demo, "simulate": cmd_simulate, "sweep": cmd_sweep, "presets": cmd_presets}
+_COMMANDS = {"demo": cmd_demo, "simulate": cmd_simulate, "sweep": cmd_sweep, "inspect": cmd_inspect,
+             "presets": cmd_presets}
 
 
 def main(argv=None) -> int:

@@ -101,6 +101,28 @@ def test_demo_end_to_end(tmp_path):
     assert "Accuracy on every preset" in r.stdout and "report: out/report.html" in r.stdout
 
 
+def test_graph_files_inspect_simulate_and_sweep(tmp_path, model_file):
+    """A converted model saved as a graph runs through inspect, simulate and sweep like the model itself."""
+    model = train.load_model(model_file)
+    x, y = load_digits("test", seed=0)
+    graph = fxpsim.convert(model, "int8-acc16-sat", load_digits("train", seed=0)[0][:500])
+    graph.save(tmp_path / "graph.npz")
+    r = run("inspect", "graph.npz", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "0:conv2d" in r.stdout and "acc bits" in r.stdout
+    r = run("simulate", "--model", "graph.npz", "--config", "int8-acc16-sat", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    want = fxpsim.simulate(graph, "int8-acc16-sat", x, y).network
+    assert d["network"]["accuracy"] == want["accuracy"] and d["network"]["overflow_count"] == want["overflow_count"]
+    assert d["network"]["accuracy"] == float(np.mean(
+        graph.tensors[graph.outputs[0]].dequantize(graph.run(x, fxpsim.preset("int8-acc16-sat"))).argmax(1) == y))
+    r = run("sweep", "--model", "graph.npz", "--acc-bits", "14:16:2", "--overflow", "wrap", "--no-progress",
+            cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert len([line for line in r.stdout.splitlines() if " wrap " in line]) >= 2
+
+
 @pytest.mark.parametrize("args, message", [
     (["simulate", "--model", "missing.npz"], "model file not found: missing.npz"),
     (["simulate", "--model", "MODEL", "--config", "tflite-int9"], "unknown preset 'tflite-int9'"),
@@ -114,11 +136,25 @@ def test_demo_end_to_end(tmp_path):
     (["frobnicate"], "invalid choice: 'frobnicate'"),
     (["demo", "--epochs", "0"], "--epochs must be at least 1"),
     (["presets", "--show", "nope"], "unknown preset 'nope'"),
+    (["sweep", "--model", "MODEL", "--acc-bits", "0:1000000000"], "bit widths must lie in 1..64"),
+    (["simulate", "--model", "MODEL", "--calibration", "0"], "expected a positive integer"),
+    (["simulate", "--model", "MODEL", "--calibration", "-3"], "expected a positive integer"),
+    (["simulate", "--model", "GARBAGE"], "cannot load model"),
+    (["simulate", "--model", "GRAPH"], "not digits images: give --data"),
+    (["sweep", "--model", "GRAPH", "--weight-bits", "4", "--data", "X.npy"], "cannot be swept on an integer graph"),
+    (["inspect", "missing.tflite"], "model file not found"),
 ])
 def test_usage_errors_exit_2_with_one_line(tmp_path, model_file, args, message):
     (tmp_path / "bad.toml").write_text("[accumulator]\nbitz = 16\n")
     (tmp_path / "badvalue.toml").write_text("[accumulator]\noverflow = 'sideways'\n")
-    args = [str(model_file) if a == "MODEL" else a for a in args]
+    (tmp_path / "garbage.npz").write_bytes(b"PK\x03\x04 not really a zip")
+    graph = fxpsim.convert(train.load_model(model_file), "tflite-int8", load_digits("train")[0][:50])
+    graph = fxpsim.graph.IntegerGraph(list(graph.tensors.values())[1:], graph.nodes[1:], ["input_codes"],
+                                      graph.outputs)                      # an int8-input graph
+    graph.save(tmp_path / "graph.npz")
+    np.save(tmp_path / "X.npy", np.zeros((3, 8, 8, 1), np.int8))
+    subst = {"MODEL": str(model_file), "GARBAGE": "garbage.npz", "GRAPH": "graph.npz"}
+    args = [subst.get(a, a) for a in args]
     r = run(*args, cwd=tmp_path)
     assert r.returncode == 2, (r.stdout, r.stderr)
     lines = r.stderr.strip().splitlines()
