@@ -47,10 +47,7 @@ cdef inline fx_i128 exact_scaled(double x, int frac, int mode, uint64_t rnd) noe
     k = e - 53 + frac
     if k >= 0:
         return scale_up(<fx_i128>mant, k)
-    k = -k
-    if k > 127:
-        k = 127                           # |value| < 2^-74: only sign and rem != 0 matter
-    return shift_round128(<fx_i128>mant, k, mode, rnd)
+    return shift_round128(<fx_i128>mant, -k, mode, rnd)      # any shift: see _kernels.pxd
 
 
 
@@ -203,7 +200,7 @@ def cast(const int64_t[::1] src, int64_t[::1] out, uint8_t[::1] flags, bint src_
     cdef Py_ssize_t i, n = src.shape[0], n_ovf = 0
     cdef bint want_flags = flags.shape[0] == n and n > 0
     cdef fx_i128 v
-    cdef int o, s = shift if shift < 127 else 127
+    cdef int o, s = shift
     cdef uint64_t rnd = 0
     cdef int64_t c, lo, hi
     cdef bint small = (not src_u64) and 0 <= s <= 63 and (is_signed or word < 64)
@@ -261,14 +258,12 @@ def binary(int op, const int64_t[::1] a, const int64_t[::1] b, int64_t[::1] out,
 
     OP is +, -, * (shifts 0 for *) or a three-way compare (out in {-1, 0, 1}).
     The exact value (``exact_word`` bits) is formed on 64 bits when it fits 63, else on
-    128 bits; callers guarantee it stays below 2^125.  Returns n_overflow.
+    128 bits; callers guarantee |value| < 2^127 (a 64 x 64-bit product reaches 2^126); any shift_out.  Returns n_overflow.
     """
     cdef Py_ssize_t i, n = out.shape[0], n_ovf = 0
     cdef fx_i128 va, vb, v
     cdef int o
     cdef uint64_t rnd = 0
-    if shift_out > 127:
-        shift_out = 127
     if n == 0:
         return 0
     if (op != OP_CMP and exact_word <= 63 and not a_u64 and not b_u64 and 0 <= shift_out <= 63

@@ -115,13 +115,41 @@ cdef inline int64_t shift_round(int64_t v, int s, int mode, uint64_t rnd) noexce
     return q + up
 
 
+cdef inline fx_i128 shift_round_far(fx_i128 v, int s, int mode, uint64_t rnd) noexcept nogil:
+    """round(v / 2^s) for s >= 128 and |v| < 2^127: |v / 2^s| < 1/2, so the result is -1, 0 or 1.
+
+    Deterministic modes see a non-tie below half: only the sign of ``v`` matters.  Stochastic
+    rounding goes up when rnd / 2^64 < frac(v / 2^s), i.e. with k = s - 64 >= 64:
+    v > 0: rnd * 2^k < v, i.e. rnd <= (v - 1) >> k;  v < 0 (floor -1): rnd * 2^k < 2^s + v,
+    i.e. rnd + (|v| >> k) <= 2^64 - 1.
+    """
+    cdef int k
+    cdef fx_u128 t
+    if v == 0:
+        return 0
+    if mode == RND_FLOOR:
+        return -1 if v < 0 else 0
+    if mode == RND_CEIL:
+        return 0 if v < 0 else 1
+    if mode != RND_STOCHASTIC:
+        return 0                           # toward zero and the half modes (no tie possible)
+    k = s - 64
+    if v > 0:
+        t = (<fx_u128>(v - 1)) >> k if k < 128 else 0
+        return 1 if (<fx_u128>rnd) <= t else 0
+    t = (<fx_u128>(-v)) >> k if k < 128 else 0
+    return -1 + ((<fx_u128>rnd) + t <= <fx_u128>0xFFFFFFFFFFFFFFFFULL)
+
+
 cdef inline fx_i128 shift_round128(fx_i128 v, int s, int mode, uint64_t rnd) noexcept nogil:
-    """round(v / 2^s) for 0 <= s <= 127 on 128-bit integers, |v| < 2^126."""
+    """round(v / 2^s) for any s >= 0 on 128-bit integers, |v| < 2^127 (s >= 128: ``shift_round_far``)."""
     cdef fx_i128 q
     cdef fx_u128 rem, half, mask
     cdef int up
     if s <= 0:
         return v
+    if s >= 128:
+        return shift_round_far(v, s, mode, rnd)
     q = v >> s
     mask = ((<fx_u128>1) << s) - 1
     rem = (<fx_u128>v) & mask

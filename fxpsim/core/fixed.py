@@ -53,7 +53,7 @@ class OverflowLog:
         e = self.entries.setdefault(op, _LogEntry())
         e.count += int(count)
         e.calls += 1
-        e.min, e.max = min(e.min, float(lo)), max(e.max, float(hi))
+        e.min, e.max = min(e.min, _as_float(lo)), max(e.max, _as_float(hi))
 
     def __getitem__(self, op: str) -> _LogEntry:
         return self.entries[op]
@@ -70,6 +70,14 @@ class OverflowLog:
 
     def __repr__(self) -> str:
         return f"OverflowLog({self.as_dict()})"
+
+
+def _as_float(value) -> float:
+    """``float(value)``, with ±inf for exact values (huge ints, Fractions) beyond float64's range."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 _ACTIVE_LOGS: contextvars.ContextVar[tuple] = contextvars.ContextVar("fxpsim_logs", default=())
@@ -109,19 +117,60 @@ def _float_input(x, where: str) -> np.ndarray:
         raise TypeError(f"{where}: expected real numbers, got an array of dtype {arr.dtype}")
     if arr.dtype.kind not in "fiub":
         raise TypeError(f"{where}: unsupported dtype {arr.dtype}")
+    if arr.dtype.kind == "f" and arr.dtype.itemsize > 8:
+        _check_float64_exact(arr, where)
     return np.array(arr, dtype=np.float64, order="C", copy=None)   # keeps 0-d shapes
 
 
+def _check_float64_exact(arr: np.ndarray, where: str) -> None:
+    """Extended-precision input (np.longdouble): accepted only where every value is a float64.
+
+    The kernels quantize float64 exactly; going through float64 first would round twice (a value
+    just above a tie, 2^-9 + 2^-70, would become the tie itself and round the wrong way).
+    """
+    as64 = arr.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        lost = (as64.astype(arr.dtype) != arr) & ~np.isnan(arr)
+    if lost.any():
+        first = tuple(int(i) for i in np.unravel_index(int(np.argmax(lost)), arr.shape))
+        raise TypeError(f"{where}: x has dtype {arr.dtype} (extended precision) and {int(lost.sum())} "
+                        f"value(s) that float64 cannot hold exactly (first at index {first}); fxpsim "
+                        f"rounds float64 values exactly, and converting them first would round twice. "
+                        f"Pass x.astype(np.float64) to accept that rounding, or exact integer codes "
+                        f"through from_raw")
+
+
+def _check_seed(seed) -> None:
+    """``seed``: None or a non-negative int (checked before any work, whatever the rounding mode)."""
+    if seed is None:
+        return
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"seed must be None or a non-negative int, got {type(seed).__name__} {seed!r}")
+    if seed < 0:
+        raise ValueError(f"seed must be None or a non-negative int, got {seed}")
+
+
 def _seed_word(seed) -> int:
+    _check_seed(seed)
     if seed is None:
         return int(np.random.SeedSequence().generate_state(1, np.uint64)[0])
-    return int(np.random.SeedSequence(seed).generate_state(1, np.uint64)[0])
+    return int(np.random.SeedSequence(int(seed)).generate_state(1, np.uint64)[0])
+
+
+def _value_text(value) -> str:
+    """A format limit for messages: the float, or ``c*2^e`` when float64 cannot show it."""
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, int):
+        shift = (value & -value).bit_length() - 1
+        return f"{value >> shift}*2^{shift}"
+    return f"{value.numerator}*2^-{value.denominator.bit_length() - 1}"
 
 
 def _raise_if_error(o: Overflow, count: int, op: str, fmt: Format):
     if o is Overflow.ERROR and count:
         raise ValueError(f"{op}: {count} element(s) overflow {fmt} "
-                         f"[{fmt.min_value}, {fmt.max_value}] and overflow='error'")
+                         f"[{_value_text(fmt.min_value)}, {_value_text(fmt.max_value)}] and overflow='error'")
 
 
 # --------------------------------------------------------------------------- arrays
@@ -145,6 +194,10 @@ class FixedArray:
     """
 
     __array_priority__ = 1000
+    #: numpy ufuncs do not apply (they would compute on float64 values): ``ndarray + FixedArray`` makes
+    #: numpy return NotImplemented, so Python calls ``FixedArray.__radd__``, which follows the rules of
+    #: ``FixedArray + ndarray`` (see :meth:`_binary`).
+    __array_ufunc__ = None
 
     def __init__(self, raw, fmt, *, overflows: int = 0, overflow_mask=None, _trusted=False):
         fmt = _as_format(fmt)
@@ -174,6 +227,13 @@ class FixedArray:
 
     def __len__(self):
         return len(self._raw)
+
+    def __bool__(self):
+        """Truth value as numpy's: the element's for a single element, else ambiguous (ValueError)."""
+        if self._raw.size != 1:
+            raise ValueError(f"the truth value of a FixedArray with {self._raw.size} elements is ambiguous; "
+                             f"use (x != 0).any() or (x != 0).all()")
+        return bool(self._raw.reshape(-1)[0] != 0)
 
     def to_float(self) -> np.ndarray:
         """Values as float64, :math:`c \\cdot 2^{-\\mathrm{frac}}` (exact while |c| < 2^53)."""
@@ -218,11 +278,13 @@ class FixedArray:
         """Requantize to ``fmt``: :math:`\\mathrm{fit}(\\mathrm{round}(c \\cdot 2^{f_{new}-f}))`."""
         fmt = _as_format(fmt)
         r, o = check_modes(rounding, overflow, fmt, n_bits)
+        _check_seed(seed)
         codes = self._codes
         out = np.empty(codes.size, dtype=np.int64)
         flags = np.empty(codes.size if mask else 0, dtype=np.uint8)
         count = _core.cast(codes, out, flags, self.fmt._u64, self.fmt.frac - fmt.frac, fmt.word,
-                           fmt.signed, r.code, o.code, int(n_bits), _seed_word(seed))
+                           fmt.signed, r.code, o.code, int(n_bits),
+                           _seed_word(seed) if r is Rounding.STOCHASTIC else 0)
         if _logging():
             values = self.to_float()
             record_overflow("cast", count, *(_range(values)))
@@ -232,7 +294,12 @@ class FixedArray:
 
     # -- exact arithmetic
     def _binary(self, other, op: str, reflected=False):
-        other = _as_fixed(other)
+        """``self op other`` exactly.  ``other``: a FixedArray, a Python/numpy integer or float (its
+        exact value), or an integer ndarray (exact integers: ``Format.integer`` of the fewest bits
+        that hold its values, unsigned for unsigned dtypes).  Float ndarrays raise TypeError: their
+        values need a format, ``from_float(x, fmt)``."""
+        other = _as_fixed(other, f"ndarray {_OP_SYMBOL[op]} FixedArray" if reflected
+                          else f"FixedArray {_OP_SYMBOL[op]} ndarray")
         if other is NotImplemented:
             return NotImplemented
         a, b = (other, self) if reflected else (self, other)
@@ -260,7 +327,7 @@ class FixedArray:
         return self._new(np.where(self._raw < 0, neg.raw, self._raw), neg.fmt)
 
     def _compare(self, other, test):
-        other = _as_fixed(other)
+        other = _as_fixed(other, "FixedArray comparison")
         if other is NotImplemented:
             return NotImplemented
         a, b = _broadcast(self, other)
@@ -283,8 +350,16 @@ class FixedArray:
 
     def sum(self, axis=None) -> "FixedArray":
         """Exact sum; the word grows by :math:`\\lceil \\log_2 N \\rceil` bits."""
-        n = self.size if axis is None else (
-            math.prod(self.shape[a] for a in np.atleast_1d(axis)) if self.ndim else 1)
+        if axis is not None:
+            try:
+                axis = np.lib.array_utils.normalize_axis_tuple(axis, self.ndim, "axis")
+            except np.exceptions.AxisError:
+                raise ValueError(f"FixedArray.sum: axis {axis!r} is out of range for an array with "
+                                 f"{self.ndim} dimension(s) (shape {self.shape})") from None
+            except TypeError:
+                raise TypeError(f"FixedArray.sum: axis must be None, an int or a tuple of ints, "
+                                f"got {axis!r}") from None
+        n = self.size if axis is None else math.prod(self.shape[a] for a in axis)
         grow = max(0, math.ceil(math.log2(n))) if n > 0 else 0
         word = self.fmt.word + grow
         if word > MAX_WORD:
@@ -318,10 +393,35 @@ def _checked_codes(raw, fmt: Format, where: str) -> np.ndarray:
     return np.array(arr, dtype=dtype, copy=True)
 
 
-def _as_fixed(value):
-    """Turn Python/numpy integers and exactly representable floats into FixedArrays."""
+_OP_SYMBOL = {"add": "+", "sub": "-", "mul": "*"}
+
+
+def _integer_array_format(arr: np.ndarray) -> Format:
+    """Format.integer of the fewest bits that hold every value of an integer array."""
+    if arr.size == 0:
+        return Format(1, 0, arr.dtype.kind == "i")
+    lo, hi = int(arr.min()), int(arr.max())
+    if arr.dtype.kind == "u":
+        return Format(max(hi.bit_length(), 1), 0, False)
+    return Format(max(hi.bit_length(), (-lo - 1).bit_length() if lo < 0 else 0) + 1, 0, True)
+
+
+def _as_fixed(value, where: str = ""):
+    """Turn Python/numpy integers, exactly representable floats and integer ndarrays into FixedArrays.
+
+    Returns NotImplemented for other types; raises TypeError (naming ``where``) for ndarrays that
+    are not integer codes, saying how to convert them.
+    """
     if isinstance(value, FixedArray):
         return value
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "iu":
+            return FixedArray(value, _integer_array_format(value))
+        hint = (f"convert real values with fxpsim.from_float(x, fmt) first (fxpsim cannot pick their "
+                f"format)" if value.dtype.kind == "f" else "only integer arrays (exact integers) mix "
+                f"with FixedArrays")
+        raise TypeError(f"{where or 'FixedArray'}: cannot combine a FixedArray with an ndarray of dtype "
+                        f"{value.dtype}; {hint}")
     if isinstance(value, (bool, np.bool_)):
         return NotImplemented
     if isinstance(value, (int, np.integer)):
@@ -331,10 +431,10 @@ def _as_fixed(value):
             raise ValueError(f"integer constant {v} needs more than 64 bits")
         return FixedArray(np.array(v, dtype=np.int64), Format(word, 0, True), _trusted=True)
     if isinstance(value, (float, np.floating)):
-        x = float(value)
-        if not math.isfinite(x):
-            raise ValueError(f"cannot use {x} as a fixed-point constant")
-        num, den = x.as_integer_ratio()
+        if not np.isfinite(value):
+            raise ValueError(f"cannot use {value} as a fixed-point constant")
+        num, den = value.as_integer_ratio()          # exact for every float type (longdouble too)
+        x = value
         frac = den.bit_length() - 1
         word = max(num.bit_length() + 1, 1)
         if word > MAX_WORD:
@@ -418,7 +518,8 @@ def mul(a, b, fmt=None, rounding="half_up", overflow="saturate", *, seed=None) -
 
 
 def _fused(op, a, b, fmt, rounding, overflow, seed):
-    fa, fb = _as_fixed(a), _as_fixed(b)
+    _check_seed(seed)
+    fa, fb = _as_fixed(a, op), _as_fixed(b, op)
     if fa is NotImplemented or fb is NotImplemented:
         raise TypeError(f"{op}: operands must be FixedArrays or exact numbers, got "
                         f"{type(a).__name__} and {type(b).__name__}")
@@ -465,6 +566,7 @@ def from_float(x, fmt, rounding="half_up", overflow="saturate", *, seed=None, na
     """
     fmt = _as_format(fmt)
     r, o = check_modes(rounding, overflow, fmt, n_bits)
+    _check_seed(seed)
     if nan not in ("error", "zero"):
         raise ValueError(f"nan must be 'error' or 'zero', got {nan!r}")
     arr = np.asarray(x)

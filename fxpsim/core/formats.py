@@ -13,6 +13,7 @@ import enum
 import math
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -190,20 +191,30 @@ class Format:
 
     @classmethod
     def for_range(cls, lo: float, hi: float, word: int, signed: bool = True) -> "Format":
-        """The format of ``word`` bits with the most fraction bits whose range holds [lo, hi]."""
+        """The format of ``word`` bits with the most fraction bits whose range holds [lo, hi].
+
+        Computed exactly on the rationals ``lo`` and ``hi`` (any finite float64, subnormals
+        included).  A range of zeros holds in every format: it gets the format that
+        the range ``±2^-1000`` would get (``frac = word + 1000``, one less when signed), as before.
+        """
         lo, hi = float(lo), float(hi)
         if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
             raise ValueError(f"for_range needs finite lo <= hi, got [{lo}, {hi}]")
         if not signed and lo < 0:
             raise ValueError(f"an unsigned format cannot hold lo = {lo} < 0")
-        peak = max(abs(lo), abs(hi), 2.0 ** -1000)
-        frac = word - (math.frexp(peak)[1] + (1 if signed else 0)) + 1
-        while frac > -_MAX_FRAC:
-            fmt = cls(word, frac, signed)
-            if fmt.min_value <= lo and hi <= fmt.max_value:
-                return fmt
-            frac -= 1
-        raise ValueError(f"no {word}-bit format holds [{lo}, {hi}]")  # pragma: no cover
+        probe = cls(word, 0, signed)               # validates word
+        limits = []                                # frac <= floor(log2(code / |bound|)) per bound
+        for bound, code in ((max(hi, 0.0), probe.max_code), (min(lo, 0.0), probe.min_code)):
+            if bound == 0:                         # 0 is in every format; a bound of the other sign
+                continue                           # is implied by the one on this side
+            if code == 0:
+                raise ValueError(f"no {word}-bit {'signed' if signed else 'unsigned'} format holds "
+                                 f"[{lo}, {hi}]")
+            limits.append(_floor_log2(Fraction(abs(code)) / abs(Fraction(bound))))
+        frac = min(limits) if limits else word + 1000 - (1 if signed else 0)
+        if frac < -_MAX_FRAC:
+            raise ValueError(f"no {word}-bit format with |frac| <= {_MAX_FRAC} holds [{lo}, {hi}]")
+        return cls(word, min(frac, _MAX_FRAC), signed)
 
     # -- properties
     @property
@@ -220,17 +231,25 @@ class Format:
         return (1 << (self.word - 1)) - 1 if self.signed else (1 << self.word) - 1
 
     @property
-    def lsb(self) -> float:
-        """Value of one code step, :math:`2^{-\\mathrm{frac}}`."""
-        return math.ldexp(1.0, -self.frac)
+    def lsb(self) -> "float | int | Fraction":
+        """Value of one code step, :math:`2^{-\\mathrm{frac}}` (see :attr:`max_value` for the type)."""
+        return _value(1, self.frac)
 
     @property
-    def min_value(self) -> float:
-        return math.ldexp(float(self.min_code), -self.frac)
+    def min_value(self) -> "float | int | Fraction":
+        """Smallest value, ``min_code * lsb`` (see :attr:`max_value` for the type)."""
+        return _value(self.min_code, self.frac)
 
     @property
-    def max_value(self) -> float:
-        return math.ldexp(float(self.max_code), -self.frac)
+    def max_value(self) -> "float | int | Fraction":
+        """Largest value, ``max_code * lsb``.
+
+        A float64 (the nearest one: exact for codes of up to 53 significant bits) whenever the
+        value lies in float64's normal range or is zero; beyond it, where no float64 is close
+        (``Format(8, -1018)``: about 2^1024; ``Format(8, 1100)``: below 2^-1022), the exact value
+        as a Python ``int`` (``frac <= 0``) or :class:`fractions.Fraction`.
+        """
+        return _value(self.max_code, self.frac)
 
     @property
     def _u64(self) -> bool:
@@ -240,6 +259,32 @@ class Format:
     def __str__(self) -> str:
         exp = f"_En{self.frac}" if self.frac > 0 else (f"_E{-self.frac}" if self.frac < 0 else "")
         return f"{'s' if self.signed else 'u'}fix{self.word}{exp}"
+
+
+def _floor_log2(q: Fraction) -> int:
+    """floor(log2(q)) of a positive rational, exactly."""
+    e = q.numerator.bit_length() - q.denominator.bit_length()
+    if e >= 0:
+        return e if q >= (1 << e) else e - 1
+    return e if q >= Fraction(1, 1 << -e) else e - 1
+
+
+_FLOAT_TINY = 2.0 ** -1022          # smallest normal float64
+
+
+def _value(code: int, frac: int):
+    """``code * 2^-frac`` as a float64 where float64 holds it (the nearest float in the normal range,
+    exact subnormals, 0), else exactly: a Python int (``frac <= 0``) or a Fraction."""
+    if code == 0:
+        return 0.0
+    try:
+        value = math.ldexp(float(code), -frac)
+    except OverflowError:                         # |value| >= 2^1024 (frac < -960)
+        return code << -frac
+    exact = Fraction(code, 1 << frac) if frac > 0 else Fraction(code << -frac)
+    if abs(value) >= _FLOAT_TINY or Fraction(value) == exact:
+        return value
+    return exact                                  # below the normal range and not a float64
 
 
 def _as_format(fmt) -> Format:
