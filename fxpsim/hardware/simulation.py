@@ -54,12 +54,16 @@ def _errors(hw: np.ndarray, ref: np.ndarray, lsb: float) -> tuple[float, float, 
     return mse, sqnr, float(np.max(np.abs(err)) / lsb) if err.size else 0.0
 
 
-def _check_labels(y, n: int):
+def _check_labels(y, n: int, n_classes: int | None = None):
+    """Integer labels [n], each in 0..n_classes-1 when the number of classes is known."""
     if y is None:
         return None
     y = np.asarray(y)
     if y.dtype.kind not in "iu" or y.shape != (n,):
         raise ValueError(f"y must be integer labels of shape ({n},), got dtype {y.dtype} and shape {y.shape}")
+    if n_classes is not None and y.size and (int(y.min()) < 0 or int(y.max()) >= n_classes):
+        raise ValueError(f"y holds labels outside 0..{n_classes - 1} (the model has {n_classes} outputs): "
+                         f"min {int(y.min())}, max {int(y.max())}")
     return y
 
 
@@ -141,7 +145,7 @@ def simulate(model, config="tflite-int8", x=None, y=None, *, calibration_x=None,
         graph = model
         feeds = graph._feeds(x)
         n = len(next(iter(feeds.values())))
-        y = _check_labels(y, n)
+        y = _check_labels(y, n, int(np.prod(graph.tensors[graph.outputs[0]].shape)))
         _, refs = graph.run_float(list(feeds.values()), keep=True)
         ref_names = [t for nd in graph.nodes for t in nd.outputs]
         notes.append("reference: the graph's dequantized float execution (every op in float64 on dequantized "
@@ -154,6 +158,7 @@ def simulate(model, config="tflite-int8", x=None, y=None, *, calibration_x=None,
         y = _check_labels(y, x.shape[0])
         fgraph = extract(model, x if calibration_x is None else calibration_x)
         graph = convert(fgraph, config)
+        _check_labels(y, x.shape[0], int(np.prod(graph.tensors[graph.outputs[0]].shape)))
         outs = _float_trace(fgraph.folded, _stage_ends(fgraph.stages), x)
         if fgraph.stages[0].model_layers[0] > 0:
             outs.pop(0)  # output of the leading Quantize: the float input of the first stage

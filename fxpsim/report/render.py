@@ -148,11 +148,27 @@ def write_csv(records: Iterable[dict], path: str | os.PathLike) -> str:
     return os.fspath(path)
 
 
-_LAYER_COLUMNS = (("layer", "name"), ("kind", "kind"), ("MSE", "mse"), ("SQNR dB", "sqnr_db"),
-                  ("max err LSB", "max_abs_error_lsb"), ("acc bits", "accumulator_bits"),
-                  ("overflows", "overflow_count"), ("ovf rate", "overflow_rate"),
-                  ("bits needed", "acc_bits_needed"), ("headroom", "headroom_bits"),
-                  ("clipped", "clipped_fraction"))
+# (header, record field, definition): every column a report shows is defined where it is shown.
+LAYER_COLUMN_DEFINITIONS = (
+    ("layer", "name", "the node's name (a float stage of an fxpsim.nn model, or the graph node)"),
+    ("kind", "kind", "the node's op"),
+    ("MSE", "mse", "mean squared error of the dequantized output against the reference (the float model's "
+                   "output of that layer, or the graph's dequantized float execution), in real units squared"),
+    ("SQNR dB", "sqnr_db", "10 log10(sum ref^2 / sum (out - ref)^2) against the same reference; inf = equal"),
+    ("max err LSB", "max_abs_error_lsb", "largest |out - ref| in units of the output scale (one output LSB)"),
+    ("not exact", "not_exact_fraction", "fraction of output codes that differ from the same graph on an exact "
+                                        "(never overflowing) accumulator: what the narrow datapath changed"),
+    ("acc bits", "accumulator_bits", "accumulator width of the node on this datapath"),
+    ("overflows", "overflow_count", "accumulator adds that overflowed (saturated or wrapped), the bias add "
+                                    "included; wrap overflows that later cancel still count"),
+    ("ovf rate", "overflow_rate", "overflows / accumulator adds performed"),
+    ("bits needed", "acc_bits_needed", "smallest signed width holding every exact final accumulator value "
+                                       "on this data"),
+    ("headroom", "headroom_bits", "acc bits - bits needed, in bits; negative: the final sums do not fit"),
+    ("clipped", "clipped_fraction", "fraction of the node's outputs whose requantized value fell outside the "
+                                    "output code range and was clamped (a fused ReLU's floor does not count)"),
+)
+_LAYER_COLUMNS = tuple((h, k) for h, k, _ in LAYER_COLUMN_DEFINITIONS)
 _SWEEP_COLUMNS = ("weight_bits", "activation_bits", "accumulator_bits", "accumulator_overflow", "rounding",
                   "accuracy", "agreement", "output_sqnr_db", "overflow_count")
 
@@ -237,7 +253,8 @@ class Report:
             out.append(f"hardware: {self.config.get('name', '')} - {self.config.get('description', '')}")
         out += [f"  {label}: {_fmt(v)}" for label, v in self._network_lines()]
         if self.layers:
-            out += ["", self.layer_table()]
+            out += ["", self.layer_table(), "columns:"]
+            out += [f"  {h}: {d}" for h, _, d in LAYER_COLUMN_DEFINITIONS]
         if self.sweep and self.sweep.get("records"):
             out += ["", f"sweep: {len(self.sweep['records'])} configurations"]
             pareto = self.sweep.get("pareto_accumulator") or []
@@ -250,7 +267,8 @@ class Report:
     def __str__(self) -> str:
         return self.to_text()
 
-    def to_markdown(self) -> str:
+    def to_markdown(self, plot_files=()) -> str:
+        """Markdown rendering; ``plot_files``: names of the plots saved beside it in ``plots/`` (linked)."""
         def md_table(headers, rows):
             lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
             lines += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in rows]
@@ -262,7 +280,11 @@ class Report:
         if self.layers:
             out += ["", "## Layers", "", md_table([h for h, _ in _LAYER_COLUMNS],
                                                    [[getattr(r, k) for _, k in _LAYER_COLUMNS]
-                                                    for r in self.layers])]
+                                                    for r in self.layers]), ""]
+            out += [f"- **{h}**: {d}" for h, _, d in LAYER_COLUMN_DEFINITIONS]
+        if plot_files:
+            from .plots import CAPTIONS
+            out += ["", "## Plots", ""] + [f"- [{CAPTIONS.get(name, name)}](plots/{name}.png)" for name in plot_files]
         if self.sweep and self.sweep.get("records"):
             recs = self.sweep["records"]
             cols = [c for c in _SWEEP_COLUMNS if any(c in r for r in recs)]
@@ -301,7 +323,9 @@ class Report:
         parts += ["<h2>Network</h2>", table(["quantity", "value"], self._network_lines())]
         if self.layers:
             parts += ["<h2>Layers</h2>", table([h for h, _ in _LAYER_COLUMNS],
-                                               [[getattr(r, k) for _, k in _LAYER_COLUMNS] for r in self.layers])]
+                                               [[getattr(r, k) for _, k in _LAYER_COLUMNS] for r in self.layers]),
+                      "<dl class='columns'>" + "".join(f"<dt>{esc(h)}</dt><dd>{esc(d)}</dd>"
+                                                       for h, _, d in LAYER_COLUMN_DEFINITIONS) + "</dl>"]
         for name, fig in figures.items():
             png_bytes = fig if isinstance(fig, bytes) else plots.figure_png(fig)
             data = base64.b64encode(png_bytes).decode("ascii")
@@ -317,7 +341,8 @@ class Report:
                     extra = ["bit_ops"] if key == "pareto_bitops" else []
                     parts += [f"<h2>Pareto front: accuracy vs {label}</h2>",
                               table(cols + extra, [[r.get(c) for c in cols + extra] for r in front])]
-            parts += ["<h2>Sweep</h2>", table(cols, [[r.get(c) for c in cols] for r in recs])]
+            parts += [f"<details><summary>Sweep: all {len(recs)} configurations</summary>",
+                      table(cols, [[r.get(c) for c in cols] for r in recs]), "</details>"]
         if self.config:
             parts += ["<h2>Configuration</h2>",
                       f"<pre>{esc(json.dumps(_json_safe(self.config), indent=2))}</pre>"]
@@ -327,7 +352,9 @@ class Report:
             parts += ["<h2>Notes</h2>", "<ul>" + "".join(f"<li>{esc(n)}</li>" for n in self.notes) + "</ul>"]
         style = ("body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;"
                  "margin:1em 0}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}"
-                 "th{background:#eee}figure{margin:1em 0}img{max-width:100%}.meta{color:#666}")
+                 "th{background:#eee}figure{margin:1em 0}img{max-width:100%}.meta{color:#666}"
+                 "pre{white-space:pre-wrap;word-break:break-word}dl.columns dt{font-weight:bold}"
+                 "dl.columns dd{margin:0 0 .4em 1.5em}")
         return ("<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>" + esc(self.title) +
                 f"</title><style>{style}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n")
 
@@ -340,15 +367,16 @@ class Report:
         from . import plots
         out_dir = os.fspath(out_dir)
         os.makedirs(out_dir, exist_ok=True)
+        _remove_stale(out_dir)
         paths: dict[str, Any] = {}
         paths["json"] = _write(os.path.join(out_dir, "report.json"), self.to_json())
-        paths["markdown"] = _write(os.path.join(out_dir, "report.md"), self.to_markdown())
+        figures = {name: plots.figure_png(fig) for name, fig in self.figures().items()} if (html_report or png) else {}
+        paths["markdown"] = _write(os.path.join(out_dir, "report.md"), self.to_markdown(list(figures) if png else ()))
         if self.sweep and self.sweep.get("records"):
             paths["sweep_csv"] = write_csv(self.sweep["records"], os.path.join(out_dir, "sweep.csv"))
             paths["sweep_json"] = _write(os.path.join(out_dir, "sweep.json"),
                                          json.dumps(_json_safe(self.sweep), indent=2, allow_nan=False))
         if html_report or png:
-            figures = {name: plots.figure_png(fig) for name, fig in self.figures().items()}
             if png:
                 os.makedirs(os.path.join(out_dir, "plots"), exist_ok=True)
                 paths["plots"] = {}
@@ -360,6 +388,22 @@ class Report:
             if html_report:
                 paths["html"] = _write(os.path.join(out_dir, "report.html"), self.to_html(figures))
         return paths
+
+
+_OUTPUTS = ("report.json", "report.md", "report.html", "sweep.csv", "sweep.json")
+
+
+def _remove_stale(out_dir: str) -> None:
+    """Delete the files an earlier report wrote here (so an old sweep.csv never sits beside a new report)."""
+    for name in _OUTPUTS:
+        path = os.path.join(out_dir, name)
+        if os.path.isfile(path):
+            os.remove(path)
+    plot_dir = os.path.join(out_dir, "plots")
+    if os.path.isdir(plot_dir):
+        for name in os.listdir(plot_dir):
+            if name.endswith(".png"):
+                os.remove(os.path.join(plot_dir, name))
 
 
 def _write(path: str, text: str) -> str:

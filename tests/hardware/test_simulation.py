@@ -605,3 +605,14 @@ def test_activation_ranges_from_fake_quant():
     lo, hi = graph.stages[0].out_range
     assert lo == pytest.approx(-1.0, abs=0.02) and hi == pytest.approx(3.0, abs=0.02)
     assert graph.stages[1].range_source == "calibration"
+
+
+def test_labels_outside_the_output_classes_are_rejected():
+    model = _tiny_model()
+    x = np.random.default_rng(0).uniform(-1, 1, (6, 4)).astype(np.float32)
+    with pytest.raises(ValueError, match=r"labels outside 0\.\.1"):
+        simulate(model, "tflite-int8", x, np.array([0, 1, 2, 0, 1, 0]))
+    with pytest.raises(ValueError, match="histogram_bins must be a positive int"):
+        simulate(model, "tflite-int8", x, histogram_bins=0)
+    with pytest.raises(ValueError, match="batch_size must be a positive int"):
+        simulate(model, "tflite-int8", x, batch_size=0)

@@ -122,3 +122,29 @@ def test_plot_functions_render_png(report):
              "print('matplotlib.pyplot' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"  # no global backend / GUI state touched
+
+
+def test_every_layer_column_is_defined_in_every_rendering(report):
+    from fxpsim.report.render import LAYER_COLUMN_DEFINITIONS
+    text, md, page = report.to_text(), report.to_markdown(), report.to_html(figures={})
+    header = report.layer_table().splitlines()[0]
+    for h, key, definition in LAYER_COLUMN_DEFINITIONS:
+        assert h in header and hasattr(report.layers[0], key)
+        assert f"  {h}: {definition}" in text
+        assert f"- **{h}**: {definition}" in md
+        assert f"<dt>{h}</dt>" in page
+    # table values are the records' values
+    row = report.layer_table().splitlines()[2].split()
+    assert row[0] == report.layers[0].name and row[1] == report.layers[0].kind
+
+
+def test_save_removes_stale_files_and_links_plots(report, tmp_path):
+    (tmp_path / "sweep.csv").write_text("stale")
+    (tmp_path / "plots").mkdir()
+    (tmp_path / "plots" / "old_plot.png").write_bytes(PNG_MAGIC)
+    no_sweep = Report(layers=report.layers, network=report.network, config=report.config, title="t")
+    paths = no_sweep.save(tmp_path)
+    assert not (tmp_path / "sweep.csv").exists() and not (tmp_path / "plots" / "old_plot.png").exists()
+    md = (tmp_path / "report.md").read_text()
+    for name in paths["plots"]:
+        assert f"(plots/{name}.png)" in md and (tmp_path / "plots" / f"{name}.png").exists()
