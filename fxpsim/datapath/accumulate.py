@@ -32,6 +32,12 @@ hence exact in any summation order) or an int64 kernel.  Otherwise per-add SIMD 
 output columns (a problem with few output columns and many rows runs transposed, to fill the
 lanes), and rounded products and ``wrap_sign_magnitude`` use a generic 128-bit kernel.
 Rows run in parallel (``threads``), never the reduction, so the thread count never changes a bit.
+
+Memory: kernel temporaries (lane copies of ``a``, the right operand packed in 64-column slabs, float
+copies for BLAS, int64 copies for the generic kernel) stay within max(64 MiB, the inputs plus outputs)
+(``_temp_limit``): larger problems run in chunks along the reduction axis, each starting from the
+previous chunk's fitted accumulators as ``init`` (per-add fitting is sequential, so the bits are those
+of one pass), or, for the adder tree, in row and column blocks of the generic kernel.
 """
 from __future__ import annotations
 
@@ -55,6 +61,7 @@ _I63 = (1 << 63) - 1
 _SMALL_EXACT = 0
 _TLS = threading.local()      # per-thread scratch (overflow counts, im2col patches, BLAS operands)
 _SCRATCH_BYTES = 1 << 22      # temporaries up to this size reuse per-thread buffers
+_COUNT_SCRATCH_BYTES = 1 << 26  # overflow counts up to this size reuse a per-thread buffer
 #: Kernel the last call used ("exact32", "blas32", "blas64", "int64", "simd16", "simd32", "simd64",
 #: "tree32", "tree64", "generic"), for tests and benchmarks that check a path is really taken.
 last_path = ""
@@ -87,7 +94,8 @@ def _operand(x, name: str) -> tuple[np.ndarray, Format]:
     lo, hi = _data_range(arr)
     if hi > _I63:
         raise ValueError(f"{name}: code {hi} does not fit int64")
-    bits = max(hi.bit_length(), (-lo - 1).bit_length() if lo < 0 else 0) + 1 if signed else max(hi.bit_length(), 1)
+    hi_bits = max(hi, 0).bit_length()                 # all-negative data: hi < 0 needs no bits
+    bits = max(hi_bits, (-lo - 1).bit_length() if lo < 0 else 0) + 1 if signed else max(hi_bits, 1)
     if arr.dtype.kind == "b" or arr.dtype == np.uint64:
         arr = arr.astype(np.int64)
     return arr, Format.integer(bits, signed)
@@ -163,18 +171,43 @@ _CORES = _available_cores()     # at import (benchmarks report it)
 _WORK_PER_THREAD = 1 << 18     # MACs below which an extra thread costs more than it saves
 
 
+#: ``threads`` may be at most this many times the machine's CPU count (``os.cpu_count()``): the OpenMP
+#: runtime starts every thread asked for, and tens of thousands of them exhaust the process (libgomp
+#: aborts, or the process crashes).  Threads never change a bit, so more than the cores buy nothing.
+THREADS_PER_CPU_LIMIT = 4
+
+
+def _max_threads() -> int:
+    return THREADS_PER_CPU_LIMIT * (os.cpu_count() or 1)
+
+
+def _check_threads(threads) -> None:
+    """``threads``: None or an int in 1..``THREADS_PER_CPU_LIMIT`` x CPU count (checked up front)."""
+    if threads is None:
+        return
+    if isinstance(threads, (bool, np.bool_)) or not isinstance(threads, (int, np.integer)):
+        raise TypeError(f"threads must be a positive int or None, got {type(threads).__name__} {threads!r}")
+    if threads < 1:
+        raise ValueError(f"threads must be a positive int or None, got {threads!r}")
+    if threads > _max_threads():
+        raise ValueError(f"threads={threads} is more than {_max_threads()} ({THREADS_PER_CPU_LIMIT} x the "
+                         f"{os.cpu_count() or 1} CPUs of this machine); threads never change a bit, so pass "
+                         f"None (all cores for large problems) or at most the core count")
+
+
 def _threads(threads, work: int) -> int:
     """Thread count: ``threads`` as given, or (None) all cores for large problems, 1 for tiny ones."""
     if threads is None:
         if work < 2 * _WORK_PER_THREAD:
             return 1
         return max(1, min(_available_cores(), work // _WORK_PER_THREAD))
-    if isinstance(threads, (bool, np.bool_)) or not isinstance(threads, (int, np.integer)) or threads < 1:
-        raise ValueError(f"threads must be a positive int or None, got {threads!r}")
+    _check_threads(threads)
     return int(threads)
 
 
-def _modes(rounding, overflow, overflow_at, order):
+def _modes(rounding, overflow, overflow_at, order, threads=None):
+    """Parse the modes and check ``threads``: everything a public function validates first."""
+    _check_threads(threads)
     r, o = Rounding.parse(rounding), Overflow.parse(overflow)
     if r is Rounding.STOCHASTIC:
         raise ValueError("rounding='stochastic' is not supported for accumulated products; "
@@ -227,9 +260,70 @@ def _pack_slabs(b3: np.ndarray, dtype, scale: int = 1) -> np.ndarray:
     if full < nblk:     # last slab, zero padded
         packed[:, full] = 0
         packed[:, full, :, :n - full * jb] = b3[:, :, full * jb:]
-    if scale != 1:
+    if scale != 1 and scale <= np.iinfo(dtype).max:
         packed *= dtype(scale)
+    # (a scale beyond the lanes happens only for an all-zero b: the caller bounds |b| * scale)
     return packed.reshape(nb, nblk * kk * jb)
+
+
+#: Kernel temporaries (lane copies of a, the padded column slabs of b) may take this many bytes, or
+#: ``_TEMP_FACTOR`` times the inputs plus outputs when that is more; larger problems run in chunks
+#: along the reduction axis (the sequential kernels), or on the generic kernel (the adder tree).
+_TEMP_BYTES = 64 << 20
+_TEMP_FACTOR = 1
+_MIN_K_CHUNK = 256          # shortest reduction chunk (each chunk re-reads the [R, N] outputs)
+
+
+def _temp_limit(a3, b3, init3=None) -> int:
+    """Bytes the kernel temporaries of one problem may take (see ``_TEMP_BYTES``)."""
+    rows, n = a3.shape[0] * a3.shape[1], b3.shape[2]
+    io = a3.size * a3.itemsize + b3.size * b3.itemsize + rows * n * 8 * (2 if init3 is not None else 1)
+    return max(_TEMP_BYTES, _TEMP_FACTOR * io)
+
+
+def _k_chunk(rows: int, n: int, kk: int, itemsize: int, limit: int) -> int:
+    """Reduction steps per kernel call: all of K unless the lane copy of a and the padded slabs
+    of b (``(rows + N padded to the slab width) * itemsize`` bytes per step) exceed ``limit``."""
+    npad = -(-n // _k.slab_width()) * _k.slab_width()
+    per_k = (rows + npad) * itemsize
+    if per_k * kk <= limit:
+        return max(kk, 1)
+    return max(_MIN_K_CHUNK, limit // per_k)
+
+
+def _run_sequential(kernel, a3, b3, rpb, init3, shift, dtype, mode, lo, hi, sh, nthreads, counts=True,
+                    transposed=False):
+    """One sequential SIMD kernel (``mac_fast`` / ``mac_fast16``) over a3 [B, M, K] @ b3 -> (out, cnt) [R, N].
+
+    When the lane copies would exceed :func:`_temp_limit`, K is cut into chunks run one after the
+    other, each starting from the previous chunk's (fitted) accumulators as its ``init``: per-add
+    fitting is sequential, and the kernels fit after every add, so the chunked result and counts
+    equal the unchunked ones bit for bit.
+    """
+    nb, m, kk = a3.shape
+    n = b3.shape[2]
+    rows = nb * m
+    kc = _k_chunk(rows, n, kk, np.dtype(dtype).itemsize, _temp_limit(a3, b3, init3))
+    if kc >= kk:
+        a2, bs, ini, out, cnt = _lane_buffers(a3, b3, init3, shift, dtype, counts=counts, transposed=transposed)
+        kernel(a2, bs, ini, out, cnt, rpb, mode, dtype(lo), dtype(hi), sh, nthreads)
+        return out, cnt
+    out = np.empty((rows, n), np.int64)
+    total = np.zeros((rows, n), np.int64) if counts else np.empty((0, n), np.int64)
+    start = init3
+    _TLS.arena = {}                        # the chunks' lane buffers: allocated once, by the first
+    try:
+        for k0 in range(0, kk, kc):
+            k1 = min(kk, k0 + kc)
+            a2, bs, ini, _, cnt = _lane_buffers(a3[:, :, k0:k1], b3[:, k0:k1, :], start, shift, dtype,
+                                                counts=counts, out=out)
+            kernel(a2, bs, ini, out, cnt, rpb, mode, dtype(lo), dtype(hi), sh, nthreads)
+            if counts:
+                total += cnt
+            start = out.reshape(nb, m, n)  # copied into the lane buffer ``ini`` of the next chunk
+    finally:
+        _TLS.arena = None
+    return out, total
 
 
 def _exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, threads):
@@ -242,26 +336,46 @@ def _exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, threads):
     small = nb * m * kk * n <= _SMALL_EXACT and threads == 1
     if kk * pmax <= _I32 and max(amax, bmax) <= _I32 and small:
         last_path = "exact32"  # see _SMALL_EXACT
-        a2, bs, ini, out, cnt = _lane_buffers(a3, b3, None, 0, np.int32, counts=False)
-        _k.mac_fast(a2, bs, ini, out, cnt, rpb, _k.FAST_EXACT, np.int32(0), np.int32(0), 0, threads)
+        out, _ = _run_sequential(_k.mac_fast, a3, b3, rpb, None, 0, np.int32, _k.FAST_EXACT, 0, 0, 0, threads,
+                                 counts=False)
         out = out.reshape(nb, m, n)
     elif kk * pmax <= 1 << 53:  # every partial sum is an integer of at most 2^53 (2^24): BLAS is exact
         ftype = np.float32 if kk * pmax <= 1 << 24 else np.float64
         last_path = f"blas{np.dtype(ftype).itemsize * 8}"
-        af = _scratch("blas_a", a3.shape, ftype)
-        np.copyto(af, a3, casting="unsafe")                # integers of at most 2^24 / 2^53: exact
-        bf = b3.astype(ftype, copy=False)
-        prod = _scratch("blas_out", (nb, m, n), ftype)
-        if b3.shape[0] == 1:
-            np.matmul(af.reshape(nb * m, kk), bf[0], out=prod.reshape(nb * m, n))
-        else:
-            np.matmul(af, bf, out=prod)
+        # float copies of a and b: K in chunks when they would exceed the temporaries' limit (each
+        # chunk's sum is exact, and so is their int64 total: every partial sum fits, see the caller)
+        per_k = (nb * m + b3.shape[0] * n) * np.dtype(ftype).itemsize
+        limit = _temp_limit(a3, b3)
+        kc = max(kk, 1) if per_k * kk <= limit else max(_MIN_K_CHUNK, limit // per_k)
         out = np.empty((nb, m, n), np.int64)
-        np.copyto(out, prod, casting="unsafe")
+        part = out if kc >= kk else np.empty((nb, m, n), np.int64)
+        _TLS.arena = {} if kc < kk else None
+        try:
+            for k0 in range(0, max(kk, 1), kc):
+                k1 = min(kk, k0 + kc)
+                af = _scratch("blas_a", (nb, m, k1 - k0), ftype)
+                np.copyto(af, a3[:, :, k0:k1], casting="unsafe")   # integers of at most 2^24 / 2^53: exact
+                bf = b3[:, k0:k1, :].astype(ftype, copy=False) if kc >= kk else \
+                    _scratch("blas_b", (b3.shape[0], k1 - k0, n), ftype)
+                if kc < kk:
+                    np.copyto(bf, b3[:, k0:k1, :], casting="unsafe")
+                prod = _scratch("blas_out", (nb, m, n), ftype)
+                if b3.shape[0] == 1:
+                    np.matmul(af.reshape(nb * m, k1 - k0), bf[0], out=prod.reshape(nb * m, n))
+                else:
+                    np.matmul(af, bf, out=prod)
+                np.copyto(part, prod, casting="unsafe")
+                if part is not out:
+                    if k0 == 0:
+                        out[...] = part
+                    else:
+                        out += part
+        finally:
+            _TLS.arena = None
     else:
         last_path = "int64"
-        a2, bs, ini, out, cnt = _lane_buffers(a3, b3, None, 0, np.int64, counts=False)
-        _k.mac_fast(a2, bs, ini, out, cnt, rpb, _k.FAST_EXACT, np.int64(0), np.int64(0), 0, threads)
+        out, _ = _run_sequential(_k.mac_fast, a3, b3, rpb, None, 0, np.int64, _k.FAST_EXACT, 0, 0, 0, threads,
+                                 counts=False)
         out = out.reshape(nb, m, n)
     if shift:
         out *= 1 << shift
@@ -309,7 +423,8 @@ def _accumulate(a3, b3, fa: Format, fb: Format, acc, init, r: Rounding, o: Overf
                                             max(shift, 0)))
     if pf > _I63:
         raise ValueError(f"{op}: products of {fa} x {fb} aligned to the accumulator {acc} need more than "
-                         f"64 bits; use narrower operand formats or fewer accumulator fraction bits")
+                         f"64 bits (the kernels form every product on 64 bits); use narrower operand "
+                         f"formats or fewer accumulator fraction bits")
     if init3 is not None and (i_rng[0] < acc.min_code or i_rng[1] > acc.max_code):
         raise ValueError(f"{op}: init codes {i_rng[0]}..{i_rng[1]} do not fit the accumulator {acc}")
     nthreads = _threads(threads, nb * m * max(kk, 1) * n)
@@ -346,6 +461,8 @@ def _count_scratch(rows: int, n: int) -> np.ndarray:
     Fresh large arrays cost a page fault per 4 KiB on first touch; the counts are only summed
     (or copied when the caller wants them), so one buffer per thread is reused.
     """
+    if rows * n * 8 > _COUNT_SCRATCH_BYTES:              # not kept alive after the call
+        return np.empty((rows, n), np.int64)
     buf = getattr(_TLS, "counts", None)
     if buf is None or buf.size < rows * n:
         buf = _TLS.counts = np.empty(max(rows * n, 1 << 12), np.int64)
@@ -357,23 +474,28 @@ def _scratch(name: str, shape, dtype) -> np.ndarray:
 
     Fresh arrays of a few hundred KiB can cost a page fault per 4 KiB every call (the allocator
     returns them to the system on free); internal temporaries that die before the public
-    function returns reuse one buffer per name and thread instead.  Large ones are allocated.
+    function returns reuse one buffer per name and thread instead.  Large ones are allocated, except
+    inside a chunk loop (``_TLS.arena`` set by :func:`_run_sequential`), whose chunks share them.
     """
     dtype = np.dtype(dtype)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if nbytes > _SCRATCH_BYTES:
-        return np.empty(shape, dtype)
-    bufs = _TLS.__dict__.setdefault("scratch", {})
+        bufs = getattr(_TLS, "arena", None)
+        if bufs is None:
+            return np.empty(shape, dtype)
+    else:
+        bufs = _TLS.__dict__.setdefault("scratch", {})
     buf = bufs.get(name)
     if buf is None or buf.size < nbytes:
         buf = bufs[name] = np.empty(max(nbytes, 1 << 16), np.uint8)
     return buf[:nbytes].view(dtype).reshape(shape)
 
 
-def _lane_buffers(a3, b3, init3, shift, dtype, counts=True, transposed=False):
+def _lane_buffers(a3, b3, init3, shift, dtype, counts=True, transposed=False, out=None):
     """Operands (lane type) and int64 outputs of the SIMD kernels: a [R, K], packed b, init, out, cnt.
 
-    ``transposed``: the output is a temporary (the caller transposes it into a fresh array)."""
+    ``transposed``: the output is a temporary (the caller transposes it into a fresh array);
+    ``out``: an existing [R, N] int64 output to reuse."""
     nb, m, kk = a3.shape
     n = b3.shape[2]
     a2 = a3.reshape(nb * m, kk)
@@ -387,8 +509,9 @@ def _lane_buffers(a3, b3, init3, shift, dtype, counts=True, transposed=False):
         ini = _scratch("lane_init", (nb * m, n), dtype)
         np.copyto(ini, init3.reshape(nb * m, n), casting="unsafe")
     cnt = _count_scratch(nb * m, n) if counts else np.empty((0, n), np.int64)
-    return a2, bs, ini, (_scratch("out_t", (nb * m, n), np.int64) if transposed else
-                         np.empty((nb * m, n), np.int64)), cnt
+    if out is None:
+        out = _scratch("out_t", (nb * m, n), np.int64) if transposed else np.empty((nb * m, n), np.int64)
+    return a2, bs, ini, out, cnt
 
 
 def _transpose_wins(b3, rows: int, n: int, shift: int, nthreads: int = 1) -> bool:
@@ -457,15 +580,18 @@ def _simd(a3, b3, rpb, init3, acc, shift, o, order, a_rng, b_rng, p_lo, p_hi, i_
         for dtype, limit, kernel in lanes:
             if head <= limit and a_max <= limit and b_max <= limit and kk <= _I32:
                 bits = 8 * np.dtype(dtype).itemsize
-                a2, bs, ini, out, cnt = _lane_buffers(a3, b3, init3, shift, dtype, transposed=transposed)
                 last_path = f"simd{bits}"
-                kernel(a2, bs, ini, out, cnt, rpb, fast, dtype(lo_acc), dtype(hi_acc), bits - acc.word,
-                       nthreads)
-                return out, cnt
+                return _run_sequential(kernel, a3, b3, rpb, init3, shift, dtype, fast, lo_acc, hi_acc,
+                                       bits - acc.word, nthreads, transposed=transposed)
     if fast != -1 and order == "tree" and shift >= 0:
         # a tree node adds two products or accumulator codes: twice the largest must fit the lanes
         node = 2 * max(max(abs(p_lo), abs(p_hi)), abs(acc.min_code), acc.max_code, abs(i_rng[0]), abs(i_rng[1]))
         for dtype, limit in ((np.int32, _I32), (np.int64, _I63)):
+            # the tree holds all K products of FXA_JB columns per thread: no K chunks; when that and
+            # the padded slabs exceed the temporaries' limit, the generic kernel (K + 1 per thread) runs
+            slabs = (nthreads * max(kk, 1) + -(-b3.shape[2] // _k.slab_width()) * kk) * _k.slab_width()
+            if slabs * np.dtype(dtype).itemsize > _temp_limit(a3, b3, init3):
+                break
             if node <= limit and a_max <= limit and b_max <= limit and kk <= _I32:
                 bits = 8 * np.dtype(dtype).itemsize
                 a2, bs, ini, out, cnt = _lane_buffers(a3, b3, init3, shift, dtype, transposed=transposed)
@@ -482,16 +608,38 @@ def _generic(a3, b3, rpb, init3, acc, shift, r, o, order, at_end, nthreads):
     global last_path
     nb, m, kk = a3.shape
     n = b3.shape[2]
-    a2 = np.ascontiguousarray(a3.reshape(nb * m, kk), dtype=np.int64)
-    bt = np.ascontiguousarray(np.swapaxes(b3, 1, 2), dtype=np.int64)
-    out = np.empty((nb * m, n), np.int64)
-    cnt = _count_scratch(nb * m, n)
-    ini = np.empty((0, n), np.int64) if init3 is None else \
-        np.ascontiguousarray(init3, dtype=np.int64).reshape(nb * m, n)
+    rows = nb * m
     scratch = np.empty((nthreads, kk + 1), np.int64)
     last_path = "generic"
-    _k.mac_generic(a2, bt, ini, out, cnt, scratch, rpb, shift, r.code, acc.word, acc.signed, o.code,
-                   1 if order == "tree" else 0, at_end, nthreads)
+    args = (shift, r.code, acc.word, acc.signed, o.code, 1 if order == "tree" else 0, at_end, nthreads)
+    # int64 copies of a [R, K] and b.T [B, N, K]: in blocks of rows (whole batches when b is batched)
+    # and of columns when they would exceed the temporaries' limit (outputs are independent)
+    limit, per = _temp_limit(a3, b3, init3) // 2, 8 * max(kk, 1)      # half for a, half for b
+    step = 1 if b3.shape[0] == 1 else m
+    rc = rows if rows * per <= limit else max(step, limit // per // step * step)
+    nc = n if n * per * b3.shape[0] <= limit else max(1, limit // (per * b3.shape[0]))
+    a_rows = a3.reshape(rows, kk)
+    i_rows = None if init3 is None else init3.reshape(rows, n)
+    if rc >= rows and nc >= n:
+        out, cnt = np.empty((rows, n), np.int64), _count_scratch(rows, n)
+        ini = np.empty((0, n), np.int64) if i_rows is None else np.ascontiguousarray(i_rows, dtype=np.int64)
+        _k.mac_generic(np.ascontiguousarray(a_rows, dtype=np.int64),
+                       np.ascontiguousarray(np.swapaxes(b3, 1, 2), dtype=np.int64), ini, out, cnt, scratch,
+                       rpb, *args)
+        return out.reshape(nb, m, n), cnt.reshape(nb, m, n)
+    out, cnt = np.empty((rows, n), np.int64), np.empty((rows, n), np.int64)
+    for c0 in range(0, n, nc):
+        c1 = min(n, c0 + nc)
+        bt = np.ascontiguousarray(np.swapaxes(b3[:, :, c0:c1], 1, 2), dtype=np.int64)
+        for r0 in range(0, rows, rc):
+            r1 = min(rows, r0 + rc)
+            ini = np.empty((0, c1 - c0), np.int64) if i_rows is None else \
+                np.ascontiguousarray(i_rows[r0:r1, c0:c1], dtype=np.int64)
+            o_c, c_c = np.empty((r1 - r0, c1 - c0), np.int64), np.empty((r1 - r0, c1 - c0), np.int64)
+            _k.mac_generic(np.ascontiguousarray(a_rows[r0:r1], dtype=np.int64),
+                           bt if b3.shape[0] == 1 else bt[r0 // m:r1 // m], ini, o_c, c_c, scratch,
+                           r1 - r0 if b3.shape[0] == 1 else m, *args)
+            out[r0:r1, c0:c1], cnt[r0:r1, c0:c1] = o_c, c_c
     return out.reshape(nb, m, n), cnt.reshape(nb, m, n)
 
 
@@ -548,6 +696,7 @@ _COMMON_DOC = """
     threads : int or None
         Threads over independent output rows (None: all cores for large problems, one for
         small ones).  Never changes a bit.  The exact BLAS path uses numpy's BLAS threads.
+        At most ``THREADS_PER_CPU_LIMIT`` (4) times ``os.cpu_count()`` (ValueError above).
 
     Returns
     -------
@@ -571,7 +720,7 @@ def matmul(a, b, acc=None, *, overflow="saturate", rounding="half_up", order="se
     a, b : FixedArray or integer ndarray
         ``[..., M, K]`` and ``[..., K, N]`` (1-D operands as in :func:`numpy.matmul`).
     {common}"""
-    r, o = _modes(rounding, overflow, overflow_at, order)
+    r, o = _modes(rounding, overflow, overflow_at, order, threads)
     ca, fa = _operand(a, "a")
     cb, fb = _operand(b, "b")
     if ca.ndim == 0 or cb.ndim == 0:
@@ -617,12 +766,26 @@ def dot(a, b, acc=None, *, overflow="saturate", rounding="half_up", order="seque
                   init=init, per_output=per_output, threads=threads)
 
 
+def _positive_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and v >= 1
+
+
 def _pair(value, name: str, op: str) -> tuple[int, int]:
-    vals = (value, value) if isinstance(value, (int, np.integer)) else tuple(value)
-    if len(vals) != 2 or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1
-                                  for v in vals):
+    """A positive int or a pair of them (stride, dilation), checked before any work."""
+    if _positive_int(value):
+        return int(value), int(value)
+    try:
+        vals = tuple(value) if not isinstance(value, (str, bytes)) else ()
+    except TypeError:                                   # 1.5, None, ...
+        vals = ()
+    if len(vals) != 2 or not all(_positive_int(v) for v in vals):
         raise ValueError(f"{op}: {name} must be a positive int or a pair of them, got {value!r}")
     return int(vals[0]), int(vals[1])
+
+
+def _check_groups(groups, op: str) -> None:
+    if not _positive_int(groups):
+        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
 
 
 def _same_pad(size: int, k: int, s: int, d: int) -> tuple[int, int]:
@@ -658,8 +821,7 @@ def _conv(cx, fx, cw, fw, acc, stride, padding, dilation, groups, r, o, order, a
                          f"{cx.shape} and {cw.shape}")
     nbatch, h, wd, cin = cx.shape
     kh, kw, cg, cout = cw.shape
-    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
-        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+    _check_groups(groups, op)
     if cin % groups or cout % groups or cg != cin // groups:
         raise ValueError(f"{op}: with groups={groups}, x has {cin} channels and w expects Cin/groups={cg} "
                          f"input and {cout} output channels; need Cin = groups*{cg} and Cout divisible by groups")
@@ -723,7 +885,8 @@ def conv2d(x, w, acc=None, *, stride=1, padding="VALID", dilation=1, groups=1, o
         ``((top, bottom), (left, right))``
     groups : int
     {common}"""
-    r, o = _modes(rounding, overflow, overflow_at, order)
+    r, o = _modes(rounding, overflow, overflow_at, order, threads)
+    _pair(stride, "stride", "conv2d"), _pair(dilation, "dilation", "conv2d"), _check_groups(groups, "conv2d")
     cx, fx = _operand(x, "x")
     cw, fw = _operand(w, "w")
     out, counts, accf, rng = _conv(cx, fx, cw, fw, acc, stride, padding, dilation, groups, r, o, order,
@@ -749,7 +912,11 @@ def conv1d(x, w, acc=None, *, stride=1, padding="VALID", dilation=1, groups=1, o
     padding : "VALID", "SAME" or ``(left, right)``
     groups : int
     {common}"""
-    r, o = _modes(rounding, overflow, overflow_at, order)
+    r, o = _modes(rounding, overflow, overflow_at, order, threads)
+    for name, value in (("stride", stride), ("dilation", dilation)):
+        if not _positive_int(value):
+            raise ValueError(f"conv1d: {name} must be a positive int, got {value!r}")
+    _check_groups(groups, "conv1d")
     cx, fx = _operand(x, "x")
     cw, fw = _operand(w, "w")
     if cx.ndim != 3 or cw.ndim != 3:
@@ -760,15 +927,10 @@ def conv1d(x, w, acc=None, *, stride=1, padding="VALID", dilation=1, groups=1, o
             padding = ((0, 0), tuple(padding))
         except TypeError:
             raise ValueError(f"conv1d: padding must be 'VALID', 'SAME' or (left, right), got {padding!r}") from None
-    s = stride if isinstance(stride, (int, np.integer)) else _bad_1d("stride", stride)
-    d = dilation if isinstance(dilation, (int, np.integer)) else _bad_1d("dilation", dilation)
-    out, counts, accf, rng = _conv(cx[:, None], fx, cw[None], fw, acc, (1, s), padding, (1, d), groups, r, o,
+    out, counts, accf, rng = _conv(cx[:, None], fx, cw[None], fw, acc, (1, int(stride)), padding,
+                                   (1, int(dilation)), groups, r, o,
                                    order, overflow_at == "end", init, threads, "conv1d", True)
     return _finish(out, counts, accf, o, "conv1d", per_output, rng)
-
-
-def _bad_1d(name, value):
-    raise ValueError(f"conv1d: {name} must be a positive int, got {value!r}")
 
 
 def _axes(axis, ndim: int, op: str):
@@ -793,7 +955,7 @@ def sum(x, axis=None, acc=None, *, overflow="saturate", rounding="half_up", orde
     axis : None, int or tuple of ints
         Axes to reduce (None: all); reduced elements are added in C order.
     {common}"""
-    r, o = _modes(rounding, overflow, overflow_at, order)
+    r, o = _modes(rounding, overflow, overflow_at, order, threads)
     cx, fx = _operand(x, "x")
     axes = _axes(axis, cx.ndim, "sum")
     keep = [i for i in range(cx.ndim) if i not in axes]
@@ -819,7 +981,7 @@ def cumsum(x, axis=-1, acc=None, *, overflow="saturate", rounding="half_up", ini
     trace, as SystemC's overflow flag).  Other parameters as in :func:`matmul` (cumsum is
     sequential by nature: no ``order`` / ``overflow_at``).
     """
-    r, o = _modes(rounding, overflow, "every", "sequential")
+    r, o = _modes(rounding, overflow, "every", "sequential", threads)
     cx, fx = _operand(x, "x")
     if cx.ndim == 0:
         raise ValueError("cumsum: x must have at least 1 dimension")

@@ -521,3 +521,111 @@ def test_results_never_alias_the_reused_scratch_buffers(acc, order):
     kept = first.raw.copy()
     conv2d(x[::-1].copy(), w, acc=acc, padding="SAME", order=order)
     np.testing.assert_array_equal(first.raw, kept)
+
+
+# --------------------------------------------------------------------------- reliability review
+@pytest.mark.parametrize("threads", [40000, 100000, 10 ** 9])
+def test_thread_count_above_the_limit_is_a_clear_error(threads):
+    # (40000 threads aborted the process in libgomp, 100000 segfaulted)
+    a = np.ones((4, 8), np.int8)
+    for call in (lambda: matmul(a, a.T, 12, threads=threads),
+                 lambda: conv2d(np.ones((1, 4, 4, 1), np.int8), np.ones((2, 2, 1, 1), np.int8), threads=threads),
+                 lambda: fsum(a, threads=threads), lambda: cumsum(a, threads=threads)):
+        with pytest.raises(ValueError, match=f"threads={threads} is more than"):
+            call()
+    with pytest.raises(TypeError, match="threads"):
+        matmul(a, a.T, 12, threads=2.0)
+    limit = datapath.THREADS_PER_CPU_LIMIT * (__import__("os").cpu_count() or 1)
+    assert matmul(a, a.T, 12, threads=limit).raw.tolist() == [[8] * 4] * 4
+
+
+def test_bad_arguments_are_rejected_before_the_data_is_read():
+    # a float x would be a TypeError from the operand check: the argument checks come first
+    x, w = np.ones((1, 4, 4, 1)), np.ones((2, 2, 1, 1), np.int8)
+    for kwargs, match in (({"stride": 1.5}, "stride"), ({"stride": (1, 1.5)}, "stride"),
+                          ({"dilation": None}, "dilation"), ({"stride": "2"}, "stride"),
+                          ({"groups": 1.0}, "groups"), ({"threads": -1}, "threads")):
+        with pytest.raises(ValueError, match=match):
+            conv2d(x, w, **kwargs)
+    with pytest.raises(ValueError, match="stride"):
+        conv1d(np.ones((1, 4, 1)), np.ones((2, 1, 1), np.int8), stride=(1, 2))
+    with pytest.raises(ValueError, match="stride"):
+        conv2d(np.ones((1, 4, 4, 1), np.int8), w, stride=1.5)
+    assert conv2d(np.ones((1, 4, 4, 1), np.int8), w, stride=np.int64(2)).shape == (1, 2, 2, 1)
+
+
+def test_all_zero_operand_with_a_large_shift_and_symmetric_saturation():
+    # acc Format(16, 20): products (frac 0) are shifted 20 bits up, 2^20 does not fit int16 lanes;
+    # with b all zero only init matters: -32768 is below saturate_symmetric's -32767, so the first
+    # add overflows (1 per output) and every output is -32767.
+    init = np.full((2, 2), -32768)
+    for a, b in ((np.ones((2, 3), np.int8), np.zeros((3, 2), np.int8)),
+                 (np.zeros((2, 3), np.int8), np.ones((3, 2), np.int8))):
+        got, counts = matmul(a, b, acc=Format(16, 20), overflow="saturate_symmetric", init=init,
+                             per_output=True)
+        assert got.raw.tolist() == [[-32767, -32767]] * 2 and counts.tolist() == [[1, 1]] * 2
+
+
+def test_most_negative_int64_code():
+    # a holds -2^63 (Format(64, 0)), b = [[1]] is Format(2, 0) (-2..1): the exact accumulator would
+    # need 66 bits, and products of the formats reach (-2^63)(-2) = 2^64: clear errors, no crash
+    with pytest.raises(ValueError, match="needs 66 bits.*pass acc="):
+        matmul([[-2 ** 63]], [[1]])
+    with pytest.raises(ValueError, match="64 bits"):
+        matmul([[-2 ** 63]], [[1]], acc=64)
+    assert datapath._operand(np.array([-2 ** 63]), "a")[1] == Format(64, 0)
+    assert datapath._operand(np.array([-5, -3]), "a")[1] == Format(4, 0)       # all negative: -8..7
+    # with a 64-bit b format whose products fit: Format(63) x Format(1) products are within +-2^62
+    got = matmul(from_raw([[-2 ** 62, -2 ** 62]], Format(63, 0)), from_raw([[-1], [-1]], Format(1, 0)), acc=64,
+                 per_output=True)
+    assert got[0].raw.tolist() == [[2 ** 63 - 1]] and got[1].tolist() == [[1]]    # 2^63 saturates
+
+
+def test_narrow_right_operand_keeps_memory_near_the_inputs():
+    """A [1, K] @ [K, 1] int8 product with a 20-bit accumulator runs the 32-bit kernel, whose right
+    operand is packed in 64-column slabs: unchunked that was K * 64 * 4 bytes (512 MiB here for 4 MiB
+    of inputs).  The kernels now work through K in chunks that stay within the temporaries' limit."""
+    import tracemalloc
+    rng = np.random.default_rng(0)
+    k = 2_000_000
+    a = rng.integers(-128, 128, (1, k), dtype=np.int8)
+    b = rng.integers(-128, 128, (k, 1), dtype=np.int8)
+    matmul(a[:, :8], b[:8], acc=20)                    # first-call buffers
+    tracemalloc.start()
+    try:
+        got = matmul(a, b, acc=20, overflow="wrap")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert datapath.last_path == "simd32"
+    assert peak < datapath._TEMP_BYTES + 8 * (a.nbytes + b.nbytes), peak
+    exact = int((a.astype(np.int64) @ b.astype(np.int64))[0, 0])
+    assert int(got.raw[0, 0]) == ref.overflow_int(exact, 20, True, "wrap")[0]   # wrap: order-free
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(acc=12, overflow="saturate"), dict(acc=12, overflow="saturate_zero"), dict(acc=20, overflow="wrap"),
+    dict(acc=40, overflow="saturate_symmetric"), dict(acc=12, order="tree"),
+    dict(acc=Format(14, -3), rounding="half_even"), dict(acc=12, overflow="wrap_sign_magnitude"),
+    dict(acc=12, overflow_at="end"), dict(),
+])
+def test_chunked_kernels_match_reference(monkeypatch, kwargs):
+    """Chunks along K carry the fitted accumulators as the next chunk's init (per-add fitting is
+    sequential); rows/columns chunks of the generic kernel and K chunks of the exact BLAS sums:
+    every path, forced into chunks of 1..3 steps, against the reference model."""
+    monkeypatch.setattr(datapath, "_TEMP_BYTES", 1)
+    monkeypatch.setattr(datapath, "_TEMP_FACTOR", 0)
+    rng = np.random.default_rng(11)
+    for min_chunk, (m, k, n) in zip((1, 2, 3, 1), ((3, 17, 5), (2, 40, 66), (1, 9, 1), (4, 0, 3))):
+        monkeypatch.setattr(datapath, "_MIN_K_CHUNK", min_chunk)
+        a = rng.integers(-128, 128, (m, k))
+        b = rng.integers(-128, 128, (k, n))
+        init = rng.integers(-300, 300, (m, n)) if "rounding" not in kwargs else None
+        got, counts = matmul(a, b, init=init, per_output=True, **kwargs)
+        acc = got.fmt
+        want, want_cnt = ref_matmul(a, b, Format(8, 0), Format(8, 0), acc,
+                                    np.zeros((m, n), np.int64) if init is None else init,
+                                    kwargs.get("overflow", "saturate"), kwargs.get("rounding", "half_up"),
+                                    kwargs.get("order", "sequential"), kwargs.get("overflow_at") == "end")
+        np.testing.assert_array_equal(got.raw, want)
+        np.testing.assert_array_equal(counts, want_cnt)

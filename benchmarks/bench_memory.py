@@ -1,0 +1,82 @@
+"""Peak memory of fxpsim's datapath kernels against the size of their inputs and outputs.
+
+Each case runs in a fresh subprocess; the peak is the process's maximum resident set size
+(``resource.getrusage(RUSAGE_SELF).ru_maxrss``) minus the resident size just before the call
+(inputs already built), so it counts every temporary the call makes.  ``ratio`` is that extra
+peak over the bytes of the inputs plus the outputs (codes and overflow counts); fxpsim keeps its
+kernel temporaries within max(64 MiB, 2 x (inputs + outputs)) (``accumulate._temp_limit``).
+
+    python benchmarks/bench_memory.py [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+CASES = {
+    # name: (shape of a, shape of b, dtype, keyword arguments)
+    "narrow b, int8, 16-bit kernel (2x5e7 @ 5e7x2, acc=12)": ((2, 50_000_000), (50_000_000, 2), "int8",
+                                                             {"acc": 12}),
+    "narrow b, int8, 32-bit kernel (1x19e6 @ 19e6x1, acc=20)": ((1, 19_000_000), (19_000_000, 1), "int8",
+                                                               {"acc": 20}),
+    "narrow b, int8, exact (1x19e6 @ 19e6x2)": ((1, 19_000_000), (19_000_000, 2), "int8", {}),
+    "narrow b, adder tree (4x2e6 @ 2e6x3, acc=12)": ((4, 2_000_000), (2_000_000, 3), "int8",
+                                                    {"acc": 12, "order": "tree"}),
+    "square, int8 (1024x1024 @ 1024x1024, acc=16)": ((1024, 1024), (1024, 1024), "int8", {"acc": 16}),
+    "tall a (200000x64 @ 64x10, acc=16)": ((200_000, 64), (64, 10), "int8", {"acc": 16}),
+}
+QUICK = {"narrow b, int8, 32-bit kernel (1x19e6 @ 19e6x1, acc=20)", "square, int8 (1024x1024 @ 1024x1024, acc=16)",
+         "tall a (200000x64 @ 64x10, acc=16)"}
+
+CHILD = r"""
+import json, resource, sys, time
+import numpy as np
+import fxpsim
+from fxpsim.datapath import accumulate as A
+sa, sb, dtype, kwargs = json.loads(sys.argv[1])
+rng = np.random.default_rng(0)
+a = rng.integers(-128, 128, sa, dtype=np.int8).astype(dtype)
+b = rng.integers(-128, 128, sb, dtype=np.int8).astype(dtype)
+fxpsim.matmul(a[:1, :8], b[:8, :1], **kwargs)                      # imports, first-call buffers
+def rss():
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * 4096
+before = rss()
+t0 = time.perf_counter()
+res, counts = fxpsim.matmul(a, b, per_output=True, **kwargs)
+elapsed = time.perf_counter() - t0
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"io": a.nbytes + b.nbytes + res.raw.nbytes + counts.nbytes, "extra": peak - before,
+                  "seconds": elapsed, "path": A.last_path}))
+"""
+
+
+def run_case(name):
+    sa, sb, dtype, kwargs = CASES[name]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", CHILD, json.dumps([sa, sb, dtype, kwargs])], env=env,
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="only the cases that take a second or two")
+    args = parser.parse_args(argv)
+    print(f"{'case':58s} {'in+out MiB':>10s} {'peak extra MiB':>14s} {'ratio':>6s} {'seconds':>8s}  path")
+    for name in CASES:
+        if args.quick and name not in QUICK:
+            continue
+        t0 = time.perf_counter()
+        r = run_case(name)
+        mib = 1 << 20
+        print(f"{name:58s} {r['io'] / mib:10.1f} {r['extra'] / mib:14.1f} {r['extra'] / r['io']:6.2f} "
+              f"{r['seconds']:8.2f}  {r['path']}  ({time.perf_counter() - t0:.0f} s with setup)")
+
+
+if __name__ == "__main__":
+    main()
