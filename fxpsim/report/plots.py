@@ -91,34 +91,42 @@ def overflow_bars(layers: Sequence) -> "Figure":
     return fig
 
 
-def _series_key(r) -> str:
-    parts = [str(_get(r, "accumulator_overflow"))]
-    for key, label in (("weight_bits", "W"), ("activation_bits", "A"), ("rounding", "")):
-        parts.append(f"{label}{_get(r, key)}")
-    return " ".join(parts)
+_LINESTYLES = {"saturate": "-", "wrap": "--", "saturate_symmetric": "-.", "saturate_zero": ":"}
+
+
+def _width_key(r) -> str:
+    return f"W{_get(r, 'weight_bits')} A{_get(r, 'activation_bits')}" + (
+        f" {_get(r, 'rounding')}" if _get(r, "rounding") else "")
 
 
 def accuracy_vs_accumulator(records: Sequence, float_accuracy: float | None = None,
                             metric: str = "accuracy") -> "Figure":
-    """Accuracy (or ``metric``) against accumulator width, one curve per other setting."""
-    fig = _figure()
+    """Accuracy (or ``metric``) against accumulator width: colour by weight/activation width (and rounding),
+    line style by overflow mode (solid saturate, dashed wrap)."""
+    fig = _figure(8.0, 4.2)
     ax = fig.add_subplot()
-    series: dict[str, list] = {}
+    series: dict[tuple, list] = {}
     for r in records:
         if _get(r, metric) is None:
             continue
-        series.setdefault(_series_key(r), []).append((int(_get(r, "accumulator_bits")), float(_get(r, metric))))
-    for label, points in sorted(series.items()):
+        key = (_width_key(r), str(_get(r, "accumulator_overflow")))
+        series.setdefault(key, []).append((int(_get(r, "accumulator_bits")), float(_get(r, metric))))
+    import matplotlib
+    widths = sorted({k[0] for k in series})
+    colours = matplotlib.colormaps["tab10"]
+    for (width, mode), points in sorted(series.items()):
         points.sort()
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3, label=label)
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3,
+                color=colours(widths.index(width) % 10), linestyle=_LINESTYLES.get(mode, "-"),
+                label=f"{width}, {mode}")
     if float_accuracy is not None and metric == "accuracy":
         ax.axhline(float_accuracy, color="k", linestyle="--", linewidth=1, label="float model")
-    ax.set_xlabel("accumulator bits")
-    ax.set_ylabel(metric)
-    ax.set_title(f"{metric.capitalize()} vs accumulator width")
+    ax.set_xlabel("accumulator bits", fontsize=10)
+    ax.set_ylabel(metric, fontsize=10)
+    ax.set_title(f"{metric.capitalize()} vs accumulator width (colour: widths; line: overflow mode)")
     ax.grid(alpha=0.3)
     if series:
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=8, loc="lower right")
     return fig
 
 
@@ -127,7 +135,11 @@ def weight_accumulator_heatmap(records: Sequence, metric: str = "accuracy") -> "
     fig = _figure(7.0, 3.8)
     ax = fig.add_subplot()
     wbits = sorted({int(_get(r, "weight_bits")) for r in records})
-    abits = sorted({int(_get(r, "accumulator_bits")) for r in records})
+    per_row = [{int(_get(r, "accumulator_bits")) for r in records if int(_get(r, "weight_bits")) == w} for w in wbits]
+    common = sorted(set.intersection(*per_row)) if per_row else []
+    # only the widths simulated for every weight width: no stripes of cells that were never swept
+    abits = common if len(common) >= 2 else sorted(set.union(*per_row)) if per_row else []
+    records = [r for r in records if int(_get(r, "accumulator_bits")) in abits]
     grid = [[math.nan] * len(abits) for _ in wbits]
     for r in records:
         v = _get(r, metric)
@@ -136,19 +148,21 @@ def weight_accumulator_heatmap(records: Sequence, metric: str = "accuracy") -> "
         i, j = wbits.index(int(_get(r, "weight_bits"))), abits.index(int(_get(r, "accumulator_bits")))
         grid[i][j] = float(v) if math.isnan(grid[i][j]) else max(grid[i][j], float(v))
     import matplotlib
-    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="#dddddd")
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="white")
     im = ax.imshow(grid, aspect="auto", origin="lower", cmap=cmap, vmin=0.0,
                    vmax=1.0 if metric in ("accuracy", "agreement") else None)
     ax.set_xticks(range(len(abits)), [str(a) for a in abits], fontsize=7)
     ax.set_yticks(range(len(wbits)), [str(w) for w in wbits])
     ax.set_xlabel("accumulator bits")
     ax.set_ylabel("weight bits")
-    ax.set_title(f"{metric} (best over the other axes; grey: not simulated)")
+    ax.set_title(f"{metric} (best over the other axes)")
     if len(abits) <= 12 and len(wbits) <= 12:
         for i in range(len(wbits)):
             for j in range(len(abits)):
                 if not math.isnan(grid[i][j]):
-                    ax.text(j, i, f"{grid[i][j]:.2f}", ha="center", va="center", fontsize=6, color="w")
+                    bright = im.norm(grid[i][j]) > 0.6          # dark text on the bright end of viridis
+                    ax.text(j, i, f"{grid[i][j]:.2f}", ha="center", va="center", fontsize=7,
+                            color="k" if bright else "w")
     fig.colorbar(im, ax=ax)
     return fig
 
@@ -160,7 +174,7 @@ def accumulator_histograms(layers: Sequence) -> "Figure":
     n = max(len(with_hist), 1)
     cols = min(n, 3)
     rows = math.ceil(n / cols)
-    fig = _figure(3.2 * cols, 2.6 * rows)
+    fig = _figure(4.4 * cols, 3.4 * rows)
     for k, r in enumerate(with_hist):
         ax = fig.add_subplot(rows, cols, k + 1)
         h = _get(r, "acc_histogram")
@@ -171,22 +185,32 @@ def accumulator_histograms(layers: Sequence) -> "Figure":
             for x in (-(bits - 1), bits - 1):
                 ax.axvline(x, color="#cc3311", linestyle="--", linewidth=1)
         ax.set_yscale("log")
-        ax.set_xlabel("sign(v) log2(1 + |v|)", fontsize=7)
-        ax.set_title(f"{_get(r, 'name')} (acc {bits} b, needs {_get(r, 'acc_bits_needed')} b)", fontsize=8)
-        ax.tick_params(labelsize=6)
+        ax.set_xlabel("sign(v) log2(1 + |v|)  (a value of b bits sits near ±(b-1))", fontsize=8)
+        ax.set_ylabel("count", fontsize=8)
+        ax.set_title(f"{_get(r, 'name')} (acc {bits} b, needs {_get(r, 'acc_bits_needed')} b)", fontsize=9)
+        ax.tick_params(labelsize=8)
     if not with_hist:
         fig.add_subplot().text(0.5, 0.5, "no accumulating layers", ha="center")
-    fig.suptitle("Exact accumulator values vs the accumulator's saturation limits (dashed)", fontsize=9)
+    fig.suptitle("Exact accumulator values vs the accumulator's limits (dashed)", fontsize=10)
     fig.tight_layout()
     return fig
 
 
+def missing_figure_sentences(report) -> list:
+    """Sentences standing in for the plots that would be empty."""
+    if report.layers and not any(int(_get(r, "overflow_count") or 0) for r in report.layers):
+        return ["No accumulator add overflowed in any layer (no overflow chart)."]
+    return []
+
+
 def report_figures(report) -> dict:
-    """Every figure a :class:`~fxpsim.report.Report` has data for: ``{name: Figure}``."""
+    """Every figure a :class:`~fxpsim.report.Report` has data for: ``{name: Figure}`` (none that would be
+    empty: see :func:`missing_figure_sentences`)."""
     figures = {}
     if report.layers:
         figures["sqnr_per_layer"] = sqnr_bars(report.layers)
-        figures["overflow_per_layer"] = overflow_bars(report.layers)
+        if any(int(_get(r, "overflow_count") or 0) for r in report.layers):   # no empty chart
+            figures["overflow_per_layer"] = overflow_bars(report.layers)
         if any(_get(r, "acc_histogram") for r in report.layers):
             figures["accumulator_histograms"] = accumulator_histograms(report.layers)
     records = (report.sweep or {}).get("records") or []

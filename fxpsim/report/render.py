@@ -283,8 +283,9 @@ class Report:
                                                     for r in self.layers]), ""]
             out += [f"- **{h}**: {d}" for h, _, d in LAYER_COLUMN_DEFINITIONS]
         if plot_files:
-            from .plots import CAPTIONS
+            from .plots import CAPTIONS, missing_figure_sentences
             out += ["", "## Plots", ""] + [f"- [{CAPTIONS.get(name, name)}](plots/{name}.png)" for name in plot_files]
+            out += [f"- {sentence}" for sentence in missing_figure_sentences(self)]
         if self.sweep and self.sweep.get("records"):
             recs = self.sweep["records"]
             cols = [c for c in _SWEEP_COLUMNS if any(c in r for r in recs)]
@@ -326,6 +327,7 @@ class Report:
                                                [[getattr(r, k) for _, k in _LAYER_COLUMNS] for r in self.layers]),
                       "<dl class='columns'>" + "".join(f"<dt>{esc(h)}</dt><dd>{esc(d)}</dd>"
                                                        for h, _, d in LAYER_COLUMN_DEFINITIONS) + "</dl>"]
+        parts += [f"<p>{esc(sentence)}</p>" for sentence in plots.missing_figure_sentences(self)]
         for name, fig in figures.items():
             png_bytes = fig if isinstance(fig, bytes) else plots.figure_png(fig)
             data = base64.b64encode(png_bytes).decode("ascii")
