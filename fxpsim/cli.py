@@ -227,6 +227,19 @@ def _load_config(spec: str):
         raise UsageError(str(exc).splitlines()[0]) from None
 
 
+def _check_out(path):
+    """Fail before any computation when ``--out`` cannot become a report folder."""
+    if path is None:
+        return
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(f"--out {path}: exists and is not a folder")
+    parent = os.path.abspath(path)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {path}: cannot write in {parent}")
+
+
 def _say(*lines):
     print(*lines, sep="\n", flush=True)
 
@@ -259,6 +272,7 @@ def cmd_inspect(args) -> int:
 
 def cmd_simulate(args) -> int:
     from .hardware.simulation import simulate
+    _check_out(args.out)
     config = _load_config(args.config)
     model = _load_model(args.model)
     x, y, xc = _load_data(args, model)
@@ -277,6 +291,7 @@ def cmd_simulate(args) -> int:
 def cmd_sweep(args) -> int:
     from .hardware.simulation import ConfigError, simulate
     from .hardware.sweeps import sweep
+    _check_out(args.out)
     config = _load_config(args.config)
     model = _load_model(args.model)
     x, y, xc = _load_data(args, model)
@@ -328,6 +343,7 @@ def cmd_demo(args) -> int:
     t0 = time.perf_counter()
     if args.epochs < 1:
         raise UsageError(f"--epochs must be at least 1, got {args.epochs}")
+    _check_out(args.out)
     config = _load_config(args.config)
     progress = not args.no_progress
     _say(f"[1/4] training a QAT CNN on digits ({args.epochs} epochs, seed {args.seed}) ...")
@@ -368,9 +384,17 @@ def cmd_demo(args) -> int:
         by_mode.setdefault(r["accumulator_overflow"], r["accumulator_bits"])
         by_mode[r["accumulator_overflow"]] = min(by_mode[r["accumulator_overflow"]], r["accumulator_bits"])
     for mode, bits in sorted(by_mode.items()):
-        _say(f"narrowest accumulator within 0.5 points of float accuracy ({mode}): {bits} bits")
-    _say("", f"report: {paths['html']}  (JSON: {paths['json']}, plots: {os.path.join(args.out, 'plots')}, "
-         f"model: {os.path.join(args.out, 'model.npz')})", f"done in {time.perf_counter() - t0:.1f} s")
+        _say(f"narrowest accumulator within 0.5 points of float accuracy with {config.weight_bits}-bit weights "
+             f"and {config.activation_bits}-bit activations ({mode}): {bits} bits")
+    model_path = os.path.join(args.out, "model.npz")
+    _say("", f"wrote {args.out}/:",
+         f"  {paths['html']}  the report with every plot embedded: open it in a browser",
+         f"  {paths['markdown']}  the same as Markdown (links to plots/*.png)",
+         f"  {paths['json']}  every number, machine-readable (schema in fxpsim.report.render)",
+         f"  {paths['sweep_csv']}, {paths['sweep_json']}  one row per swept datapath",
+         f"  {os.path.join(args.out, 'plots')}/  the plots as PNG",
+         f"  {model_path}  the trained model: fxpsim simulate --model {model_path} --config int8-acc16-sat",
+         f"done in {time.perf_counter() - t0:.1f} s")
     return 0
 
 

@@ -94,11 +94,17 @@ def test_demo_end_to_end(tmp_path):
     out = tmp_path / "out"
     for name in ("report.html", "report.json", "report.md", "sweep.csv", "sweep.json", "model.npz",
                  "plots/accuracy_vs_accumulator.png", "plots/heatmap_weight_accumulator.png",
-                 "plots/sqnr_per_layer.png", "plots/overflow_per_layer.png", "plots/accumulator_histograms.png"):
+                 "plots/sqnr_per_layer.png", "plots/accumulator_histograms.png"):
         assert (out / name).is_file(), name
+    # tflite-int8 never overflows: a sentence replaces the empty overflow chart
+    assert not (out / "plots" / "overflow_per_layer.png").exists()
+    assert "No accumulator add overflowed" in (out / "report.html").read_text()
     d = json.loads((out / "report.json").read_text())
     assert d["config"]["name"] == "tflite-int8" and len(d["sweep"]["records"]) == 3 * 2 + 2 * 2
-    assert "Accuracy on every preset" in r.stdout and "report: out/report.html" in r.stdout
+    assert "Accuracy on every preset" in r.stdout and "out/report.html  the report" in r.stdout
+    for name in ("report.md", "report.json", "sweep.csv", "sweep.json", "model.npz"):
+        assert name in r.stdout and (tmp_path / "out" / name).exists()
+    assert "with 8-bit weights" in r.stdout
 
 
 def test_graph_files_inspect_simulate_and_sweep(tmp_path, model_file):
@@ -143,6 +149,8 @@ def test_graph_files_inspect_simulate_and_sweep(tmp_path, model_file):
     (["simulate", "--model", "GRAPH"], "not digits images: give --data"),
     (["sweep", "--model", "GRAPH", "--weight-bits", "4", "--data", "X.npy"], "cannot be swept on an integer graph"),
     (["inspect", "missing.tflite"], "model file not found"),
+    (["demo", "--out", "bad.toml"], "exists and is not a folder"),
+    (["simulate", "--model", "MODEL", "--out", "bad.toml"], "exists and is not a folder"),
 ])
 def test_usage_errors_exit_2_with_one_line(tmp_path, model_file, args, message):
     (tmp_path / "bad.toml").write_text("[accumulator]\nbitz = 16\n")
