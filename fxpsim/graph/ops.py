@@ -33,12 +33,12 @@ from typing import Callable
 import numpy as np
 
 from ..core.fixed import FixedArray, Format, Overflow, from_float
-from ..datapath.integer_ops import (quantized_add, quantized_average_pool2d, quantized_conv2d,
-                                    quantized_depthwise_conv2d, quantized_fully_connected)
-from ..datapath.requantize import Requantizer, activation_range
+from ..datapath.integer_ops import quantized_add, quantized_average_pool2d
+from ..datapath.requantize import activation_range
 from ..nn import conv as float_conv
 
-__all__ = ["Op", "OPS", "find_op", "register_op", "run_node", "run_node_float", "exact_accumulator", "requantizer_for"]
+__all__ = ["Op", "OPS", "find_op", "register_op", "run_node", "run_node_float", "exact_accumulator", "requantizer_for",
+           "run_node_isolated"]
 
 
 @dataclass(frozen=True)
@@ -85,8 +85,24 @@ def register_op(op: Op) -> Op:
 
 
 def run_node(graph, node, inputs, datapath, trace: bool):
-    """Integer outputs (list) and trace of one node on ``datapath``."""
+    """Integer outputs (list) and trace of one node on ``datapath``.
+
+    A datapath with per-node overrides (:class:`fxpsim.HardwareConfig` ``layers``) has its selectors checked
+    against the graph first: one that selects no node raises :class:`~fxpsim.hardware.ConfigError`."""
+    _check_selectors(graph, datapath)
     return OPS[node.op].run(graph, node, inputs, datapath, trace)
+
+
+def _check_selectors(graph, datapath) -> None:
+    root = getattr(datapath, "_selector_root", datapath)
+    check = getattr(root, "check_selectors", None)
+    if check is None or not getattr(root, "layers", None):
+        return
+    done = graph.__dict__.setdefault("_checked_selectors", set())
+    key = hash(root.layers)
+    if key not in done:
+        check(graph)
+        done.add(key)
 
 
 def run_node_float(graph, node, inputs):
@@ -112,13 +128,28 @@ def _no_trace() -> dict:
 
 
 def _clamp_codes(graph, node, out_name: str, activation: str, datapath=None) -> tuple[int, int]:
-    """The output clamp of a node: its fused activation's range inside the output type's range."""
+    """The output clamp of a node: its fused activation's range inside the output type's range, narrowed to
+    the node's ``clip`` attribute (``[lo, hi]`` codes: a trained quantizer's range) when it has one."""
     out = _spec(graph, out_name)
     lo, hi = out.code_range
     if activation and activation != "none":
         a_lo, a_hi = activation_range(activation, float(out.scale[0]), int(out.zero_point[0]), out.dtype)
         lo, hi = max(lo, a_lo), min(hi, a_hi)
+    clip = node.attrs.get("clip")
+    if clip is not None:
+        lo, hi = max(lo, int(clip[0])), min(hi, int(clip[1]))
+        hi = max(hi, lo)
     return lo, hi
+
+
+def _float_clip(graph, node, y):
+    """The float counterpart of a node's ``clip`` attribute: real values outside the clip's range clamp."""
+    clip = node.attrs.get("clip")
+    if clip is None:
+        return y
+    out = _spec(graph, node.outputs[0])
+    s, z = float(out.scale[0]), int(out.zero_point[0])
+    return np.clip(y, s * (int(clip[0]) - z), s * (int(clip[1]) - z))
 
 
 def _float_activation(y: np.ndarray, activation: str | None) -> np.ndarray:
@@ -157,158 +188,6 @@ def _pads(in_hw, k_hw, stride, dilation, padding):
             total = max((o - 1) * s + ke - n, 0)
             out.append((total // 2, total - total // 2))
     return tuple(out)
-
-
-# ----------------------------------------------------------------------------------------- MAC ops
-_MAC_OPS = ("fully_connected", "conv2d", "depthwise_conv2d")
-
-def requantizer_for(graph, node, datapath) -> Requantizer:
-    """The requantizer of a MAC node on ``datapath``: the configured scheme for
-    :math:`M_c = s_{in} s_{w,c} / s_{out}` (scales as float32, as TFLite stores them)."""
-    scheme = datapath.requantization
-    if node.op == "fully_connected" and getattr(datapath, "dense_requantization", None):
-        scheme = datapath.dense_requantization
-    rounding = _rounding_name(datapath.rounding)
-    cache = graph.__dict__.setdefault("_requantizers", {})   # per graph: tensors never change after build
-    key = (node.name, scheme, rounding)
-    rq = cache.get(key)
-    if rq is None:
-        x, w, y = (_spec(graph, t) for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
-        kinds = {"tflite-double": "double", "tflite-single": "single", "shift": "shift", "float": "float"}
-        if scheme not in kinds:
-            raise ValueError(f"node {node.name!r}: requantization scheme {scheme!r} is not one of {sorted(kinds)}")
-        rq = Requantizer.tflite(float(x.scale[0]), w.scale, float(y.scale[0]), kind=kinds[scheme], rounding=rounding)
-        cache[key] = rq
-    return rq
-
-
-def _mac_run(graph, node, ins, dp, trace):
-    from ..datapath.requantize import Requantizer as _R
-    x, w = ins[0], ins[1]
-    wspec, bspec = _spec(graph, node.inputs[1]), (_spec(graph, node.inputs[2]) if len(node.inputs) > 2
-                                                  and node.inputs[2] else None)
-    xspec, yspec = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
-    act = node.attrs.get("activation", "none")
-    lo, hi = _clamp_codes(graph, node, node.outputs[0], act)
-    wz = wspec.zero_point
-    common = dict(requant=requantizer_for(graph, node, dp), x_zp=int(xspec.zero_point[0]),
-                  w_zp=(wz if wz.size > 1 else int(wz[0])) if np.any(wz) else 0, out_zp=int(yspec.zero_point[0]),
-                  act_min=lo, act_max=hi, out_dtype=yspec.dtype, acc=Format.integer(dp.accumulator_bits),
-                  overflow=_overflow_name(dp.accumulator_overflow), order=dp.accumulator_order,
-                  bias_at="init" if dp.bias_add == "preload" else "end")
-    at_end = dp.overflow_at == "end"
-    if at_end:
-        common.update(acc=Format.integer(62), overflow="wrap", requant=_R("shift", shift=(0,)),
-                      act_min=None, act_max=None, out_dtype=np.int8)
-    bias, bias_clipped = ins[2] if bspec is not None else None, 0
-    if bias is not None and not at_end:
-        # a bias wider than the accumulator saturates into it (the hardware's bias register is no wider)
-        lo_acc, hi_acc = -(1 << (dp.accumulator_bits - 1)), (1 << (dp.accumulator_bits - 1)) - 1
-        clipped_bias = np.clip(bias, lo_acc, hi_acc)
-        bias_clipped = int(np.count_nonzero(clipped_bias != bias))
-        bias = clipped_bias
-    if node.op == "fully_connected":
-        res = quantized_fully_connected(x, w, bias, **common)
-    else:
-        fn = quantized_conv2d if node.op == "conv2d" else quantized_depthwise_conv2d
-        res = fn(x, w, bias, stride=_pair(node.attrs, "stride"), padding=_padding(node.attrs),
-                 dilation=_pair(node.attrs, "dilation"), **common)
-    out, acc, overflows = res.out, res.acc, res.overflows
-    info = None
-    if at_end or trace:
-        if at_end:
-            fitted = FixedArray(acc, Format.integer(62)).cast(Format.integer(dp.accumulator_bits),
-                                                              overflow=_overflow_name(dp.accumulator_overflow))
-            overflows, acc = int(fitted.overflows), fitted.raw
-        pre = requantizer_for(graph, node, dp)(acc, axis=-1) + int(yspec.zero_point[0])
-        if at_end:
-            out = np.clip(pre, lo, hi).astype(yspec.dtype)
-        if trace:
-            k = int(np.prod(w.shape[1:]))
-            clipped = (pre > hi) if act not in (None, "none") else (pre > hi) | (pre < lo)
-            info = {"overflows": int(overflows), "acc": acc, "clipped": int(np.count_nonzero(clipped)),
-                    "bias_clipped": bias_clipped,
-                    "adds": int(out.size) * (k + (bias is not None and dp.bias_add == "after"))}
-    return [out], info
-
-
-def exact_accumulator(graph, node, ins) -> np.ndarray:
-    """Infinite-precision accumulator values :math:`\\sum (x - z_x)(w - z_w) + b` of a MAC node (float64
-    BLAS, exact while every partial sum stays below :math:`2^{53}`, which 32-bit-or-narrower codes with
-    K below 2^20 guarantee)."""
-    xspec, wspec = _spec(graph, node.inputs[0]), _spec(graph, node.inputs[1])
-    xo = ins[0].astype(np.float64) - int(xspec.zero_point[0])
-    w = ins[1].astype(np.float64) - wspec.zero_point.reshape(wspec.channel_shape(ins[1].ndim))
-    acc = _float_mac(node, xo, w, ins[0].shape)
-    if len(node.inputs) > 2 and node.inputs[2]:
-        acc = acc + ins[2].astype(np.float64)
-    return acc.astype(np.int64)
-
-
-def _float_mac(node, x, w, x_shape):
-    """The MAC op on float64 values without bias (w in the graph's layout)."""
-    if node.op == "fully_connected":
-        return x @ w.T
-    stride, dilation, padding = _pair(node.attrs, "stride"), _pair(node.attrs, "dilation"), _padding(node.attrs)
-    if dilation != (1, 1):
-        raise ValueError(f"node {node.name!r}: the float reference does not support dilation")
-    pads = _pads(x_shape[1:3], w.shape[1:3], stride, dilation, padding)
-    xp = float_conv.pad_nhwc(x, (pads[0][0], pads[0][1], pads[1][0], pads[1][1]))
-    if node.op == "conv2d":
-        return float_conv.conv2d_forward(xp, np.transpose(w, (1, 2, 3, 0)), stride, "VALID")[0]
-    c = x.shape[3]
-    kh, kw = w.shape[1:3]
-    return float_conv.depthwise_conv2d_forward(xp, w[0].reshape(kh, kw, c, -1), stride, "VALID")[0]
-
-
-def _mac_float(graph, node, ins):
-    wspec = _spec(graph, node.inputs[1])
-    w = wspec.dequantize(wspec.data)
-    y = _float_mac(node, ins[0], w, ins[0].shape)
-    if len(node.inputs) > 2 and node.inputs[2]:
-        # the bias codes live in the accumulator's scale s_x s_w,c, whatever the tensor records
-        s_acc = float(_spec(graph, node.inputs[0]).scale[0]) * np.broadcast_to(wspec.scale, (y.shape[-1],))
-        y = y + _spec(graph, node.inputs[2]).data.astype(np.float64) * s_acc
-    return [_float_activation(y, node.attrs.get("activation"))]
-
-
-def _mac_check(graph, node):
-    if len(node.inputs) not in (2, 3) or len(node.outputs) != 1:
-        raise ValueError(f"node {node.name!r} ({node.op}): needs inputs (x, w[, bias]) and one output")
-    w = _spec(graph, node.inputs[1])
-    if not w.is_constant:
-        raise ValueError(f"node {node.name!r}: the weights {w.name!r} must be a constant tensor")
-    for t in (node.inputs[0], node.outputs[0]):
-        if _spec(graph, t).scale is None or _spec(graph, t).per_channel:
-            raise ValueError(f"node {node.name!r}: tensor {t!r} needs a per-tensor scale and zero point")
-    if w.scale is None:
-        raise ValueError(f"node {node.name!r}: the weights need a scale")
-
-
-def _mac_count(graph, node) -> int:
-    w = _spec(graph, node.inputs[1]).data
-    out = _spec(graph, node.outputs[0]).shape
-    if node.op == "depthwise_conv2d":
-        return int(np.prod(out)) * int(w.shape[1] * w.shape[2])
-    return int(np.prod(out)) * int(np.prod(w.shape[1:]))
-
-
-def _mac_bound(graph, node) -> int:
-    xs, ws = _spec(graph, node.inputs[0]), _spec(graph, node.inputs[1])
-    lo, hi = xs.code_range
-    z = int(xs.zero_point[0])
-    xmax = max(abs(lo - z), abs(hi - z))
-    w = np.abs(ws.data.astype(np.int64) - ws.zero_point.reshape(ws.channel_shape(ws.data.ndim)))
-    per_out = w.reshape(w.shape[0], -1).sum(axis=1) if node.op != "depthwise_conv2d" else \
-        w.reshape(-1, w.shape[-1]).sum(axis=0)
-    bound = per_out.astype(object) * xmax
-    if len(node.inputs) > 2 and node.inputs[2]:
-        bound = bound + np.abs(_spec(graph, node.inputs[2]).data.astype(np.int64)).astype(object)
-    return int(max(bound))
-
-
-for _name in _MAC_OPS:
-    register_op(Op(_name, _mac_run, _mac_float, _mac_check, _mac_count, _mac_bound))
 
 
 # ----------------------------------------------------------------------------------------- other ops
@@ -427,3 +306,6 @@ register_op(Op("avg_pool2d", _avg_pool_run, _avg_pool_float, _one_to_one, _pool_
 register_op(Op("reshape", _reshape_run, _reshape_float, _one_to_one))
 register_op(Op("clamp", _clamp_run, _clamp_float, _one_to_one))
 register_op(Op("add", _add_run, _add_float))
+
+# the MAC ops (fully_connected, conv2d, depthwise_conv2d) live in their own module; importing it registers them
+from .mac_ops import exact_accumulator, requantizer_for, run_node_isolated  # noqa: E402,F401

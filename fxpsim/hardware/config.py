@@ -121,6 +121,13 @@ class HardwareConfig:
     activation_clamp : bool
         Fuse ReLU/ReLU6 into the requantized output clamp (TFLite does); otherwise they run as separate
         integer max/min ops on the codes (same result, kept for completeness of the model).
+    layers : mapping of selector -> mapping of field -> value
+        Per-node overrides of any other field (TOML: ``[layers."0:conv2d"] accumulator_bits = 20``). A
+        selector is a node name (``"0:conv2d"``), a run-order index (``"#3"``) or an op type
+        (``"op:conv2d"``); :meth:`for_node` merges op-type selectors first, then the index, then the name
+        (the most specific wins). Conversion honours the overrides too (per-layer weight/activation/bias
+        widths). A selector that matches no node of a graph raises :class:`ConfigError` when the graph is
+        converted or run. Keys are field names or dotted TOML names (``"accumulator.bits"``).
     """
 
     name: str = "custom"
@@ -144,9 +151,11 @@ class HardwareConfig:
     dense_requantization: str | None = None
     rounding: Rounding = Rounding.HALF_AWAY
     activation_clamp: bool = True
+    layers: Any = ()
 
     def __post_init__(self) -> None:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731  (frozen dataclass)
+        set_("layers", self._normalized_layers(self.layers))
         for name in ("name", "description"):
             if not isinstance(getattr(self, name), str):
                 raise ConfigError(f"{name}: must be a string, got {getattr(self, name)!r}")
@@ -193,6 +202,15 @@ class HardwareConfig:
             raise ConfigError(f"bias.bits: a {self.bias_bits}-bit bias does not fit the "
                               f"{self.accumulator_bits}-bit accumulator; allowed: 2..{self.accumulator_bits} "
                               "(or leave it out: it defaults to the accumulator's width)")
+        if self.layers:  # validate every override against this base; keep the normalised values
+            items = []
+            for sel, ov in self.layers.items():
+                try:
+                    merged = self._merged(ov, keep_layers=False)
+                except ConfigError as exc:
+                    raise ConfigError(f"layers.{json.dumps(sel)}: {exc}") from None
+                items.append((sel, tuple((k, getattr(merged, k)) for k in ov)))
+            set_("layers", LayerOverrides(tuple(items)))
 
     # ----- construction -------------------------------------------------------------------------------
     @classmethod
@@ -247,8 +265,72 @@ class HardwareConfig:
 
     def for_node(self, node, index: int) -> "HardwareConfig":
         """The settings that apply to one node of a graph (``node``: a :class:`fxpsim.graph.Node`, ``index``
-        its position in run order)."""
-        return self
+        its position in run order): this config with the :attr:`layers` overrides that select the node
+        merged in, op-type selectors first, then ``"#index"``, then the node's name."""
+        if not self.layers:
+            return self
+        name, op = getattr(node, "name", None), getattr(node, "op", None)
+        cache = self.__dict__.setdefault("_node_configs", {})
+        key = (name, op, int(index))
+        if key not in cache:
+            merged: dict[str, Any] = {}
+            for wanted in (f"op:{op}", f"#{int(index)}", name):
+                merged.update(self.layers.get(wanted, {}))
+            cache[key] = self._merged(merged) if merged else self
+        return cache[key]
+
+    def with_layer(self, selector: str, **changes: Any) -> "HardwareConfig":
+        """A copy with per-node overrides added for ``selector`` (merged with any it already has):
+        ``config.with_layer("0:conv2d", accumulator_bits=20)``."""
+        layers = {sel: dict(ov) for sel, ov in self.layers.items()}
+        layers.setdefault(selector, {}).update(changes)
+        return dataclasses.replace(self, layers=layers)
+
+    def check_selectors(self, graph) -> None:
+        """Raise :class:`ConfigError` naming every :attr:`layers` selector that matches no node of ``graph``."""
+        if not self.layers:
+            return
+        nodes = list(graph.nodes)
+        names, ops = {n.name for n in nodes}, {n.op for n in nodes}
+        bad = [sel for sel in self.layers
+               if not (sel[3:] in ops if sel.startswith("op:") else
+                       (sel[1:].isdigit() and int(sel[1:]) < len(nodes)) if _is_index(sel) else sel in names)]
+        if bad:
+            raise ConfigError(
+                f"{', '.join(f'layers.{json.dumps(b)}' for b in bad)}: select(s) no node of graph "
+                f"{getattr(graph, 'name', '?')!r}; a selector is a node name ({', '.join(n.name for n in nodes)}), "
+                f"'#<index>' (#0..#{len(nodes) - 1}) or 'op:<type>' ({', '.join(sorted(ops))})")
+
+    def _merged(self, changes: Mapping[str, Any], keep_layers: bool = True) -> "HardwareConfig":
+        """This config with ``changes`` applied (no per-node overrides of its own); with ``keep_layers`` it
+        remembers this config, whose selectors :func:`fxpsim.graph.ops.run_node` checks against the graph."""
+        data = self.to_flat_dict()
+        data["layers"] = ()
+        _apply_changes(data, dict(changes))
+        merged = type(self)(**data)
+        if keep_layers:
+            object.__setattr__(merged, "_selector_root", self)
+        return merged
+
+    @staticmethod
+    def _normalized_layers(layers) -> "LayerOverrides":
+        if isinstance(layers, LayerOverrides):
+            return layers
+        if layers is None or (isinstance(layers, (tuple, list)) and not layers):
+            return LayerOverrides(())
+        if not isinstance(layers, Mapping):
+            raise ConfigError(f"layers: must be a table of selector -> table of overrides, got {layers!r}")
+        items = []
+        for sel, ov in layers.items():
+            where = f"layers.{json.dumps(str(sel))}"
+            if not isinstance(sel, str) or not sel or (sel.startswith("op:") and len(sel) == 3) or \
+                    (sel.startswith("#") and not _is_index(sel)):
+                raise ConfigError(f"{where}: a selector is a node name, '#<index>' or 'op:<type>', got {sel!r}")
+            if not isinstance(ov, Mapping):
+                raise ConfigError(f"{where}: must be a table of overrides, got {ov!r}")
+            flat = _flatten_overrides(ov, where)
+            items.append((sel, tuple(flat.items())))
+        return LayerOverrides(tuple(items))
 
     def replace(self, **changes: Any) -> "HardwareConfig":
         """A copy with some fields changed (flat names, or dotted TOML names via ``**{"accumulator.bits": 16}``).
@@ -258,18 +340,7 @@ class HardwareConfig:
         fixed-point ``*_format``.
         """
         data = self.to_flat_dict()
-        for key, value in changes.items():
-            name = _FIELD_TO_TOML_REVERSE.get(key, key)
-            if name not in data:
-                raise ConfigError(f"unknown key '{key}'; allowed: {', '.join(data)}")
-            data[name] = value
-        changes = {_FIELD_TO_TOML_REVERSE.get(k, k): v for k, v in changes.items()}
-        if "accumulator_bits" in data and "bias_bits" not in changes and isinstance(data["accumulator_bits"], int):
-            data["bias_bits"] = min(data["bias_bits"], data["accumulator_bits"])
-        if "weight_bits" in changes and "weight_format" not in changes:
-            data["weight_format"] = None
-        if "activation_bits" in changes and "activation_format" not in changes:
-            data["activation_format"] = None
+        _apply_changes(data, changes)
         return type(self)(**data)
 
     # ----- serialisation ------------------------------------------------------------------------------
@@ -295,6 +366,8 @@ class HardwareConfig:
             if getattr(self, f"{prefix}_format") is not None:  # bits/signed follow from the format
                 out[sec].pop("bits", None)
                 out[sec].pop("signed", None)
+        if self.layers:
+            out["layers"] = {sel: {k: _plain_value(v) for k, v in ov.items()} for sel, ov in self.layers.items()}
         return out
 
     def to_toml(self) -> str:
@@ -309,6 +382,8 @@ class HardwareConfig:
         lines = [f"name = {lit(d['name'])}", f"description = {lit(d['description'])}"]
         for sec in _TOML_KEYS:
             lines += ["", f"[{sec}]"] + [f"{k} = {lit(v)}" for k, v in d[sec].items()]
+        for sel, ov in d.get("layers", {}).items():
+            lines += ["", f"[layers.{lit(sel)}]"] + [f"{k} = {lit(v)}" for k, v in ov.items()]
         return "\n".join(lines) + "\n"
 
     def summary(self) -> str:
@@ -322,10 +397,100 @@ class HardwareConfig:
                 f"{'' if self.overflow_at == 'add' else ' at end'} ({self.accumulator_order}), "
                 f"requant {self.requantization}"
                 f"{f' (dense: {self.dense_requantization})' if self.dense_requantization else ''}, "
-                f"rounding {self.rounding.value}")
+                f"rounding {self.rounding.value}"
+                + (f", per-layer overrides for {', '.join(self.layers)}" if self.layers else ""))
 
 
 _FIELD_TO_TOML_REVERSE = {f"{sec}.{key}": fld for fld, (sec, key) in _FIELD_TO_TOML.items()}
+_NOT_OVERRIDABLE = ("name", "description", "layers")
+
+
+class LayerOverrides(Mapping):
+    """The per-node overrides of a :class:`HardwareConfig`: selector -> {field: value}, read-only and
+    hashable (so the frozen config stays hashable)."""
+
+    def __init__(self, items: tuple = ()):
+        self._items = tuple((sel, tuple(ov)) for sel, ov in items)
+        self._dict = {sel: dict(ov) for sel, ov in self._items}
+
+    def __getitem__(self, key):
+        return dict(self._dict[key])
+
+    def get(self, key, default=None):
+        return self._dict.get(key, default)
+
+    def __iter__(self):
+        return iter(self._dict)
+
+    def __len__(self):
+        return len(self._dict)
+
+    def __hash__(self):
+        return hash(tuple((sel, tuple(sorted(ov.items(), key=lambda kv: kv[0]))) for sel, ov in self._dict.items()))
+
+    def __eq__(self, other):
+        if isinstance(other, Mapping):
+            return {k: dict(v) for k, v in self.items()} == {k: dict(v) for k, v in other.items()}
+        if isinstance(other, tuple) and not other:
+            return not self._dict
+        return NotImplemented
+
+    def __repr__(self):
+        return repr({k: dict(v) for k, v in self._dict.items()})
+
+
+def _is_index(sel: str) -> bool:
+    return sel.startswith("#") and sel[1:].isdigit()
+
+
+def _flatten_overrides(ov: Mapping, where: str) -> dict:
+    """Per-node overrides as {field: validated value}: flat field names, dotted TOML names or TOML sections
+    (``{"accumulator": {"bits": 20}}``); values are checked by building the field into a default config."""
+    fields = {f.name for f in dataclasses.fields(HardwareConfig)} - set(_NOT_OVERRIDABLE)
+    flat: dict[str, Any] = {}
+    for key, value in ov.items():
+        if key in _TOML_KEYS and isinstance(value, Mapping):
+            for sub, sub_value in value.items():
+                if sub not in _TOML_KEYS[key]:
+                    raise ConfigError(f"{where}: unknown key '{key}.{sub}'; allowed keys in [{key}]: "
+                                      f"{', '.join(_TOML_KEYS[key])}")
+                flat[_TOML_KEYS[key][sub]] = sub_value
+            continue
+        name = _FIELD_TO_TOML_REVERSE.get(key, key)
+        if name not in fields:
+            raise ConfigError(f"{where}: unknown key '{key}'; allowed: {', '.join(sorted(fields))} "
+                              "(or dotted TOML names such as 'accumulator.bits')")
+        flat[name] = value
+    for name, value in flat.items():
+        if value is None:
+            raise ConfigError(f"{where}.{name}: an override needs a value (got None)")
+    return flat
+
+
+def _apply_changes(data: dict, changes: Mapping[str, Any]) -> None:
+    """Apply ``changes`` (flat or dotted names) to a flat field dict with :meth:`HardwareConfig.replace`'s
+    rules (a narrower accumulator narrows the bias register; new bits drop a fixed-point format)."""
+    for key, value in changes.items():
+        name = _FIELD_TO_TOML_REVERSE.get(key, key)
+        if name not in data:
+            raise ConfigError(f"unknown key '{key}'; allowed: {', '.join(data)}")
+        data[name] = value
+    changes = {_FIELD_TO_TOML_REVERSE.get(k, k): v for k, v in changes.items()}
+    if "accumulator_bits" in data and "bias_bits" not in changes and isinstance(data["accumulator_bits"], int) \
+            and isinstance(data["bias_bits"], int):
+        data["bias_bits"] = min(data["bias_bits"], data["accumulator_bits"])
+    if "weight_bits" in changes and "weight_format" not in changes:
+        data["weight_format"] = None
+    if "activation_bits" in changes and "activation_format" not in changes:
+        data["activation_format"] = None
+
+
+def _plain_value(v: Any) -> Any:
+    if isinstance(v, Format):
+        return str(v)
+    if isinstance(v, (Rounding, Overflow)):
+        return v.value
+    return v
 
 
 def _parse_enum(enum_cls, value: Any, field_name: str):

@@ -121,52 +121,58 @@ def convert(model, config, calibration_x=None) -> IntegerGraph:
     node; its output is the last layer's codes. ``graph.meta["stage_outputs"]`` names the tensor holding
     each float stage's output (what a report compares with the float model). With
     ``activation_clamp = false`` a fused ReLU/ReLU6 becomes a separate ``clamp`` node.
+
+    Per-node overrides of ``config`` (``layers``) apply: each node is converted with
+    ``config.for_node(node, index)`` (its weight, bias and output widths and scale rules), and a selector
+    that matches no node raises :class:`ConfigError`.
     """
     config = load_config(config)
-    if any(s.startswith("tflite") for s in _schemes(config)) and config.accumulator_bits > 32:
-        raise ConfigError(f"accumulator.bits = {config.accumulator_bits}: the TFLite requantization schemes "
-                          "use 32-bit gemmlowp arithmetic; allowed: 2..32, or requantization.scheme 'float'/'shift'")
+    _check_tflite_width(config)
     if isinstance(model, FloatGraph):
         fgraph = model
     else:
         if calibration_x is None:
             raise ValueError("convert: give calibration_x (float inputs used to calibrate activation ranges)")
         fgraph = extract(model, calibration_x)
-    a_bits, a_signed = config.activation_bits, config.activation_signed
-    s_in, z_in = activation_params(*fgraph.input_range, config)
     shape = tuple(fgraph.input_shape)
+    qcfg = config.for_node(Node("quantize", "quantize", [], []), 0)
+    s_in, z_in = activation_params(*fgraph.input_range, qcfg)
     tensors = [TensorSpec("input", 0, True, shape),
-               TensorSpec("input_codes", a_bits, a_signed, shape, s_in, z_in)]
+               TensorSpec("input_codes", qcfg.activation_bits, qcfg.activation_signed, shape, s_in, z_in)]
     nodes = [Node("quantize", "quantize", ["input"], ["input_codes"])]
     cur, s_cur, z_cur = "input_codes", s_in, z_in
+    a_bits, a_signed = qcfg.activation_bits, qcfg.activation_signed   # the type of the current tensor
     stage_outputs = []
     for st in fgraph.stages:
         shape = _out_shape(st, shape)
         if st.kind in _LINEAR_KINDS:
+            op = "fully_connected" if st.kind == "dense" else st.kind
+            ncfg = config.for_node(Node(st.name, op, [], []), len(nodes))
+            _check_tflite_width(ncfg, f"node {st.name!r}: ")
             w_oc = _weights_out_first(st)
-            codes, w_scale, w_zp = quantize_weights(w_oc, config)
-            per_channel = config.weight_scales == "per-channel"
+            codes, w_scale, w_zp = quantize_weights(w_oc, ncfg)
+            per_channel = ncfg.weight_scales == "per-channel"
             n_out = w_oc.shape[0]
             if st.kind == "depthwise_conv2d":
                 codes = np.transpose(codes[..., 0], (1, 2, 0))[None]  # [1, KH, KW, C*M]
             axis = 3 if st.kind == "depthwise_conv2d" else 0
-            s_out, z_out = activation_params(*st.out_range, config)
-            bias = from_float(st.bias / (s_cur * w_scale), Format.integer(config.bias_bits),
-                              rounding=config.rounding, overflow="saturate").raw
+            s_out, z_out = activation_params(*st.out_range, ncfg)
+            bias = from_float(st.bias / (s_cur * w_scale), Format.integer(ncfg.bias_bits),
+                              rounding=ncfg.rounding, overflow="saturate").raw
             keep = slice(None) if per_channel else slice(0, 1)
-            tensors += [TensorSpec(f"{st.name}/weights", config.weight_bits, config.weight_signed,
+            tensors += [TensorSpec(f"{st.name}/weights", ncfg.weight_bits, ncfg.weight_signed,
                                    scale=w_scale[keep], zero_point=w_zp[keep], axis=axis if per_channel else None,
-                                   data=codes.astype(_code_dtype(config.weight_bits, config.weight_signed))),
-                        TensorSpec(f"{st.name}/bias", config.bias_bits, True, scale=s_cur * w_scale,
+                                   data=codes.astype(_code_dtype(ncfg.weight_bits, ncfg.weight_signed))),
+                        TensorSpec(f"{st.name}/bias", ncfg.bias_bits, True, scale=s_cur * w_scale,
                                    zero_point=np.zeros(n_out, np.int64), axis=0 if n_out > 1 else None,
                                    data=bias.astype(np.int64))]
-            fused = st.activation if config.activation_clamp else None
+            fused = st.activation if ncfg.activation_clamp else None
             attrs = {"activation": fused or "none"}
             if st.kind != "dense":
                 attrs.update(stride=list(st.stride), padding=st.padding)
             out = st.name if not st.activation or fused else f"{st.name}/pre_activation"
+            a_bits, a_signed = ncfg.activation_bits, ncfg.activation_signed
             tensors.append(TensorSpec(out, a_bits, a_signed, shape, s_out, z_out))
-            op = "fully_connected" if st.kind == "dense" else st.kind
             nodes.append(Node(st.name, op, [cur, f"{st.name}/weights", f"{st.name}/bias"], [out], attrs))
             if out != st.name:  # ReLU as a separate integer op on the codes
                 tensors.append(TensorSpec(st.name, a_bits, a_signed, shape, s_out, z_out))
@@ -186,7 +192,15 @@ def convert(model, config, calibration_x=None) -> IntegerGraph:
         stage_outputs.append(st.name)
     meta = {"source": "fxpsim.nn", "model": fgraph.model_repr, "config": config.name,
             "stage_outputs": stage_outputs}
-    return IntegerGraph(tensors, nodes, ["input"], [cur], name="fxpsim.nn model", meta=meta)
+    graph = IntegerGraph(tensors, nodes, ["input"], [cur], name="fxpsim.nn model", meta=meta)
+    config.check_selectors(graph)
+    return graph
+
+
+def _check_tflite_width(config: HardwareConfig, where: str = "") -> None:
+    if any(s.startswith("tflite") for s in _schemes(config)) and config.accumulator_bits > 32:
+        raise ConfigError(f"{where}accumulator.bits = {config.accumulator_bits}: the TFLite requantization schemes "
+                          "use 32-bit gemmlowp arithmetic; allowed: 2..32, or requantization.scheme 'float'/'shift'")
 
 
 def _weights_out_first(st: FloatStage) -> np.ndarray:

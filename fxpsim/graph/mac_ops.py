@@ -1,0 +1,212 @@
+"""The MAC ops of an :class:`~fxpsim.graph.ir.IntegerGraph`: ``fully_connected``, ``conv2d`` and
+``depthwise_conv2d`` on the :mod:`fxpsim.datapath` integer kernels (registered in :data:`fxpsim.graph.ops.OPS`
+when :mod:`fxpsim.graph.ops` is imported), their float64 reference, and helpers that read one MAC node:
+:func:`requantizer_for`, :func:`exact_accumulator`, :func:`run_node_isolated`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.fixed import FixedArray, Format
+from ..datapath.integer_ops import quantized_conv2d, quantized_depthwise_conv2d, quantized_fully_connected
+from ..datapath.requantize import Requantizer
+from ..nn import conv as float_conv
+from .ops import (Op, _clamp_codes, _float_activation, _float_clip, _overflow_name, _pads, _padding, _pair,
+                  _rounding_name, _spec, register_op, run_node)
+
+__all__ = ["requantizer_for", "exact_accumulator", "run_node_isolated", "MAC_OPS"]
+
+_MAC_OPS = MAC_OPS = ("fully_connected", "conv2d", "depthwise_conv2d")
+
+
+def requantizer_for(graph, node, datapath) -> Requantizer:
+    """The requantizer of a MAC node on ``datapath``: the configured scheme for
+    :math:`M_c = s_{in} s_{w,c} / s_{out}` (scales as float32, as TFLite stores them)."""
+    scheme = datapath.requantization
+    if node.op == "fully_connected" and getattr(datapath, "dense_requantization", None):
+        scheme = datapath.dense_requantization
+    rounding = _rounding_name(datapath.rounding)
+    cache = graph.__dict__.setdefault("_requantizers", {})   # per graph: tensors never change after build
+    key = (node.name, scheme, rounding)
+    rq = cache.get(key)
+    if rq is None:
+        x, w, y = (_spec(graph, t) for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
+        kinds = {"tflite-double": "double", "tflite-single": "single", "shift": "shift", "float": "float"}
+        if scheme not in kinds:
+            raise ValueError(f"node {node.name!r}: requantization scheme {scheme!r} is not one of {sorted(kinds)}")
+        rq = Requantizer.tflite(float(x.scale[0]), w.scale, float(y.scale[0]), kind=kinds[scheme], rounding=rounding)
+        cache[key] = rq
+    return rq
+
+
+def _mac_run(graph, node, ins, dp, trace):
+    from ..datapath.requantize import Requantizer as _R
+    x, w = ins[0], ins[1]
+    wspec, bspec = _spec(graph, node.inputs[1]), (_spec(graph, node.inputs[2]) if len(node.inputs) > 2
+                                                  and node.inputs[2] else None)
+    xspec, yspec = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
+    act = node.attrs.get("activation", "none")
+    lo, hi = _clamp_codes(graph, node, node.outputs[0], act)
+    wz = wspec.zero_point
+    common = dict(requant=requantizer_for(graph, node, dp), x_zp=int(xspec.zero_point[0]),
+                  w_zp=(wz if wz.size > 1 else int(wz[0])) if np.any(wz) else 0, out_zp=int(yspec.zero_point[0]),
+                  act_min=lo, act_max=hi, out_dtype=yspec.dtype, acc=Format.integer(dp.accumulator_bits),
+                  overflow=_overflow_name(dp.accumulator_overflow), order=dp.accumulator_order,
+                  bias_at="init" if dp.bias_add == "preload" else "end")
+    at_end = dp.overflow_at == "end"
+    if at_end:
+        common.update(acc=Format.integer(62), overflow="wrap", requant=_R("shift", shift=(0,)),
+                      act_min=None, act_max=None, out_dtype=np.int8)
+    bias, bias_clipped = ins[2] if bspec is not None else None, 0
+    if bias is not None and not at_end:
+        # a bias wider than the accumulator saturates into it (the hardware's bias register is no wider)
+        lo_acc, hi_acc = -(1 << (dp.accumulator_bits - 1)), (1 << (dp.accumulator_bits - 1)) - 1
+        clipped_bias = np.clip(bias, lo_acc, hi_acc)
+        bias_clipped = int(np.count_nonzero(clipped_bias != bias))
+        bias = clipped_bias
+    if node.op == "fully_connected":
+        res = quantized_fully_connected(x, w, bias, **common)
+    else:
+        fn = quantized_conv2d if node.op == "conv2d" else quantized_depthwise_conv2d
+        res = fn(x, w, bias, stride=_pair(node.attrs, "stride"), padding=_padding(node.attrs),
+                 dilation=_pair(node.attrs, "dilation"), **common)
+    out, acc, overflows = res.out, res.acc, res.overflows
+    info = None
+    if at_end or trace:
+        if at_end:
+            fitted = FixedArray(acc, Format.integer(62)).cast(Format.integer(dp.accumulator_bits),
+                                                              overflow=_overflow_name(dp.accumulator_overflow))
+            overflows, acc = int(fitted.overflows), fitted.raw
+        pre = requantizer_for(graph, node, dp)(acc, axis=-1) + int(yspec.zero_point[0])
+        if at_end:
+            out = np.clip(pre, lo, hi).astype(yspec.dtype)
+        if trace:
+            k = int(np.prod(w.shape[1:]))
+            clipped = (pre > hi) if act not in (None, "none") else (pre > hi) | (pre < lo)
+            info = {"overflows": int(overflows), "acc": acc, "clipped": int(np.count_nonzero(clipped)),
+                    "bias_clipped": bias_clipped,
+                    "adds": int(out.size) * (k + (bias is not None and dp.bias_add == "after"))}
+    return [out], info
+
+
+def exact_accumulator(graph, node, ins) -> np.ndarray:
+    """Infinite-precision accumulator values :math:`\\sum (x - z_x)(w - z_w) + b` of a MAC node (float64
+    BLAS, exact while every partial sum stays below :math:`2^{53}`, which 32-bit-or-narrower codes with
+    K below 2^20 guarantee)."""
+    xspec, wspec = _spec(graph, node.inputs[0]), _spec(graph, node.inputs[1])
+    xo = ins[0].astype(np.float64) - int(xspec.zero_point[0])
+    w = ins[1].astype(np.float64) - wspec.zero_point.reshape(wspec.channel_shape(ins[1].ndim))
+    acc = _float_mac(node, xo, w, ins[0].shape)
+    if len(node.inputs) > 2 and node.inputs[2]:
+        acc = acc + ins[2].astype(np.float64)
+    return acc.astype(np.int64)
+
+
+def _float_mac(node, x, w, x_shape):
+    """The MAC op on float64 values without bias (w in the graph's layout)."""
+    if node.op == "fully_connected":
+        return x @ w.T
+    stride, dilation, padding = _pair(node.attrs, "stride"), _pair(node.attrs, "dilation"), _padding(node.attrs)
+    if dilation != (1, 1):
+        raise ValueError(f"node {node.name!r}: the float reference does not support dilation")
+    pads = _pads(x_shape[1:3], w.shape[1:3], stride, dilation, padding)
+    xp = float_conv.pad_nhwc(x, (pads[0][0], pads[0][1], pads[1][0], pads[1][1]))
+    if node.op == "conv2d":
+        return float_conv.conv2d_forward(xp, np.transpose(w, (1, 2, 3, 0)), stride, "VALID")[0]
+    c = x.shape[3]
+    kh, kw = w.shape[1:3]
+    return float_conv.depthwise_conv2d_forward(xp, w[0].reshape(kh, kw, c, -1), stride, "VALID")[0]
+
+
+def _mac_float(graph, node, ins):
+    wspec = _spec(graph, node.inputs[1])
+    w = wspec.dequantize(wspec.data)
+    y = _float_mac(node, ins[0], w, ins[0].shape)
+    if len(node.inputs) > 2 and node.inputs[2]:
+        # the bias codes live in the accumulator's scale s_x s_w,c, whatever the tensor records
+        s_acc = float(_spec(graph, node.inputs[0]).scale[0]) * np.broadcast_to(wspec.scale, (y.shape[-1],))
+        y = y + _spec(graph, node.inputs[2]).data.astype(np.float64) * s_acc
+    return [_float_clip(graph, node, _float_activation(y, node.attrs.get("activation")))]
+
+
+def _mac_check(graph, node):
+    if len(node.inputs) not in (2, 3) or len(node.outputs) != 1:
+        raise ValueError(f"node {node.name!r} ({node.op}): needs inputs (x, w[, bias]) and one output")
+    w = _spec(graph, node.inputs[1])
+    if not w.is_constant:
+        raise ValueError(f"node {node.name!r}: the weights {w.name!r} must be a constant tensor")
+    for t in (node.inputs[0], node.outputs[0]):
+        if _spec(graph, t).scale is None or _spec(graph, t).per_channel:
+            raise ValueError(f"node {node.name!r}: tensor {t!r} needs a per-tensor scale and zero point")
+    if w.scale is None:
+        raise ValueError(f"node {node.name!r}: the weights need a scale")
+
+
+def _mac_count(graph, node) -> int:
+    w = _spec(graph, node.inputs[1]).data
+    out = _spec(graph, node.outputs[0]).shape
+    if node.op == "depthwise_conv2d":
+        return int(np.prod(out)) * int(w.shape[1] * w.shape[2])
+    return int(np.prod(out)) * int(np.prod(w.shape[1:]))
+
+
+def _mac_bound(graph, node) -> int:
+    xs, ws = _spec(graph, node.inputs[0]), _spec(graph, node.inputs[1])
+    lo, hi = xs.code_range
+    z = int(xs.zero_point[0])
+    xmax = max(abs(lo - z), abs(hi - z))
+    w = np.abs(ws.data.astype(np.int64) - ws.zero_point.reshape(ws.channel_shape(ws.data.ndim)))
+    per_out = w.reshape(w.shape[0], -1).sum(axis=1) if node.op != "depthwise_conv2d" else \
+        w.reshape(-1, w.shape[-1]).sum(axis=0)
+    bound = per_out.astype(object) * xmax
+    if len(node.inputs) > 2 and node.inputs[2]:
+        bound = bound + np.abs(_spec(graph, node.inputs[2]).data.astype(np.int64)).astype(object)
+    return int(max(bound))
+
+
+for _name in _MAC_OPS:
+    register_op(Op(_name, _mac_run, _mac_float, _mac_check, _mac_count, _mac_bound))
+
+
+
+
+def run_node_isolated(graph, node, reference_inputs, datapath, trace: bool = True):
+    """Run one node on ``datapath`` from reference (float) inputs: the error of the node in isolation.
+
+    Each non-constant input tensor's reference values (real numbers, e.g. the float model's output of the
+    previous layer) are quantized to the tensor's codes, :math:`q = \\mathrm{clamp}(\\mathrm{round}(r/s) + z)`
+    (rounding: the datapath's), and the node runs alone, so its output differs from the reference only by
+    what the node itself does (rounding, overflow, clipping), not by the errors of the nodes before it.
+
+    ``reference_inputs``: one array per input of the node, in order (``None`` or anything for constants,
+    which come from the graph), or a dict tensor name -> array. Returns ``(outputs, trace)`` as
+    :func:`fxpsim.graph.ops.run_node`.
+    """
+    from ..core.fixed import from_float
+    if isinstance(reference_inputs, dict):
+        reference_inputs = [reference_inputs.get(t) for t in node.inputs]
+    if len(reference_inputs) != len(node.inputs):
+        raise ValueError(f"node {node.name!r}: give one reference input per input ({len(node.inputs)}), "
+                         f"got {len(reference_inputs)}")
+    index = next((i for i, n in enumerate(graph.nodes) if n.name == node.name), None)
+    if index is None:
+        raise ValueError(f"node {node.name!r} is not a node of graph {graph.name!r}")
+    rounding = _rounding_name(getattr(datapath, "rounding", "half_up"))
+    ins = []
+    for t, ref in zip(node.inputs, reference_inputs):
+        if not t:
+            ins.append(None)
+            continue
+        spec = _spec(graph, t)
+        if spec.is_constant:
+            ins.append(spec.data)
+        elif spec.is_float or spec.scale is None:
+            ins.append(np.asarray(ref))
+        else:
+            r = np.asarray(ref, dtype=np.float64)
+            shape = spec.channel_shape(r.ndim)
+            codes = from_float(r / spec.scale.reshape(shape), Format.integer(62), rounding=rounding).raw
+            lo, hi = spec.code_range
+            ins.append(np.clip(codes + spec.zero_point.reshape(shape), lo, hi).astype(spec.dtype))
+    from ..graph.ir import node_datapath
+    return run_node(graph, node, ins, node_datapath(datapath, node, index), trace)
