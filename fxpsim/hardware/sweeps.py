@@ -27,7 +27,7 @@ from ..graph.ir import IntegerGraph
 from .simulation import ConfigError, HardwareConfig, _check_labels, _check_x, _float_trace, convert, extract, \
     load_config, network_metrics
 
-__all__ = ["sweep", "SweepResult", "pareto_front", "DEFAULT_AXES"]
+__all__ = ["sweep", "SweepResult", "pareto_front", "DEFAULT_AXES", "METRICS"]
 
 AUTO_POOL_SECONDS = 5.0     # processes=None: below this estimated serial time, no process pool
 DEFAULT_AXES = ("weight_bits", "activation_bits", "accumulator_bits", "accumulator_overflow", "rounding")
@@ -35,17 +35,23 @@ _AXIS_ALIASES = {"overflow": "accumulator_overflow", "acc_bits": "accumulator_bi
                  "requant": "requantization", "scheme": "requantization"}
 
 
-def pareto_front(records: Sequence[dict], x_key: str, y_key: str) -> list[dict]:
-    """Records not dominated when minimising ``x_key`` and maximising ``y_key``, sorted by ``x_key``.
+METRICS = ("accuracy", "agreement", "output_sqnr_db")
 
-    A record is dominated when another has ``x <= `` and ``y >=`` with one strict; of equal points the
-    first is kept.
+
+def pareto_front(records: Sequence[dict], x_key: str, y_key: str, tolerance: float = 0.0) -> list[dict]:
+    """Records not dominated when minimising the cost ``x_key`` and maximising ``y_key``, sorted by cost.
+
+    Walking from the cheapest record up, a record joins the front only when it beats the best ``y`` so far
+    by more than ``tolerance``: ties (and differences within the tolerance, e.g. noise above the float
+    model's accuracy) go to the cheaper record. Of records with equal cost the best ``y`` is taken.
     """
+    if tolerance < 0:
+        raise ValueError(f"tolerance must be >= 0, got {tolerance!r}")
     pts = [r for r in records if r.get(x_key) is not None and r.get(y_key) is not None]
     pts.sort(key=lambda r: (r[x_key], -r[y_key]))
     front, best = [], -float("inf")
     for r in pts:
-        if r[y_key] > best:
+        if r[y_key] > best + tolerance:
             front.append(r)
             best = r[y_key]
     return front
@@ -60,18 +66,37 @@ class SweepResult:
     metric: str = "accuracy"
     float_accuracy: float | None = None
     seconds: float = 0.0
+    tolerance: float = 0.0
+    notes: list = field(default_factory=list)
     pareto_accumulator: list = field(default_factory=list)
     pareto_bitops: list = field(default_factory=list)
 
     def __post_init__(self):
-        self.pareto_accumulator = pareto_front(self.records, "accumulator_bits", self.metric)
-        self.pareto_bitops = pareto_front(self.records, "bit_ops", self.metric)
+        self.pareto_accumulator = pareto_front(self.records, "accumulator_bits", self.metric, self.tolerance)
+        self.pareto_bitops = pareto_front(self.records, "bit_ops", self.metric, self.tolerance)
 
     def to_dict(self) -> dict:
         """The ``sweep`` member of a report (see :mod:`fxpsim.report`)."""
         return {"grid": self.grid, "metric": self.metric, "float_accuracy": self.float_accuracy,
-                "seconds": self.seconds, "records": self.records,
-                "pareto_accumulator": self.pareto_accumulator, "pareto_bitops": self.pareto_bitops}
+                "seconds": self.seconds, "tolerance": self.tolerance, "notes": list(self.notes),
+                "records": self.records, "pareto_accumulator": self.pareto_accumulator,
+                "pareto_bitops": self.pareto_bitops}
+
+    def to_text(self) -> str:
+        """The records as a table, the Pareto front against accumulator bits, and the notes."""
+        from ..report.render import format_table
+        cols = [c for c in DEFAULT_AXES + (self.metric,) if any(r.get(c) is not None for r in self.records)]
+        out = [f"sweep: {len(self.records)} configurations, metric {self.metric}", self.table(), "",
+               f"Pareto front ({self.metric} vs accumulator bits, ties to the cheaper within {self.tolerance}):",
+               format_table([[r.get(c) for c in cols] for r in self.pareto_accumulator], cols)]
+        return "\n".join(out + [f"note: {n}" for n in self.notes])
+
+    def save(self, out_dir: str | os.PathLike) -> dict:
+        """Write ``sweep.csv`` and ``sweep.json`` into ``out_dir``; returns their paths."""
+        os.makedirs(out_dir, exist_ok=True)
+        return {"sweep_csv": self.to_csv(os.path.join(out_dir, "sweep.csv")),
+                "sweep_json": self.to_json(os.path.join(out_dir, "sweep.json")) and
+                os.path.join(os.fspath(out_dir), "sweep.json")}
 
     def to_json(self, path: str | os.PathLike | None = None) -> str:
         from ..report.render import _json_safe
@@ -144,7 +169,8 @@ def _fail(message: str):
 
 def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Sequence]]", *,
           config="tflite-int8", calibration_x=None, executor: Executor | None = None, processes: int | None = None,
-          progress: bool = True, chunks_per_worker: int = 3) -> SweepResult:
+          progress: bool = True, chunks_per_worker: int = 3, metric: str | None = None,
+          tolerance: float = 0.0) -> SweepResult:
     """Simulate ``model`` on every point of ``grid`` (the Cartesian product of its axes).
 
     Parameters
@@ -170,6 +196,13 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
         serially (then starting workers would cost more than it saves).
     progress : bool
         tqdm progress bar over grid points.
+    metric : {"accuracy", "agreement", "output_sqnr_db"}, optional
+        What the Pareto fronts maximise (default: accuracy with labels, agreement without).
+    tolerance : float
+        Differences in ``metric`` up to this much count as ties, which go to the cheaper point.
+
+    Sweeping ``accumulator_bits`` narrows the bias register with it (``bias_bits = min(bias_bits,
+    accumulator_bits)``): a bias that no longer fits saturates, and the result's notes say so.
 
     Returns
     -------
@@ -177,6 +210,13 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
     """
     t0 = time.perf_counter()
     base = load_config(config)
+    if metric is None:
+        metric = "accuracy" if (isinstance(data, (tuple, list)) and len(data) == 2 and data[1] is not None) \
+            else "agreement"
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not tolerance >= 0:
+        raise ValueError(f"tolerance must be a number >= 0, got {tolerance!r}")
     if isinstance(data, (tuple, list)):
         if len(data) != 2:
             raise ValueError("data must be x or a pair (x, y)")
@@ -258,6 +298,15 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
         if bar is not None:
             bar.close()
     records = [{**_point_record(p, c), **r} for p, c, r in zip(points, configs, results)]
-    metric = "accuracy" if y is not None else "agreement"
+    notes = []
+    if any("accumulator_bits" in g for g in grids):
+        narrowed = sorted({c.bias_bits for c in configs if c.bias_bits < base.bias_bits})
+        if narrowed:
+            notes.append(f"the bias register narrows with the accumulator (bias_bits = min(bias_bits, "
+                         f"accumulator_bits)): {base.bias_bits} -> {', '.join(map(str, narrowed))} bits at the "
+                         "narrow points; biases that do not fit saturate")
+    if is_graph:
+        notes.append("an integer graph keeps its own widths: the weight/activation bits columns are the config's "
+                     "labels, not the graph's")
     return SweepResult(grid=grids[0] if len(grids) == 1 else grids, records=records, metric=metric,
-                       float_accuracy=float_acc, seconds=time.perf_counter() - t0)
+                       float_accuracy=float_acc, seconds=time.perf_counter() - t0, tolerance=tolerance, notes=notes)

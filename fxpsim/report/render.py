@@ -198,6 +198,11 @@ class Report:
     created: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc)
                          .replace(microsecond=0).isoformat())
 
+    def __setattr__(self, name, value):
+        if name == "sweep" and hasattr(value, "to_dict"):   # a SweepResult attaches directly
+            value = value.to_dict()
+        super().__setattr__(name, value)
+
     # ----- data ---------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
         from .. import __version__
@@ -259,9 +264,9 @@ class Report:
             out += ["", f"sweep: {len(self.sweep['records'])} configurations"]
             pareto = self.sweep.get("pareto_accumulator") or []
             if pareto:
-                out += ["Pareto front (accuracy vs accumulator bits):",
+                out += [f"Pareto front ({self.sweep.get('metric', 'accuracy')} vs accumulator bits):",
                         format_table([[r.get(c) for c in _SWEEP_COLUMNS] for r in pareto], _SWEEP_COLUMNS)]
-        out += [f"note: {n}" for n in self.notes]
+        out += [f"note: {n}" for n in self.notes + list((self.sweep or {}).get("notes") or [])]
         return "\n".join(out)
 
     def __str__(self) -> str:

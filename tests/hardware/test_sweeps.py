@@ -7,6 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+import numpy as np
+
+import fxpsim
 from fxpsim import nn, train
 from fxpsim.nn.datasets import load_digits
 from fxpsim.hardware import ConfigError, preset, simulate
@@ -112,3 +115,30 @@ def test_package_level_sweep_is_the_function():
     import fxpsim
     import fxpsim.hardware.sweeps  # noqa: F401  (importing the implementation module must not shadow fxpsim.sweep)
     assert callable(fxpsim.sweep) and fxpsim.sweep.__module__ == "fxpsim.hardware.sweeps"
+
+
+def test_pareto_ties_and_tolerance_go_to_the_cheaper_point():
+    from fxpsim.hardware.sweeps import pareto_front
+    recs = [{"c": 12, "a": 0.50}, {"c": 16, "a": 0.98}, {"c": 20, "a": 0.99}, {"c": 24, "a": 0.99},
+            {"c": 32, "a": 0.985}, {"c": 16, "a": 0.97}]
+    assert [r["c"] for r in pareto_front(recs, "c", "a")] == [12, 16, 20]
+    assert [r["c"] for r in pareto_front(recs, "c", "a", tolerance=0.02)] == [12, 16]
+    with pytest.raises(ValueError, match="tolerance"):
+        pareto_front(recs, "c", "a", tolerance=-1)
+
+
+def test_sweep_result_renders_saves_and_attaches_to_a_report(tmp_path):
+    model = fxpsim.nn.mlp((6, 5, 3), seed=0).eval()
+    x = np.random.default_rng(0).normal(size=(30, 6)).astype(np.float32)
+    y = model.forward(x).argmax(1)
+    res = fxpsim.sweep(model, (x, y), {"accumulator_bits": [8, 12, 32]}, config="int8-acc16-sat",
+                       processes=1, progress=False, metric="agreement", tolerance=0.01)
+    assert res.metric == "agreement" and "Pareto front (agreement" in res.to_text()
+    assert any("bias register narrows" in n for n in res.notes)          # 16-bit bias -> 8 and 12 bits
+    paths = res.save(tmp_path)
+    assert (tmp_path / "sweep.csv").exists() and paths["sweep_json"].endswith("sweep.json")
+    report = fxpsim.simulate(model, "int8-acc16-sat", x, y)
+    report.sweep = res
+    assert report.sweep["records"] == res.records and "bias register narrows" in report.to_text()
+    with pytest.raises(ValueError, match="metric must be one of"):
+        fxpsim.sweep(model, (x, y), {"accumulator_bits": [8]}, metric="loss", processes=1, progress=False)
