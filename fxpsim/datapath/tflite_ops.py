@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .integer_ops import _explicit_padding, _pair
+from .integer_ops import _clamp_range, _explicit_padding, _pair, quantized_add
 from .requantize import (
     INT32_MAX, INT32_MIN, _check_zero_point, _float32, _iinfo, _rdbpot, _srdhm, _wrap_int32, activation_range,
     multiply_by_quantized_multiplier, quantize_multiplier, tflite_add_params,
@@ -41,7 +41,7 @@ from .requantize import (
 
 __all__ = [
     "quantize_tflite", "dequantize_tflite", "RequantizeParams", "requantize_params", "requantize_tflite",
-    "MulParams", "mul_params", "quantized_mul", "SubParams", "sub_params", "quantized_sub",
+    "MulParams", "mul_params", "quantized_mul", "SubParams", "sub_params", "quantized_sub", "quantized_add_xnnpack",
     "MeanParams", "mean_params", "quantized_mean", "quantized_max_pool2d", "quantized_concatenation",
     "quantized_pad", "LogisticParams", "logistic_params", "quantized_logistic", "TanhParams", "tanh_params",
     "quantized_tanh", "SoftmaxParams", "softmax_params", "quantized_softmax", "HardSwishParams",
@@ -329,11 +329,14 @@ def quantize_tflite(x_float, scale: float, zero_point: int, dtype=np.int8, *, ke
     :math:`q_{min}`, and with :math:`z < 0` the int32 sum wraps to :math:`2^{31} + z` and they give
     :math:`q_{max}`.
 
-    ``kernels="builtin"`` is LiteRT's optimized ``AffineQuantize`` (x86-64 build): it multiplies by the
-    float32 reciprocal :math:`\mathrm{fl}_{32}(1/s)` instead of dividing, rounds with ``std::round``,
-    then clamps :math:`(\cdot) + z` in float32 before the cast.  ``kernels="xnnpack"`` is XNNPACK's
-    ``f32-qs8-vcvt``: :math:`\mathrm{fl}_{32}(x \cdot \mathrm{fl}_{32}(1/s))`, clamped to
-    :math:`[q_{min} - z, q_{max} - z]` in float32, rounded half to even, plus :math:`z`.
+    ``kernels="builtin"`` is LiteRT's optimized ``AffineQuantize`` as built for x86-64 (SSE4.1, so its
+    NEON code runs through NEON_2_SSE): int8 elements in whole blocks of 8 (flat order) are
+    :math:`\mathrm{rhe}(\mathrm{fl}_{32}(x \cdot \mathrm{fl}_{32}(1/s)))` (reciprocal multiply, rounding
+    half to even, ``vcvtnq_s32_f32``), the remaining ``size % 8`` ones
+    :math:`\mathrm{rha}(\mathrm{double}(x) / \mathrm{double}(s))`; then :math:`+z` (int32) and the clamp.
+    uint8/int16 use the reference code there.  ``kernels="xnnpack"`` is XNNPACK's ``f32-qs8-vcvt``:
+    :math:`\mathrm{fl}_{32}(x \cdot \mathrm{fl}_{32}(1/s))` clamped to :math:`[q_{min} - z, q_{max} - z]`
+    in float32 (NaN to the upper bound, as its x86 ``minps``), rounded half to even, plus :math:`z`.
 
     Parameters
     ----------
@@ -361,39 +364,54 @@ def quantize_tflite(x_float, scale: float, zero_point: int, dtype=np.int8, *, ke
         if kernels == "reference":
             q = _to_int32(_round_half_away(x / s))
             return _clamp(_wrap_int32(q + zp), dt)
-        inv = np.float32(1) / s
-        v = x * inv
+        inv = np.float32(1.0 / np.float64(s))                       # float(1.0f / double(scale))
         if kernels == "builtin":
-            r = (_round_half_away(v).astype(np.float32) + np.float32(zp))
-            r = np.minimum(np.maximum(r, np.float32(info.min)), np.float32(info.max))   # NaN survives max/min
-            return _clamp(_to_int32(r), dt)
+            flat = x.reshape(-1)
+            vec = flat.size // 8 * 8 if dt == np.int8 else 0          # NEON (NEON_2_SSE) blocks of 8
+            head = _to_int32(np.rint(flat[:vec] * inv))               # vcvtnq_s32_f32: half to even
+            tail = _to_int32(_round_half_away(flat[vec:].astype(np.float64) / np.float64(s)))
+            q = np.concatenate([head, tail]).reshape(x.shape)
+            return _clamp(_wrap_int32(q + zp), dt)
         lo, hi = np.float32(int(info.min) - zp), np.float32(int(info.max) - zp)
-        v = np.minimum(np.maximum(v, lo), hi)
-        return _clamp(_to_int32(np.rint(v)) + zp, dt)
+        v = np.minimum(np.maximum(x * inv, lo), hi)
+        v = np.where(np.isnan(v), hi, v)
+        return (np.rint(v).astype(np.int64) + zp).astype(dt)
 
 
-def dequantize_tflite(codes, scale: float, zero_point: int) -> np.ndarray:
+def dequantize_tflite(codes, scale: float, zero_point: int, *, kernels: str = "reference") -> np.ndarray:
     r"""TFLite ``DEQUANTIZE`` (``reference_integer_ops::Dequantize``):
     :math:`y = \mathrm{fl}_{32}(\mathrm{double}(s)\,(q - z))`, float32 result.
 
     The float64 product is exact for 8/16-bit codes, so :math:`y` is :math:`s(q-z)` correctly rounded to
-    float32 (which is also what LiteRT's optimized and XNNPACK kernels give).
+    float32 (XNNPACK's ``qs8-f32-vcvt`` gives the same).  ``kernels="builtin"``: LiteRT's optimized
+    ``Dequantize`` as built for x86-64 (NEON_2_SSE, no FMA): int8/uint8 elements in whole blocks of 8
+    (flat order) are :math:`\mathrm{fl}_{32}(\mathrm{fl}_{32}(q \cdot s) + \mathrm{fl}_{32}(-z\,s))` (two
+    roundings), the remaining ``size % 8`` the reference value.
 
     Parameters
     ----------
     codes : ndarray of int8, uint8 or int16
     scale : float
     zero_point : int
+    kernels : {"reference", "builtin", "xnnpack"}
 
     Returns
     -------
     ndarray of float32
     """
+    _kernels(kernels)
     arr = np.asarray(codes)
     dt = _dtype(arr.dtype, _QUANT_TYPES, "codes dtype")
     s = _scale(scale, "scale")
     zp = _zero_point(zero_point, dt, "zero_point")
-    return (np.float64(s) * (arr.astype(np.int64) - zp)).astype(np.float32)
+    ref = (np.float64(s) * (arr.astype(np.int64) - zp)).astype(np.float32)
+    if kernels != "builtin" or dt == np.int16:
+        return ref
+    flat = arr.reshape(-1)
+    vec = flat.size // 8 * 8
+    zs = np.float32(-zp * np.float64(s))
+    head = flat[:vec].astype(np.float32) * s + zs
+    return np.concatenate([head, ref.reshape(-1)[vec:]]).reshape(arr.shape)
 
 
 @dataclass(frozen=True)
@@ -406,6 +424,8 @@ class RequantizeParams:
         ``QuantizeMultiplier(double(s_in) / double(s_out))``.
     input_zero_point, output_zero_point : int
     input_dtype, output_dtype : numpy dtype
+    input_scale, output_scale : float
+        The float32 scales (for the XNNPACK variant).
     """
 
     multiplier: int
@@ -414,13 +434,15 @@ class RequantizeParams:
     output_zero_point: int
     input_dtype: np.dtype
     output_dtype: np.dtype
+    input_scale: float
+    output_scale: float
 
 
 @functools.lru_cache(maxsize=512)
 def _requantize_params(si, zi, so, zo, dti, dto):
     m, s = quantize_multiplier(float(np.float64(si) / np.float64(so)))
     _check_mbqm_shift(s, "requantize_params")
-    return RequantizeParams(m, s, zi, zo, dti, dto)
+    return RequantizeParams(m, s, zi, zo, dti, dto, float(si), float(so))
 
 
 def requantize_params(input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int, *,
@@ -456,7 +478,37 @@ def requantize_tflite(x, params: RequantizeParams, *, kernels: str = "reference"
 
 
 def _requantize_variant(d: np.ndarray, params: RequantizeParams, kernels: str) -> np.ndarray:
-    raise NotImplementedError(f"requantize kernels={kernels!r} is not reproduced")
+    r"""LiteRT's other requantizers (8-bit codes; ``d = x - z_in``).
+
+    ``"builtin"`` (``optimized_ops::Requantize`` for 8-bit types, x86-64 build with NEON_2_SSE): whole
+    blocks of 16 elements (flat order) use ``MultiplyByQuantizedMultiplier4Rows``,
+    :math:`\lfloor (\mathrm{SRDHM}(d\,2^{\ell}, m) + 2^{r-1}) / 2^{r} \rfloor` (``vqrdmulhq`` then the
+    rounding shift ``vrshlq``: ties toward :math:`+\infty`, where ``RoundingDivideByPOT`` rounds them away
+    from zero), the remaining ``size % 16`` the reference arithmetic.
+
+    ``"xnnpack"`` (``qs8-vcvt``): :math:`\mu = \mathrm{rhe}(256\,\mathrm{fl}_{32}(s_{in}/s_{out}))`,
+    :math:`y = \lfloor (256 z_{out} + 128 + \mu d) / 256 \rfloor`, clamped.  The delegate takes the op only
+    for :math:`2^{-8} \le s_{in}/s_{out} \le 2^{7}` and the same input and output type; otherwise LiteRT
+    runs the builtin kernel.
+    """
+    eight_bit = (np.dtype(np.int8), np.dtype(np.uint8))
+    if params.input_dtype not in eight_bit or params.output_dtype not in eight_bit:
+        raise ValueError(f"requantize kernels={kernels!r} is reproduced for 8-bit codes only")
+    zo = params.output_zero_point
+    ratio = np.float32(params.input_scale) / np.float32(params.output_scale)
+    if kernels == "xnnpack" and params.input_dtype == params.output_dtype \
+            and np.float32(2.0 ** -8) <= ratio <= np.float32(2.0 ** 7):
+        mu = int(np.rint(np.float32(256) * ratio))
+        return _clamp(((zo << 8) + 0x80 + d * mu) >> 8, params.output_dtype)
+    flat = d.reshape(-1)
+    vec = flat.size // 16 * 16
+    m, sh = params.multiplier, params.shift
+    left, right = max(sh, 0), max(-sh, 0)
+    head = _srdhm(_wrap_int32(flat[:vec] << left), m)
+    if right:
+        head = (head + (1 << (right - 1))) >> right
+    tail = multiply_by_quantized_multiplier(flat[vec:], m, sh)
+    return _clamp(np.concatenate([head, tail]).reshape(d.shape) + zo, params.output_dtype)
 
 
 # --------------------------------------------------------------------------- MUL / SUB
@@ -476,6 +528,8 @@ class MulParams:
     act_min, act_max : int
         Fused activation clamp (:func:`~fxpsim.datapath.requantize.activation_range`).
     dtype : numpy dtype
+    input_scale1, input_scale2, output_scale : numpy.float32
+        The scales (for the XNNPACK variant).
     """
 
     multiplier: int
@@ -486,6 +540,9 @@ class MulParams:
     act_min: int
     act_max: int
     dtype: np.dtype
+    input_scale1: float
+    input_scale2: float
+    output_scale: float
 
 
 def mul_params(scale1: float, zero_point1: int, scale2: float, zero_point2: int, output_scale: float,
@@ -503,7 +560,7 @@ def mul_params(scale1: float, zero_point1: int, scale2: float, zero_point2: int,
     m, s = quantize_multiplier(real)
     _check_mbqm_shift(s, "mul_params")
     lo, hi = activation_range(activation, so, zo, dt)
-    return MulParams(m, s, z1, z2, zo, lo, hi, dt)
+    return MulParams(m, s, z1, z2, zo, lo, hi, dt, s1, s2, so)
 
 
 def _binary_shapes(a: np.ndarray, b: np.ndarray):
@@ -536,7 +593,19 @@ def quantized_mul(x1, x2, params: MulParams, *, kernels: str = "reference") -> n
 
 
 def _mul_xnnpack(a, b, params):
-    raise NotImplementedError("MUL kernels='xnnpack' is not reproduced")
+    r"""XNNPACK ``qs8-vmul`` (fp32 requantization): :math:`c = \mathrm{fl}_{32}(\mathrm{fl}_{32}(s_1 s_2) / s_y)`,
+    :math:`v = \mathrm{fl}_{32}((x_1 - z_1)(x_2 - z_2) \cdot c)` clamped to :math:`[q_{min} - z_y, q_{max} - z_y]`,
+    rounded half to even (magic-bias addition), :math:`+ z_y`, then the fused activation clamp.
+    The delegate takes MUL only for :math:`2^{-16} \le c < 2^{8}` (else LiteRT runs the builtin kernel)."""
+    c = np.float32(params.input_scale1 * params.input_scale2) / np.float32(params.output_scale)
+    if not np.float32(2.0 ** -16) <= c < np.float32(2.0 ** 8) or params.dtype != np.int8:
+        prod = (a - params.zero_point1) * (b - params.zero_point2)
+        v = multiply_by_quantized_multiplier(prod, params.multiplier, params.shift)
+        return _clamp(v + params.output_zero_point, params.dtype, params.act_min, params.act_max)
+    zo = params.output_zero_point
+    v = ((a - params.zero_point1) * (b - params.zero_point2)).astype(np.float32) * np.float32(c)
+    v = np.clip(v, np.float32(-128 - zo), np.float32(127 - zo))
+    return _clamp(np.rint(v).astype(np.int64) + zo, params.dtype, params.act_min, params.act_max)
 
 
 @dataclass(frozen=True)
@@ -560,6 +629,9 @@ class SubParams:
     act_max: int
     left_shift: int
     dtype: np.dtype
+    input_scale1: float
+    input_scale2: float
+    output_scale: float
 
 
 def sub_params(scale1: float, zero_point1: int, scale2: float, zero_point2: int, output_scale: float,
@@ -574,10 +646,11 @@ def sub_params(scale1: float, zero_point1: int, scale2: float, zero_point2: int,
     zo = _zero_point(output_zero_point, dt, "output_zero_point")
     params = tflite_add_params(scale1, scale2, output_scale, 20)
     lo, hi = activation_range(activation, output_scale, zo, dt)
-    return SubParams(*params, z1, z2, zo, lo, hi, 20, dt)
+    s1, s2, so = _scale(scale1, "scale1"), _scale(scale2, "scale2"), _scale(output_scale, "output_scale")
+    return SubParams(*params, z1, z2, zo, lo, hi, 20, dt, s1, s2, so)
 
 
-def quantized_sub(x1, x2, params: SubParams) -> np.ndarray:
+def quantized_sub(x1, x2, params: SubParams, *, kernels: str = "reference") -> np.ndarray:
     r"""TFLite ``SUB`` (``reference_ops::Sub`` / ``BroadcastQuantSubSlow``, int8), numpy broadcasting.
 
     .. math::
@@ -588,18 +661,68 @@ def quantized_sub(x1, x2, params: SubParams) -> np.ndarray:
     (int32 arithmetic: :math:`|x_i - z_i|\,2^{20} < 2^{29}`).  It is :func:`~fxpsim.datapath.integer_ops.quantized_add`
     with a difference, but not ADD of a negated operand: ``SaturatingRoundingDoublingHighMul`` breaks
     ties toward :math:`+\infty`, so :math:`\mathrm{MBQM}(-d) \ne -\mathrm{MBQM}(d)` on ties.  LiteRT's
-    optimized and XNNPACK SUB give the same codes on every vector (``kernels`` is not needed).
+    optimized kernel gives the same codes (``kernels="builtin"`` is the reference);
+    ``kernels="xnnpack"`` is XNNPACK's ``qs8-vadd`` with a negated second scale (:func:`quantized_add_xnnpack`).
     """
+    _kernels(kernels)
     if not isinstance(params, SubParams):
         raise TypeError(f"params must be SubParams (from sub_params), got {type(params).__name__}")
     a, b = _codes(x1, params.dtype, "x1"), _codes(x2, params.dtype, "x2")
     shape = _binary_shapes(a, b)
+    if kernels == "xnnpack" and params.dtype == np.int8:
+        out = _xnnpack_add(a, b, params.input_scale1, params.zero_point1, -params.input_scale2, params.zero_point2,
+                           params.output_scale, params.output_zero_point)
+        if out is not None:
+            return _clamp(out, params.dtype, params.act_min, params.act_max)
     L = params.left_shift
     v1 = multiply_by_quantized_multiplier((a - params.zero_point1) << L, params.multiplier1, params.shift1)
     v2 = multiply_by_quantized_multiplier((b - params.zero_point2) << L, params.multiplier2, params.shift2)
     raw = multiply_by_quantized_multiplier(_wrap_int32(np.broadcast_to(v1, shape) - v2), params.output_multiplier,
                                            params.output_shift)
     return _clamp(raw + params.output_zero_point, params.dtype, params.act_min, params.act_max)
+
+
+def _xnnpack_add(a, b, s1, z1, s2, z2, so, zo):
+    """XNNPACK ``qs8-vadd`` on int64 codes (unclamped codes + zero point), or None where the delegate
+    would not take the op (scale ratios outside :math:`[2^{-10}, 2^{8})`)."""
+    f32 = np.float32
+    ra, rb = f32(s1) / f32(so), f32(s2) / f32(so)
+    big = max(abs(ra), abs(rb))
+    if not (abs(ra) >= f32(2.0 ** -10) and abs(rb) >= f32(2.0 ** -10) and big < f32(2.0 ** 8)):
+        return None
+    shift = 20 - (int(np.asarray(big, np.float32).view(np.int32)) >> 23) + 127
+    ma = int(np.rint(abs(ra) * f32(2.0 ** shift))) * (-1 if ra < 0 else 1)
+    mb = int(np.rint(abs(rb) * f32(2.0 ** shift))) * (-1 if rb < 0 else 1)
+    bias = (1 << (shift - 1)) - ma * z1 - mb * z2
+    return ((bias + a * ma + b * mb) >> shift) + zo
+
+
+def quantized_add_xnnpack(x1, x2, *, scale1: float, zp1: int, scale2: float, zp2: int, out_scale: float,
+                          out_zp: int, act_min=None, act_max=None) -> np.ndarray:
+    r"""LiteRT's int8 ``ADD`` with the XNNPACK delegate (``qs8-vadd``), numpy broadcasting; the reference
+    kernel is :func:`fxpsim.datapath.integer_ops.quantized_add` (same signature).
+
+    With :math:`r_i = \mathrm{fl}_{32}(s_i / s_y)`, :math:`t = 20 - \lfloor \log_2 \max |r_i| \rfloor` and
+    :math:`\mu_i = \mathrm{rhe}(r_i\,2^{t})` (21-bit multipliers):
+
+    .. math:: y = \mathrm{clamp}\big(\lfloor (2^{t-1} + \mu_1 (x_1 - z_1) + \mu_2 (x_2 - z_2)) / 2^{t} \rfloor + z_y\big)
+
+    (int32: :math:`|\mu_i (x_i - z_i)| < 2^{29}`).  The delegate takes ADD only for
+    :math:`2^{-10} \le |r_i| < 2^{8}`; elsewhere LiteRT runs the builtin kernel (the reference result).
+    """
+    a, b = np.asarray(x1), np.asarray(x2)
+    if a.dtype != np.int8 or b.dtype != np.int8:
+        raise TypeError(f"x1 and x2 must be int8 codes, got {a.dtype} and {b.dtype}")
+    _binary_shapes(a, b)
+    dt = np.dtype(np.int8)
+    z1, z2, zo = (_zero_point(v, dt, n) for v, n in ((zp1, "zp1"), (zp2, "zp2"), (out_zp, "out_zp")))
+    lo, hi = _clamp_range(act_min, act_max, np.iinfo(dt))
+    out = _xnnpack_add(a.astype(np.int64), b.astype(np.int64), _scale(scale1, "scale1"), z1,
+                       _scale(scale2, "scale2"), z2, _scale(out_scale, "out_scale"), zo)
+    if out is None:
+        return quantized_add(a, b, scale1=scale1, zp1=zp1, scale2=scale2, zp2=zp2, out_scale=out_scale,
+                             out_zp=out_zp, act_min=act_min, act_max=act_max)
+    return _clamp(out, dt, lo, hi)
 
 
 # --------------------------------------------------------------------------- MEAN
@@ -682,7 +805,17 @@ def quantized_mean(x, axis, params: MeanParams, *, keepdims: bool = False, kerne
 
 
 def _mean_xnnpack(arr, axes, n, params, keepdims):
-    raise NotImplementedError("MEAN kernels='xnnpack' is not reproduced")
+    r"""XNNPACK's quantized mean: the int32 sum :math:`S` of the codes, then its reference int32 -> qs8
+    convert with :math:`c = \mathrm{fl}_{32}(\mathrm{fl}_{32}(s_{in}/s_{out}) \cdot \mathrm{fl}_{32}(1/n))` and
+    :math:`z' = \mathrm{fl}_{32}(z_{out} - \mathrm{fl}_{32}(\mathrm{fl}_{32}(n z_{in}) c))`:
+    :math:`y = \mathrm{clamp}(\mathrm{rhe}(\mathrm{fl}_{32}(\mathrm{fl}_{32}(S) c + z')))`."""
+    f32 = np.float32
+    total = np.sum(arr, axis=axes, keepdims=keepdims) if axes else arr
+    c = f32(f32(params.input_scale) / f32(params.output_scale)) * (f32(1) / f32(n))
+    zp = f32(params.output_zero_point) - f32(f32(n) * f32(params.input_zero_point)) * c
+    v = total.astype(np.float32) * c + zp
+    info = np.iinfo(params.dtype)
+    return np.clip(np.rint(v), info.min, info.max).astype(params.dtype)
 
 
 # --------------------------------------------------------------------------- data movement
@@ -931,6 +1064,28 @@ def _lut_int8(input_scale, input_zp, output_scale, output_zp, dtype, transform) 
     return tuple(np.clip(q, info.min, info.max).tolist())
 
 
+def _lut_xnnpack(input_scale, input_zp, output_scale, output_zp, dtype, transform) -> tuple:
+    r"""XNNPACK's table for a quantized unary op (its reference op evaluated on all 256 codes):
+    :math:`\mathrm{clamp}(\mathrm{rhe}(\mathrm{fl}_{32}(f(\mathrm{fl}_{32}((q - z_{in})\,s_{in})) \cdot
+    \mathrm{fl}_{32}(1/s_{out})) + z_{out}))` (``nearbyint``: half to even; NaN gives 0)."""
+    info = np.iinfo(dtype)
+    codes = np.arange(int(info.min), int(info.max) + 1, dtype=np.int64)
+    x = (codes.astype(np.float32) - np.float32(input_zp)) * np.float32(input_scale)
+    with np.errstate(over="ignore", invalid="ignore"):
+        v = transform(x) * (np.float32(1) / np.float32(output_scale)) + np.float32(output_zp)
+        v = np.where(np.isnan(v), np.float32(0), v)
+        return tuple(np.clip(np.rint(v), info.min, info.max).astype(np.int64).tolist())
+
+
+def _sigmoid_xnnpack(x):
+    r"""XNNPACK's reference sigmoid: :math:`e/(1+e)` with :math:`e = \exp(\mathrm{double}(x))`, rounded to
+    float32; 1 above 100, 0 below -100."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(x.astype(np.float64))
+        r = (e / (1 + e)).astype(np.float32)
+    return np.where(x > 100, np.float32(1), np.where(x < -100, np.float32(0), r))
+
+
 def _sigmoid_f32(v):
     one = np.float32(1)
     with np.errstate(over="ignore"):
@@ -947,6 +1102,8 @@ class LogisticParams:
         LiteRT's ``SigmoidPrepare`` table (reference and optimized kernels): the output code of every
         input code, in code order, from :math:`\mathrm{fl}_{32}(1 / (1 + \mathrm{expf}(-x)))`
         (see :func:`_lut_int8`).
+    xnnpack_lut : tuple of int
+        XNNPACK's table for the same op (:func:`_lut_xnnpack`).
     input_multiplier, input_left_shift, input_range_radius : int
         The fixed-point path of ``reference_integer_ops::Logistic`` (TFLite Micro's kernel):
         :math:`q, \ell = \mathrm{frexp}(s_{in}\,2^{27})`, :math:`m = \mathrm{rha}(q\,2^{31})`,
@@ -962,6 +1119,7 @@ class LogisticParams:
     input_multiplier: int
     input_left_shift: int
     input_range_radius: int
+    xnnpack_lut: tuple
 
 
 def _frexp_multiplier(real: float, integer_bits: int):
@@ -977,7 +1135,8 @@ def _frexp_multiplier(real: float, integer_bits: int):
 def _logistic_params(si, zi, so, zo, dt):
     lut = _lut_int8(si, zi, so, zo, dt, _sigmoid_f32)
     m, e = _frexp_multiplier(float(si), 4)
-    return LogisticParams(float(si), zi, float(so), zo, dt, lut, m, e, calculate_input_radius(4, e, 31))
+    return LogisticParams(float(si), zi, float(so), zo, dt, lut, m, e, calculate_input_radius(4, e, 31),
+                          _lut_xnnpack(si, zi, so, zo, dt, _sigmoid_xnnpack))
 
 
 def logistic_params(input_scale: float, input_zero_point: int, *, output_scale: float = 1 / 256,
@@ -994,9 +1153,9 @@ def logistic_params(input_scale: float, input_zero_point: int, *, output_scale: 
                             so, zo, dt)
 
 
-def _lut_apply(x, params) -> np.ndarray:
+def _lut_apply(x, params, lut) -> np.ndarray:
     codes = _codes(x, params.dtype)
-    table = np.asarray(params.lut, dtype=np.int64)
+    table = np.asarray(lut, dtype=np.int64)
     return table[codes - int(np.iinfo(params.dtype).min)].astype(params.dtype)
 
 
@@ -1014,10 +1173,10 @@ def _fixed_point_activation(x, params, fn, out_shift: int, out_zp: int, name: st
 def quantized_logistic(x, params: LogisticParams, *, kernels: str = "reference") -> np.ndarray:
     r"""TFLite ``LOGISTIC`` on int8 (or uint8) codes.
 
-    ``kernels="reference"`` (also ``"builtin"`` and ``"xnnpack"``: LiteRT's ``BUILTIN_REF``, optimized
-    and XNNPACK runs give the same codes on every vector): LiteRT's int8 LOGISTIC, reference kernel
+    ``kernels="reference"`` (and ``"builtin"``, the same table): LiteRT's int8 LOGISTIC, reference kernel
     included, is a table lookup, ``y = lut[x]``, the table computed in float32 at ``Prepare``
-    (:class:`LogisticParams`).
+    (:class:`LogisticParams`).  ``kernels="xnnpack"``: XNNPACK's own table (:func:`_lut_xnnpack` with a
+    double-precision sigmoid and rounding half to even), which differs on rare codes.
 
     ``kernels="integer"``: ``reference_integer_ops::Logistic`` (the fixed-point kernel of TFLite Micro,
     not used by LiteRT for int8): with :math:`d = x - z_{in}`, :math:`y = -128` if :math:`d \le -r`,
@@ -1032,7 +1191,7 @@ def quantized_logistic(x, params: LogisticParams, *, kernels: str = "reference")
     if not isinstance(params, LogisticParams):
         raise TypeError(f"params must be LogisticParams (from logistic_params), got {type(params).__name__}")
     if kernels != "integer":
-        return _lut_apply(x, params)
+        return _lut_apply(x, params, params.xnnpack_lut if kernels == "xnnpack" else params.lut)
     if params.dtype != np.int8 or params.output_zero_point != -128:
         raise ValueError("the fixed-point LOGISTIC kernel is int8 with output zero point -128")
     return _fixed_point_activation(x, params, _fixed_logistic, 23, -128, "logistic")
@@ -1053,13 +1212,15 @@ class TanhParams:
     input_multiplier: int
     input_left_shift: int
     input_range_radius: int
+    xnnpack_lut: tuple
 
 
 @functools.lru_cache(maxsize=512)
 def _tanh_params(si, zi, so, zo, dt):
     lut = _lut_int8(si, zi, so, zo, dt, _tanhf)
     m, e = _frexp_multiplier(float(si), 4)
-    return TanhParams(float(si), zi, float(so), zo, dt, lut, m, e, calculate_input_radius(4, e, 31))
+    return TanhParams(float(si), zi, float(so), zo, dt, lut, m, e, calculate_input_radius(4, e, 31),
+                      _lut_xnnpack(si, zi, so, zo, dt, _tanhf))
 
 
 def tanh_params(input_scale: float, input_zero_point: int, *, output_scale: float = 1 / 128,
@@ -1076,8 +1237,9 @@ def tanh_params(input_scale: float, input_zero_point: int, *, output_scale: floa
 def quantized_tanh(x, params: TanhParams, *, kernels: str = "reference") -> np.ndarray:
     r"""TFLite ``TANH`` on int8 (or uint8) codes.
 
-    ``kernels="reference"`` (and ``"builtin"``, ``"xnnpack"``, identical on every vector): the
-    ``Prepare``-time table lookup ``y = lut[x]`` of LiteRT, built from glibc's float32 ``tanhf``.
+    ``kernels="reference"`` (and ``"builtin"``, the same table): the ``Prepare``-time table lookup
+    ``y = lut[x]`` of LiteRT, built from glibc's float32 ``tanhf``.  ``kernels="xnnpack"``: XNNPACK's
+    table (:func:`_lut_xnnpack`: the same ``tanhf``, rounded half to even).
 
     ``kernels="integer"``: ``reference_integer_ops::Tanh`` (TFLite Micro): saturation to :math:`\pm`
     outside the radius, else :math:`\mathrm{clamp}(\mathrm{RDBPOT}(\tanh_{F4}(\mathrm{MBQM}(d, m, \ell)), 24))`
@@ -1087,7 +1249,7 @@ def quantized_tanh(x, params: TanhParams, *, kernels: str = "reference") -> np.n
     if not isinstance(params, TanhParams):
         raise TypeError(f"params must be TanhParams (from tanh_params), got {type(params).__name__}")
     if kernels != "integer":
-        return _lut_apply(x, params)
+        return _lut_apply(x, params, params.xnnpack_lut if kernels == "xnnpack" else params.lut)
     if params.dtype != np.int8 or params.output_zero_point != 0:
         raise ValueError("the fixed-point TANH kernel is int8 with output zero point 0")
     return _fixed_point_activation(x, params, _fixed_tanh, 24, 0, "tanh")
@@ -1317,6 +1479,8 @@ class LeakyReluParams:
     shift_identity: int
     dtype: np.dtype
     alpha: float
+    input_scale: float
+    output_scale: float
 
 
 def leaky_relu_params(input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int,
@@ -1335,7 +1499,7 @@ def leaky_relu_params(input_scale: float, input_zero_point: int, output_scale: f
         _check_mbqm_shift(s, "leaky_relu_params")
     if dt == np.int16 and (zi or zo):
         raise ValueError("TFLite's int16 LEAKY_RELU needs zero points 0")
-    return LeakyReluParams(zi, zo, ma, sa, mi, sid, dt, float(a))
+    return LeakyReluParams(zi, zo, ma, sa, mi, sid, dt, float(a), float(si), float(so))
 
 
 def quantized_leaky_relu(x, params: LeakyReluParams, *, kernels: str = "reference") -> np.ndarray:
@@ -1353,6 +1517,10 @@ def quantized_leaky_relu(x, params: LeakyReluParams, *, kernels: str = "referenc
     d = _codes(x, params.dtype) - params.input_zero_point
     if kernels == "xnnpack":
         return _leaky_relu_xnnpack(d, params)
+    return _leaky_relu_ref(d, params)
+
+
+def _leaky_relu_ref(d, params):
     pos = multiply_by_quantized_multiplier(np.maximum(d, 0), params.multiplier_identity, params.shift_identity)
     neg = multiply_by_quantized_multiplier(np.minimum(d, 0), abs(params.multiplier_alpha), params.shift_alpha)
     if params.multiplier_alpha < 0:
@@ -1361,4 +1529,16 @@ def quantized_leaky_relu(x, params: LeakyReluParams, *, kernels: str = "referenc
 
 
 def _leaky_relu_xnnpack(d, params):
-    raise NotImplementedError("LEAKY_RELU kernels='xnnpack' is not reproduced")
+    r"""XNNPACK ``qs8-vlrelu``: :math:`p = \mathrm{fl}_{32}(s_{in}/s_{out})`, :math:`\mu_+ = \mathrm{rhe}(256 p)`,
+    :math:`\mu_- = \mathrm{rhe}(256\,\mathrm{fl}_{32}(p\alpha))`,
+    :math:`y = \mathrm{clamp}(\lfloor (256 z_{out} + 128 + \mu d) / 256 \rfloor)` with :math:`\mu = \mu_-` for
+    :math:`d < 0`.  The delegate takes the op only for :math:`2^{-8} \le p \le 2^7` and
+    :math:`2^{-8} \le |p\alpha| \le 2^7` (else LiteRT runs the reference arithmetic)."""
+    p = np.float32(params.input_scale) / np.float32(params.output_scale)
+    n = p * np.float32(params.alpha)
+    lim_lo, lim_hi = np.float32(2.0 ** -8), np.float32(2.0 ** 7)
+    if params.dtype != np.int8 or not (lim_lo <= p <= lim_hi and lim_lo <= abs(n) <= lim_hi):
+        return _leaky_relu_ref(d, params)
+    mu_pos, mu_neg = int(np.rint(np.float32(256) * p)), int(np.rint(np.float32(256) * n))
+    acc = (params.output_zero_point << 8) + 0x80 + d * np.where(d < 0, mu_neg, mu_pos)
+    return _clamp(acc >> 8, params.dtype)
