@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FloatGraph", "FloatStage", "extract"]
+__all__ = ["FloatGraph", "FloatStage", "extract", "quantizer_grid"]
 
 _LINEAR_KINDS = ("dense", "conv2d", "depthwise_conv2d")
 
@@ -27,6 +27,9 @@ class FloatStage:
     ``weight`` is in the model's layout (dense [in, out], conv HWIO, depthwise [KH, KW, C, M]) and holds the
     weights the model multiplies with (after its weight quantizer); ``out_range`` is the float range of the
     stage's output (from the model's activation quantizer, or calibrated on data).
+
+    ``weight_grid`` / ``out_grid`` describe the trained quantizers' integer grids when they have one
+    (:func:`quantizer_grid`): the hardware should store exactly these codes rather than re-derive a grid.
     """
 
     kind: str
@@ -40,6 +43,8 @@ class FloatStage:
     pool_size: tuple = (1, 1)
     out_range: tuple | None = None
     range_source: str = "calibration"
+    weight_grid: dict | None = None
+    out_grid: dict | None = None
 
 
 @dataclass
@@ -56,6 +61,7 @@ class FloatGraph:
     input_shape: tuple
     model_repr: str = ""
     folded: Any = field(default=None, repr=False, compare=False)
+    input_grid: dict | None = None
 
     def __getstate__(self):
         return {**self.__dict__, "folded": None}
@@ -75,6 +81,38 @@ def _quantizer_range(q) -> tuple[float, float] | None:
     zp = float(np.asarray(form.zero_point).reshape(-1)[0])
     s = float(scale.reshape(-1)[0])
     return (s * (form.quant_min - zp), s * (form.quant_max - zp))
+
+
+def quantizer_grid(q, x=None, channel_axis: int | None = None) -> dict | None:
+    """The integer grid of a trained quantizer, or ``None`` when it has none the hardware could store.
+
+    From ``q.integer_form(x)`` (``x``: the tensor it quantizes; a zero scalar for activation quantizers):
+    ``{"scale": float64 [1 or C], "zero_point": int64 [1 or C], "quant_min", "quant_max", "bits", "codes"
+    (with ``x``), "kind"}``; ``bits`` is the width of the code range :math:`q_{max} - q_{min}`. Per-channel
+    grids must lie along ``channel_axis`` (the output channel of a weight); anything else gives ``None``.
+    """
+    if q is None:
+        return None
+    probe = np.zeros(1, dtype=np.float32) if x is None else np.asarray(x, dtype=np.float32)
+    try:
+        form = q.integer_form(probe)
+    except (NotImplementedError, RuntimeError, ValueError, TypeError):
+        return None
+    scale = np.asarray(form.scale, dtype=np.float64).reshape(-1)
+    zp = np.asarray(form.zero_point)
+    if zp.dtype.kind not in "iu" and not np.all(zp == np.round(zp)):
+        return None
+    zp = np.asarray(zp, dtype=np.int64).reshape(-1)
+    if scale.size > 1:
+        axis = form.axis if form.axis is None else form.axis % probe.ndim
+        if x is None or channel_axis is None or axis != channel_axis % probe.ndim:
+            return None
+    if zp.size not in (1, scale.size) or not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+        return None
+    qmin, qmax = int(form.quant_min), int(form.quant_max)
+    return {"scale": scale, "zero_point": np.broadcast_to(zp, scale.shape).copy(), "quant_min": qmin,
+            "quant_max": qmax, "bits": max((qmax - qmin).bit_length(), 1),
+            "codes": None if x is None else np.asarray(form.codes, dtype=np.int64), "kind": type(q).__name__}
 
 
 def extract(model, calibration_x) -> FloatGraph:
@@ -109,6 +147,10 @@ def extract(model, calibration_x) -> FloatGraph:
         range_q = None
         if kind in _LINEAR_KINDS:
             stage.weight = np.asarray(layer.quantized_weight(), dtype=np.float64)
+            if layer.weight_quantizer is not None:
+                master = layer.folded_weight() if hasattr(layer, "folded_weight") else layer.W
+                stage.weight_grid = quantizer_grid(layer.weight_quantizer, master,
+                                                   channel_axis=2 if kind == "depthwise_conv2d" else -1)
             stage.bias = (np.zeros(stage.weight.shape[-1] if kind != "depthwise_conv2d" else
                                    stage.weight.shape[2] * stage.weight.shape[3])
                           if layer.b is None else np.asarray(layer.b, dtype=np.float64))
@@ -131,6 +173,7 @@ def extract(model, calibration_x) -> FloatGraph:
         stage.out_range = _quantizer_range(range_q)   # shape ops and a lone ReLU keep their input's codes
         if stage.out_range is not None:
             stage.range_source = "quantizer"
+            stage.out_grid = quantizer_grid(range_q)
         stages.append(stage)
         i = covered[-1] + 1
     if not any(s.kind in _LINEAR_KINDS for s in stages):
@@ -144,7 +187,8 @@ def extract(model, calibration_x) -> FloatGraph:
     for stage, out in zip(stages, outputs):
         if stage.out_range is None and stage.kind in _LINEAR_KINDS:
             stage.out_range = (float(out.min()), float(out.max()))
-    return FloatGraph(stages, in_range, in_source, tuple(x.shape[1:]), repr(model), folded)
+    return FloatGraph(stages, in_range, in_source, tuple(x.shape[1:]), repr(model), folded,
+                      input_grid=quantizer_grid(input_q) if in_source == "quantizer" else None)
 
 
 def _check_x(x, name: str) -> np.ndarray:

@@ -193,7 +193,7 @@ def _pads(in_hw, k_hw, stride, dilation, padding):
 # ----------------------------------------------------------------------------------------- other ops
 def _quantize_run(graph, node, ins, dp, trace):
     y = _spec(graph, node.outputs[0])
-    lo, hi = y.code_range
+    lo, hi = _clamp_codes(graph, node, node.outputs[0], "none")
     rounding = node.attrs.get("rounding") or _rounding_name(dp.rounding)
     x = np.asarray(ins[0], dtype=np.float64)
     codes = from_float(x / float(y.scale[0]), Format.integer(62), rounding=rounding).raw
@@ -299,7 +299,11 @@ def _one_to_one(graph, node):
         raise ValueError(f"node {node.name!r} ({node.op}): needs an input and one output")
 
 
-register_op(Op("quantize", _quantize_run, _identity_float, _one_to_one))
+def _quantize_float(graph, node, ins):
+    return [_float_clip(graph, node, ins[0])]
+
+
+register_op(Op("quantize", _quantize_run, _quantize_float, _one_to_one))
 register_op(Op("dequantize", _dequantize_run, _identity_float, _one_to_one))
 register_op(Op("max_pool2d", _max_pool_run, _max_pool_float, _one_to_one, _pool_macs))
 register_op(Op("avg_pool2d", _avg_pool_run, _avg_pool_float, _one_to_one, _pool_macs, _avg_pool_bound))

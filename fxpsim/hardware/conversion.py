@@ -11,6 +11,7 @@ Conversion lives here rather than in ``graph/`` because it needs a target's widt
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,10 +137,12 @@ def convert(model, config, calibration_x=None) -> IntegerGraph:
         fgraph = extract(model, calibration_x)
     shape = tuple(fgraph.input_shape)
     qcfg = config.for_node(Node("quantize", "quantize", [], []), 0)
-    s_in, z_in = activation_params(*fgraph.input_range, qcfg)
+    notes: list[str] = []
+    grids: dict = {}
+    s_in, z_in, clip = _output_params(fgraph.input_grid, fgraph.input_range, qcfg, "quantize", grids, notes)
     tensors = [TensorSpec("input", 0, True, shape),
                TensorSpec("input_codes", qcfg.activation_bits, qcfg.activation_signed, shape, s_in, z_in)]
-    nodes = [Node("quantize", "quantize", ["input"], ["input_codes"])]
+    nodes = [Node("quantize", "quantize", ["input"], ["input_codes"], {"clip": list(clip)} if clip else {})]
     cur, s_cur, z_cur = "input_codes", s_in, z_in
     a_bits, a_signed = qcfg.activation_bits, qcfg.activation_signed   # the type of the current tensor
     stage_outputs = []
@@ -150,13 +153,22 @@ def convert(model, config, calibration_x=None) -> IntegerGraph:
             ncfg = config.for_node(Node(st.name, op, [], []), len(nodes))
             _check_tflite_width(ncfg, f"node {st.name!r}: ")
             w_oc = _weights_out_first(st)
-            codes, w_scale, w_zp = quantize_weights(w_oc, ncfg)
-            per_channel = ncfg.weight_scales == "per-channel"
+            trained = _trained_weights(st, ncfg)
+            if isinstance(trained, str):
+                codes, w_scale, w_zp = quantize_weights(w_oc, ncfg)
+                grids[st.name] = {"weights": "recomputed"}
+                if st.weight_grid is not None:
+                    notes.append(f"{st.name}: weights re-quantized by the target's rule, not on the trained "
+                                 f"{st.weight_grid['kind']} grid ({trained})")
+            else:
+                codes, w_scale, w_zp = trained
+                grids[st.name] = {"weights": "trained"}
+            per_channel = ncfg.weight_scales == "per-channel" or w_scale.size > 1 and np.ptp(w_scale) > 0
             n_out = w_oc.shape[0]
             if st.kind == "depthwise_conv2d":
                 codes = np.transpose(codes[..., 0], (1, 2, 0))[None]  # [1, KH, KW, C*M]
             axis = 3 if st.kind == "depthwise_conv2d" else 0
-            s_out, z_out = activation_params(*st.out_range, ncfg)
+            s_out, z_out, clip = _output_params(st.out_grid, st.out_range, ncfg, st.name, grids, notes)
             bias = from_float(st.bias / (s_cur * w_scale), Format.integer(ncfg.bias_bits),
                               rounding=ncfg.rounding, overflow="saturate").raw
             keep = slice(None) if per_channel else slice(0, 1)
@@ -168,6 +180,8 @@ def convert(model, config, calibration_x=None) -> IntegerGraph:
                                    data=bias.astype(np.int64))]
             fused = st.activation if ncfg.activation_clamp else None
             attrs = {"activation": fused or "none"}
+            if clip is not None:
+                attrs["clip"] = list(clip)
             if st.kind != "dense":
                 attrs.update(stride=list(st.stride), padding=st.padding)
             out = st.name if not st.activation or fused else f"{st.name}/pre_activation"
@@ -191,10 +205,102 @@ def convert(model, config, calibration_x=None) -> IntegerGraph:
         cur = st.name
         stage_outputs.append(st.name)
     meta = {"source": "fxpsim.nn", "model": fgraph.model_repr, "config": config.name,
-            "stage_outputs": stage_outputs}
+            "stage_outputs": stage_outputs, "notes": notes, "grids": grids}
     graph = IntegerGraph(tensors, nodes, ["input"], [cur], name="fxpsim.nn model", meta=meta)
     config.check_selectors(graph)
     return graph
+
+
+def _type_range(bits: int, signed: bool) -> tuple[int, int]:
+    return _code_range(bits, signed)
+
+
+def _grid_offset(grid: dict, bits: int, signed: bool) -> int | None:
+    """The code offset that maps a quantizer's codes onto a ``bits``-bit register (TF's unsigned 8-bit codes
+    onto int8: -128; signed codes onto an unsigned register: +128), or None when they do not fit."""
+    if grid["bits"] != bits:
+        return None
+    lo, hi = _type_range(bits, signed)
+    for off in (0, -(1 << (bits - 1)), 1 << (bits - 1)):
+        if lo <= grid["quant_min"] + off and grid["quant_max"] + off <= hi:
+            return off
+    return None
+
+
+def _is_pow2(scale) -> bool:
+    m, _ = np.frexp(np.asarray(scale, dtype=np.float64))
+    return bool(np.all(m == 0.5))
+
+
+def _trained_weights(st: FloatStage, config: HardwareConfig):
+    """``(codes [O, ...], scale [O], zero point [O])`` on the stage's trained weight grid, or the reason
+    (a string) why the target cannot store that grid."""
+    grid = st.weight_grid
+    if grid is None or grid.get("codes") is None:
+        return "no trained weight quantizer with an integer form"
+    if config.weight_format is not None:
+        return f"the target's fixed weight format {config.weight_format} sets the grid"
+    if grid["bits"] != config.weight_bits:
+        return (f"the target stores {config.weight_bits}-bit weights, the quantizer has {grid['bits']}-bit "
+                f"codes [{grid['quant_min']}, {grid['quant_max']}]")
+    off = _grid_offset(grid, config.weight_bits, config.weight_signed)
+    if off is None:
+        return f"its codes [{grid['quant_min']}, {grid['quant_max']}] do not fit the target's weight register"
+    n_out = _weights_out_first(st).shape[0]
+    scale, zp = grid["scale"], grid["zero_point"]
+    if scale.size > 1 and config.weight_scales == "per-tensor" and np.ptp(scale) > 0:
+        return "the quantizer has per-channel scales, the target one scale per tensor"
+    if "shift" in _schemes(config) and not _is_pow2(scale):
+        return "the 'shift' requantization needs power-of-two scales"
+    if st.kind == "depthwise_conv2d" and scale.size > 1:      # per input channel c -> outputs c*M + m
+        reps = n_out // scale.size
+        scale, zp = np.repeat(scale, reps), np.repeat(zp, reps)
+    if scale.size not in (1, n_out):
+        return f"its {scale.size} scales do not match the {n_out} output channels"
+    codes = _weights_out_first(FloatStage(st.kind, st.name, (), weight=grid["codes"]))
+    scale = np.broadcast_to(scale.astype(np.float32).astype(np.float64), (n_out,)).copy()
+    zp = np.broadcast_to(zp + off, (n_out,)).astype(np.int64)
+    return codes.astype(np.int64) + off, scale, zp
+
+
+def _output_params(grid, real_range, config: HardwareConfig, name: str, grids: dict, notes: list):
+    """Scale, zero point and optional clip ``(lo, hi)`` codes of a tensor written by node ``name``.
+
+    On the trained activation quantizer's grid when the target can hold it (same width, codes fitting the
+    register; power-of-two scale for ``shift``; zero point 0 when the target is symmetric); otherwise by
+    :func:`activation_params` from the real range, with the codes clipped to the trained range
+    :math:`[s(q_{min} - z), s(q_{max} - z)]` when the quantizer sets one (a fixed-point target keeps the
+    trained clip)."""
+    lo_t, hi_t = _type_range(config.activation_bits, config.activation_signed)
+    reason = None
+    if grid is not None:
+        off = _grid_offset(grid, config.activation_bits, config.activation_signed)
+        z = int(grid["zero_point"][0]) + (off or 0)
+        if config.activation_format is not None:
+            reason = f"the target's fixed activation format {config.activation_format} sets the grid"
+        elif off is None:
+            reason = (f"the target has {config.activation_bits}-bit activations, the quantizer "
+                      f"{grid['bits']}-bit codes [{grid['quant_min']}, {grid['quant_max']}]")
+        elif "shift" in _schemes(config) and not _is_pow2(grid["scale"]):
+            reason = "the 'shift' requantization needs power-of-two scales"
+        elif config.activation_symmetric and z != 0:
+            reason = f"the target's activations are symmetric (zero point 0), the quantizer's zero point is {z}"
+        else:
+            scale = float(np.float32(grid["scale"][0]))
+            lo, hi = grid["quant_min"] + off, grid["quant_max"] + off
+            grids.setdefault(name, {})["output"] = "trained"
+            return scale, z, ((lo, hi) if (lo, hi) != (lo_t, hi_t) else None)
+        notes.append(f"{name}: output re-scaled by the target's rule, not on the trained {grid['kind']} grid "
+                     f"({reason}); its codes are clipped to the trained range")
+        grids.setdefault(name, {})["output"] = "recomputed"
+    scale, zp = activation_params(*real_range, config)
+    if grid is None:
+        return scale, zp, None
+    s_q, z_q = float(grid["scale"][0]), int(grid["zero_point"][0])
+    r_lo, r_hi = s_q * (grid["quant_min"] - z_q), s_q * (grid["quant_max"] - z_q)
+    lo = max(lo_t, zp + math.ceil(r_lo / scale - 1e-9))
+    hi = min(hi_t, zp + math.floor(r_hi / scale + 1e-9))
+    return scale, zp, ((lo, hi) if (lo, hi) != (lo_t, hi_t) and lo <= hi else None)
 
 
 def _check_tflite_width(config: HardwareConfig, where: str = "") -> None:

@@ -616,3 +616,81 @@ def test_labels_outside_the_output_classes_are_rejected():
         simulate(model, "tflite-int8", x, histogram_bins=0)
     with pytest.raises(ValueError, match="batch_size must be a positive int"):
         simulate(model, "tflite-int8", x, batch_size=0)
+
+
+# ------------------------------------------------------------------------- trained quantizer grids are kept
+def _tf_grid(lo, hi, bits=8, narrow=False):
+    """TensorFlow's nudged fake-quant grid, float32 as TF computes it: (scale, zero point, qmin, qmax)."""
+    f = np.float32
+    qmin, qmax = (1 if narrow else 0), (1 << bits) - 1
+    scale = (f(hi) - f(lo)) / f(qmax - qmin)
+    zp_from_min = f(qmin) - f(lo) / scale
+    zp = qmin if zp_from_min < qmin else qmax if zp_from_min > qmax else _rha(float(zp_from_min))
+    return scale, zp, qmin, qmax
+
+
+def _tf_codes(w, lo, hi, bits=8, narrow=False):
+    f = np.float32
+    scale, zp, qmin, qmax = _tf_grid(lo, hi, bits, narrow)
+    nmin, nmax = f(qmin - zp) * scale, f(qmax - zp) * scale
+    clamped = np.clip(w.astype(f), nmin, nmax)
+    return np.floor((clamped - nmin) / scale + f(0.5)).astype(np.int64) + qmin, float(scale), zp
+
+
+def _qat_dense_model(act_max=1.5):
+    wq = {"class_name": "fake_quant", "min": -0.9, "max": 0.7, "num_bits": 8, "narrow_range": True}
+    aq = {"class_name": "fake_quant", "min": 0.0, "max": act_max, "num_bits": 8}
+    model = nn.Sequential(nn.Dense(6, 5, activation="relu", weight_quantizer=wq, activation_quantizer=aq, seed=3),
+                          nn.Dense(5, 3, weight_quantizer=wq, seed=4))
+    return model.eval()
+
+
+def test_trained_weight_grid_is_used_not_recomputed():
+    """The weight codes are the trained FakeQuant's codes (TF's nudged grid, computed independently here),
+    shifted by -128 onto int8, with its scale and zero point: the hardware weights equal the QAT model's
+    quantized weights. Re-deriving a max|w| grid put most of them on another grid."""
+    model = _qat_dense_model()
+    x = np.random.default_rng(0).uniform(-1, 1, (30, 6)).astype(np.float32)
+    net = convert(model, "tflite-int8", x)
+    for i, layer in enumerate(model.layers):
+        w = net.tensors[f"{i}:dense/weights"]
+        codes, scale, zp = _tf_codes(layer.W, -0.9, 0.7, narrow=True)
+        np.testing.assert_array_equal(w.data, codes.T - 128)
+        np.testing.assert_allclose(w.scale, scale, rtol=0)
+        np.testing.assert_array_equal(w.zero_point, zp - 128)
+        hw = w.dequantize(w.data).T
+        np.testing.assert_allclose(hw, layer.quantized_weight(), rtol=1e-6, atol=1e-7)
+    assert net.meta["notes"] == []
+
+
+def test_trained_activation_grid_and_clip():
+    """The first layer's output uses the trained quantizer's scale and zero point; on the fixed-point target
+    (different width: its own scale) the trained clip is kept, so no output exceeds the trained maximum."""
+    model = _qat_dense_model(act_max=0.5)
+    x = np.random.default_rng(1).uniform(-1, 1, (200, 6)).astype(np.float32)
+    scale, zp, _, _ = _tf_grid(0.0, 0.5)
+    net = convert(model, "tflite-int8", x)
+    y = net.tensors["0:dense"]
+    assert (float(y.scale[0]), int(y.zero_point[0])) == (float(scale), zp - 128)
+    q88 = preset("q8.8-fixed")
+    fixed = convert(model, q88, x)
+    _, _, kept = fixed.run(x, q88, keep=True)
+    h = fixed.tensors["0:dense"].dequantize(kept["0:dense"])
+    pre = np.maximum(x.astype(np.float64) @ model.layers[0].quantized_weight() + model.layers[0].b, 0)
+    assert np.mean(pre > 0.5 + 0.01) > 0.1                  # the float layer really exceeds the clip often
+    assert h.max() <= 255 * float(scale) + 1e-12           # ... the fixed-point hardware does not
+    assert any("0:dense" in n and "fixed activation format" in n for n in fixed.meta["notes"])
+    assert any("0:dense: weights re-quantized" in n for n in fixed.meta["notes"])
+
+
+def test_width_mismatch_falls_back_and_says_so():
+    model = _qat_dense_model()
+    x = np.random.default_rng(2).uniform(-1, 1, (30, 6)).astype(np.float32)
+    cfg = preset("int4-acc12-sat")
+    net = convert(model, cfg, x)
+    w = net.tensors["0:dense/weights"]
+    assert np.abs(w.data).max() == 7 and not np.any(w.zero_point)      # today's symmetric 4-bit rule
+    notes = net.meta["notes"]
+    assert any("0:dense: weights re-quantized" in n and "4-bit weights" in n and "8-bit" in n for n in notes)
+    assert any("0:dense: output re-scaled" in n for n in notes)
+    assert net.meta["grids"]["0:dense"] == {"weights": "recomputed", "output": "recomputed"}
