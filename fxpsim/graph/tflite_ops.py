@@ -130,11 +130,21 @@ def _identity_float(graph, node, ins):
 
 
 # ----------------------------------------------------------------------------------------- QUANTIZE / DEQUANTIZE
+def _per_sample(kernel_set, fn, x, *args, **kw):
+    """``fn`` applied as LiteRT applies it: to one sample (one invoke, batch 1) at a time where the kernel
+    set's arithmetic depends on an element's position in the tensor (LiteRT's optimized x86-64 kernels run
+    whole SIMD blocks of the flat tensor one way and the remainder another); at once otherwise."""
+    if kernel_set != "builtin" or len(x) == 1:
+        return fn(x, *args, **kw)
+    return np.stack([fn(x[i:i + 1], *args, **kw)[0] for i in range(len(x))])
+
+
 def _quantize_run(graph, node, ins, dp, trace):
     y = _spec(graph, node.outputs[0])
     s, z = _q(y)
     kern = _kernels(graph)
-    return [_call(node, kern, K.quantize_tflite, ins[0], s, z, y.dtype, kernels=kern)], _no_trace()
+    return [_call(node, kern, _per_sample, kern, K.quantize_tflite, ins[0], s, z, y.dtype, kernels=kern)], \
+        _no_trace()
 
 
 def _quantize_check(graph, node):
@@ -146,7 +156,9 @@ def _quantize_check(graph, node):
 def _dequantize_run(graph, node, ins, dp, trace):
     x = _spec(graph, node.inputs[0])
     s, z = _q(x)
-    return [K.dequantize_tflite(ins[0], s, z)], _no_trace()
+    kern = _kernels(graph)
+    kw = {} if kern == "reference" else {"kernels": kern}
+    return [_call(node, kern, _per_sample, kern, K.dequantize_tflite, ins[0], s, z, **kw)], _no_trace()
 
 
 def _requantize_run(graph, node, ins, dp, trace):
@@ -154,10 +166,17 @@ def _requantize_run(graph, node, ins, dp, trace):
     params = _cached(graph, node, "requantize", lambda: K.requantize_params(
         *_q(x), *_q(y), input_dtype=x.dtype, output_dtype=y.dtype))
     kern = _kernels(graph)
-    return [_call(node, kern, K.requantize_tflite, ins[0], params, kernels=kern)], _no_trace()
+    return [_call(node, kern, _per_sample, kern, K.requantize_tflite, ins[0], params, kernels=kern)], _no_trace()
 
 
-register_op(Op("tflite_quantize", _quantize_run, _identity_float, _quantize_check))
+def _quantize_float(graph, node, ins):
+    """Float reference of QUANTIZE: the real values the output codes can hold (clipped to their range)."""
+    y = _spec(graph, node.outputs[0])
+    lo, hi = y.dequantize(np.array(y.code_range))
+    return [np.clip(ins[0], lo, hi)]
+
+
+register_op(Op("tflite_quantize", _quantize_run, _quantize_float, _quantize_check))
 register_op(Op("tflite_dequantize", _dequantize_run, _identity_float, _check_io(1, quantized_out=False)))
 register_op(Op("tflite_requantize", _requantize_run, _identity_float, _check_io(1)))
 
@@ -205,7 +224,7 @@ def _xnn_binary_params(sa, za, sb, zb, so, sign_b):
 
 
 def _xnn_act_range(activation, scale, zero_point, dtype):
-    """XNNPACK's output clamp: ``xnn_qs8_quantize`` of the activation's float bounds,
+    r"""XNNPACK's output clamp: ``xnn_qs8_quantize`` of the activation's float bounds,
     :math:`\mathrm{rne}(\mathrm{fl}_{32}(v / s + z))` clamped to the type."""
     info = np.iinfo(dtype)
     lo, hi = int(info.min), int(info.max)
@@ -264,16 +283,29 @@ def _mean_run(graph, node, ins, dp, trace):
 
 
 def _mean_builtin_hw(codes, x, y):
-    r"""LiteRT's optimized int8 MEAN over H and W with keep_dims (``optimized_integer_ops::Mean``, x86-64):
-    the raw code sum :math:`S` (zero point not subtracted) times the Q31 multiplier of
-    :math:`s_{in} / (n s_{out})`, the final shift rounding ties toward :math:`+\\infty`, plus
-    :math:`z_{out} - \\operatorname{trunc}(\\mathrm{fl}_{32}(z_{in} s_{in} / s_{out}))`."""
+    r"""LiteRT's optimized int8 MEAN over H and W with keep_dims (``optimized_integer_ops::Mean``, x86-64
+    build: its NEON code runs through NEON_2_SSE).
+
+    With the raw code sum :math:`S_c` (the zero point is not subtracted), the multiplier
+    :math:`(m, e)` = ``QuantizeMultiplier`` of :math:`\mathrm{fl}_{32}(s_{in} / \mathrm{fl}_{32}(n\,s_{out}))`
+    and the bias :math:`b = z_{out} - \mathrm{trunc}(t \pm 0.5)`, :math:`t = \mathrm{fl}_{32}(\mathrm{fl}_{32}(z_{in}
+    s_{in}) / s_{out})` (all float32): channels in whole blocks of 16 take
+    ``MultiplyByQuantizedMultiplier4Rows`` (SRDHM, then a right shift rounding ties toward
+    :math:`+\infty`), the remaining ``C % 16`` channels gemmlowp's double rounding; then :math:`+b`, clamp.
+    """
     (si, zi), (so, zo) = _q(x), _q(y)
+    c = codes.shape[3]
     n = codes.shape[1] * codes.shape[2]
     total = codes.astype(np.int64).sum(axis=(1, 2), keepdims=True)
-    m, s = quantize_multiplier(float(np.float64(si) / (np.float64(so) * n)))
-    v = _mbqm_tie_up(total, m, s)
-    bias = zo - int(np.trunc(np.float32(zi) * si / so))
+    real = np.float32(si / np.float32(np.float32(n) * so))
+    m, s = quantize_multiplier(float(real))
+    temp = np.float32(np.float32(np.float32(zi) * si) / so)
+    temp = temp + np.float32(0.5) if temp > 0 else temp - np.float32(0.5)
+    bias = zo - int(np.trunc(temp))
+    vec = c // 16 * 16
+    v = np.empty_like(total)
+    v[..., :vec] = _mbqm_tie_up(total[..., :vec], m, s)
+    v[..., vec:] = multiply_by_quantized_multiplier(total[..., vec:], m, s)
     info = np.iinfo(y.dtype)
     return np.clip(v + bias, info.min, info.max).astype(y.dtype)
 
@@ -479,6 +511,12 @@ def _native_mac_run(graph, node, ins, dp, trace):
         a_lo, a_hi = activation_range(act, float(y.scale[0]), int(y.zero_point[0]), y.dtype)
         lo, hi = max(lo, a_lo), min(hi, a_hi)
     overflow = getattr(dp.accumulator_overflow, "value", dp.accumulator_overflow)
+    bias_clipped = 0
+    if bias is not None:     # a bias wider than the accumulator saturates into it (as the core MAC ops)
+        lo_acc, hi_acc = -(1 << (dp.accumulator_bits - 1)), (1 << (dp.accumulator_bits - 1)) - 1
+        clipped_bias = np.clip(bias, lo_acc, hi_acc)
+        bias_clipped = int(np.count_nonzero(clipped_bias != bias))
+        bias = clipped_bias
     common = dict(requant=Requantizer("float", scale=(1.0,)), x_zp=int(x.zero_point[0]),
                   w_zp=(wz if wz.size > 1 else int(wz[0])) if np.any(wz) else 0, out_zp=0,
                   out_dtype=np.int32, acc=Format.integer(dp.accumulator_bits), overflow=overflow,
@@ -497,6 +535,7 @@ def _native_mac_run(graph, node, ins, dp, trace):
         k = int(np.prod(ins[1].shape[1:])) if shadow.op != "depthwise_conv2d" else int(np.prod(ins[1].shape[1:3]))
         clipped = (pre > hi) if act != "none" else (pre > hi) | (pre < lo)
         info = {"overflows": int(res.overflows), "acc": res.acc, "clipped": int(np.count_nonzero(clipped)),
+                "bias_clipped": bias_clipped,
                 "adds": int(out.size) * (k + (bias is not None and dp.bias_add == "after"))}
     return [out], info
 

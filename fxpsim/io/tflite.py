@@ -184,6 +184,15 @@ def _read_model(buf: bytes, path: str) -> dict:
         n_buffers = model.BuffersLength()
         if n_buffers > size:
             raise _Malformed("buffer count beyond the file size")
+        for b in range(n_buffers):     # every buffer lies inside the file (a truncated file fails here)
+            bo = model.Buffers(b)
+            off, nbytes = int(bo.Offset()), int(bo.Size())
+            if off > 1 and off + nbytes > size:
+                raise _Malformed(f"buffer {b} lies beyond the end of the file")
+            if not bo.DataIsNone() and bo.DataLength():
+                start = bo._tab.Vector(bo._tab.Offset(4))
+                if start + bo.DataLength() > size:
+                    raise _Malformed(f"buffer {b} lies beyond the end of the file")
         sg = model.Subgraphs(0)
         n_tensors, n_ops = sg.TensorsLength(), sg.OperatorsLength()
         if n_tensors > size or n_ops > size:
@@ -732,7 +741,11 @@ class _Builder:
                 if xs[a] != 1:
                     raise ValueError(f"{self.path}: {self.where(op)}: cannot squeeze axis {a} of size {xs[a]}")
         else:
-            axes = {a for a in range(1, len(xs)) if xs[a] == 1}
+            if xs[0] == 1:
+                raise ValueError(f"{self.path}: {self.where(op)}: SQUEEZE without squeeze_dims removes every "
+                                 f"axis of size 1, the batch axis included (LiteRT runs batch 1), which fxpsim "
+                                 f"graphs keep on axis 0; convert with explicit squeeze axes")
+            axes = set()
         self._reshape_to(op, x, y, tuple(d for a, d in enumerate(xs) if a not in axes))
 
     def op_EXPAND_DIMS(self, op):
