@@ -122,6 +122,7 @@ def extract(model, calibration_x) -> FloatGraph:
     present, and from the min/max of the float outputs on ``calibration_x`` elsewhere.
     """
     from .. import nn
+    from ..nn.fold import FoldedConvBN, FoldedDenseBN
     if not isinstance(model, nn.Sequential):
         raise TypeError(f"extract: expected an fxpsim.nn.Sequential model, got {type(model).__name__}")
     x = _check_x(calibration_x, "calibration_x")
@@ -136,13 +137,13 @@ def extract(model, calibration_x) -> FloatGraph:
         layer, covered = layers[i], [i]
         kind = {nn.Dense: "dense", nn.Conv2D: "conv2d", nn.DepthwiseConv2D: "depthwise_conv2d",
                 nn.MaxPool2D: "max_pool2d", nn.AvgPool2D: "avg_pool2d", nn.Flatten: "flatten",
-                nn.ReLU: "relu", nn.ReLU6: "relu6"}.get(type(layer))
+                nn.ReLU: "relu", nn.ReLU6: "relu6", FoldedConvBN: "conv2d", FoldedDenseBN: "dense"}.get(type(layer))
         if kind is None:
             what = ("a BatchNorm that cannot be folded (it does not follow a linear layer without activation)"
                     if isinstance(layer, nn.BatchNorm) else f"a {type(layer).__name__} layer")
             raise ValueError(f"layer {i} is {what}; the integer simulation supports Dense, Conv2D, "
-                             "DepthwiseConv2D (+ folded BatchNorm), ReLU, ReLU6, MaxPool2D, AvgPool2D, Flatten "
-                             "and a leading Quantize")
+                             "DepthwiseConv2D (+ folded BatchNorm), FoldedConvBN, FoldedDenseBN, ReLU, ReLU6, MaxPool2D, "
+                             "AvgPool2D, Flatten and a leading Quantize")
         stage = FloatStage(kind=kind, name=f"{i}:{kind}", model_layers=())
         range_q = None
         if kind in _LINEAR_KINDS:
@@ -151,9 +152,12 @@ def extract(model, calibration_x) -> FloatGraph:
                 master = layer.folded_weight() if hasattr(layer, "folded_weight") else layer.W
                 stage.weight_grid = quantizer_grid(layer.weight_quantizer, master,
                                                    channel_axis=2 if kind == "depthwise_conv2d" else -1)
-            stage.bias = (np.zeros(stage.weight.shape[-1] if kind != "depthwise_conv2d" else
-                                   stage.weight.shape[2] * stage.weight.shape[3])
-                          if layer.b is None else np.asarray(layer.b, dtype=np.float64))
+            if hasattr(layer, "folded_bias"):          # batch norm folded in training: its inference bias
+                stage.bias = np.asarray(layer.folded_bias(), dtype=np.float64)
+            else:
+                stage.bias = (np.zeros(stage.weight.shape[-1] if kind != "depthwise_conv2d" else
+                                       stage.weight.shape[2] * stage.weight.shape[3])
+                              if layer.b is None else np.asarray(layer.b, dtype=np.float64))
             stage.activation = layer.activation
             range_q = layer.activation_quantizer
             if kind != "dense":

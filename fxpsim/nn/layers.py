@@ -40,10 +40,12 @@ import numpy as np
 from .module import (FusedActivation, LinearLayer, Module, Sequential, check_layer_input, glorot_uniform,
                           make_quantizer, quantizer_config)
 from .conv import AvgPool2D, Conv2D, DepthwiseConv2D, MaxPool2D
+from .fold import FoldedConvBN, FoldedDenseBN
 
 __all__ = ["Module", "Sequential", "Dense", "Conv2D", "DepthwiseConv2D", "ReLU", "ReLU6", "MaxPool2D",
            "AvgPool2D", "Flatten", "BatchNorm", "Quantize", "SoftmaxCrossEntropy", "fold_batchnorm",
-           "layer_from_config", "mlp", "small_cnn", "quantization_scheme", "QUANTIZATION_SCHEMES"]
+           "layer_from_config", "mlp", "small_cnn", "quantization_scheme", "QUANTIZATION_SCHEMES",
+           "FoldedConvBN", "FoldedDenseBN"]
 
 
 class Dense(LinearLayer):
@@ -273,7 +275,8 @@ class SoftmaxCrossEntropy:
 
 
 _LAYER_CLASSES = {cls.__name__: cls for cls in (Sequential, Dense, Conv2D, DepthwiseConv2D, ReLU, ReLU6,
-                                                  MaxPool2D, AvgPool2D, Flatten, BatchNorm, Quantize)}
+                                                  MaxPool2D, AvgPool2D, Flatten, BatchNorm, Quantize,
+                                                  FoldedConvBN, FoldedDenseBN)}
 
 
 def layer_from_config(config: dict) -> Module:
