@@ -349,13 +349,22 @@ def _tap_labels(mac: Mapping, w_shape) -> list[str]:
 
 
 # ----------------------------------------------------------------------------------------- node parameters
+def _requantizer_for(graph, node, dp):
+    """The MAC node's Requantizer, looked up where the graph's MAC ops take it from (at call time)."""
+    try:
+        from ..graph import mac_ops as module
+    except ImportError:                     # older layout: the MAC ops live in graph.ops
+        module = _ops
+    return module.requantizer_for(graph, node, dp)
+
+
 def _mac_entry(graph, node, dp, x_shape) -> tuple[dict, Any]:
     """The manifest's ``mac`` entry of a MAC node, and its Requantizer."""
     xs, ws, ys = (graph.tensors[t] for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
     bs = graph.tensors[node.inputs[2]] if len(node.inputs) > 2 and node.inputs[2] else None
     act = node.attrs.get("activation", "none")
     lo, hi = _ops._clamp_codes(graph, node, node.outputs[0], act)
-    rq = _ops.requantizer_for(graph, node, dp)
+    rq = _requantizer_for(graph, node, dp)
     wz = [int(v) for v in ws.zero_point]
     n_out = ys.shape[-1]
     K = int(np.prod(ws.data.shape[1:])) if node.op != "depthwise_conv2d" else int(ws.data.shape[1] * ws.data.shape[2])
