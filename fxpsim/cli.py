@@ -122,6 +122,35 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     inspect.add_argument("--calibration", type=_positive_int, default=500, help=argparse.SUPPRESS)
 
+    vectors = sub.add_parser("export-vectors", help="write golden vectors of every node for RTL verification",
+                             description="Run inputs through a model's integer graph on a config and write, per "
+                             "node, input codes, weights, biases, requantization parameters, accumulators and "
+                             "outputs ($readmemh .hex, .npy, .csv), manifest.json, fxpsim_params.svh, and for "
+                             "fully connected nodes the inputs of examples/rtl/tb_dense.v (NN_node/tb_dense/).")
+    vectors.add_argument("--model", required=True, help=_MODEL_HELP)
+    vectors.add_argument("--config", default="tflite-int8", help="preset name or TOML file (default: tflite-int8)")
+    _data_args(vectors)
+    vectors.add_argument("--samples", type=_positive_int, default=None,
+                         help="use the first N inputs of --data (default: all)")
+    vectors.add_argument("--out", required=True, help="output directory")
+    vectors.add_argument("--format", default="hex,npy", help="comma-separated: hex ($readmemh), mem ($readmemb), "
+                         "npy, csv (default: hex,npy)")
+    vectors.add_argument("--mac-trace", action="append", default=[], metavar="NODE:IDX[,IDX..]",
+                         help="also write the running accumulator after every add of these outputs of NODE (flat "
+                         "indices, batch included; NODE alone: the first --limit outputs); repeatable")
+    vectors.add_argument("--limit", type=_positive_int, default=None,
+                         help="at most N traced outputs per node (default 64)")
+
+    comp = sub.add_parser("compare", help="compare an RTL dump with golden vectors: the first mismatch and its "
+                          "pattern", description="Compare the files an RTL simulation wrote with the golden "
+                          "vectors of 'fxpsim export-vectors' and report the first mismatch in dataflow order. "
+                          "Exit status 0: match, 1: mismatch, 2: usage error (unreadable or malformed files).")
+    comp.add_argument("--golden", required=True, help="directory written by 'fxpsim export-vectors'")
+    comp.add_argument("--rtl", required=True, action="append", metavar="DUMP",
+                      help="dump directory (golden layout, or tb_dense folders with acc_out.hex/y_out.hex; the "
+                      "golden directory itself picks up every testbench run in it), or NODE/ROLE=FILE (repeatable)")
+    comp.add_argument("--html", default=None, metavar="PAGE", help="also write an HTML page with mismatch maps")
+
     presets = sub.add_parser("presets", help="list the shipped hardware presets",
                              description="List the hardware presets, or print one as TOML.")
     presets.add_argument("--show", metavar="NAME", default=None, help="print this preset as TOML")
@@ -398,7 +427,62 @@ def cmd_demo(args) -> int:
     return 0
 
 
-_COMMANDS = {"demo": cmd_demo, "simulate": cmd_simulate, "sweep": cmd_sweep, "inspect": cmd_inspect,
+def cmd_export_vectors(args) -> int:
+    from .hardware.conversion import convert
+    from .io.vectors import export_vectors
+    _check_out(args.out)
+    formats = [f.strip().lower() for f in args.format.split(",") if f.strip()]
+    traces = []                          # --mac-trace NODE:IDX[,IDX..] (node names may contain ':') or NODE
+    for spec in args.mac_trace:
+        node, sep, idx = spec.rpartition(":")
+        outputs = None
+        if sep and idx.strip() and all(p.strip().isdigit() for p in idx.split(",")):
+            outputs = [int(p) for p in idx.split(",")]
+        else:
+            node = spec
+        if not node.strip():
+            raise UsageError(f"--mac-trace {spec!r}: expected NODE:IDX[,IDX..] (flat output indices) or NODE")
+        traces.append({"node": node, "outputs": outputs, **({"limit": args.limit} if args.limit else {})})
+    config = _load_config(args.config)
+    model = _load_model(args.model)
+    x, _, xc = _load_data(args, model)
+    if args.samples:
+        x = x[:args.samples]
+    try:
+        graph = model if _is_graph(model) else convert(model, config, xc)
+        manifest = export_vectors(graph, args.out, x, config, formats=formats, mac_trace=traces or None)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(str(exc).splitlines()[0]) from None
+    n_files = sum(1 for f in manifest["files"] if f.get("set") == "golden")
+    _say(f"wrote {n_files} golden vector files for {len(manifest['nodes'])} nodes ({manifest['batch']} inputs, "
+         f"{config.name}) to {args.out}/: manifest.json, fxpsim_params.svh, one folder per node")
+    for n in manifest["nodes"]:
+        tb = n.get("tb_dense")
+        if tb:
+            _say(f"  node {n['name']!r}: testbench inputs in {os.path.join(args.out, tb['dir'])}/  "
+                 f"(run: examples/rtl/run.sh {os.path.join(args.out, tb['dir'])})")
+        for note in n["notes"]:
+            _say(f"  node {n['name']!r}: {note}")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from .io.compare import compare
+    pairs = [r for r in args.rtl if "=" in r and not os.path.isdir(r)]
+    if pairs and len(pairs) != len(args.rtl) or (not pairs and len(args.rtl) != 1):
+        raise UsageError("--rtl takes one dump directory, or one or more NODE/ROLE=FILE entries")
+    dump = dict(p.split("=", 1) for p in pairs) if pairs else args.rtl[0]
+    try:
+        result = compare(args.golden, dump, html=args.html)
+    except ValueError as exc:
+        raise UsageError(" ".join(str(exc).split())) from None
+    _say(result.to_text().rstrip())
+    if args.html:
+        _say("", f"HTML report written to {args.html}")
+    return result.exit_code
+
+
+_COMMANDS = {"export-vectors": cmd_export_vectors, "compare": cmd_compare, "demo": cmd_demo, "simulate": cmd_simulate, "sweep": cmd_sweep, "inspect": cmd_inspect,
              "presets": cmd_presets}
 
 
