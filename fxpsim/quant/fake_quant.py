@@ -320,6 +320,8 @@ def tf_fake_quant_codes(inputs, min, max, num_bits=8, narrow_range=False, per_ch
 
 # --------------------------------------------------------------------------- PyTorch
 _INT32_MIN, _UINT32_MAX = -(1 << 31), (1 << 32) - 1
+#: Smallest float32 scale whose float32 reciprocal 1.0f / scale is finite (a subnormal, about 2.9e-39).
+_MIN_SCALE = np.nextafter(_F32(1) / np.finfo(_F32).max, _F32(1), dtype=_F32)
 
 
 def check_affine_params(scale, zero_point, quant_min, quant_max, where: str, learnable: bool = False):
@@ -334,9 +336,17 @@ def check_affine_params(scale, zero_point, quant_min, quant_max, where: str, lea
     s = np.asarray(scale)
     if s.dtype.kind not in "fiu" or s.dtype == np.bool_:
         raise TypeError(f"{where}: scale must be a real number or array, got dtype {s.dtype}")
-    s32 = s.astype(_F32)
+    with np.errstate(over="ignore", under="ignore"):
+        s32 = s.astype(_F32)
+        inv = _F32(1) / s32 if s32.size and (s32 > 0).all() else None
     if not np.isfinite(s32).all() or (s32 <= 0).any():
-        raise ValueError(f"{where}: scale must be finite and > 0, got {s.tolist()}")
+        raise ValueError(f"{where}: scale must be finite and > 0 as a float32, got {s.tolist()}"
+                         + (" (it rounds to 0 in float32)" if np.isfinite(s32).all() and (s > 0).all() else ""))
+    if inv is not None and not np.isfinite(inv).all():
+        bad = s32.reshape(-1)[~np.isfinite(inv.reshape(-1))]
+        raise ValueError(f"{where}: scale {float(bad[0])!r} is below {float(_MIN_SCALE)!r}: PyTorch computes "
+                         f"inv_scale = 1.0f / scale in float32, which overflows to inf for it, so every "
+                         f"input gives inf or NaN (0 * inf is NaN); use a scale >= {float(_MIN_SCALE)!r}")
     z = np.asarray(zero_point)
     if z.dtype.kind not in "fiu" or z.dtype == np.bool_:
         raise TypeError(f"{where}: zero_point must be a number or array, got dtype {z.dtype}")
@@ -382,9 +392,48 @@ def _torch_quantize(x, scale, zero_point):
         return (zero_point.astype(_F32) + np.rint((x * inv_scale).astype(_F32))).astype(_F32)
 
 
-def _torch_dequantize(code_f, scale, zero_point, quant_min, quant_max):
-    """``float((clamp(code) - zp) * double(scale))``; NaN codes stay NaN."""
-    clamped = np.clip(code_f.astype(np.float64), quant_min, quant_max)
+_TWO63 = 2.0 ** 63
+
+
+def _torch_int64(code_f):
+    """PyTorch's unchecked ``static_cast<int64_t>(float)`` of a rounded code, as x86-64 computes it.
+
+    Codes in [-2^63, 2^63) are exact integers already; NaN and codes beyond int64 become INT64_MIN
+    (cvttss2si's "integer indefinite"), i.e. *below* every range however large the input.  PyTorch's
+    per-channel kernels and the learnable (LSQ) gradient kernels cast so; its per-tensor forward
+    stays in float.  Returned as float64 (INT64_MIN = -2^63 exactly).
+    """
+    code = np.asarray(code_f, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        return np.where((code >= -_TWO63) & (code < _TWO63), code, -_TWO63)
+
+
+def _fma32(a, b, c):
+    """float32 ``fma(a, b, c)``: ``a * b + c`` rounded once to float32 (NaN/inf as IEEE).
+
+    a * b of two float32 is exact in float64; the float64 sum is rounded *to odd* (TwoSum gives its
+    error; an inexact sum with an even last bit moves one ulp toward the error), and a value rounded
+    to odd on 53 >= 2 * 24 + 2 bits rounds to float32 exactly as the exact sum would.
+    """
+    a64, b64, c64 = (np.asarray(v, dtype=np.float64) for v in (a, b, c))
+    with np.errstate(invalid="ignore", over="ignore"):
+        p = a64 * b64
+        total = p + c64
+        back = total - p
+        err = (p - (total - back)) + (c64 - back)
+        inexact = (err != 0) & np.isfinite(total) & ((total.view(np.int64) & 1) == 0)
+        total = np.where(inexact, np.nextafter(total, np.where(err > 0, np.inf, -np.inf)), total)
+        return total.astype(_F32)
+
+
+def _torch_dequantize(code_f, scale, zero_point, quant_min, quant_max, int64_cast=False):
+    """``float((clamp(code) - zp) * double(scale))``; NaN codes stay NaN (an fxpsim choice: PyTorch's
+    result for NaN is not meaningful).  ``int64_cast``: the code went through :func:`_torch_int64`
+    (PyTorch's per-channel kernel), so inputs beyond int64 give the *lowest* level."""
+    code = code_f.astype(np.float64)
+    if int64_cast:
+        code = np.where(np.isnan(code), code, _torch_int64(code))
+    clamped = np.clip(code, quant_min, quant_max)
     return ((clamped - zero_point.astype(np.float64)) * scale.astype(np.float64)).astype(_F32)
 
 
@@ -431,7 +480,7 @@ def fake_quantize_per_channel_affine(x, scale, zero_point, axis, quant_min, quan
     """``torch.fake_quantize_per_channel_affine``: :func:`fake_quantize_per_tensor_affine` per channel along ``axis``."""
     where = "fake_quantize_per_channel_affine"
     x, s, z = _affine_inputs(x, scale, zero_point, quant_min, quant_max, axis, where)
-    return _torch_dequantize(_torch_quantize(x, s, z), s, z, quant_min, quant_max)
+    return _torch_dequantize(_torch_quantize(x, s, z), s, z, quant_min, quant_max, int64_cast=True)
 
 
 def fake_quantize_per_channel_affine_backward(dy, x, scale, zero_point, axis, quant_min, quant_max) -> np.ndarray:
@@ -465,14 +514,16 @@ def fake_quantize_learnable_affine(x, scale, zero_point, quant_min, quant_max, a
     where = "fake_quantize_learnable_affine"
     x, axis, s, z = _learnable_inputs(x, scale, zero_point, quant_min, quant_max, axis, where)
     z_int = _forward_zero_point(z, quant_min, quant_max)
-    return _torch_dequantize(_torch_quantize(x, s, z_int), s, z_int, quant_min, quant_max)
+    return _torch_dequantize(_torch_quantize(x, s, z_int), s, z_int, quant_min, quant_max,
+                             int64_cast=axis is not None)
 
 
 def fake_quantize_learnable_affine_backward(dy, x, scale, zero_point, quant_min, quant_max, grad_factor=1.0,
                                             axis=None):
     """LSQ gradients ``(dx, d_scale, d_zero_point)`` of the learnable ops (Esser et al. 2020).
 
-    Per element, in float32 and PyTorch's order, with :math:`\\gamma` = ``grad_factor``,
+    Per element, in float32 and PyTorch's order (with its fused multiply-adds: see below), with
+    :math:`\\gamma` = ``grad_factor``,
     :math:`z` the backward zero point (per tensor: ``trunc(clamp(zp + 0.5))`` as PyTorch;
     per channel: ``clamp(rne(zp))``), :math:`c = \\mathrm{rne}(z + x \\cdot \\mathrm{fl}(1/s))`:
 
@@ -484,11 +535,32 @@ def fake_quantize_learnable_affine_backward(dy, x, scale, zero_point, quant_min,
                             g\\,(q_{max} - z)\\,\\gamma & c > q_{max} \\end{cases}, \\qquad
         dz = \\begin{cases} 0 & \\text{inside} \\\\ -g\\, s\\, \\gamma & \\text{outside} \\end{cases}
 
-    with :math:`\\hat x = \\mathrm{fl}((\\mathrm{clamp}(c) - z)\\, s)`; ``ds``/``dz`` are summed
-    (per channel along ``axis``) in double and returned as float32 arrays of the
-    parameter's shape.
+    with :math:`\\hat x = (\\mathrm{clamp}(c) - z)\\, s`.  PyTorch's CPU kernels are compiled with
+    FMA contraction where the CPU has it (x86-64 AVX2/AVX-512 builds, aarch64): :math:`c` is
+    :math:`\\mathrm{rne}(\\mathrm{fma}(x, \\mathrm{fl}(1/s), z))` and :math:`\\hat x - x` is
+    :math:`\\mathrm{fma}(\\mathrm{clamp}(c) - z, s, -x)`, one rounding each, as here.  They convert
+    :math:`c` to int64 unchecked: on x86-64 a code beyond int64 (a huge or infinite input) or NaN
+    becomes INT64_MIN, so it counts as *below* the range (``ds`` gets :math:`g (q_{min} - z)\\gamma`
+    even for a huge positive input); this is reproduced (:func:`_torch_int64`).  Every per-element
+    term is bit-exact with PyTorch's.  ``ds``/``dz`` are the sums of the terms (per channel along
+    ``axis``), accumulated in double and rounded once to float32: PyTorch sums the float32 terms in
+    float32, in an order that depends on its CPU kernel (vector width) and thread count, so the two
+    sums agree within float32 summation error, :math:`(n-1)\\,2^{-24} \\sum |t_i|`; fxpsim's is
+    within :math:`2^{-24} |S| + n\\, 2^{-53} \\sum |t_i|` of the exact sum :math:`S`.
     """
     where = "fake_quantize_learnable_affine_backward"
+    dx, d_scale, d_zero, axis, ndim = _learnable_backward_terms(dy, x, scale, zero_point, quant_min, quant_max,
+                                                                grad_factor, axis, where)
+    others = None if axis is None else tuple(i for i in range(ndim) if i != axis)
+    # (+ 0.0: a sum of only -0.0 terms is +0.0, as PyTorch's, whose accumulators start at +0.0)
+    d_scale = (np.sum(d_scale, axis=others, dtype=np.float64) + 0.0).astype(_F32).reshape(np.shape(scale))
+    d_zero = (np.sum(d_zero, axis=others, dtype=np.float64) + 0.0).astype(_F32).reshape(np.shape(zero_point))
+    return dx, d_scale, d_zero
+
+
+def _learnable_backward_terms(dy, x, scale, zero_point, quant_min, quant_max, grad_factor, axis, where):
+    """Per-element LSQ terms ``(dx, d_scale terms, d_zero terms, axis, ndim)``, each float32 and bit-exact
+    with PyTorch's gradient kernels (which then sum the terms in float32, in their own order)."""
     dy, xx = _gradient_pair(dy, x, where)
     xx, axis, s, z = _learnable_inputs(xx, scale, zero_point, quant_min, quant_max, axis, where)
     if isinstance(grad_factor, bool) or not isinstance(grad_factor, numbers.Real) or not np.isfinite(grad_factor):
@@ -500,23 +572,20 @@ def fake_quantize_learnable_affine_backward(dy, x, scale, zero_point, quant_min,
     else:
         z_back = _forward_zero_point(z, quant_min, quant_max).astype(_F32)
     inv_scale = (_F32(1) / s).astype(_F32)
-    with np.errstate(over="ignore", invalid="ignore"):
-        code = np.rint((z_back + (xx * inv_scale).astype(_F32)).astype(_F32))
-    below, above = code < qmin_f, code > qmax_f
-    inside = ~(below | above) & ~np.isnan(code)
+    # PyTorch's kernels, compiled with FMA (x86-64 AVX2/AVX-512 builds, aarch64), fuse
+    # rint(z + x * inv_scale) and (q - z) * s - x into single roundings: so does fxpsim
+    code = _torch_int64(np.rint(_fma32(xx, inv_scale, z_back)))
+    below, above = code < quant_min, code > quant_max
+    inside = ~(below | above)
     dx = (dy * inside.astype(_F32)).astype(_F32)
-    x_hat = ((np.clip(code, qmin_f, qmax_f) - z_back).astype(_F32) * s).astype(_F32)
+    x_hat_minus_x = _fma32((np.clip(code, quant_min, quant_max).astype(_F32) - z_back).astype(_F32), s, -xx)
     with np.errstate(over="ignore", invalid="ignore"):
-        d_inside = ((dy * (x_hat - xx).astype(_F32)).astype(_F32) * inv_scale).astype(_F32) * gamma
+        d_inside = ((dy * x_hat_minus_x).astype(_F32) * inv_scale).astype(_F32) * gamma
         d_below = (dy * (qmin_f - z_back).astype(_F32)).astype(_F32) * gamma
         d_above = (dy * (qmax_f - z_back).astype(_F32)).astype(_F32) * gamma
-        d_scale = np.where(inside, d_inside, np.where(below, d_below, np.where(above, d_above, _F32(0))))
-        d_zero = np.where(below | above, ((-dy * s).astype(_F32) * gamma).astype(_F32), _F32(0))
-    others = None if axis is None else tuple(i for i in range(xx.ndim) if i != axis)
-    shape = np.shape(scale)
-    d_scale = np.sum(d_scale, axis=others, dtype=np.float64).astype(_F32).reshape(shape)
-    d_zero = np.sum(d_zero, axis=others, dtype=np.float64).astype(_F32).reshape(np.shape(zero_point))
-    return dx, d_scale, d_zero
+        d_scale = np.where(inside, d_inside, np.where(below, d_below, d_above)).astype(_F32)
+        d_zero = np.where(inside, _F32(0), ((-dy * s).astype(_F32) * gamma).astype(_F32)).astype(_F32)
+    return dx, d_scale, d_zero, axis, xx.ndim
 
 
 def fake_quantize_learnable_per_tensor_affine(x, scale, zero_point, quant_min, quant_max,
