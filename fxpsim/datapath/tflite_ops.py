@@ -782,8 +782,9 @@ def quantized_mean(x, axis, params: MeanParams, *, keepdims: bool = False, kerne
     (:math:`m 2^k < 2^{63}`; :math:`m' < 2^{31}`).  ``axis`` is an int, a sequence (negative values
     and repeats allowed, as TFLite resolves them) or None for all axes; an empty sequence reduces
     nothing (:math:`n = 1`).  LiteRT's reference MEAN has no special case for the H, W reduction of 4-D
-    tensors; its optimized kernel does (``optimized_integer_ops::Mean``), and gives the same codes on
-    every vector.  ``kernels="xnnpack"``: see :func:`_mean_xnnpack`.
+    tensors; its optimized kernel does, for int8 with ``keep_dims`` (``kernels="builtin"``:
+    :func:`_mean_hw_builtin`; other reductions are the reference arithmetic there).
+    ``kernels="xnnpack"``: see :func:`_mean_xnnpack`.
     """
     _kernels(kernels)
     if not isinstance(params, MeanParams):
@@ -795,6 +796,8 @@ def quantized_mean(x, axis, params: MeanParams, *, keepdims: bool = False, kerne
         raise ValueError("quantized_mean: the input or the reduced axes are empty")
     if kernels == "xnnpack":
         return _mean_xnnpack(arr, axes, n, params, keepdims)
+    if kernels == "builtin" and keepdims and arr.ndim == 4 and sorted(axes) == [1, 2] and params.dtype == np.int8:
+        return _mean_hw_builtin(arr, n, params)
     total = _wrap_int32(np.sum(arr, axis=axes, keepdims=keepdims)) if axes else arr
     k = min(n.bit_length() - 1, 32, 31 + params.shift)
     m = (params.multiplier << k) // n if k >= 0 else params.multiplier >> -k
@@ -802,6 +805,38 @@ def quantized_mean(x, axis, params: MeanParams, *, keepdims: bool = False, kerne
     _check_mbqm_shift(s, "quantized_mean")
     v = multiply_by_quantized_multiplier(_wrap_int32(total - params.input_zero_point * n), m, s)
     return _clamp(v + params.output_zero_point, params.dtype)
+
+
+def _mean_hw_builtin(arr, n, params):
+    r"""LiteRT's optimized int8 MEAN over H, W of a 4-D tensor with ``keep_dims`` (``optimized_integer_ops::Mean``,
+    one thread, x86-64 build with NEON_2_SSE).  Everything from float32 scales:
+
+    .. math::
+
+        t = \mathrm{fl}_{32}(\mathrm{fl}_{32}(z_{in} s_{in}) / s_{out}),\quad
+        b = z_{out} - \operatorname{trunc}(t \pm 0.5),\quad
+        (m, s) = \mathrm{QuantizeMultiplier}(\mathrm{fl}_{32}(s_{in} / \mathrm{fl}_{32}(n\,s_{out}))),
+
+        y_c = \mathrm{clamp}(R(S_c) + b)
+
+    with :math:`S_c` the sum of the raw codes; :math:`R` is ``MultiplyByQuantizedMultiplier4Rows``
+    (rounding shift, ties up) for channels in whole blocks of 16, ``MultiplyByQuantizedMultiplier``
+    for the rest.
+    """
+    f32 = np.float32
+    si, so = f32(params.input_scale), f32(params.output_scale)
+    t = f32(f32(params.input_zero_point) * si) / so
+    t = t + f32(0.5) if t > 0 else t - f32(0.5)
+    bias = params.output_zero_point - int(np.trunc(t))
+    m, s = quantize_multiplier(float(si / (f32(n) * so)))
+    _check_mbqm_shift(s, "quantized_mean")
+    total = _wrap_int32(np.sum(arr, axis=(1, 2), keepdims=True))
+    vec = arr.shape[3] // 16 * 16
+    head = _srdhm(_wrap_int32(total[..., :vec] << max(s, 0)), m)
+    if s < 0:
+        head = (head + (1 << (-s - 1))) >> -s
+    tail = multiply_by_quantized_multiplier(total[..., vec:], m, s)
+    return _clamp(np.concatenate([head, tail], axis=-1) + bias, params.dtype)
 
 
 def _mean_xnnpack(arr, axes, n, params, keepdims):
@@ -1327,8 +1362,9 @@ def quantized_softmax(x, params: SoftmaxParams, *, kernels: str = "reference") -
     ``kernels="builtin"``: LiteRT's optimized kernel (``optimized_ops::Softmax`` with the float table of
     ``PopulateSoftmaxLookupTable``): :math:`t_k = \mathrm{expf}(\mathrm{fl}_{32}(-s_{in}\beta) \cdot k)`,
     :math:`\Sigma = \sum_j t_{\max - x_j}` summed in float32 in order,
-    :math:`y_j = \mathrm{rha}(t_{\max - x_j} \cdot \mathrm{fl}_{32}(1 / (\Sigma\, s_{out}))) + z_{out}`.
-    XNNPACK does not take int8 SOFTMAX (its run is the builtin kernel's).
+    :math:`y_j = \mathrm{rha}(t_{\max - x_j} \cdot \mathrm{fl}_{32}(1 / (\Sigma\, s_{out}))) + z_{out}`; it differs
+    from the fixed point on about one element in 20 000.  XNNPACK does not take int8 SOFTMAX (LiteRT then
+    runs the builtin kernel: ``kernels="xnnpack"`` is the same).
     """
     _kernels(kernels)
     if not isinstance(params, SoftmaxParams):
