@@ -774,7 +774,14 @@ def _write_svh(path: str, manifest: dict, graph) -> None:
          f"localparam integer FXPSIM_BATCH = {manifest['batch']};",
          f"localparam integer FXPSIM_NODES = {len(manifest['nodes'])};", ""]
 
+    seen: dict = {}
+
     def p(name, value, comment=""):
+        if name in seen:                     # one name, one value (e.g. OUT_ZP of the output and of the MAC)
+            if seen[name] != int(value):
+                raise RuntimeError(f"fxpsim_params.svh: {name} would be {seen[name]} and {int(value)}")
+            return
+        seen[name] = int(value)
         L.append(f"localparam integer {name} = {int(value)};" + (f"  // {comment}" if comment else ""))
 
     for n in manifest["nodes"]:
