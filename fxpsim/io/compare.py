@@ -325,7 +325,7 @@ def _mac_text(a: MacAnalysis) -> list:
         if s is not None:
             show |= set(range(max(0, s - _WINDOW), min(len(a.rows), s + _WINDOW + 1)))
     hyp = any("hypothesis" in r for r in a.rows)
-    head = ["step", "adds", "product", "exact", "saturating", "wrapping"] + (["RTL model"] if hyp else []) + [""]
+    head = ["step", "adds", "product", "exact", "saturating", "wrapping"] + (["pattern model"] if hyp else []) + [""]
     rows, last = [], -1
     for s in sorted(show):
         if s > last + 1:
@@ -341,6 +341,8 @@ def _mac_text(a: MacAnalysis) -> list:
                     + [" ".join(mark)])
         last = s
     L += ["  " + s for s in _table(rows, head)]
+    if hyp:
+        L.append(f"  pattern model: the running sum under the recognised pattern ({a.hypothesis})")
     if a.parting_step is None:
         L.append(f"  no overflow: the exact sum stays inside the {a.acc_bits}-bit range at every step")
     else:
@@ -350,7 +352,7 @@ def _mac_text(a: MacAnalysis) -> list:
     L.append(f"  final: exact {f['exact']}, saturating {f['saturating']}, wrapping {f['wrapping']}; "
              f"golden accumulator {a.golden_acc} ({a.mode})")
     if a.rtl_acc is not None:
-        which = " and ".join(a.rtl_matches) if a.rtl_matches else "none of them"
+        which = " and ".join(f"the {k} sum" for k in a.rtl_matches) if a.rtl_matches else "none of them"
         L.append(f"  RTL accumulator {a.rtl_acc}: matches {which}")
     elif a.rtl_matches:
         L.append(f"  (no RTL accumulator dumped) the RTL's output matches the requantized "
@@ -1023,7 +1025,7 @@ def _mac_analysis(model: _NodeModel, coords, t: TensorDiff, rtl_acc_tensor, rtl_
         rtl_value = int(rtl_acc.reshape(-1)[flat])
     matches = []
     if rtl_value is not None:
-        matches = [k for k in ("exact", "saturating", "wrapping") if finals[k] == rtl_value]
+        matches = [k for k in ("saturating", "wrapping", "exact") if finals[k] == rtl_value]
     elif rtl_y is not None and model.mult is not None and model.kind in ("double", "single"):
         y = int(rtl_y.reshape(-1)[flat])
         for k in ("saturating", "wrapping"):

@@ -184,7 +184,7 @@ def test_first_mismatch_in_dataflow_order_and_wrapped_accumulator(golden, net, t
     f = res.first
     assert (f.node, f.role, f.index) == ("0:dense", "accumulator", (n, o))
     assert f.patterns[0] == "wrapped where saturation was expected"
-    assert f.mac.parting_step == step and f.mac.step == step and f.mac.rtl_matches[-1] == "wrapping"
+    assert f.mac.parting_step == step and f.mac.step == step and f.mac.rtl_matches[0] == "wrapping"
     assert f.mac.finals["saturating"] == sat[n, o] and f.mac.rtl_acc == wrapped[n, o]
     assert [r["saturating"] for r in f.mac.rows] == s_sat and [r["wrapping"] for r in f.mac.rows] == s_wrap
     assert len(res.mismatched) == 2 and "sums part ways (first overflow)" in res.to_text()
