@@ -53,7 +53,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from .memfile import read_csv_codes, read_mem
-from .vectors import MANIFEST, ROLE_ORDER, VECTORS_FORMAT, fit_value, mac_products, mac_run, mac_sequence
+from .vectors import (MANIFEST, ROLE_ORDER, VECTORS_FORMAT, _tap_labels, fit_value, mac_products, mac_run,
+                      mac_sequence)
 
 __all__ = ["compare", "CompareResult", "TensorDiff", "Mismatch", "MacAnalysis"]
 
@@ -897,41 +898,40 @@ def _patterns(t: TensorDiff, got, exp, model, rtl_acc) -> list:
 
 def _generic_patterns(t: TensorDiff, got, exp) -> list:
     m = t.mask.reshape(-1)
-    g = got.reshape(-1)[m].astype(object)
-    e = exp.reshape(-1)[m].astype(object)
-    d = [int(a) - int(b) for a, b in zip(g, e)]
+    dtype = np.int64 if t.bits <= 62 else object          # exact either way
+    g = got.reshape(-1)[m].astype(dtype)
+    e = exp.reshape(-1)[m].astype(dtype)
+    d = g - e
     out = []
-    if all(int(a) == 0 for a in g):
+    if np.all(g == 0):
         out.append("the RTL wrote zeros where values were expected")
-    if all(abs(v) == 1 for v in d):
-        up = sum(v > 0 for v in d)
+    if np.all(abs(d) == 1):
+        up = int(np.count_nonzero(d > 0))
         out.append(f"all off by ±1 LSB (+1: {up}, -1: {len(d) - up})")
-    elif len(set(d)) == 1:
-        out.append(f"constant offset of {d[0]:+d} LSB")
-    if all(int(a) == -int(b) for a, b in zip(g, e)):
+    elif np.all(d == d[0]):
+        out.append(f"constant offset of {int(d[0]):+d} LSB")
+    if t.signed and np.all(g == -e):
         out.append("sign flips (got = -expected)")
     bits = t.bits
-    for b in range(bits - 1, max(1, bits - 3), -1):
+    for b in range(bits - 1, max(1, bits - 3), -1) if t.signed else ():
         lo, hi = -(1 << (b - 1)), (1 << (b - 1)) - 1
-        beyond = [not (lo <= int(v) <= hi) for v in e]
-        if not any(beyond):
+        if not np.any((e < lo) | (e > hi)):
             continue
-        if all(int(a) == fit_value(int(v), b, "wrap") for a, v in zip(g, e)):
+        if np.all(g == (e - lo) % (1 << b) + lo):
             out.append(f"values wrapped to {b} bits: got = expected mod 2^{b} where |expected| is beyond the {b}-bit "
                        f"range (the top bit is missing: width off by {bits - b})")
             break
-        if all(int(a) == fit_value(int(v), b, "saturate") for a, v in zip(g, e)):
+        if np.all(g == np.clip(e, lo, hi)):
             out.append(f"values saturated at {b} bits where they exceed the {b}-bit range (width off by {bits - b})")
             break
-    mask_w = (1 << bits) - 1
-    x = {(int(a) ^ int(b)) & mask_w for a, b in zip(g, e)}
-    if len(x) == 1:
-        v = next(iter(x))
+    x = (g ^ e) & ((1 << bits) - 1) if dtype is object or bits < 62 else (g ^ e) & np.int64((1 << 62) - 1)
+    if np.all(x == x[0]):
+        v = int(x[0])
         if v and v & (v - 1) == 0:
             out.append(f"bit {v.bit_length() - 1} differs in every mismatch (a consistent bit missing or stuck)")
     out += _layout_patterns(t, got, exp)
     if not out:
-        out.append(f"no simple pattern (differences {min(d):+d} .. {max(d):+d} LSB)")
+        out.append(f"no simple pattern (differences {int(d.min()):+d} .. {int(d.max()):+d} LSB)")
     return out
 
 
@@ -1012,6 +1012,9 @@ def _mac_analysis(model: _NodeModel, coords, t: TensorDiff, rtl_acc_tensor, rtl_
     wrap, _ = mac_sequence(P, mode="wrap", **kw)
     gold, _ = mac_sequence(P, mode=model.mode, **kw)
     prod_at = _product_positions(labels, P)
+    if model.mac["op"] != "fully_connected":         # name the tap of every product: k=8 (i,j,c)=(2,2,0)
+        taps = _tap_labels(model.mac, model.w.shape)
+        labels = [f"{lab} {taps[int(lab[2:])]}" if lab.startswith("k=") else lab for lab in labels]
     rows = [{"step": s, "label": labels[s], "product": prod_at.get(s), "exact": exact[s], "saturating": sat[s],
              "wrapping": wrap[s]} for s in range(len(labels))]
     parting = next((s for s in range(len(labels)) if not exact[s] == sat[s] == wrap[s]), None)
@@ -1058,7 +1061,7 @@ def _product_positions(labels, P) -> dict:
     out = {}
     for s, lab in enumerate(labels):
         if lab.startswith("k="):
-            out[s] = P[int(lab[2:])]
+            out[s] = P[int(lab[2:].split()[0])]
     return out
 
 

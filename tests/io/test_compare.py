@@ -508,3 +508,70 @@ def test_bug_srdhm_no_sat(net, tmp_path, monkeypatch):
     f = compare(tmp_path, tmp_path).first
     assert (f.node, f.role, f.index, f.expected, f.got) == ("0:dense", "output", (n, o), 127, -128)
     assert f.patterns[0] == "SRDHM misses its INT32_MIN x INT32_MIN saturation"
+
+
+# ----------------------------------------------------------------------------------------- convolutions
+def _conv_graph(seed=0):
+    """x[6,6,3] int8 -> conv 3x3 SAME (4 channels) -> depthwise 3x3 SAME stride 2 (multiplier 2)."""
+    from fxpsim.graph import IntegerGraph, Node, TensorSpec
+    rng = np.random.default_rng(seed)
+    t = [TensorSpec("x", 8, True, (6, 6, 3), 0.02, -3),
+         TensorSpec("c/w", 8, True, scale=rng.uniform(0.004, 0.01, 4), zero_point=np.zeros(4, np.int64), axis=0,
+                    data=rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)),
+         TensorSpec("c/b", 32, True, data=rng.integers(-300, 300, 4)),
+         TensorSpec("c", 8, True, (6, 6, 4), 0.03, -128),
+         TensorSpec("d/w", 8, True, scale=rng.uniform(0.004, 0.01, 8), zero_point=np.zeros(8, np.int64), axis=3,
+                    data=rng.integers(-127, 128, (1, 3, 3, 8)).astype(np.int8)),
+         TensorSpec("d/b", 32, True, data=rng.integers(-300, 300, 8)),
+         TensorSpec("d", 8, True, (3, 3, 8), 0.05, 4)]
+    n = [Node("conv", "conv2d", ["x", "c/w", "c/b"], ["c"], {"padding": "SAME", "activation": "relu"}),
+         Node("dw", "depthwise_conv2d", ["c", "d/w", "d/b"], ["d"], {"padding": "SAME", "stride": 2})]
+    return IntegerGraph(t, n, ["x"], ["d"], name="convs")
+
+
+def _conv_sequence(x, w, b, xz, n, h, ww, o, bits, mode, wt=None):
+    """Running sums of conv output (n, h, w, o), taps (i, j, c) row-major, padded taps skipped as zeros."""
+    w = w if wt is None else wt
+    s = [b]
+    for i in range(3):
+        for j in range(3):
+            for c in range(w.shape[3]):
+                hh, wv = h + i - 1, ww + j - 1
+                xv = int(x[n, hh, wv, c]) - xz if 0 <= hh < 6 and 0 <= wv < 6 else 0
+                s.append(fit(s[-1] + xv * int(w[o, i, j, c]), bits, mode))
+    return s
+
+
+@pytest.mark.parametrize("bug", ["wrap", "transposed"])
+def test_conv_accumulator_patterns_and_steps(tmp_path, bug):
+    g = _conv_graph()
+    x = np.random.default_rng(1).integers(-128, 128, (3, 6, 6, 3)).astype(np.int8)
+    dp = fxpsim.graph.ir.Datapath(accumulator_bits=12, accumulator_overflow="saturate", bias_add="preload")
+    export_vectors(g, tmp_path / "g", x, dp, formats=("npy",))
+    _, traces, _ = g.run(x, dp, trace=True, keep=True)
+    w, b = g.tensors["c/w"].data, g.tensors["c/b"].data
+    wt = w.reshape(-1).reshape(3, 3, 3, 4).transpose(3, 0, 1, 2) if bug == "transposed" else None
+    mode = "wrap" if bug == "wrap" else "saturate"
+    bad = np.array([[[[_conv_sequence(x, w, int(b[o]), -3, n, h, ww, o, 12, mode, wt)[-1] for o in range(4)]
+                      for ww in range(6)] for h in range(6)] for n in range(3)], dtype=np.int64)
+    golden = traces["conv"]["acc"]
+    assert np.array_equal(np.array([[[[_conv_sequence(x, w, int(b[o]), -3, n, h, ww, o, 12, "saturate")[-1]
+                                       for o in range(4)] for ww in range(6)] for h in range(6)] for n in range(3)]),
+                          golden)
+    idx = first_diff(bad, golden)
+    good_s = _conv_sequence(x, w, int(b[idx[3]]), -3, *idx, 12, "saturate")
+    bad_s = _conv_sequence(x, w, int(b[idx[3]]), -3, *idx, 12, mode, wt)
+    step = next(s for s in range(len(good_s)) if good_s[s] != bad_s[s])
+    dump = tmp_path / "dump" / "00_conv"
+    dump.mkdir(parents=True)
+    write_mem(dump / "accumulator.hex", bad, 12, True)
+    y = np.load(tmp_path / "g" / "01_dw" / "output.npy")
+    (tmp_path / "dump" / "01_dw").mkdir()
+    write_mem(tmp_path / "dump" / "01_dw" / "output.hex", y.transpose(0, 3, 1, 2).reshape(y.shape), 8, True)
+    res = compare(tmp_path / "g", tmp_path / "dump")
+    f = res.first
+    assert (f.node, f.role, f.index, f.index_text[:5]) == ("conv", "accumulator", idx, "(n=0,")
+    assert f.patterns[0] == ("wrapped where saturation was expected" if bug == "wrap" else
+                             "weights transposed (read as HWIO instead of OHWI)")
+    assert f.mac.step == step and "(i,j,c)=" in f.mac.rows[step]["label"]
+    assert res.tensors[1].patterns == ["layout swap: the dump is NCHW, not NHWC"]
