@@ -478,6 +478,11 @@ class IntegerGraph:
                  "possible at or above it). output quant: real = s (code - z).")
         return f"{head}\n{table}\n{notes}"
 
+    def export_vectors(self, directory, x, datapath=None, **options) -> dict:
+        """Golden vectors of every node for an RTL testbench (:func:`fxpsim.io.vectors.export_vectors`)."""
+        from ..io.vectors import export_vectors
+        return export_vectors(self, directory, x, datapath, **options)
+
     # ------------------------------------------------------------------ files
     def to_json(self) -> dict:
         return {"format": GRAPH_FORMAT, "version": GRAPH_FORMAT_VERSION, "name": self.name, "meta": self.meta,
