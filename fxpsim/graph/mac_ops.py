@@ -39,6 +39,43 @@ def requantizer_for(graph, node, datapath) -> Requantizer:
     return rq
 
 
+def _bias_in_accumulator(graph, node, bias, dp):
+    """The bias as the accumulator receives it: the stored codes shifted left by the node's ``bias_shift``
+    (a bias register narrower than the accumulator, CMSIS-NN style), saturated into the accumulator (the
+    hardware's path is no wider); ``(bias, how many saturated)``."""
+    if bias is None:
+        return None, 0
+    bias = np.asarray(bias, dtype=np.int64) << int(node.attrs.get("bias_shift", 0))
+    lo_acc, hi_acc = -(1 << (dp.accumulator_bits - 1)), (1 << (dp.accumulator_bits - 1)) - 1
+    clipped = np.clip(bias, lo_acc, hi_acc)
+    return clipped, int(np.count_nonzero(clipped != bias))
+
+
+def _mac_geometry(node, ins):
+    """Products per output of a MAC node (``KH*KW`` for a depthwise convolution)."""
+    w = ins[1]
+    k = int(np.prod(w.shape[1:3])) if node.op == "depthwise_conv2d" else int(np.prod(w.shape[1:]))
+    return k
+
+
+def _partial_peaks(graph, node, ins, bias, dp) -> dict:
+    """Exact partial-sum peaks of the node's MAC sequence on ``dp`` (see
+    :func:`fxpsim.datapath.partial_sums.running_sum_peak`)."""
+    from ..datapath.partial_sums import mac_rows, running_sum_peak
+    xspec, wspec = _spec(graph, node.inputs[0]), _spec(graph, node.inputs[1])
+    xo = ins[0].astype(np.int64) - int(xspec.zero_point[0])
+    wo = ins[1].astype(np.int64) - wspec.zero_point.reshape(wspec.channel_shape(ins[1].ndim))
+    geometry = {}
+    if node.op != "fully_connected":
+        stride, dilation = _pair(node.attrs, "stride"), _pair(node.attrs, "dilation")
+        geometry = dict(stride=stride, dilation=dilation,
+                        pads=_pads(xo.shape[1:3], wo.shape[1:3], stride, dilation, _padding(node.attrs)))
+    a, w2, _ = mac_rows(node.op, xo, wo, **geometry)
+    preload = dp.bias_add == "preload"
+    return running_sum_peak(a, w2, bias if preload else None, order=dp.accumulator_order,
+                            after=None if preload or bias is None else bias)
+
+
 def _mac_run(graph, node, ins, dp, trace):
     from ..datapath.requantize import Requantizer as _R
     x, w = ins[0], ins[1]
@@ -57,18 +94,16 @@ def _mac_run(graph, node, ins, dp, trace):
     if at_end:
         common.update(acc=Format.integer(62), overflow="wrap", requant=_R("shift", shift=(0,)),
                       act_min=None, act_max=None, out_dtype=np.int8)
-    bias, bias_clipped = ins[2] if bspec is not None else None, 0
-    if bias is not None and not at_end:
-        # a bias wider than the accumulator saturates into it (the hardware's bias register is no wider)
-        lo_acc, hi_acc = -(1 << (dp.accumulator_bits - 1)), (1 << (dp.accumulator_bits - 1)) - 1
-        clipped_bias = np.clip(bias, lo_acc, hi_acc)
-        bias_clipped = int(np.count_nonzero(clipped_bias != bias))
-        bias = clipped_bias
+    bias, bias_clipped = _bias_in_accumulator(graph, node, ins[2] if bspec is not None else None, dp)
+    run_bias = bias
+    if bias is not None and at_end:   # a wide adder: the exact sum is fitted once at the end
+        run_bias = np.asarray(ins[2], dtype=np.int64) << int(node.attrs.get("bias_shift", 0))
+        bias_clipped = 0
     if node.op == "fully_connected":
-        res = quantized_fully_connected(x, w, bias, **common)
+        res = quantized_fully_connected(x, w, run_bias, **common)
     else:
         fn = quantized_conv2d if node.op == "conv2d" else quantized_depthwise_conv2d
-        res = fn(x, w, bias, stride=_pair(node.attrs, "stride"), padding=_padding(node.attrs),
+        res = fn(x, w, run_bias, stride=_pair(node.attrs, "stride"), padding=_padding(node.attrs),
                  dilation=_pair(node.attrs, "dilation"), **common)
     out, acc, overflows = res.out, res.acc, res.overflows
     info = None
@@ -81,10 +116,13 @@ def _mac_run(graph, node, ins, dp, trace):
         if at_end:
             out = np.clip(pre, lo, hi).astype(yspec.dtype)
         if trace:
-            k = int(np.prod(w.shape[1:]))
+            k = _mac_geometry(node, ins)
             clipped = (pre > hi) if act not in (None, "none") else (pre > hi) | (pre < lo)
+            peaks = _partial_peaks(graph, node, ins, bias if not at_end else run_bias, dp)
             info = {"overflows": int(overflows), "acc": acc, "clipped": int(np.count_nonzero(clipped)),
                     "bias_clipped": bias_clipped,
+                    "bias_clipped_at_conversion": int(graph.meta.get("bias_clipped", {}).get(node.name, 0)),
+                    "partial_peak": peaks["peak"],
                     "adds": int(out.size) * (k + (bias is not None and dp.bias_add == "after"))}
     return [out], info
 
@@ -98,7 +136,7 @@ def exact_accumulator(graph, node, ins) -> np.ndarray:
     w = ins[1].astype(np.float64) - wspec.zero_point.reshape(wspec.channel_shape(ins[1].ndim))
     acc = _float_mac(node, xo, w, ins[0].shape)
     if len(node.inputs) > 2 and node.inputs[2]:
-        acc = acc + ins[2].astype(np.float64)
+        acc = acc + ins[2].astype(np.float64) * 2.0 ** int(node.attrs.get("bias_shift", 0))
     return acc.astype(np.int64)
 
 
@@ -125,6 +163,7 @@ def _mac_float(graph, node, ins):
     if len(node.inputs) > 2 and node.inputs[2]:
         # the bias codes live in the accumulator's scale s_x s_w,c, whatever the tensor records
         s_acc = float(_spec(graph, node.inputs[0]).scale[0]) * np.broadcast_to(wspec.scale, (y.shape[-1],))
+        s_acc = s_acc * 2.0 ** int(node.attrs.get("bias_shift", 0))
         y = y + _spec(graph, node.inputs[2]).data.astype(np.float64) * s_acc
     return [_float_clip(graph, node, _float_activation(y, node.attrs.get("activation")))]
 
@@ -160,7 +199,8 @@ def _mac_bound(graph, node) -> int:
         w.reshape(-1, w.shape[-1]).sum(axis=0)
     bound = per_out.astype(object) * xmax
     if len(node.inputs) > 2 and node.inputs[2]:
-        bound = bound + np.abs(_spec(graph, node.inputs[2]).data.astype(np.int64)).astype(object)
+        shift = int(node.attrs.get("bias_shift", 0))
+        bound = bound + (np.abs(_spec(graph, node.inputs[2]).data.astype(np.int64)).astype(object) << shift)
     return int(max(bound))
 
 

@@ -55,7 +55,7 @@ _TOML_KEYS: dict[str, dict[str, str]] = {
                 "scales": "weight_scales", "narrow_range": "weight_narrow_range"},
     "activations": {"bits": "activation_bits", "format": "activation_format",
                     "signed": "activation_signed", "symmetric": "activation_symmetric"},
-    "bias": {"bits": "bias_bits", "add": "bias_add"},
+    "bias": {"bits": "bias_bits", "add": "bias_add", "shift": "bias_shift"},
     "accumulator": {"bits": "accumulator_bits", "overflow": "accumulator_overflow",
                     "order": "accumulator_order", "overflow_at": "overflow_at"},
     "requantization": {"scheme": "requantization", "dense_scheme": "dense_requantization", "rounding": "rounding",
@@ -101,6 +101,12 @@ class HardwareConfig:
     bias_add : {"preload", "after"}
         The accumulator starts from the bias (many NPUs), or the bias is added after the dot product with
         one more overflow-checked add (TFLite's reference kernels).
+    bias_shift : int
+        Bias stored with fewer bits and shifted left into the accumulator (CMSIS-NN's and many fixed-point
+        NPUs' ``bias << shift``): the stored code is :math:`b_q = \\mathrm{sat}_{bias\\_bits}(\\mathrm{round}(
+        b / (s_{in} s_w 2^{shift})))` and the accumulator receives :math:`b_q \\cdot 2^{shift}` (saturated into
+        the accumulator). 0..62, default 0. Conversion counts the biases that saturate
+        (``graph.meta["bias_clipped"]``).
     accumulator_bits : int
         Accumulator width, 2..64.
     accumulator_overflow : Overflow or str
@@ -143,6 +149,7 @@ class HardwareConfig:
     activation_symmetric: bool = False
     bias_bits: int | None = None
     bias_add: str = "preload"
+    bias_shift: int = 0
     accumulator_bits: int = 32
     accumulator_overflow: Overflow = Overflow.WRAP
     accumulator_order: str = "sequential"
@@ -175,7 +182,7 @@ class HardwareConfig:
         if self.activation_format is not None:
             set_("activation_symmetric", True)
         for name, lo, hi in (("weight_bits", 2, 16), ("activation_bits", 2, 16), ("accumulator_bits", 2, 64),
-                             ("bias_bits", 2, 64)):
+                             ("bias_bits", 2, 64), ("bias_shift", 0, 62)):
             if name == "bias_bits" and self.bias_bits is None:
                 set_("bias_bits", self.accumulator_bits)
             value = getattr(self, name)

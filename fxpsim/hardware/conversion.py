@@ -116,9 +116,11 @@ def convert(model, config, calibration_x=None) -> IntegerGraph:
     """Convert a trained model (or a :class:`~fxpsim.graph.extract.FloatGraph` from
     :func:`~fxpsim.graph.extract.extract`) to the :class:`~fxpsim.graph.IntegerGraph` of a target.
 
-    Batch norm is folded, weights are quantized per :func:`quantize_weights`, biases become integers in the
-    accumulator's scale :math:`s_{in} s_{w,c}` (saturated to ``bias_bits``), and activation ranges come from
-    the model's quantizers or from ``calibration_x``. The graph's float input is quantized by its first
+    Batch norm is folded, weights are stored on the trained quantizer's grid when the target can hold it
+    (else quantized per :func:`quantize_weights`, with a note in ``graph.meta["notes"]``), biases become
+    integers in the accumulator's scale :math:`s_{in} s_{w,c}` (times :math:`2^{bias\\_shift}`), saturated to
+    ``bias_bits`` and counted (``graph.meta["bias_clipped"]``: node -> how many), and activation ranges
+    come from the model's quantizers or from ``calibration_x``. The graph's float input is quantized by its first
     node; its output is the last layer's codes. ``graph.meta["stage_outputs"]`` names the tensor holding
     each float stage's output (what a report compares with the float model). With
     ``activation_clamp = false`` a fused ReLU/ReLU6 becomes a separate ``clamp`` node.
@@ -139,6 +141,7 @@ def convert(model, config, calibration_x=None) -> IntegerGraph:
     qcfg = config.for_node(Node("quantize", "quantize", [], []), 0)
     notes: list[str] = []
     grids: dict = {}
+    bias_clipped: dict = {}
     s_in, z_in, clip = _output_params(fgraph.input_grid, fgraph.input_range, qcfg, "quantize", grids, notes)
     tensors = [TensorSpec("input", 0, True, shape),
                TensorSpec("input_codes", qcfg.activation_bits, qcfg.activation_signed, shape, s_in, z_in)]
@@ -169,19 +172,26 @@ def convert(model, config, calibration_x=None) -> IntegerGraph:
                 codes = np.transpose(codes[..., 0], (1, 2, 0))[None]  # [1, KH, KW, C*M]
             axis = 3 if st.kind == "depthwise_conv2d" else 0
             s_out, z_out, clip = _output_params(st.out_grid, st.out_range, ncfg, st.name, grids, notes)
-            bias = from_float(st.bias / (s_cur * w_scale), Format.integer(ncfg.bias_bits),
-                              rounding=ncfg.rounding, overflow="saturate").raw
+            bias, n_clipped = _bias_codes(st.bias, s_cur * w_scale, ncfg)
+            bias_clipped[st.name] = n_clipped
+            if n_clipped:
+                notes.append(f"{st.name}: {n_clipped} of {bias.size} biases saturated to the "
+                             f"{ncfg.bias_bits}-bit bias register" + (f" (shifted left by {ncfg.bias_shift})"
+                                                                       if ncfg.bias_shift else ""))
             keep = slice(None) if per_channel else slice(0, 1)
             tensors += [TensorSpec(f"{st.name}/weights", ncfg.weight_bits, ncfg.weight_signed,
                                    scale=w_scale[keep], zero_point=w_zp[keep], axis=axis if per_channel else None,
                                    data=codes.astype(_code_dtype(ncfg.weight_bits, ncfg.weight_signed))),
-                        TensorSpec(f"{st.name}/bias", ncfg.bias_bits, True, scale=s_cur * w_scale,
+                        TensorSpec(f"{st.name}/bias", ncfg.bias_bits, True,
+                                   scale=s_cur * w_scale * 2.0 ** ncfg.bias_shift,
                                    zero_point=np.zeros(n_out, np.int64), axis=0 if n_out > 1 else None,
                                    data=bias.astype(np.int64))]
             fused = st.activation if ncfg.activation_clamp else None
             attrs = {"activation": fused or "none"}
             if clip is not None:
                 attrs["clip"] = list(clip)
+            if ncfg.bias_shift:
+                attrs["bias_shift"] = ncfg.bias_shift
             if st.kind != "dense":
                 attrs.update(stride=list(st.stride), padding=st.padding)
             out = st.name if not st.activation or fused else f"{st.name}/pre_activation"
@@ -205,7 +215,7 @@ def convert(model, config, calibration_x=None) -> IntegerGraph:
         cur = st.name
         stage_outputs.append(st.name)
     meta = {"source": "fxpsim.nn", "model": fgraph.model_repr, "config": config.name,
-            "stage_outputs": stage_outputs, "notes": notes, "grids": grids}
+            "stage_outputs": stage_outputs, "notes": notes, "grids": grids, "bias_clipped": bias_clipped}
     graph = IntegerGraph(tensors, nodes, ["input"], [cur], name="fxpsim.nn model", meta=meta)
     config.check_selectors(graph)
     return graph
@@ -301,6 +311,16 @@ def _output_params(grid, real_range, config: HardwareConfig, name: str, grids: d
     lo = max(lo_t, zp + math.ceil(r_lo / scale - 1e-9))
     hi = min(hi_t, zp + math.floor(r_hi / scale + 1e-9))
     return scale, zp, ((lo, hi) if (lo, hi) != (lo_t, hi_t) and lo <= hi else None)
+
+
+def _bias_codes(bias: np.ndarray, acc_scale: np.ndarray, config: HardwareConfig):
+    """Bias codes :math:`\\mathrm{sat}(\\mathrm{round}(b / (s_{acc} 2^{shift})))` in the ``bias_bits`` register
+    and how many saturated."""
+    wide = from_float(bias / (acc_scale * 2.0 ** config.bias_shift), Format.integer(62),
+                      rounding=config.rounding, overflow="saturate").raw
+    lo, hi = _code_range(config.bias_bits, True)
+    codes = np.clip(wide, lo, hi)
+    return codes, int(np.count_nonzero(codes != wide))
 
 
 def _check_tflite_width(config: HardwareConfig, where: str = "") -> None:

@@ -88,12 +88,14 @@ def _requant_single(acc: int, real: float) -> int:
 
 
 def _dense_layer(x_codes, z_in, s_in, w_float, b_float, out_range, relu, acc_bits, mode, w_bits=8, a_bits=8,
-                 bias_bits=None):
+                 bias_bits=None, bias_shift=0):
     """One Dense layer as int8-acc16-sat computes it (bias preloaded, tflite-single), on Python ints."""
     w_q, s_w = _weights(w_float, w_bits)
     bias_bits = bias_bits or acc_bits
-    bmax = (1 << (bias_bits - 1)) - 1
-    b_q = [_clamp(_rha(float(b_float[o]) / (s_in * s_w[o])), -bmax - 1, bmax) for o in range(len(s_w))]
+    bmax, amax = (1 << (bias_bits - 1)) - 1, (1 << (acc_bits - 1)) - 1
+    b_q = [_clamp(_rha(float(b_float[o]) / (s_in * s_w[o] * 2 ** bias_shift)), -bmax - 1, bmax)
+           for o in range(len(s_w))]
+    b_q = [_clamp(b << bias_shift, -amax - 1, amax) for b in b_q]
     s_out, z_out = _act_params(*out_range, bits=a_bits)
     qmin, qmax = -(1 << (a_bits - 1)), (1 << (a_bits - 1)) - 1
     lo = max(qmin, z_out) if relu else qmin
@@ -223,3 +225,25 @@ def test_selector_that_matches_nothing_raises_when_the_graph_runs():
             convert(model, bad, x)
     # a hand-built graph runs with an index selector
     net.run(x, BASE.with_layer("#2", accumulator_bits=20))
+
+
+# ------------------------------------------------------------------------------------------------ bias shift
+@pytest.mark.parametrize("shift, bias_bits", [(0, 16), (3, 8), (6, 6)])
+def test_bias_shift_matches_reference(shift, bias_bits):
+    """A bias stored in ``bias_bits`` and shifted left by ``shift`` into a 16-bit accumulator."""
+    model = _tiny_model()
+    model.layers[0].b[...] = [2.5, -3.1, 0.7]
+    x = _tiny_data()
+    cfg = BASE.replace(bias_bits=bias_bits, bias_shift=shift)
+    net = convert(model, cfg, x)
+    h1 = model.layers[0].forward(x).astype(np.float64)
+    s_in, z_in = _act_params(float(x.min()), float(x.max()))
+    codes = [[_clamp(_rha(float(v) / s_in) + z_in, -128, 127) for v in row] for row in x.astype(np.float64)]
+    expect, *_ = _dense_layer(codes, z_in, s_in, model.layers[0].W, model.layers[0].b, (h1.min(), h1.max()), True,
+                              16, "saturate", bias_bits=bias_bits, bias_shift=shift)
+    _, _, kept = net.run(x, cfg, keep=True)
+    np.testing.assert_array_equal(kept["0:dense"], np.array(expect))
+    assert net.nodes[1].attrs.get("bias_shift", 0) == shift
+    b = net.tensors["0:dense/bias"]
+    assert b.bits == bias_bits and int(np.abs(b.data).max()) <= (1 << (bias_bits - 1))
+    assert HardwareConfig.from_dict(tomllib.loads(cfg.to_toml())).bias_shift == shift

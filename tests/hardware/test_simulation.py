@@ -694,3 +694,129 @@ def test_width_mismatch_falls_back_and_says_so():
     assert any("0:dense: weights re-quantized" in n and "4-bit weights" in n and "8-bit" in n for n in notes)
     assert any("0:dense: output re-scaled" in n for n in notes)
     assert net.meta["grids"]["0:dense"] == {"weights": "recomputed", "output": "recomputed"}
+
+
+# ---------------------------------------------------------------------------- reports that hide nothing
+def test_bias_saturation_is_counted_at_conversion():
+    """Large biases in a 16-bit bias register: the count in graph.meta and in the node's trace equals a count
+    made here from the float biases, the input scale and TF's weight grid."""
+    rng = np.random.default_rng(4)
+    wq = {"class_name": "fake_quant", "min": -0.5, "max": 0.5, "num_bits": 8, "narrow_range": True}
+    model = nn.Sequential(nn.Dense(6, 64, weight_quantizer=wq, seed=1)).eval()
+    model.layers[0].b[...] = rng.normal(0, 40, 64)
+    x = rng.uniform(-1, 1, (20, 6)).astype(np.float32)
+    cfg = preset("int8-acc16-sat")
+    net = convert(model, cfg, x)
+    s_in, _ = _act_params(float(x.min()), float(x.max()))
+    s_w = float(_tf_grid(-0.5, 0.5, narrow=True)[0])
+    codes = [math.floor(float(b) / (s_in * s_w) + 0.5) for b in model.layers[0].b]
+    expect = sum(1 for c in codes if not -32768 <= c <= 32767)
+    assert 5 < expect < 64
+    assert net.meta["bias_clipped"] == {"0:dense": expect}
+    _, traces, _ = net.run(x, cfg, trace=True)
+    assert traces["0:dense"]["bias_clipped_at_conversion"] == expect
+    assert any(f"{expect} of 64 biases saturated to the 16-bit bias register" in n for n in net.meta["notes"])
+
+
+def _fc_graph(w_codes, bias, x_zp=0, k=None):
+    o, k = w_codes.shape
+    tensors = [TensorSpec("x", 8, True, (k,), 0.02, x_zp), TensorSpec("w", 8, True, scale=0.01, data=w_codes),
+               TensorSpec("b", 32, True, data=np.asarray(bias, np.int64)), TensorSpec("y", 8, True, (o,), 0.5, 0)]
+    return IntegerGraph(tensors, [Node("fc", "fully_connected", ["x", "w", "b"], ["y"])], ["x"], ["y"])
+
+
+def _running_sums(xs, ws, init, order):
+    """Every partial sum of one output, Python ints: a MAC chain from ``init`` or a pairwise tree then init."""
+    prods = [a * b for a, b in zip(xs, ws)]
+    if order == "sequential":
+        sums, s = [init], init
+        for p in prods:
+            s += p
+            sums.append(s)
+        return sums
+    level, nodes = prods, list(prods)
+    while len(level) > 1:
+        nxt = [level[i] + level[i + 1] for i in range(0, len(level) - 1, 2)] + ([level[-1]] if len(level) % 2 else [])
+        nodes += nxt
+        level = nxt
+    return nodes + [init, init + level[0]]
+
+
+@pytest.mark.parametrize("order", ["sequential", "tree"])
+@pytest.mark.parametrize("bias_add", ["preload", "after"])
+def test_partial_peak_is_the_largest_running_sum(order, bias_add):
+    """Weights +w then -w: the running sum climbs to ~2^19 and comes back near the bias, so the final
+    accumulator needs few bits while a 16-bit accumulator overflows: the trace's partial_peak is the exact
+    largest |running sum| (computed here one add at a time)."""
+    rng = np.random.default_rng(9)
+    k, o = 64, 5
+    w = np.concatenate([rng.integers(90, 128, (o, k // 2)), -rng.integers(90, 128, (o, k // 2))], axis=1)
+    w = w.astype(np.int8)
+    bias = rng.integers(-300, 300, o)
+    x = rng.integers(100, 128, (7, k)).astype(np.int8)
+    net = _fc_graph(w, bias)
+    cfg = HardwareConfig(accumulator_bits=16, accumulator_overflow="saturate", accumulator_order=order,
+                         bias_add=bias_add, requantization="float")
+    _, traces, _ = net.run(x, cfg, trace=True)
+    peak, final = 0, 0
+    for row in x.astype(int).tolist():
+        for j in range(o):
+            init = int(bias[j]) if bias_add == "preload" else 0
+            sums = _running_sums(row, w[j].astype(int).tolist(), init, order)
+            if bias_add == "after":
+                sums.append(sums[-1] + int(bias[j]) if order == "sequential" else sums[-1] + int(bias[j]))
+            peak = max(peak, max(abs(v) for v in sums))
+            final = max(final, abs(sum(a * b for a, b in zip(row, w[j].astype(int).tolist())) + int(bias[j])))
+    tr = traces["fc"]
+    assert tr["partial_peak"] == peak and peak > 1 << 18
+    assert tr["overflows"] > 0 and final < 1 << 15          # the final sums alone would say "fits 16 bits"
+
+
+def test_partial_peak_of_a_padded_convolution():
+    """Taps in the datapath's (kh, kw, c) order, padded taps adding zero, the bias preloaded."""
+    rng = np.random.default_rng(12)
+    x = rng.integers(-128, 128, (2, 4, 5, 3)).astype(np.int8)
+    w = rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)
+    bias = rng.integers(-5000, 5000, 4)
+    tensors = [TensorSpec("x", 8, True, (4, 5, 3), 0.02, 3), TensorSpec("w", 8, True, scale=0.01, data=w),
+               TensorSpec("b", 32, True, data=bias.astype(np.int64)), TensorSpec("y", 8, True, (4, 5, 4), 0.5, 0)]
+    net = IntegerGraph(tensors, [Node("conv", "conv2d", ["x", "w", "b"], ["y"], {"padding": "SAME"})], ["x"], ["y"])
+    cfg = HardwareConfig(accumulator_bits=32, bias_add="preload", requantization="float")
+    _, traces, _ = net.run(x, cfg, trace=True)
+    peak = 0
+    for n in range(2):
+        for i in range(4):
+            for j in range(5):
+                for oc in range(4):
+                    s = int(bias[oc])
+                    peak = max(peak, abs(s))
+                    for a in range(3):
+                        for b in range(3):
+                            for c in range(3):
+                                ii, jj = i + a - 1, j + b - 1
+                                xv = int(x[n, ii, jj, c]) - 3 if 0 <= ii < 4 and 0 <= jj < 5 else 0
+                                s += xv * int(w[oc, a, b, c])
+                                peak = max(peak, abs(s))
+    assert traces["conv"]["partial_peak"] == peak
+
+
+def test_node_in_isolation_from_reference_inputs():
+    """run_node_isolated quantizes the float reference input of a node and runs the node alone: the second
+    layer of the tiny model fed the float model's first-layer output equals the independent integer model
+    of that layer on those quantized inputs."""
+    from fxpsim.graph.ops import run_node_isolated
+    model = _tiny_model()
+    x = np.random.default_rng(5).uniform(-1.5, 1.5, (16, 4)).astype(np.float32)
+    cfg = preset("int8-acc16-sat").replace(accumulator_bits=11)
+    net = convert(model, cfg, x)
+    h1 = model.layers[0].forward(x).astype(np.float64)
+    h2 = model.layers[1].forward(h1.astype(np.float32)).astype(np.float64)
+    node = net.node("1:dense")
+    xs = net.tensors[node.inputs[0]]
+    s1, z1 = float(xs.scale[0]), int(xs.zero_point[0])
+    codes = [[_clamp(math.floor(float(v) / s1 + 0.5) + z1, -128, 127) for v in row] for row in h1]
+    expect, _, _, ovf, _ = _reference_dense(codes, z1, s1, model.layers[1].W, model.layers[1].b,
+                                            (h2.min(), h2.max()), False, cfg)
+    outs, info = run_node_isolated(net, node, [h1, None, None], cfg)
+    np.testing.assert_array_equal(outs[0], np.array(expect))
+    assert info["overflows"] == ovf

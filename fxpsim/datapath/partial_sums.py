@@ -1,0 +1,148 @@
+"""The operands of a MAC layer in the order its accumulator sees them, and the exact running sums.
+
+A layer's final accumulator can be small while its partial sums were huge (and overflowed on the way): the
+width a MAC array needs is set by the largest *running* sum, not by the result. This module lays a fully
+connected, convolution or depthwise layer out as rows of operands ``a [R, G, K]`` (``G`` groups: 1, or the
+input channels of a depthwise layer) and weights ``w [O, K]`` (output ``o`` reads group ``o // (O / G)``),
+with ``K`` in the datapath's order (dense: ``k``; convolutions: ``(kh, kw, c)``, padded taps included), and
+computes with numpy, in chunks and without per-element loops:
+
+:func:`running_sum_peak`
+    the largest :math:`|s|` over every partial sum the adder produces, in infinite precision: for the
+    sequential order :math:`s_k = \\mathrm{init} + \\sum_{j \\le k} p_j` (cumulative sums), for the adder tree
+    every node, with K-tiling (``tile_k``) the running sums inside each tile (``tile_peak``) and the sums
+    of completed tiles in the wide accumulator (``peak``); products are first rounded onto the accumulator's
+    LSB when it has fewer fraction bits (``shift``).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from ..core.fixed import Format, from_raw
+
+__all__ = ["im2col", "mac_rows", "running_sum_peak", "round_products"]
+
+_CHUNK = 1 << 22        # products held at once (int64: 32 MiB)
+
+
+def im2col(x: np.ndarray, kernel, stride, dilation, pads, pad_value: int = 0) -> np.ndarray:
+    """``[N, OH, OW, KH, KW, C]`` view of the windows of NHWC ``x`` padded by ``pads = ((t, b), (l, r))``
+    with ``pad_value`` (a read-only strided view of the padded copy)."""
+    (t, b), (l, r) = pads
+    n, h, w, c = x.shape
+    xp = np.full((n, h + t + b, w + l + r, c), pad_value, dtype=x.dtype)
+    xp[:, t:t + h, l:l + w, :] = x
+    kh, kw = kernel
+    (sh, sw), (dh, dw) = stride, dilation
+    oh, ow = (xp.shape[1] - (kh - 1) * dh - 1) // sh + 1, (xp.shape[2] - (kw - 1) * dw - 1) // sw + 1
+    s_n, s_h, s_w, s_c = xp.strides
+    return as_strided(xp, (n, oh, ow, kh, kw, c), (s_n, s_h * sh, s_w * sw, s_h * dh, s_w * dw, s_c),
+                      writeable=False)
+
+
+def mac_rows(op: str, x: np.ndarray, w: np.ndarray, *, stride=(1, 1), dilation=(1, 1), pads=((0, 0), (0, 0)),
+             pad_value: int = 0):
+    """``(a [R, G, K], w [O, K], out_shape)`` of a MAC op on (already offset) integer operands.
+
+    ``op``: ``"fully_connected"`` (``x [..., K]``, ``w [O, K]``), ``"conv2d"`` (``x`` NHWC, ``w [O, KH, KW, C]``)
+    or ``"depthwise_conv2d"`` (``w [1, KH, KW, C*M]``); ``out_shape`` is the layer's output shape."""
+    if op == "fully_connected":
+        return x.reshape(-1, 1, x.shape[-1]), w.reshape(w.shape[0], -1), x.shape[:-1] + (w.shape[0],)
+    if op == "conv2d":
+        cols = im2col(x, w.shape[1:3], stride, dilation, pads, pad_value)
+        n, oh, ow = cols.shape[:3]
+        return cols.reshape(n * oh * ow, 1, -1), w.reshape(w.shape[0], -1), (n, oh, ow, w.shape[0])
+    cols = im2col(x, w.shape[1:3], stride, dilation, pads, pad_value)         # [N, OH, OW, KH, KW, C]
+    n, oh, ow, kh, kw, c = cols.shape
+    a = np.moveaxis(cols.reshape(n * oh * ow, kh * kw, c), 2, 1)            # [R, C, KH*KW]
+    return a, np.moveaxis(w[0].reshape(kh * kw, -1), 1, 0), (n, oh, ow, w.shape[3])
+
+
+def round_products(p: np.ndarray, shift: int, rounding="half_up") -> np.ndarray:
+    """Products rounded onto an accumulator LSB ``2**shift`` times theirs: :math:`\\mathrm{round}(p\\,2^{-s})`."""
+    if shift <= 0:
+        return p if shift == 0 else p << -shift
+    flat = from_raw(p.reshape(-1), Format(64, shift)).cast(Format(64, 0), rounding=rounding)
+    return flat.raw.reshape(p.shape)
+
+
+def _products(a, w, rows, groups_of, shift, rounding):
+    """Products ``[r, O, K]`` of the rows ``rows`` (int64)."""
+    ar = a[rows].astype(np.int64)                                            # [r, G, K]
+    p = ar[:, groups_of, :] * w.astype(np.int64)[None]                       # [r, O, K]
+    return round_products(p, shift, rounding)
+
+
+def _tree_peak(p: np.ndarray) -> tuple[np.ndarray, int]:
+    """Root of a balanced pairwise adder tree over the last axis (neighbours paired, an odd last element
+    passed up) and the largest |node|."""
+    peak = int(np.abs(p).max()) if p.size else 0
+    while p.shape[-1] > 1:
+        k = p.shape[-1]
+        pairs = p[..., :k - k % 2].reshape(p.shape[:-1] + (k // 2, 2)).sum(axis=-1)
+        p = np.concatenate([pairs, p[..., k - 1:]], axis=-1) if k % 2 else pairs
+        peak = max(peak, int(np.abs(p).max()))
+    return p[..., 0], peak
+
+
+def running_sum_peak(a: np.ndarray, w: np.ndarray, init=None, *, order: str = "sequential", tile_k=None,
+                     shift: int = 0, rounding="half_up", after=None) -> dict:
+    """Largest exact partial sums of the MAC layer ``(a, w)`` laid out by :func:`mac_rows`.
+
+    Parameters
+    ----------
+    a, w : int arrays ``[R, G, K]`` and ``[O, K]`` (operands as the multipliers see them)
+    init : int array ``[O]``, optional
+        The accumulator's start value (a preloaded bias, or a folded bias).
+    order : {"sequential", "tree"}
+        Inside a tile (the whole K without tiling).
+    tile_k : int, optional
+        K-tiling: tiles of ``tile_k`` products summed in a tile accumulator from 0, each tile's sum added to
+        the wide accumulator (which starts from ``init``).
+    shift, rounding
+        Products rounded onto an accumulator LSB ``2**shift`` times the product's (:func:`round_products`).
+    after : int array ``[O]``, optional
+        A bias added after the sum (one more partial sum).
+
+    Returns
+    -------
+    dict
+        ``peak``: the largest :math:`|s|` of the (wide) accumulator over the whole sequence, its start value
+        included; ``tile_peak``: the largest running sum inside a tile (``None`` without tiling).
+    """
+    n_rows, groups, k = a.shape
+    n_out = w.shape[0]
+    groups_of = np.arange(n_out) // max(n_out // groups, 1)
+    init = np.zeros(n_out, np.int64) if init is None else np.asarray(init, np.int64).reshape(n_out)
+    peak = int(np.abs(init).max()) if n_out else 0
+    tile_peak = None
+    tk = k if not tile_k or tile_k >= k else int(tile_k)
+    n_tiles = -(-k // tk)
+    step = max(1, _CHUNK // max(n_out * k, 1))
+    for start in range(0, n_rows, step):
+        p = _products(a, w, slice(start, start + step), groups_of, shift, rounding)   # [r, O, K]
+        if n_tiles > 1:
+            pad = n_tiles * tk - k
+            if pad:
+                p = np.concatenate([p, np.zeros(p.shape[:-1] + (pad,), np.int64)], axis=-1)
+            p = p.reshape(p.shape[:-1] + (n_tiles, tk))
+        if order == "tree":
+            sums, inner = _tree_peak(p)
+        else:
+            run = np.cumsum(p, axis=-1)
+            sums, inner = run[..., -1], int(np.abs(run).max()) if run.size else 0
+        if n_tiles > 1:
+            tile_peak = max(tile_peak or 0, inner)
+            wide = np.cumsum(sums, axis=-1) + init[None, :, None]
+            final = wide[..., -1]
+            peak = max(peak, int(np.abs(wide).max()))
+        else:
+            final = sums + init[None, :]
+            start_peak = inner if order == "tree" else 0
+            run_peak = int(np.abs(run + init[None, :, None]).max()) if order != "tree" else \
+                int(np.abs(final).max())
+            peak = max(peak, start_peak, run_peak)
+        if after is not None:
+            peak = max(peak, int(np.abs(final + np.asarray(after, np.int64)[None, :]).max()))
+    return {"peak": peak, "tile_peak": tile_peak}
