@@ -342,13 +342,22 @@ class HardwareConfig:
     def replace(self, **changes: Any) -> "HardwareConfig":
         """A copy with some fields changed (flat names, or dotted TOML names via ``**{"accumulator.bits": 16}``).
 
+        Unless ``name`` is passed, the copy's name says what changed: ``"int8-acc16-sat[accumulator_bits=12]"``
+        (later changes join the bracket: ``"...[accumulator_bits=12,rounding=half_even]"``).
         Changing ``accumulator_bits`` without ``bias_bits`` narrows the bias register with it:
         ``bias_bits = min(bias_bits, accumulator_bits)``; a new ``weight_bits``/``activation_bits`` drops a
         fixed-point ``*_format``.
         """
         data = self.to_flat_dict()
         _apply_changes(data, changes)
-        return type(self)(**data)
+        new = type(self)(**data)
+        named = any(_FIELD_TO_TOML_REVERSE.get(k, k) == "name" for k in changes)
+        if not named:
+            changed = [(k, getattr(new, k)) for k in (_FIELD_TO_TOML_REVERSE.get(k, k) for k in changes)
+                       if k not in ("description",) and getattr(new, k) != getattr(self, k)]
+            if changed:
+                object.__setattr__(new, "name", _describe(self.name, changed))
+        return new
 
     # ----- serialisation ------------------------------------------------------------------------------
     def to_flat_dict(self) -> dict[str, Any]:
@@ -490,6 +499,25 @@ def _apply_changes(data: dict, changes: Mapping[str, Any]) -> None:
         data["weight_format"] = None
     if "activation_bits" in changes and "activation_format" not in changes:
         data["activation_format"] = None
+
+
+def _describe(name: str, changed) -> str:
+    """``name[k=v,...]``: the changed fields joined to any bracket ``name`` already ends with."""
+    base, items = name, {}
+    if name.endswith("]") and "[" in name:
+        base, inner = name[:-1].split("[", 1)
+        for part in inner.split(","):
+            key, sep, value = part.partition("=")
+            if sep:
+                items[key] = value
+            else:
+                base, items = name, {}
+                break
+    for key, value in changed:
+        value = _plain_value(value)
+        items[key] = (dict(value) if isinstance(value, Mapping) else value) if key != "layers" else \
+            "{" + ";".join(value) + "}"
+    return f"{base}[{','.join(f'{k}={v}' for k, v in items.items())}]"
 
 
 def _plain_value(v: Any) -> Any:

@@ -247,3 +247,16 @@ def test_bias_shift_matches_reference(shift, bias_bits):
     b = net.tensors["0:dense/bias"]
     assert b.bits == bias_bits and int(np.abs(b.data).max()) <= (1 << (bias_bits - 1))
     assert HardwareConfig.from_dict(tomllib.loads(cfg.to_toml())).bias_shift == shift
+
+
+# ------------------------------------------------------------------------------------------ replace() names
+def test_replace_names_what_changed():
+    base = preset("int8-acc16-sat")
+    a = base.replace(accumulator_bits=12)
+    assert a.name == "int8-acc16-sat[accumulator_bits=12]" and base.name == "int8-acc16-sat"
+    b = a.replace(**{"requantization.rounding": "half_even"}, accumulator_bits=13)
+    assert b.name == "int8-acc16-sat[accumulator_bits=13,rounding=half_even]"
+    assert a.replace(accumulator_bits=12).name == a.name          # nothing changed: same name
+    assert base.replace(accumulator_bits=12, name="mine").name == "mine"
+    assert base.replace(accumulator_overflow="wrap").name == "int8-acc16-sat[accumulator_overflow=wrap]"
+    assert HardwareConfig.from_dict(b.to_dict()) == b             # the name round-trips
