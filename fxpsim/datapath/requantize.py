@@ -488,6 +488,12 @@ class Requantizer:
         Real scale(s) for ``float``.
     rounding : Rounding
         Rounding of ``shift`` and ``float`` (``double``/``single`` have fixed rounding).
+    final_rounding : Rounding or None
+        ``double``/``single`` only: the rounding of the final shift instead of gemmlowp's.
+        ``double``: :math:`y = \mathrm{round}(\mathrm{SRDHM}(\ldots) / 2^{r})` in place of
+        ``RoundingDivideByPOT`` (which is ``half_away``); ``single``:
+        :math:`y = \mathrm{wrap}_{32}(\mathrm{round}(\mathrm{acc}\, m / 2^{31 - s}))` in place of half up.
+        ``None`` (default): gemmlowp's.
 
     Examples
     --------
@@ -504,11 +510,14 @@ class Requantizer:
     shift: tuple = ()
     scale: tuple = ()
     rounding: Rounding = Rounding.HALF_UP
+    final_rounding: Rounding | None = None
 
     def __post_init__(self):
         if self.kind not in _KINDS:
             raise ValueError(f"Requantizer.kind must be one of {_KINDS}, got {self.kind!r}")
         object.__setattr__(self, "rounding", Rounding.parse(self.rounding))
+        if self.final_rounding is not None:
+            object.__setattr__(self, "final_rounding", Rounding.parse(self.final_rounding))
         for name in ("multiplier", "shift", "scale"):
             value = getattr(self, name)
             object.__setattr__(self, name, tuple(np.atleast_1d(np.asarray(value)).tolist()))
@@ -538,7 +547,7 @@ class Requantizer:
 
     @classmethod
     def tflite(cls, input_scale, weight_scale, output_scale, kind: str = "double",
-               rounding="half_away") -> "Requantizer":
+               rounding="half_away", final_rounding=None) -> "Requantizer":
         r"""TFLite's conv/FC requantizer from the tensor scales (float32, as stored).
 
         .. math:: M_c = (\mathrm{double}(s_x)\,\mathrm{double}(s_{w,c})) / \mathrm{double}(s_y)
@@ -556,7 +565,7 @@ class Requantizer:
         real = np.atleast_1d(sx * sw / sy)
         if kind in ("double", "single"):
             m, s = quantize_multiplier(real, single_rounding=kind == "single")
-            return cls(kind, multiplier=tuple(m.tolist()), shift=tuple(s.tolist()))
+            return cls(kind, multiplier=tuple(m.tolist()), shift=tuple(s.tolist()), final_rounding=final_rounding)
         if kind == "float":
             return cls("float", scale=tuple(real.tolist()), rounding=rounding)
         if kind == "shift":
@@ -594,11 +603,38 @@ class Requantizer:
         """Requantize accumulator codes; per-channel parameters apply along ``axis``."""
         params = {name: (np.asarray(v) if len(v) > 1 else v[0]) if v else None
                   for name, v in (("m", self.multiplier), ("s", self.shift), ("c", self.scale))}
+        if self.kind in ("double", "single") and self.final_rounding is not None:
+            return self._final_rounded(acc, axis)
         if self.kind in ("double", "single"):
             return multiply_by_quantized_multiplier(acc, params["m"], params["s"], self.kind, axis=axis)
         if self.kind == "shift":
             return requantize_shift(acc, -np.asarray(params["s"]), self.rounding, axis=axis)
         return requantize_float(acc, params["c"], self.rounding, axis=axis)
+
+    def _final_rounded(self, acc, axis: int = -1) -> np.ndarray:
+        """``double``/``single`` with ``final_rounding`` (see the class docstring)."""
+        x = _int_array(acc, "acc")
+        if x.size and (int(x.min()) < INT32_MIN or int(x.max()) > INT32_MAX):
+            raise ValueError("Requantizer: acc must fit int32 (gemmlowp arithmetic)")
+        ax = _norm_axis(axis, x.ndim)
+        n_ch = x.shape[ax] if x.ndim else 1
+        m = _per_channel(np.asarray(self.multiplier, np.int64), n_ch, x.ndim, ax, "multiplier")
+        s = _per_channel(np.asarray(self.shift, np.int64), n_ch, x.ndim, ax, "shift")
+        if self.kind == "double":
+            left = np.maximum(s, 0)
+            v = _srdhm(_wrap_int32(x << left) if np.any(left) else x, m)
+            return _shift_round(v, np.maximum(-s, 0), self.final_rounding)
+        return _wrap_int32(_shift_round(x * m, 31 - s, self.final_rounding))
+
+
+def _shift_round(v: np.ndarray, shifts: np.ndarray, rounding) -> np.ndarray:
+    r""":math:`\mathrm{round}(v / 2^{s})` elementwise (``shifts`` broadcast to ``v``, 0..62), exact."""
+    shifts = np.broadcast_to(shifts, v.shape)
+    out = np.empty(v.shape, np.int64)
+    for value in np.unique(shifts):
+        sel = shifts == value
+        out[sel] = FixedArray(v[sel], Format(64, int(value))).cast(Format.integer(64), rounding=rounding).raw
+    return out
 
 
 def _fused_apply(x: np.ndarray, y: np.ndarray, mult, add, nudge, shift) -> None:
@@ -644,7 +680,7 @@ def _fused_constants(rq: Requantizer, acc_bits: int, zero_point: int):
 
     Every intermediate is bounded in exact integers here; None when any could leave int64.
     """
-    if rq.kind not in ("double", "single") or not 1 <= acc_bits <= 32:
+    if rq.kind not in ("double", "single") or not 1 <= acc_bits <= 32 or rq.final_rounding is not None:
         return None
     top = 1 << (acc_bits - 1)                       # |x| <= top
     mults, adds, nudges, shifts = [], [], [], []

@@ -21,20 +21,27 @@ _MAC_OPS = MAC_OPS = ("fully_connected", "conv2d", "depthwise_conv2d")
 
 def requantizer_for(graph, node, datapath) -> Requantizer:
     """The requantizer of a MAC node on ``datapath``: the configured scheme for
-    :math:`M_c = s_{in} s_{w,c} / s_{out}` (scales as float32, as TFLite stores them)."""
+    :math:`M_c = s_{in} s_{w,c} / s_{out}` (scales as float32, as TFLite stores them), its final rounding
+    ``requantization_rounding`` when the datapath sets one (else the scheme's own; ``rounding`` for
+    ``shift``/``float``)."""
     scheme = datapath.requantization
     if node.op == "fully_connected" and getattr(datapath, "dense_requantization", None):
         scheme = datapath.dense_requantization
     rounding = _rounding_name(datapath.rounding)
+    final = getattr(datapath, "requantization_rounding", None)
+    final = None if final is None else _rounding_name(final)
     cache = graph.__dict__.setdefault("_requantizers", {})   # per graph: tensors never change after build
-    key = (node.name, scheme, rounding)
+    key = (node.name, scheme, rounding, final)
     rq = cache.get(key)
     if rq is None:
         x, w, y = (_spec(graph, t) for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
         kinds = {"tflite-double": "double", "tflite-single": "single", "shift": "shift", "float": "float"}
         if scheme not in kinds:
             raise ValueError(f"node {node.name!r}: requantization scheme {scheme!r} is not one of {sorted(kinds)}")
-        rq = Requantizer.tflite(float(x.scale[0]), w.scale, float(y.scale[0]), kind=kinds[scheme], rounding=rounding)
+        tflite = scheme.startswith("tflite")
+        rq = Requantizer.tflite(float(x.scale[0]), w.scale, float(y.scale[0]), kind=kinds[scheme],
+                                rounding=rounding if tflite or final is None else final,
+                                final_rounding=final if tflite else None)
         cache[key] = rq
     return rq
 

@@ -59,7 +59,7 @@ _TOML_KEYS: dict[str, dict[str, str]] = {
     "accumulator": {"bits": "accumulator_bits", "overflow": "accumulator_overflow",
                     "order": "accumulator_order", "overflow_at": "overflow_at"},
     "requantization": {"scheme": "requantization", "dense_scheme": "dense_requantization", "rounding": "rounding",
-                       "activation_clamp": "activation_clamp"},
+                       "output_rounding": "requantization_rounding", "activation_clamp": "activation_clamp"},
 }
 _FIELD_TO_TOML = {fld: (sec, key) for sec, keys in _TOML_KEYS.items() for key, fld in keys.items()}
 
@@ -122,8 +122,17 @@ class HardwareConfig:
         FULLY_CONNECTED (the build of the shared vectors, TF 2.21) requantizes in float64 with round half
         away while its convolutions use ``tflite-double``; the ``tflite-int8`` preset sets ``"float"``.
     rounding : Rounding or str
-        Rounding of every float-to-code conversion (weights, biases, inputs) and of the ``shift`` and
-        ``float`` requantizations; the TFLite schemes round as gemmlowp does.
+        Rounding of every float-to-code conversion (weights, biases, inputs), and the default output rounding
+        of the ``shift`` and ``float`` requantizations. It does *not* change the TFLite schemes, which round as
+        gemmlowp does unless ``requantization_rounding`` says otherwise (conversion notes this in
+        ``graph.meta["notes"]`` when ``rounding`` differs from gemmlowp's).
+    requantization_rounding : Rounding or str, optional
+        TOML ``requantization.output_rounding``: the rounding of the requantizer's final shift.
+        ``tflite-double``: :math:`y = \\mathrm{round}(\\mathrm{SRDHM}(acc\\,2^{\\ell}, M_0) / 2^{r})` replaces
+        ``RoundingDivideByPOT`` (half away from zero); ``tflite-single``:
+        :math:`y = \\mathrm{round}(acc\\, M_0 / 2^{31 - e})` replaces its half-up rounding; ``shift``/``float``:
+        the rounding of the shift / the scaled value (default: ``rounding``). ``None`` (default): each
+        scheme's own rounding.
     activation_clamp : bool
         Fuse ReLU/ReLU6 into the requantized output clamp (TFLite does); otherwise they run as separate
         integer max/min ops on the codes (same result, kept for completeness of the model).
@@ -157,6 +166,7 @@ class HardwareConfig:
     requantization: str = "tflite-double"
     dense_requantization: str | None = None
     rounding: Rounding = Rounding.HALF_AWAY
+    requantization_rounding: Rounding | None = None
     activation_clamp: bool = True
     layers: Any = ()
 
@@ -202,9 +212,13 @@ class HardwareConfig:
                                   f"{', '.join(a for a in allowed if a is not None)}")
         set_("accumulator_overflow", _parse_enum(Overflow, self.accumulator_overflow, "accumulator_overflow"))
         set_("rounding", _parse_enum(Rounding, self.rounding, "rounding"))
-        if self.rounding == Rounding.STOCHASTIC:
-            raise ConfigError("requantization.rounding: 'stochastic' is not supported by the simulation; "
-                              f"allowed: {', '.join(r.value for r in Rounding if r != Rounding.STOCHASTIC)}")
+        if self.requantization_rounding is not None:
+            set_("requantization_rounding", _parse_enum(Rounding, self.requantization_rounding,
+                                                        "requantization_rounding"))
+        for name in ("rounding", "requantization_rounding"):
+            if getattr(self, name) == Rounding.STOCHASTIC:
+                raise ConfigError(f"{_dotted(name)}: 'stochastic' is not supported by the simulation; allowed: "
+                                  f"{', '.join(r.value for r in Rounding if r != Rounding.STOCHASTIC)}")
         if self.bias_bits > self.accumulator_bits:
             raise ConfigError(f"bias.bits: a {self.bias_bits}-bit bias does not fit the "
                               f"{self.accumulator_bits}-bit accumulator; allowed: 2..{self.accumulator_bits} "
@@ -414,6 +428,7 @@ class HardwareConfig:
                 f"requant {self.requantization}"
                 f"{f' (dense: {self.dense_requantization})' if self.dense_requantization else ''}, "
                 f"rounding {self.rounding.value}"
+                + (f", output rounding {self.requantization_rounding.value}" if self.requantization_rounding else "")
                 + (f", per-layer overrides for {', '.join(self.layers)}" if self.layers else ""))
 
 

@@ -216,6 +216,7 @@ def convert(model, config, calibration_x=None) -> IntegerGraph:
         stage_outputs.append(st.name)
     meta = {"source": "fxpsim.nn", "model": fgraph.model_repr, "config": config.name,
             "stage_outputs": stage_outputs, "notes": notes, "grids": grids, "bias_clipped": bias_clipped}
+    notes += _rounding_notes(config)
     graph = IntegerGraph(tensors, nodes, ["input"], [cur], name="fxpsim.nn model", meta=meta)
     config.check_selectors(graph)
     return graph
@@ -313,6 +314,21 @@ def _output_params(grid, real_range, config: HardwareConfig, name: str, grids: d
     return scale, zp, ((lo, hi) if (lo, hi) != (lo_t, hi_t) and lo <= hi else None)
 
 
+_GEMMLOWP_ROUNDING = {"tflite-double": "half_away", "tflite-single": "half_up"}
+
+
+def _rounding_notes(config: HardwareConfig) -> list:
+    """Say when ``rounding`` does not reach the TFLite requantizers (they round as gemmlowp unless
+    ``requantization_rounding`` is set)."""
+    if config.requantization_rounding is not None:
+        return []
+    used = sorted(s for s in _schemes(config) if s in _GEMMLOWP_ROUNDING
+                  and _GEMMLOWP_ROUNDING[s] != config.rounding.value)
+    return [f"requantization {s}: the final shift rounds {_GEMMLOWP_ROUNDING[s]} as gemmlowp does; rounding = "
+            f"{config.rounding.value} applies to weight/bias/input conversion only (set "
+            f"requantization.output_rounding to round the output differently)" for s in used]
+
+
 def _bias_codes(bias: np.ndarray, acc_scale: np.ndarray, config: HardwareConfig):
     """Bias codes :math:`\\mathrm{sat}(\\mathrm{round}(b / (s_{acc} 2^{shift})))` in the ``bias_bits`` register
     and how many saturated."""
@@ -351,7 +367,11 @@ def layer_requantizer(config: HardwareConfig, kind: str, input_scale: float, wei
     from ..datapath.requantize import Requantizer
     scheme = config.dense_requantization if kind == "dense" and config.dense_requantization else config.requantization
     kinds = {"tflite-double": "double", "tflite-single": "single", "shift": "shift", "float": "float"}
-    return Requantizer.tflite(input_scale, weight_scales, output_scale, kind=kinds[scheme], rounding=config.rounding)
+    final = config.requantization_rounding
+    tflite = scheme.startswith("tflite")
+    return Requantizer.tflite(input_scale, weight_scales, output_scale, kind=kinds[scheme],
+                              rounding=config.rounding if tflite or final is None else final,
+                              final_rounding=final if tflite else None)
 
 
 def _out_shape(st: FloatStage, shape: tuple) -> tuple:

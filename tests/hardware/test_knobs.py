@@ -260,3 +260,51 @@ def test_replace_names_what_changed():
     assert base.replace(accumulator_bits=12, name="mine").name == "mine"
     assert base.replace(accumulator_overflow="wrap").name == "int8-acc16-sat[accumulator_overflow=wrap]"
     assert HardwareConfig.from_dict(b.to_dict()) == b             # the name round-trips
+
+
+# -------------------------------------------------------------------------------- requantization rounding
+def _rne_div(v: int, shift: int) -> int:
+    """v / 2**shift rounded half to even (Python ints)."""
+    q, r = divmod(v, 1 << shift)
+    half = 1 << (shift - 1)
+    return q + (1 if r > half or (r == half and q % 2) else 0)
+
+
+def _tie_graph(out_scale):
+    """x [K=3] . w -> one output with M = s_x s_w / s_y = 1 / out_scale (ties whenever acc is odd)."""
+    w = np.array([[1, 1, 1]], np.int8)
+    tensors = [TensorSpec("x", 8, True, (3,), 1.0, 0), TensorSpec("w", 8, True, scale=1.0, data=w),
+               TensorSpec("y", 8, True, (1,), out_scale, 0)]
+    return IntegerGraph(tensors, [Node("fc", "fully_connected", ["x", "w"], ["y"])], ["x"], ["y"])
+
+
+@pytest.mark.parametrize("scheme", ["tflite-single", "tflite-double"])
+def test_requantization_rounding_is_applied(scheme):
+    """M = 1/2 (single: acc * 2^30 / 2^31) or 1/4 (double: SRDHM(acc, 2^30) then a shift by 1): every odd
+    sum is a tie. half_even must differ from gemmlowp's rounding on them and equal the reference."""
+    x = np.array([[a, b, c] for a in range(-9, 10, 3) for b in (0, 1, 2) for c in (-1, 0, 5)], np.int8)
+    acc = x.astype(int).sum(axis=1)
+    if scheme == "tflite-single":
+        net, expect = _tie_graph(2.0), [_rne_div(int(a), 1) for a in acc]
+        gemmlowp = [(int(a) + 1) >> 1 for a in acc]
+    else:
+        net = _tie_graph(4.0)
+        v = [(int(a) * (1 << 30) + (1 << 30)) >> 31 for a in acc]          # SRDHM, ties up
+        expect = [_rne_div(t, 1) for t in v]
+        gemmlowp = [int(math.copysign((abs(t) + 1) >> 1, t)) for t in v]   # RoundingDivideByPOT: half away
+    base = HardwareConfig(requantization=scheme, rounding="half_even")
+    cfg = base.replace(requantization_rounding="half_even")
+    np.testing.assert_array_equal(net.run(x, cfg)[:, 0], expect)
+    np.testing.assert_array_equal(net.run(x, base)[:, 0], gemmlowp)      # default: gemmlowp's, unchanged
+    assert list(expect) != list(gemmlowp)
+    assert HardwareConfig.from_dict(tomllib.loads(cfg.to_toml())) == cfg
+    assert 'output_rounding = "half_even"' in cfg.to_toml()
+
+
+def test_rounding_that_does_not_reach_the_requantizer_is_noted():
+    model, x = _tiny_model(), _tiny_data()
+    net = convert(model, preset("int8-acc16-sat").replace(rounding="half_even"), x)
+    assert any("tflite-single" in n and "half_even applies to weight/bias/input conversion only" in n
+               for n in net.meta["notes"])
+    net = convert(model, preset("int8-acc16-sat").replace(rounding="half_even", requantization_rounding="half_even"), x)
+    assert not any("conversion only" in n for n in net.meta["notes"])
