@@ -77,13 +77,15 @@ def run_collect(graph: IntegerGraph, x, datapath, batch_size: int = 4096, exact:
     """Run ``graph`` on ``datapath`` in chunks, keeping every tensor: ``(values, traces, exact_acc)``.
 
     ``values``: tensor name -> codes over the whole batch; ``traces``: node name -> summed ``overflows``,
-    ``adds``, ``clipped``; ``exact_acc``: MAC node name -> infinite-precision accumulator values (with
-    ``exact``).
+    ``adds``, ``clipped``, the largest ``bias_clipped`` (biases saturated into the accumulator) and
+    ``partial_peak`` (largest exact |running sum|); ``exact_acc``: MAC node name -> infinite-precision
+    accumulator values (with ``exact``).
     """
     feeds = graph._feeds(x)
     n = len(next(iter(feeds.values())))
     parts: dict = {}
-    traces: dict = {nd.name: {"overflows": 0, "adds": 0, "clipped": 0, "has_acc": False} for nd in graph.nodes}
+    traces: dict = {nd.name: {"overflows": 0, "adds": 0, "clipped": 0, "bias_clipped": 0, "partial_peak": None,
+                              "has_acc": False} for nd in graph.nodes}
     accs: dict = {}
     for start in range(0, n, batch_size):
         chunk = [f[start:start + batch_size] for f in feeds.values()]
@@ -94,6 +96,10 @@ def run_collect(graph: IntegerGraph, x, datapath, batch_size: int = 4096, exact:
             info = tr[nd.name] or {}
             for key in ("overflows", "adds", "clipped"):
                 traces[nd.name][key] += int(info.get(key, 0))
+            traces[nd.name]["bias_clipped"] = max(traces[nd.name]["bias_clipped"], int(info.get("bias_clipped", 0)))
+            if info.get("partial_peak") is not None:     # the largest |running sum| of the MAC sequence
+                peak = traces[nd.name]["partial_peak"]
+                traces[nd.name]["partial_peak"] = max(int(info["partial_peak"]), peak or 0)
             traces[nd.name]["has_acc"] |= info.get("acc") is not None
             if exact and nd.op in _MAC_OPS:
                 ins = [values[t] if t in values else graph.tensors[t].data for t in nd.inputs if t]
@@ -191,13 +197,20 @@ def simulate(model, config="tflite-int8", x=None, y=None, *, calibration_x=None,
             exact = accs[node.name]
             lo, hi = int(exact.min()), int(exact.max())
             bits = config.for_node(node, graph.nodes.index(node)).accumulator_bits
-            counts, edges = _signed_log2_histogram(exact, max(bits, _signed_bits(lo, hi)), histogram_bins)
+            # peak and bits needed from the partial sums: the largest |running sum| of the MAC sequence
+            peak = tr["partial_peak"] if tr["partial_peak"] is not None else max(abs(lo), abs(hi))
+            counts, edges = _signed_log2_histogram(exact, max(bits, _signed_bits(-peak, peak)), histogram_bins)
             rec.accumulator_bits = bits
-            rec.acc_peak = max(abs(lo), abs(hi))
+            rec.acc_peak = peak
             rec.acc_limit = 1 << (bits - 1)
-            rec.acc_bits_needed = _signed_bits(lo, hi)
+            rec.acc_bits_needed = _signed_bits(-peak, peak) if peak else 1
             rec.headroom_bits = bits - rec.acc_bits_needed
+            rec.bias_clipped = tr["bias_clipped"] + int(graph.meta.get("bias_clipped", {}).get(node.name, 0))
             rec.acc_histogram = {"scale": "signed_log2", "edges": edges.tolist(), "counts": counts.tolist()}
+            isolated = _isolated_output(graph, node, refs, feeds, config)
+            iso_hw = spec.dequantize(isolated)
+            _, rec.isolated_sqnr_db, rec.isolated_max_abs_error_lsb = _errors(iso_hw, refs[name].reshape(iso_hw.shape),
+                                                                               lsb)
         records.append(rec)
     out_name = graph.outputs[0]
     network = network_metrics(graph, values[out_name], refs[out_name], y,
@@ -205,6 +218,23 @@ def simulate(model, config="tflite-int8", x=None, y=None, *, calibration_x=None,
     network["seconds"] = time.perf_counter() - t0
     return Report(layers=records, network=network, config=config.to_dict(), model=model_repr,
                   title=title or f"fxpsim simulation on {config.name}", notes=notes)
+
+
+def _isolated_output(graph: IntegerGraph, node, refs: dict, feeds: dict, config) -> np.ndarray:
+    """The node's output codes when fed the reference (float) values of its inputs (the error of the node
+    in isolation, not of the nodes before it)."""
+    from ..graph.ops import run_node_isolated
+    ref_in = []
+    for t in node.inputs:
+        if not t or graph.tensors[t].is_constant:
+            ref_in.append(None)
+        elif t in refs:
+            ref_in.append(refs[t])
+        else:   # the codes of a quantized graph input: its float input is the reference
+            src = graph.producer(t)
+            ref_in.append(refs.get(src.inputs[0], feeds.get(src.inputs[0])) if src is not None else feeds.get(t))
+    outs, _ = run_node_isolated(graph, node, ref_in, config.for_node(node, graph.nodes.index(node)), trace=False)
+    return outs[0]
 
 
 def network_metrics(graph: IntegerGraph, out_codes: np.ndarray, ref: np.ndarray, y, overflows: int) -> dict:

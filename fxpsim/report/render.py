@@ -21,8 +21,10 @@ Each layer record (:class:`LayerRecord`): ``index``, ``name``, ``kind`` (``dense
 model's output of that layer), ``sqnr_db`` (:math:`10\\log_{10}(\\sum r^2 / \\sum (h - r)^2)`; ``inf`` when
 equal), ``max_abs_error_lsb`` (:math:`\\max |h - r| / s_{out}`), ``accumulator_bits``, ``overflow_count``
 (accumulator adds that overflowed, bias add included), ``overflow_rate`` (overflow_count / adds performed),
-``acc_peak`` (largest |exact accumulator value|, infinite precision), ``acc_limit`` (:math:`2^{A-1}`),
-``acc_bits_needed`` (smallest signed width holding every exact accumulator value), ``headroom_bits``
+``acc_peak`` (largest |exact partial sum| of the MAC sequence, infinite precision), ``acc_limit``
+(:math:`2^{A-1}`), ``acc_bits_needed`` (smallest signed width holding every exact partial sum),
+``not_exact_fraction``, ``isolated_sqnr_db`` / ``isolated_max_abs_error_lsb`` (the node fed reference
+inputs), ``bias_clipped``, ``headroom_bits``
 (``accumulator_bits - acc_bits_needed``; negative: the final sums do not fit), ``clipped_fraction``
 (fraction of outputs whose requantized value fell outside the output code range and was clamped; a fused
 ReLU's floor does not count), ``output_scale``, ``output_zero_point``, ``acc_histogram`` (null or
@@ -71,6 +73,9 @@ class LayerRecord:
     headroom_bits: int | None = None
     clipped_fraction: float = 0.0
     not_exact_fraction: float = 0.0
+    isolated_sqnr_db: float | None = None
+    isolated_max_abs_error_lsb: float | None = None
+    bias_clipped: int = 0
     output_scale: float | None = None
     output_zero_point: int | None = None
     acc_histogram: dict | None = None
@@ -156,15 +161,19 @@ LAYER_COLUMN_DEFINITIONS = (
                    "output of that layer, or the graph's dequantized float execution), in real units squared"),
     ("SQNR dB", "sqnr_db", "10 log10(sum ref^2 / sum (out - ref)^2) against the same reference; inf = equal"),
     ("max err LSB", "max_abs_error_lsb", "largest |out - ref| in units of the output scale (one output LSB)"),
+    ("SQNR isolated", "isolated_sqnr_db", "SQNR of the node alone: fed the reference values of its inputs "
+                                          "(quantized), so the errors of earlier nodes do not count (MAC nodes)"),
     ("not exact", "not_exact_fraction", "fraction of output codes that differ from the same graph on an exact "
                                         "(never overflowing) accumulator: what the narrow datapath changed"),
     ("acc bits", "accumulator_bits", "accumulator width of the node on this datapath"),
     ("overflows", "overflow_count", "accumulator adds that overflowed (saturated or wrapped), the bias add "
                                     "included; wrap overflows that later cancel still count"),
     ("ovf rate", "overflow_rate", "overflows / accumulator adds performed"),
-    ("bits needed", "acc_bits_needed", "smallest signed width holding every exact final accumulator value "
-                                       "on this data"),
+    ("bits needed", "acc_bits_needed", "smallest signed width holding every exact partial sum of the MAC "
+                                       "sequence (the largest |running sum|, not just the final sums) on this data"),
     ("headroom", "headroom_bits", "acc bits - bits needed, in bits; negative: the final sums do not fit"),
+    ("bias clipped", "bias_clipped", "biases saturated to fit the bias register or the accumulator (at "
+                                     "conversion and on this datapath)"),
     ("clipped", "clipped_fraction", "fraction of the node's outputs whose requantized value fell outside the "
                                     "output code range and was clamped (a fused ReLU's floor does not count)"),
 )

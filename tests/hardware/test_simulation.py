@@ -820,3 +820,40 @@ def test_node_in_isolation_from_reference_inputs():
     outs, info = run_node_isolated(net, node, [h1, None, None], cfg)
     np.testing.assert_array_equal(outs[0], np.array(expect))
     assert info["overflows"] == ovf
+
+
+def test_peak_and_bits_needed_come_from_the_partial_sums():
+    """Weights +w then -w: the final sums are small, the running sums are not (the report said 'bits needed
+    1' for a layer with overflows before). The peak is checked against a Python loop over the products."""
+    model = nn.Sequential(nn.Dense(8, 2, seed=0)).eval()
+    model.layers[0].W[...] = np.array([[1.0, 0.5]] * 4 + [[-1.0, -0.5]] * 4, np.float32)
+    model.layers[0].b[...] = 0.0
+    x = np.tile(np.array([[1.0] * 4 + [0.98] * 4], np.float32), (3, 1))
+    cfg = HardwareConfig(accumulator_bits=12, accumulator_overflow="saturate", bias_add="after")
+    report = simulate(model, cfg, x, calibration_x=np.concatenate([x, -x]))
+    rec = report.layers[0]
+    graph = convert(model, cfg, np.concatenate([x, -x]))
+    node = graph.nodes[1]
+    _, _, kept = graph.run(x, cfg, keep=True)
+    xs, ws = graph.tensors[node.inputs[0]], graph.tensors[node.inputs[1]]
+    xo = kept[node.inputs[0]].astype(int) - int(xs.zero_point[0])
+    peak = 0
+    for n in range(len(xo)):
+        for o in range(2):
+            s = 0
+            for k in range(8):
+                s += int(xo[n, k]) * int(ws.data[o, k])
+                peak = max(peak, abs(s))
+    assert rec.acc_peak == peak > 2 ** 11                    # beyond the 12-bit range on the way
+    assert rec.acc_bits_needed == peak.bit_length() + 1 and rec.headroom_bits < 0
+    assert rec.overflow_count > 0
+
+
+def test_error_in_isolation_equals_the_cumulative_error_of_the_first_layer():
+    model = _tiny_model()
+    x = np.random.default_rng(3).uniform(-1, 1, (40, 4)).astype(np.float32)
+    r = simulate(model, "tflite-int8", x)
+    first, second = r.layers[0], r.layers[1]
+    assert first.isolated_sqnr_db == first.sqnr_db            # same (quantized float) input
+    assert second.isolated_sqnr_db is not None and math.isfinite(second.isolated_sqnr_db)
+    assert "SQNR isolated" in r.to_text()
