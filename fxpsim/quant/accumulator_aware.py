@@ -42,10 +42,16 @@ Adam's steps are relative):
 
 with :math:`Q = 2^{M-1} - 1` (``num_bits`` M, narrow range). :math:`\\lVert r \\rVert_1 = \\hat g / s \\le T`, and the
 rounding :math:`\\mathrm{round}_T` never increases the :math:`\\ell_1` norm beyond :math:`T`:
-``rounding="toward_zero"`` is A2Q's (:math:`|q_i| \\le |r_i|`); ``"nearest"`` (default) rounds to nearest
-except toward zero where the budget requires it (starting from the truncation, the entries with the
-largest fractional parts :math:`\\ge 1/2` are rounded away from zero while
-:math:`\\lVert q \\rVert_1 \\le T`), which keeps far more small weights. Clipping to :math:`\\pm Q` only shrinks.
+``rounding="toward_zero"`` is A2Q's (:math:`|q_i| \\le |r_i|`); ``"nearest"`` rounds to nearest except toward
+zero where the budget requires it (starting from the truncation, the entries with the largest fractional
+parts :math:`\\ge 1/2` are rounded away from zero while :math:`\\lVert q \\rVert_1 \\le T`); ``"norm"`` (default,
+largest-remainder rounding) starts from the truncation too and rounds away from zero the entries with the
+largest fractional parts until :math:`\\lVert q \\rVert_1 = \\min(T, \\mathrm{round}(\\lVert r \\rVert_1))`, so every
+:math:`|q_i - r_i| < 1` and the row keeps its :math:`\\ell_1` mass. With a tight budget (say :math:`T = 29`
+over 144 weights, every :math:`|r_i| < 1/2`) both others round a whole layer to zero -- a dead layer that a
+zero bias and a ReLU never revive -- where ``"norm"`` keeps its largest weights (digits CNN, 30 epochs:
+12/13/14-bit accumulators 91/96/97% with ``"norm"``, 8-9% with ``"nearest"``; 16 bits 98.6% with either).
+Clipping to :math:`\\pm Q` only shrinks.
 So the integer weights the converter stores (this quantizer's :meth:`integer_form`) satisfy the bound
 exactly, after rounding.
 
@@ -79,7 +85,7 @@ from .base import IntegerForm, Quantizer, _check_num_bits
 
 __all__ = ["AccumulatorAwareQuantizer", "l1_bound", "accumulator_aware", "worst_case_sums"]
 
-ROUNDINGS = ("nearest", "toward_zero")
+ROUNDINGS = ("nearest", "norm", "toward_zero")
 
 
 def l1_bound(accumulator_bits: int, input_bits: int, input_signed: bool = False, bias_reserve: float = 0.0) -> int:
@@ -97,14 +103,18 @@ def _round_within(r: np.ndarray, bound: int, mode: str) -> np.ndarray:
     """Round the rows of ``r`` [C, K] to integers with each row's l1 norm at most ``bound`` (module docstring)."""
     a = np.abs(r)
     t = np.floor(a)
-    if mode == "nearest" and r.shape[1]:
+    if mode != "toward_zero" and r.shape[1]:
         f = a - t
-        budget = bound - t.sum(axis=1)                       # >= sum of the fractions >= 0
-        near = f >= 0.5
-        order = np.argsort(np.where(near, -f, 1.0), axis=1, kind="stable")
+        if mode == "nearest":     # round half up, toward zero where the budget runs out
+            budget = bound - t.sum(axis=1)                   # >= sum of the fractions >= 0
+            candidate = f >= 0.5
+        else:                     # largest remainder: the l1 norm of r, rounded, kept (within the bound)
+            budget = np.minimum(bound, np.floor(a.sum(axis=1) + 0.5)) - t.sum(axis=1)
+            candidate = f > 0
+        order = np.argsort(np.where(candidate, -f, 1.0), axis=1, kind="stable")
         rank = np.empty_like(order)
         np.put_along_axis(rank, order, np.broadcast_to(np.arange(r.shape[1]), r.shape), axis=1)
-        t = t + (near & (rank < budget[:, None]))
+        t = t + (candidate & (rank < budget[:, None]))
     q = np.copysign(t, r)
     over = np.abs(q).sum(axis=1) > bound                     # float round-off only: truncate those rows
     if over.any():
@@ -133,7 +143,7 @@ class AccumulatorAwareQuantizer(Quantizer):
         other axes.
     bias_reserve : float
         Fraction :math:`\\rho` of the accumulator range kept for the bias.
-    rounding : {"nearest", "toward_zero"}
+    rounding : {"norm", "nearest", "toward_zero"}
     log_scale, log_norm : list of float, optional
         Learned parameters (restored from a config); initialised from the first weights seen otherwise.
     """
@@ -142,7 +152,7 @@ class AccumulatorAwareQuantizer(Quantizer):
     default_gradient = "clipped_ste"
 
     def __init__(self, accumulator_bits: int = 16, input_bits: int = 8, input_signed: bool = False,
-                 num_bits: int = 8, axis: int = -1, bias_reserve: float = 1 / 16, rounding: str = "nearest",
+                 num_bits: int = 8, axis: int = -1, bias_reserve: float = 1 / 16, rounding: str = "norm",
                  log_scale=None, log_norm=None, gradient=None):
         super().__init__(gradient)
         where = "AccumulatorAwareQuantizer"
@@ -321,7 +331,7 @@ def _input_grid_bits(q):
 
 
 def accumulator_aware(model, accumulator_bits: int, *, input_range=None, calibration_x=None, input_bits: int = 8,
-                      num_bits: int = 8, bias_reserve: float = 1 / 16, rounding: str = "nearest"):
+                      num_bits: int = 8, bias_reserve: float = 1 / 16, rounding: str = "norm"):
     """Give every Dense/Conv2D/DepthwiseConv2D of ``model`` an :class:`AccumulatorAwareQuantizer` for
     ``accumulator_bits`` (in place; returns ``model``), replacing its weight quantizer.
 

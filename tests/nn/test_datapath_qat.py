@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from fxpsim.hardware import convert, preset
-from fxpsim.nn import BatchNorm, Conv2D, Dense, Flatten, MaxPool2D, Sequential, quantization_scheme, small_cnn
+from fxpsim.nn import (BatchNorm, Conv2D, Dense, DepthwiseConv2D, Flatten, MaxPool2D, Sequential, quantization_scheme,
+                       small_cnn)
 from fxpsim.nn.datapath_qat import DatapathAware, datapath_aware, overflow_report, unwrap
 from fxpsim.nn.datasets import load_digits
 from fxpsim.nn.train import Adam, CosineLR, fit
@@ -70,6 +71,42 @@ def test_accumulators_are_the_converted_graphs(digits, demo_cnn, name, changes):
         # and the forward pass itself reports the same overflows
         layer.forward(xin)
         assert layer.overflows == trace["overflows"]
+
+
+def test_depthwise_accumulators_and_gradient(digits):
+    (x, y), _ = digits
+    s = quantization_scheme("int8")
+    model = Sequential(Conv2D(1, 6, 3, padding="SAME", activation="relu", seed=0, **s),
+                       DepthwiseConv2D(6, 3, depth_multiplier=2, padding="SAME", activation="relu", seed=1, **s),
+                       MaxPool2D(2), Flatten(), Dense(4 * 4 * 12, 10, weight_quantizer=s["weight_quantizer"], seed=2))
+    fit(model, (x, y), 1, 32, Adam(3e-3), seed=0, progress=False)
+    config = preset("int8-acc16-sat").replace(accumulator_bits=13)
+    graph = convert(model, config, x[:300])
+    _, traces, values = graph.run(x[:40], config, trace=True, keep=True)
+    wrapped = datapath_aware(model, config, calibration_x=x[:300])
+    dw = wrapped[1]
+    assert dw.node_name == "1:depthwise_conv2d"
+    xin = graph.tensors["0:conv2d"].dequantize(values["0:conv2d"]).astype(np.float32)
+    s_in, lo, hi = dw.input_params()
+    w_int, s_w, b_int = dw.integer_weights(dw.layer.quantized_weight(), s_in)
+    acc, counts = dw._accumulate_codes(dw.input_codes(xin, s_in, lo, hi), w_int, b_int)
+    np.testing.assert_array_equal(acc.reshape(traces[dw.node_name]["acc"].shape), traces[dw.node_name]["acc"])
+    assert int(counts.sum()) == traces[dw.node_name]["overflows"]
+    # straight-through backward ("pass"): a float depthwise layer multiplying the dequantized hardware weights
+    dw.overflow_grad, dw.scale_grad = "pass", False
+    dw.train()
+    dw.forward(xin)
+    rng = np.random.default_rng(0)
+    dy = rng.normal(size=(40, 8, 8, 12)).astype(np.float32) * (dw.forward(xin) > 0)
+    dw.layer.zero_grad()
+    dx = dw.backward(dy)
+    ref = DepthwiseConv2D(6, 3, depth_multiplier=2, padding="SAME", activation="relu", seed=1)
+    ref.W = (w_int * s_w.reshape(6, 2)).astype(np.float32)
+    ref.b = dw.layer.b.copy()
+    ref.forward(xin)
+    ref._act_mask = None                       # dy already carries the hardware's ReLU mask
+    np.testing.assert_allclose(dx, ref.backward(dy), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(dw.layer.grads["b"], ref.grads["b"], rtol=1e-4, atol=1e-5)
 
 
 def test_predictions_follow_the_hardware(digits, demo_cnn):

@@ -31,7 +31,7 @@ def test_l1_bound():
         l1_bound(16, 8, bias_reserve=1.0)
 
 
-@pytest.mark.parametrize("mode", ["nearest", "toward_zero"])
+@pytest.mark.parametrize("mode", ["norm", "nearest", "toward_zero"])
 def test_rounding_never_exceeds_the_bound(mode):
     rng = np.random.default_rng(0)
     for bound in (0, 1, 7, 40):
@@ -40,16 +40,32 @@ def test_rounding_never_exceeds_the_bound(mode):
         q = a2q._round_within(r, bound, mode)
         assert np.array_equal(q, np.round(q))
         assert np.all(np.abs(q).sum(axis=1) <= bound)
-        assert np.all(np.abs(q - r) < 1)
+        assert np.all(np.abs(q - r) < 1) and np.all(q * r >= 0)
         if mode == "toward_zero":
             assert np.all(np.abs(q) <= np.abs(r))
-        else:
+        elif mode == "nearest":
             # where round-to-nearest fits the budget it is what we get
             nearest = np.where(np.abs(r) - np.floor(np.abs(r)) >= 0.5, np.sign(r) * np.ceil(np.abs(r)), np.trunc(r))
             fits = np.abs(nearest).sum(axis=1) <= bound
             np.testing.assert_array_equal(q[fits], nearest[fits])
-            # otherwise the budget is used up: one more step away from zero would break it
-            assert np.all(np.abs(q[~fits]).sum(axis=1) >= bound - 0)
+        else:
+            # the row's l1 mass is kept: |q|_1 = min(bound, round(|r|_1)), by the largest fractional parts
+            expected = np.minimum(bound, np.floor(np.abs(r).sum(axis=1) + 0.5))
+            np.testing.assert_array_equal(np.abs(q).sum(axis=1), expected)
+            up = np.abs(q) > np.floor(np.abs(r))
+            frac = np.abs(r) - np.floor(np.abs(r))
+            for row in range(len(r)):
+                if up[row].any() and (~up[row]).any():
+                    assert frac[row][up[row]].min() >= frac[row][~up[row]].max()
+
+
+def test_a_tight_budget_keeps_the_largest_weights():
+    r = np.full((1, 144), 29 / 144)
+    r[0, :10] *= 2                                          # still every |r| < 1/2
+    r *= 29 / np.abs(r).sum()
+    assert not a2q._round_within(r, 29, "nearest").any()
+    q = a2q._round_within(r, 29, "norm")
+    assert np.abs(q).sum() == 29 and np.all(q[0, :10] == 1)
 
 
 @pytest.mark.parametrize("clamped", [False, True])
