@@ -13,8 +13,8 @@ op                         TFLite op, attributes
 ``tflite_quantize``        QUANTIZE float32 -> int8 (float32 division, round half away)
 ``tflite_dequantize``      DEQUANTIZE int8 -> float32
 ``tflite_requantize``      QUANTIZE int8 -> int8
-``tflite_add``             ADD of the ``xnnpack`` kernel set (XNNPACK's ``qs8-vadd``); the core ``add``
-                           (TFLite's ADD) otherwise; ``activation``
+``tflite_add``             ADD of the ``xnnpack`` kernel set (XNNPACK's ``qs8-vadd`` on the graph's
+                           ``"native"`` datapath; the core ``add``, TFLite's ADD, otherwise); ``activation``
 ``tflite_sub``             SUB; ``activation``
 ``tflite_mul``             MUL; ``activation``
 ``tflite_mean``            MEAN; ``axes`` (per sample), ``keep_dims``
@@ -132,9 +132,10 @@ def _identity_float(graph, node, ins):
 # ----------------------------------------------------------------------------------------- QUANTIZE / DEQUANTIZE
 def _per_sample(kernel_set, fn, x, *args, **kw):
     """``fn`` applied as LiteRT applies it: to one sample (one invoke, batch 1) at a time where the kernel
-    set's arithmetic depends on an element's position in the tensor (LiteRT's optimized x86-64 kernels run
-    whole SIMD blocks of the flat tensor one way and the remainder another); at once otherwise."""
-    if kernel_set != "builtin" or len(x) == 1:
+    set's arithmetic can depend on an element's position in the tensor (LiteRT's optimized x86-64 kernels run
+    whole SIMD blocks of the flat tensor one way and the remainder another; XNNPACK falls back to them where
+    it does not take an op); at once for the reference kernels."""
+    if kernel_set == "reference" or len(x) == 1:
         return fn(x, *args, **kw)
     return np.stack([fn(x[i:i + 1], *args, **kw)[0] for i in range(len(x))])
 
@@ -242,7 +243,7 @@ def _add_sub_run(sign_b):
         a, b, y = (_spec(graph, t) for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
         act = node.attrs.get("activation", "none")
         kern = _kernels(graph)
-        if kern == "xnnpack":
+        if kern == "xnnpack" and getattr(dp, "requantization", None) == "native":
             (sa, za), (sb, zb), (so, zo) = _q(a), _q(b), _q(y)
             p = _cached(graph, node, "xnn_add", lambda: _xnn_binary_params(sa, za, sb, zb, so, sign_b))
             if p is not None:

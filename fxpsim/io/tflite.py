@@ -403,6 +403,18 @@ class _Builder:
         ``tflite_*`` wrapper that requantizes as that kernel set does on the graph's ``"native"`` datapath."""
         return core if self.kernels == "reference" else f"tflite_{core}"
 
+    def check_xnnpack_scale(self, op, x: int, w: int, y: int):
+        """XNNPACK refuses MAC ops whose requantization scale fl32(s_x s_w) / s_y reaches 256 (LiteRT then fails
+        to prepare the delegate); fxpsim does not guess what runs instead."""
+        if self.kernels != "xnnpack":
+            return
+        sx, sy = np.float32(self.t[x]["scale"][0]), np.float32(self.t[y]["scale"][0])
+        scale = (sx * self.t[w]["scale"].astype(np.float32)) / sy
+        if np.any(scale >= np.float32(256)):
+            raise ValueError(f"{self.path}: {self.where(op)}: kernels='xnnpack': a requantization scale "
+                             f"s_x s_w / s_y of {float(scale.max()):.4g} >= 256, which XNNPACK does not take; "
+                             f"its arithmetic for this op is not reproduced")
+
     def activation(self, op) -> str:
         code = op["options"].get("activation", 0)
         act = _ACTIVATIONS.get(code, f"code {code}")
@@ -515,6 +527,7 @@ class _Builder:
         if b >= 0:
             ins.append(self._bias(b, op, out_c))
         yn = self.declare(y, op, (n, out_hw[0], out_hw[1], out_c))
+        self.check_xnnpack_scale(op, x, w, y)
         self.node(op, self.mac_op("depthwise_conv2d" if depthwise else "conv2d"), ins, [yn],
                   {"stride": list(stride), "dilation": list(dil), "padding": padding,
                    "activation": self.activation(op)})
@@ -573,6 +586,7 @@ class _Builder:
         if b >= 0:
             ins.append(self._bias(b, op, n_out))
         yn = self.declare(y, op, out_shape)
+        self.check_xnnpack_scale(op, x, w, y)
         self.node(op, self.mac_op("fully_connected"), ins, [yn], {"activation": self.activation(op)})
 
     # ------------------------------------------------------------------ pooling

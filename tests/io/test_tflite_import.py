@@ -267,6 +267,7 @@ def test_live_litert_benchmark_model(kernels):
         np.testing.assert_array_equal(y[s], it.get_tensor(dout["index"])[0])
 
 
+@pytest.mark.filterwarnings("ignore:Warning. Enabling .experimental_preserve_all_tensors.:UserWarning")
 def test_live_xnnpack_intermediates_with_unfused_partitions():
     """With delegate node fusion off, every delegated op is its own partition and its output readable."""
     _litert()

@@ -1,0 +1,195 @@
+"""Speed of an imported TFLite model: fxpsim's integer graph beside LiteRT, one thread.
+
+Model: ``benchmarks/models/mobilenet_v2_035_48.tflite`` (Keras MobileNetV2 alpha 0.35, 48x48x3 int8 input,
+10 classes; 65 ops: 35 CONV_2D, 17 DEPTHWISE_CONV_2D, 10 ADD, MEAN, FULLY_CONNECTED, SOFTMAX).
+
+Rows (images/s, best of ``--repeat`` timed runs of at least ``--min-time`` s each, same inputs for all):
+
+* fxpsim exact: ``graph.run(x)`` on the graph's own datapath (LiteRT's reference arithmetic), a batch;
+* fxpsim 16-bit: ``graph.run(x, preset("int8-acc16-sat"), trace=True)`` (saturating 16-bit accumulator,
+  overflows counted), a batch;
+* LiteRT builtin (``BUILTIN_WITHOUT_DEFAULT_DELEGATES``), XNNPACK (``BUILTIN``) and reference
+  (``BUILTIN_REF``) kernels, ``num_threads=1``, batch 1 (``invoke`` per image; the input copy included).
+
+LiteRT runs in a child process (so that its threads and TensorFlow-free runtime never mix with fxpsim's),
+pinned to the same core. ``--profile`` prints where fxpsim's exact run spends its time (cProfile).
+
+Run: ``python benchmarks/bench_import.py [--batch 256] [--quick] [--profile]``.
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+MODEL = Path(__file__).resolve().parent / "models" / "mobilenet_v2_035_48.tflite"
+
+_LITERT_CHILD = r"""
+import json, os, sys, time
+import numpy as np
+if hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, {int(sys.argv[4])})
+from ai_edge_litert.interpreter import Interpreter, OpResolverType
+x = np.load(sys.argv[2])
+min_time, repeat = float(sys.argv[3]), int(sys.argv[5])
+out = {}
+for label, kind in (("builtin", OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES),
+                    ("xnnpack", OpResolverType.BUILTIN), ("reference", OpResolverType.BUILTIN_REF)):
+    it = Interpreter(model_path=sys.argv[1], num_threads=1, experimental_op_resolver_type=kind)
+    it.allocate_tensors()
+    i_in = it.get_input_details()[0]["index"]
+    i_out = it.get_output_details()[0]["index"]
+    ys = []
+    for s in range(len(x)):
+        it.set_tensor(i_in, x[s:s + 1]); it.invoke(); ys.append(it.get_tensor(i_out)[0])
+    best = 0.0
+    n = 0
+    for _ in range(repeat):
+        t0 = time.perf_counter(); k = 0
+        while True:
+            it.set_tensor(i_in, x[k % len(x):k % len(x) + 1]); it.invoke(); k += 1
+            t = time.perf_counter() - t0
+            if t >= min_time:
+                break
+        best = max(best, k / t)
+    np.save(sys.argv[2] + f".{label}.npy", np.stack(ys))
+    out[label] = best
+print(json.dumps(out))
+"""
+
+
+def _one_core() -> int:
+    core = 0
+    if hasattr(os, "sched_setaffinity"):
+        core = sorted(os.sched_getaffinity(0))[0]
+        os.sched_setaffinity(0, {core})
+    return core
+
+
+def _best_rate(fn, n_images: int, min_time: float, repeat: int) -> float:
+    fn()  # warm up (requantizer caches, page faults)
+    best = 0.0
+    for _ in range(repeat):
+        reps, start = 0, time.perf_counter()
+        while True:
+            fn()
+            reps += 1
+            elapsed = time.perf_counter() - start
+            if elapsed >= min_time:
+                break
+        best = max(best, reps * n_images / elapsed)
+    return best
+
+
+def _inputs(batch: int, shape, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = np.clip(rng.normal(0.0, 45.0, (batch,) + tuple(shape)), -128, 127)
+    return x.astype(np.int8)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", type=int, default=256, help="fxpsim batch (default 256)")
+    ap.add_argument("--min-time", type=float, default=1.0, help="seconds per timed run")
+    ap.add_argument("--repeat", type=int, default=3, help="timed runs per row (best taken)")
+    ap.add_argument("--quick", action="store_true", help="--batch 64 --min-time 0.3 --repeat 2")
+    ap.add_argument("--profile", action="store_true", help="cProfile of fxpsim's exact run")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.batch, args.min_time, args.repeat = 64, 0.3, 2
+    core = _one_core()
+
+    import fxpsim
+    from fxpsim.report.render import format_table
+    t0 = time.perf_counter()
+    graph = fxpsim.import_tflite(MODEL)
+    import_s = time.perf_counter() - t0
+    spec = graph.tensors[graph.inputs[0]]
+    x = _inputs(args.batch, spec.shape)
+    acc16 = fxpsim.preset("int8-acc16-sat")
+    rows = []
+    exact = graph.run(x)
+    r_exact = _best_rate(lambda: graph.run(x), len(x), args.min_time, args.repeat)
+    y16, traces, _ = graph.run(x, acc16, trace=True)
+    overflows = sum(t["overflows"] for t in traces.values() if t)
+    r_acc16 = _best_rate(lambda: graph.run(x, acc16, trace=True), len(x), args.min_time, args.repeat)
+
+    litert = {}
+    agree = {}
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        xin = Path(tmp) / "x.npy"
+        np.save(xin, x[:min(len(x), 64)])
+        proc = subprocess.run([sys.executable, "-c", _LITERT_CHILD, str(MODEL), str(xin), str(args.min_time),
+                               str(core), str(args.repeat)], capture_output=True, text=True)
+        if proc.returncode == 0:
+            litert = json.loads(proc.stdout.strip().splitlines()[-1])
+            n = min(len(x), 64)
+            for label in litert:
+                ys = np.load(str(xin) + f".{label}.npy")
+                g = graph if label == "reference" else fxpsim.import_tflite(MODEL, kernels=label)
+                agree[label] = bool(np.array_equal(g.run(x[:n]), ys))
+        else:
+            print("LiteRT not available (pip install fxpsim[litert]):", proc.stderr.strip().splitlines()[-1:])
+
+    base = litert.get("builtin")
+    def ratio(r):
+        return f"{r / base:.2f}x" if base else "-"
+    rows.append(["fxpsim exact (graph.run, LiteRT reference arithmetic)", f"batch {len(x)}", f"{r_exact:,.0f}",
+                 ratio(r_exact), "bit-exact vs LiteRT reference: " + ("yes" if agree.get("reference") else
+                                                                        "not checked" if not litert else "NO")])
+    rows.append(["fxpsim int8-acc16-sat, trace=True", f"batch {len(x)}", f"{r_acc16:,.0f}", ratio(r_acc16),
+                 f"{overflows:,} accumulator overflows; {np.mean(np.any(y16 != exact, axis=-1)):.0%} of outputs "
+                 f"change"])
+    for label, name in (("builtin", "LiteRT builtin kernels (BUILTIN_WITHOUT_DEFAULT_DELEGATES)"),
+                        ("xnnpack", "LiteRT XNNPACK (BUILTIN)"), ("reference", "LiteRT reference (BUILTIN_REF)")):
+        if label in litert:
+            note = f"fxpsim kernels={label!r} bit-exact: {'yes' if agree.get(label) else 'NO'}"
+            rows.append([name, "batch 1", f"{litert[label]:,.0f}", ratio(litert[label]), note])
+    print(f"{MODEL.name}: {len(graph.nodes)} nodes, {sum(graph.macs(n) for n in graph.nodes):,} MACs per image; "
+          f"import {import_s * 1e3:.0f} ms; one thread (core {core}); best of {args.repeat} runs >= "
+          f"{args.min_time} s")
+    print(format_table(rows, ["run", "batch", "images/s", "vs LiteRT builtin", "notes"]))
+
+    if args.profile:
+        import cProfile
+        import pstats
+        pr = cProfile.Profile()
+        pr.enable()
+        for _ in range(3):
+            graph.run(x)
+        pr.disable()
+        print("\ncProfile of 3 x graph.run(x) (exact), by cumulative time:")
+        pstats.Stats(pr).sort_stats("cumulative").print_stats(25)
+        per_node = {}
+        _, _, kept = graph.run(x[:64], keep=True)
+        from fxpsim.graph.ops import run_node
+        constants = {k: t.data for k, t in graph.tensors.items() if t.is_constant}
+        values = {**constants, **kept}
+        dp = graph.default_datapath
+        for node in graph.nodes:
+            ins = [values[t] for t in node.inputs]
+            t0 = time.perf_counter()
+            for _ in range(3):
+                run_node(graph, node, ins, dp, False)
+            per_node.setdefault(node.op, 0.0)
+            per_node[node.op] += (time.perf_counter() - t0) / 3
+        total = sum(per_node.values())
+        print("time per op type (batch 64):")
+        print(format_table([[k, f"{v * 1e3:.1f} ms", f"{v / total:.0%}"] for k, v in
+                            sorted(per_node.items(), key=lambda kv: -kv[1])], ["op", "time", "share"]))
+
+
+if __name__ == "__main__":
+    main()
