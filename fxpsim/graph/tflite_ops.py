@@ -42,7 +42,7 @@ import numpy as np
 
 from ..datapath import tflite_ops as K
 from ..datapath.integer_ops import (quantized_conv2d, quantized_depthwise_conv2d, quantized_fully_connected)
-from ..datapath.requantize import (Requantizer, _rdbpot, _srdhm, _wrap_int32, activation_range,
+from ..datapath.requantize import (Requantizer, _srdhm, _wrap_int32, activation_range,
                                    multiply_by_quantized_multiplier, quantize_multiplier)
 from ..core.fixed import Format
 from .ops import OPS, Op, register_op
@@ -207,23 +207,6 @@ def _elementwise_macs(graph, node):
     return 0
 
 
-def _xnn_binary_params(sa, za, sb, zb, so, sign_b):
-    """XNNPACK ``xnn_init_qs8_add_minmax_scalar_params`` (SUB: the second scale negated), or None where the
-    TFLite delegate leaves the op to the builtin kernel (an input/output scale ratio outside
-    :math:`[2^{-10}, 2^{8})`)."""
-    a_os = np.float32(sa) / np.float32(so)
-    b_os = np.float32(np.float32(sign_b) * np.float32(sb)) / np.float32(so)
-    lo_lim, hi_lim = np.float32(2.0 ** -10), np.float32(2.0 ** 8)
-    if not all(lo_lim <= abs(v) < hi_lim for v in (a_os, b_os)):
-        return None
-    max_abs = max(abs(a_os), abs(b_os))
-    exponent = int((np.float32(max_abs).view(np.uint32) >> 23)) - 127
-    shift = 20 - exponent
-    mult = [int(np.rint(np.float32(abs(v)) * np.float32(2.0 ** shift))) * (-1 if v < 0 else 1) for v in (a_os, b_os)]
-    bias = (1 << (shift - 1)) - mult[0] * za - mult[1] * zb
-    return mult[0], mult[1], bias, shift
-
-
 def _xnn_act_range(activation, scale, zero_point, dtype):
     r"""XNNPACK's output clamp: ``xnn_qs8_quantize`` of the activation's float bounds,
     :math:`\mathrm{rne}(\mathrm{fl}_{32}(v / s + z))` clamped to the type."""
@@ -240,20 +223,20 @@ def _xnn_act_range(activation, scale, zero_point, dtype):
 
 def _add_sub_run(sign_b):
     def run(graph, node, ins, dp, trace):
-        a, b, y = (_spec(graph, t) for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
-        act = node.attrs.get("activation", "none")
         kern = _kernels(graph)
-        if kern == "xnnpack" and getattr(dp, "requantization", None) == "native":
-            (sa, za), (sb, zb), (so, zo) = _q(a), _q(b), _q(y)
-            p = _cached(graph, node, "xnn_add", lambda: _xnn_binary_params(sa, za, sb, zb, so, sign_b))
-            if p is not None:
-                ma, mb, bias, shift = p
-                lo, hi = _cached(graph, node, "xnn_act", lambda: _xnn_act_range(act, so, zo, y.dtype))
-                acc = bias + ins[0].astype(np.int64) * ma + ins[1].astype(np.int64) * mb
-                return [np.clip((acc >> shift) + zo, lo, hi).astype(y.dtype)], _no_trace()
+        if kern != "xnnpack" or getattr(dp, "requantization", None) != "native":
+            kern = "reference"                 # TFLite's ADD/SUB (the core add follows the datapath's rounding)
         if sign_b < 0:
-            return [K.quantized_sub(ins[0], ins[1], _binary_params(graph, node, K.sub_params))], _no_trace()
-        return OPS["add"].run(graph, node, ins, dp, trace)
+            params = _binary_params(graph, node, K.sub_params)
+            return [K.quantized_sub(ins[0], ins[1], params, kernels=kern)], _no_trace()
+        if kern == "reference":
+            return OPS["add"].run(graph, node, ins, dp, trace)
+        a, b, y = (_spec(graph, t) for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
+        (sa, za), (sb, zb), (so, zo) = _q(a), _q(b), _q(y)
+        lo, hi = _cached(graph, node, "xnn_act", lambda: _xnn_act_range(node.attrs.get("activation", "none"),
+                                                                         so, zo, y.dtype))
+        return [K.quantized_add_xnnpack(ins[0], ins[1], scale1=sa, zp1=za, scale2=sb, zp2=zb, out_scale=so,
+                                        out_zp=zo, act_min=lo, act_max=hi)], _no_trace()
     return run
 
 
@@ -274,41 +257,10 @@ def _batch_axes(node):
 def _mean_run(graph, node, ins, dp, trace):
     x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
     kern = _kernels(graph)
-    keep = bool(node.attrs.get("keep_dims", False))
-    axes = _batch_axes(node)
-    if kern == "builtin" and keep and ins[0].ndim == 4 and sorted(axes) == [1, 2]:
-        return [_mean_builtin_hw(ins[0], x, y)], _no_trace()
     params = _cached(graph, node, "mean", lambda: K.mean_params(*_q(x), *_q(y), dtype=y.dtype))
-    out = _call(node, kern, K.quantized_mean, ins[0], axes, params, keepdims=keep, kernels=kern)
+    out = _call(node, kern, K.quantized_mean, ins[0], _batch_axes(node), params,
+                keepdims=bool(node.attrs.get("keep_dims", False)), kernels=kern)
     return [out], _no_trace()
-
-
-def _mean_builtin_hw(codes, x, y):
-    r"""LiteRT's optimized int8 MEAN over H and W with keep_dims (``optimized_integer_ops::Mean``, x86-64
-    build: its NEON code runs through NEON_2_SSE).
-
-    With the raw code sum :math:`S_c` (the zero point is not subtracted), the multiplier
-    :math:`(m, e)` = ``QuantizeMultiplier`` of :math:`\mathrm{fl}_{32}(s_{in} / \mathrm{fl}_{32}(n\,s_{out}))`
-    and the bias :math:`b = z_{out} - \mathrm{trunc}(t \pm 0.5)`, :math:`t = \mathrm{fl}_{32}(\mathrm{fl}_{32}(z_{in}
-    s_{in}) / s_{out})` (all float32): channels in whole blocks of 16 take
-    ``MultiplyByQuantizedMultiplier4Rows`` (SRDHM, then a right shift rounding ties toward
-    :math:`+\infty`), the remaining ``C % 16`` channels gemmlowp's double rounding; then :math:`+b`, clamp.
-    """
-    (si, zi), (so, zo) = _q(x), _q(y)
-    c = codes.shape[3]
-    n = codes.shape[1] * codes.shape[2]
-    total = codes.astype(np.int64).sum(axis=(1, 2), keepdims=True)
-    real = np.float32(si / np.float32(np.float32(n) * so))
-    m, s = quantize_multiplier(float(real))
-    temp = np.float32(np.float32(np.float32(zi) * si) / so)
-    temp = temp + np.float32(0.5) if temp > 0 else temp - np.float32(0.5)
-    bias = zo - int(np.trunc(temp))
-    vec = c // 16 * 16
-    v = np.empty_like(total)
-    v[..., :vec] = _mbqm_tie_up(total[..., :vec], m, s)
-    v[..., vec:] = multiply_by_quantized_multiplier(total[..., vec:], m, s)
-    info = np.iinfo(y.dtype)
-    return np.clip(v + bias, info.min, info.max).astype(y.dtype)
 
 
 def _mean_float(graph, node, ins):

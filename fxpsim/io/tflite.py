@@ -22,7 +22,6 @@ raises ``ValueError`` naming the op (see ``docs/tflite_kernels.md``).
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import numpy as np
 
