@@ -46,12 +46,19 @@ class IntegerResult:
     acc : ndarray of int64
         Accumulator codes the requantizer saw (after bias), channels last.
     overflows : int
-        Accumulator overflow events (each add that overflowed, the bias add included).
+        Accumulator overflow events (each add that overflowed, the bias add included); with K-tiling the
+        tile accumulators' events too.
+    tile_overflows : int
+        With K-tiling: the events of the tile accumulators alone (included in ``overflows``).
+    bias_clipped : int
+        With ``zero_point="fold"``: folded biases that saturated into the bias register.
     """
 
     out: np.ndarray
     acc: np.ndarray
     overflows: int
+    tile_overflows: int = 0
+    bias_clipped: int = 0
 
 
 def _operand(a, name: str, ndim: int):
@@ -157,6 +164,75 @@ def _finish(acc: FixedArray, bias, bias_at: str, overflow, requant: Requantizer,
     return IntegerResult(requant._output_codes(raw, acc.fmt.word, zp, lo, hi, dtype), raw, overflows)
 
 
+_MAC_KNOBS_DOC = """zero_point : {"subtract", "fold"}
+        ``"subtract"`` (default): the multipliers see :math:`x - z_x` (padded taps are 0).
+        ``"fold"``: the int8 x int8 form of TFLite and most NPUs, :math:`\\sum_k x_k (w_k - z_w) +
+        (b - z_x \\sum_k (w_k - z_w))`: raw input codes (padded taps hold :math:`z_x`), the zero-point term
+        folded into the bias (saturated to ``bias_bits``). Equal when nothing overflows; the partial sums
+        differ, so under saturation the results do.
+    bias_bits : int, optional
+        Width of the register holding the folded bias (default: the accumulator's).
+    tile_k, tile_acc : int, Format or int, optional
+        K-tiling: the K products of each output are summed in tiles of ``tile_k`` in a ``tile_acc``
+        accumulator (from 0, overflow after every add), and each tile's sum is added into the ``acc``
+        accumulator (preloaded with the bias), with ``overflow`` at both levels.
+    product_shift, rounding : int, str
+        An accumulator whose LSB is :math:`2^{\\text{product\\_shift}}` product LSBs (fewer fraction bits):
+        every product is rounded onto it (``rounding``) before it is added; ``acc``/``bias`` codes and the
+        returned accumulator are in that LSB."""
+
+
+def _mac_knobs(zero_point, tile_k, product_shift):
+    if zero_point not in ("subtract", "fold"):
+        raise ValueError(f"zero_point must be 'subtract' or 'fold', got {zero_point!r}")
+    if tile_k is not None and (isinstance(tile_k, bool) or not isinstance(tile_k, (int, np.integer)) or tile_k < 1):
+        raise ValueError(f"tile_k must be a positive int or None, got {tile_k!r}")
+    if isinstance(product_shift, bool) or not isinstance(product_shift, (int, np.integer)) or \
+            not 0 <= product_shift <= 62:
+        raise ValueError(f"product_shift must be an int in 0..62, got {product_shift!r}")
+
+
+def _fold_bias(b, x_zp: int, w_sums: np.ndarray, fmt: Format, bias_bits):
+    """``b - z_x * sum_k w'_k`` saturated into a ``bias_bits`` register (default: the accumulator's) and
+    into the accumulator; ``(bias, how many saturated)``."""
+    folded = (np.zeros(w_sums.shape, np.int64) if b is None else b) - int(x_zp) * w_sums.astype(np.int64)
+    bits = fmt.word if bias_bits is None else min(int(bias_bits), fmt.word)
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    clipped = np.clip(folded, lo, hi)
+    return clipped, int(np.count_nonzero(clipped != folded))
+
+
+def _accumulate_rows(op, xo, wk, init, fmt, overflow, order, tile_k, tile_acc, shift, rounding, geometry):
+    """The MAC sum of ``op`` on offset operands (``wk`` in the [O, ...] layout of :func:`mac_rows`) with
+    K-tiling: ``(FixedArray in acc-LSB units, tile overflows)``."""
+    from .accumulate import sum as _datapath_sum
+    from .partial_sums import mac_rows
+    a, w2, out_shape = mac_rows(op, xo, wk, **geometry)
+    n_rows, groups, k = a.shape
+    n_out = w2.shape[0]
+    tfmt = Format(_acc_format(tile_acc).word, -shift)
+    tiles, tile_ovf = [], 0
+    for t0 in range(0, k, tile_k):                  # one datapath call per tile (never per element)
+        at, wt = a[:, :, t0:t0 + tile_k], w2[:, t0:t0 + tile_k]
+        if groups == 1:
+            r = _datapath_matmul(np.ascontiguousarray(at[:, 0, :]), np.ascontiguousarray(wt.T), acc=tfmt,
+                                 overflow=overflow, order=order, rounding=rounding)
+            raw = r.raw
+        else:                                       # depthwise: one matmul per input channel
+            m = n_out // groups
+            r = _datapath_matmul(np.ascontiguousarray(np.moveaxis(at, 1, 0)),
+                                 np.ascontiguousarray(wt.reshape(groups, m, -1).transpose(0, 2, 1)), acc=tfmt,
+                                 overflow=overflow, order=order, rounding=rounding)
+            raw = np.moveaxis(r.raw, 0, 1).reshape(n_rows, n_out)
+        tile_ovf += int(r.overflows)
+        tiles.append(raw)
+    stack = np.stack(tiles, axis=-1)                # [R, O, T] tile sums in accumulator LSBs
+    ini = None if init is None else np.broadcast_to(np.asarray(init, np.int64), (n_rows, n_out))
+    wide = _datapath_sum(stack, axis=-1, acc=Format.integer(fmt.word), overflow=overflow, init=ini)
+    return FixedArray(wide.raw.reshape(out_shape), Format.integer(fmt.word),
+                      overflows=int(wide.overflows) + tile_ovf), tile_ovf
+
+
 def _common(bias_at, overflow, order):
     if bias_at not in ("end", "init"):
         raise ValueError(f"bias_at must be 'end' (TFLite: bias added after the sum) or 'init' "
@@ -168,7 +244,8 @@ def _common(bias_at, overflow, order):
 
 def quantized_fully_connected(x, w, bias=None, *, requant: Requantizer, x_zp=0, w_zp=0, out_zp=0,
                               act_min=None, act_max=None, out_dtype=np.int8, acc=32, overflow="wrap",
-                              order="sequential", bias_at="end") -> IntegerResult:
+                              order="sequential", bias_at="end", zero_point="subtract", bias_bits=None,
+                              tile_k=None, tile_acc=None, product_shift=0, rounding="half_up") -> IntegerResult:
     r"""Integer fully connected layer (TFLite ``FULLY_CONNECTED``, int8).
 
     .. math::
@@ -198,6 +275,7 @@ def quantized_fully_connected(x, w, bias=None, *, requant: Requantizer, x_zp=0, 
     order : {"sequential", "tree"}
     bias_at : {"end", "init"}
         Add the bias after the sum (TFLite) or preload the accumulator with it.
+    {knobs}
 
     Returns
     -------
@@ -213,11 +291,31 @@ def quantized_fully_connected(x, w, bias=None, *, requant: Requantizer, x_zp=0, 
     fmt = _acc_format(acc)
     requant = _check_requant(requant, w.shape[0])
     b = _bias(bias, w.shape[0], fmt)
-    xo = _offset(x, x_zp, "x_zp", narrow=True)
+    _mac_knobs(zero_point, tile_k, product_shift)
+    fold = zero_point == "fold"
+    z = _check_zero_point(x_zp, np.iinfo(x.dtype), "x_zp")
+    xo = _offset(x, 0 if fold else z, "x_zp", narrow=True)
     wo = _offset(w, w_zp, "w_zp", channel_axis=0, narrow=True)
+    clipped = 0
+    if fold:
+        b, clipped = _fold_bias(b, z, wo.sum(axis=1, dtype=np.int64), fmt, bias_bits)
     init = np.broadcast_to(b, x.shape[:-1] + (w.shape[0],)) if (b is not None and bias_at == "init") else None
-    a = _datapath_matmul(xo, np.ascontiguousarray(wo.T), acc=fmt, overflow=overflow, order=order, init=init)
-    return _finish(a, b, bias_at, overflow, requant, out_spec)
+    tile_ovf = 0
+    if tile_k is not None and tile_k < w.shape[1]:
+        a, tile_ovf = _accumulate_rows("fully_connected", xo, wo, init, fmt, overflow, order, int(tile_k),
+                                       fmt if tile_acc is None else tile_acc, int(product_shift), rounding, {})
+        a = FixedArray(a.raw.reshape(x.shape[:-1] + (w.shape[0],)), a.fmt, overflows=a.overflows)
+    else:
+        a = _datapath_matmul(xo, np.ascontiguousarray(wo.T), acc=Format(fmt.word, -int(product_shift)),
+                             overflow=overflow, order=order, init=init, rounding=rounding)
+        a = FixedArray(a.raw, fmt, overflows=a.overflows) if product_shift else a
+    return _with(_finish(a, b, bias_at, overflow, requant, out_spec), tile_ovf, clipped)
+
+
+def _with(res: IntegerResult, tile_overflows: int, bias_clipped: int) -> IntegerResult:
+    if not (tile_overflows or bias_clipped):
+        return res
+    return IntegerResult(res.out, res.acc, res.overflows, tile_overflows, bias_clipped)
 
 
 def _pair(v, name: str) -> tuple[int, int]:
@@ -252,7 +350,8 @@ def _explicit_padding(padding, in_hw, k_hw, stride, dilation):
 
 
 def _conv(x, w_hwio, groups, bias, requant, x_zp, out_zp, stride, padding, dilation, act_min, act_max,
-          out_dtype, acc, overflow, order, bias_at, w_offset):
+          out_dtype, acc, overflow, order, bias_at, w_offset, zero_point="subtract", bias_bits=None, tile_k=None,
+          tile_acc=None, product_shift=0, rounding="half_up"):
     _common(bias_at, overflow, order)
     out_spec = _output_spec(out_zp, act_min, act_max, out_dtype)
     fmt = _acc_format(acc)
@@ -265,19 +364,43 @@ def _conv(x, w_hwio, groups, bias, requant, x_zp, out_zp, stride, padding, dilat
     n_out = w_hwio.shape[3]
     requant = _check_requant(requant, n_out)
     b = _bias(bias, n_out, fmt)
-    xo = _offset(x, x_zp, "x_zp", narrow=True)
+    _mac_knobs(zero_point, tile_k, product_shift)
+    fold = zero_point == "fold"
+    z = _check_zero_point(x_zp, np.iinfo(x.dtype), "x_zp")
+    xo = _offset(x, 0 if fold else z, "x_zp", narrow=True)
+    wo = np.ascontiguousarray(w_offset(w_hwio))
+    clipped = 0
+    if fold:   # raw codes: padded taps hold the zero point, so x - z_x = 0 there as in the subtract form
+        b, clipped = _fold_bias(b, z, wo.sum(axis=(0, 1, 2), dtype=np.int64), fmt, bias_bits)
+        (t, bo), (le, r) = pads
+        if t or bo or le or r:
+            xp = np.full((x.shape[0], x.shape[1] + t + bo, x.shape[2] + le + r, x.shape[3]), z, dtype=xo.dtype)
+            xp[:, t:t + x.shape[1], le:le + x.shape[2], :] = xo
+            xo, pads = xp, ((0, 0), (0, 0))
     out_hw = tuple((n + p0 + p1 - (k - 1) * d - 1) // s + 1
-                   for n, k, s, d, (p0, p1) in zip(x.shape[1:3], w_hwio.shape[:2], stride, dilation, pads))
+                   for n, k, s, d, (p0, p1) in zip(xo.shape[1:3], w_hwio.shape[:2], stride, dilation, pads))
     init = (np.broadcast_to(b, (x.shape[0],) + out_hw + (n_out,))
             if (b is not None and bias_at == "init") else None)
-    a = _datapath_conv2d(xo, np.ascontiguousarray(w_offset(w_hwio)), acc=fmt, stride=stride, padding=pads,
-                         dilation=dilation, groups=groups, overflow=overflow, order=order, init=init)
-    return _finish(a, b, bias_at, overflow, requant, out_spec)
+    tile_ovf = 0
+    k_total = int(np.prod(w_hwio.shape[:3]))
+    if tile_k is not None and tile_k < k_total:
+        wk = wo.transpose(3, 0, 1, 2) if groups == 1 else wo.transpose(2, 0, 1, 3)
+        a, tile_ovf = _accumulate_rows("conv2d" if groups == 1 else "depthwise_conv2d", xo, wk, init, fmt,
+                                       overflow, order, int(tile_k), fmt if tile_acc is None else tile_acc,
+                                       int(product_shift), rounding,
+                                       {"stride": stride, "dilation": dilation, "pads": pads})
+    else:
+        a = _datapath_conv2d(xo, wo, acc=Format(fmt.word, -int(product_shift)), stride=stride, padding=pads,
+                             dilation=dilation, groups=groups, overflow=overflow, order=order, init=init,
+                             rounding=rounding)
+        a = FixedArray(a.raw, fmt, overflows=a.overflows) if product_shift else a
+    return _with(_finish(a, b, bias_at, overflow, requant, out_spec), tile_ovf, clipped)
 
 
 def quantized_conv2d(x, w, bias=None, *, requant: Requantizer, x_zp=0, w_zp=0, out_zp=0, stride=1,
                      padding="VALID", dilation=1, act_min=None, act_max=None, out_dtype=np.int8, acc=32,
-                     overflow="wrap", order="sequential", bias_at="end") -> IntegerResult:
+                     overflow="wrap", order="sequential", bias_at="end", zero_point="subtract", bias_bits=None,
+                     tile_k=None, tile_acc=None, product_shift=0, rounding="half_up") -> IntegerResult:
     r"""Integer 2-D convolution (TFLite ``CONV_2D``, int8, NHWC).
 
     .. math::
@@ -296,6 +419,8 @@ def quantized_conv2d(x, w, bias=None, *, requant: Requantizer, x_zp=0, w_zp=0, o
     padding : "SAME", "VALID" or ((top, bottom), (left, right))
     bias, requant, x_zp, w_zp, out_zp, act_min, act_max, out_dtype, acc, overflow, order, bias_at
         As :func:`quantized_fully_connected`; TFLite's conv uses ``Requantizer.tflite(..., kind="double")``.
+    zero_point, bias_bits, tile_k, tile_acc, product_shift, rounding
+        As :func:`quantized_fully_connected` (tiles run over K in the (kh, kw, c) order).
 
     Returns
     -------
@@ -309,13 +434,15 @@ def quantized_conv2d(x, w, bias=None, *, requant: Requantizer, x_zp=0, w_zp=0, o
     w_hwio = np.transpose(w, (1, 2, 3, 0))
     return _conv(x, w_hwio, 1, bias, requant, x_zp, out_zp, stride, padding, dilation, act_min, act_max,
                  out_dtype, acc, overflow, order, bias_at,
-                 lambda k: _offset(k, w_zp, "w_zp", channel_axis=3, narrow=True))
+                 lambda k: _offset(k, w_zp, "w_zp", channel_axis=3, narrow=True), zero_point, bias_bits, tile_k,
+                 tile_acc, product_shift, rounding)
 
 
 def quantized_depthwise_conv2d(x, w, bias=None, *, requant: Requantizer, x_zp=0, w_zp=0, out_zp=0,
                                stride=1, padding="VALID", dilation=1, act_min=None, act_max=None,
                                out_dtype=np.int8, acc=32, overflow="wrap", order="sequential",
-                               bias_at="end") -> IntegerResult:
+                               bias_at="end", zero_point="subtract", bias_bits=None, tile_k=None, tile_acc=None,
+                               product_shift=0, rounding="half_up") -> IntegerResult:
     r"""Integer depthwise convolution (TFLite ``DEPTHWISE_CONV_2D``, int8, NHWC).
 
     Output channel :math:`o = cM + m` (depth multiplier :math:`M = O / C`) sees input channel
@@ -346,7 +473,8 @@ def quantized_depthwise_conv2d(x, w, bias=None, *, requant: Requantizer, x_zp=0,
     w_hwio = np.transpose(w, (1, 2, 0, 3))         # (KH, KW, 1, C*M)
     return _conv(x, w_hwio, x.shape[3], bias, requant, x_zp, out_zp, stride, padding, dilation, act_min,
                  act_max, out_dtype, acc, overflow, order, bias_at,
-                 lambda k: _offset(k, w_zp, "w_zp", channel_axis=3, narrow=True))
+                 lambda k: _offset(k, w_zp, "w_zp", channel_axis=3, narrow=True), zero_point, bias_bits, tile_k,
+                 tile_acc, product_shift, rounding)
 
 
 def quantized_add(x1, x2, *, scale1: float, zp1: int, scale2: float, zp2: int, out_scale: float,
@@ -436,3 +564,6 @@ def quantized_average_pool2d(x, pool_size, *, stride=None, padding="VALID", act_
     num = np.where(s > 0, s + count // 2, s - count // 2)
     avg = np.sign(num) * (np.abs(num) // count)       # C division truncates toward zero
     return IntegerResult(np.clip(avg, lo, hi).astype(x.dtype), s, int(a.overflows))
+
+
+quantized_fully_connected.__doc__ = quantized_fully_connected.__doc__.replace("{knobs}", _MAC_KNOBS_DOC)

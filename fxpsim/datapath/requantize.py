@@ -494,6 +494,12 @@ class Requantizer:
         ``RoundingDivideByPOT`` (which is ``half_away``); ``single``:
         :math:`y = \mathrm{wrap}_{32}(\mathrm{round}(\mathrm{acc}\, m / 2^{31 - s}))` in place of half up.
         ``None`` (default): gemmlowp's.
+    multiplier_bits : int
+        ``double``/``single``: the multiplier is an unsigned ``b``-bit significand,
+        :math:`M \\approx m\\,2^{s - b}` with :math:`2^{b-1} \\le m < 2^b` (31 = TFLite's int32 Q31; 16 or 8 for
+        NPUs with narrower multipliers). With :math:`b < 31`, ``double`` computes
+        :math:`v = \\lfloor (\\mathrm{wrap}_{32}(acc\\,2^{\\ell})\\, m + 2^{b-1}) / 2^b \\rfloor` (SRDHM's rounding)
+        then the final rounding by :math:`2^r`; ``single`` :math:`\\mathrm{round}(acc\\, m / 2^{b - s})`.
 
     Examples
     --------
@@ -511,6 +517,7 @@ class Requantizer:
     scale: tuple = ()
     rounding: Rounding = Rounding.HALF_UP
     final_rounding: Rounding | None = None
+    multiplier_bits: int = 31
 
     def __post_init__(self):
         if self.kind not in _KINDS:
@@ -518,6 +525,9 @@ class Requantizer:
         object.__setattr__(self, "rounding", Rounding.parse(self.rounding))
         if self.final_rounding is not None:
             object.__setattr__(self, "final_rounding", Rounding.parse(self.final_rounding))
+        if isinstance(self.multiplier_bits, bool) or not isinstance(self.multiplier_bits, (int, np.integer)) or \
+                not 2 <= self.multiplier_bits <= 31:
+            raise ValueError(f"Requantizer: multiplier_bits must be an int in 2..31, got {self.multiplier_bits!r}")
         for name in ("multiplier", "shift", "scale"):
             value = getattr(self, name)
             object.__setattr__(self, name, tuple(np.atleast_1d(np.asarray(value)).tolist()))
@@ -547,7 +557,7 @@ class Requantizer:
 
     @classmethod
     def tflite(cls, input_scale, weight_scale, output_scale, kind: str = "double",
-               rounding="half_away", final_rounding=None) -> "Requantizer":
+               rounding="half_away", final_rounding=None, multiplier_bits: int = 31) -> "Requantizer":
         r"""TFLite's conv/FC requantizer from the tensor scales (float32, as stored).
 
         .. math:: M_c = (\mathrm{double}(s_x)\,\mathrm{double}(s_{w,c})) / \mathrm{double}(s_y)
@@ -564,8 +574,12 @@ class Requantizer:
             raise ValueError("Requantizer.tflite: input/output scales are scalars, weight_scale a scalar or 1-D")
         real = np.atleast_1d(sx * sw / sy)
         if kind in ("double", "single"):
-            m, s = quantize_multiplier(real, single_rounding=kind == "single")
-            return cls(kind, multiplier=tuple(m.tolist()), shift=tuple(s.tolist()), final_rounding=final_rounding)
+            if multiplier_bits == 31:
+                m, s = quantize_multiplier(real, single_rounding=kind == "single")
+            else:
+                m, s = _narrow_multiplier(real, int(multiplier_bits))
+            return cls(kind, multiplier=tuple(m.tolist()), shift=tuple(s.tolist()), final_rounding=final_rounding,
+                       multiplier_bits=int(multiplier_bits))
         if kind == "float":
             return cls("float", scale=tuple(real.tolist()), rounding=rounding)
         if kind == "shift":
@@ -603,7 +617,7 @@ class Requantizer:
         """Requantize accumulator codes; per-channel parameters apply along ``axis``."""
         params = {name: (np.asarray(v) if len(v) > 1 else v[0]) if v else None
                   for name, v in (("m", self.multiplier), ("s", self.shift), ("c", self.scale))}
-        if self.kind in ("double", "single") and self.final_rounding is not None:
+        if self.kind in ("double", "single") and (self.final_rounding is not None or self.multiplier_bits != 31):
             return self._final_rounded(acc, axis)
         if self.kind in ("double", "single"):
             return multiply_by_quantized_multiplier(acc, params["m"], params["s"], self.kind, axis=axis)
@@ -620,11 +634,29 @@ class Requantizer:
         n_ch = x.shape[ax] if x.ndim else 1
         m = _per_channel(np.asarray(self.multiplier, np.int64), n_ch, x.ndim, ax, "multiplier")
         s = _per_channel(np.asarray(self.shift, np.int64), n_ch, x.ndim, ax, "shift")
+        b = self.multiplier_bits
         if self.kind == "double":
             left = np.maximum(s, 0)
-            v = _srdhm(_wrap_int32(x << left) if np.any(left) else x, m)
-            return _shift_round(v, np.maximum(-s, 0), self.final_rounding)
-        return _wrap_int32(_shift_round(x * m, 31 - s, self.final_rounding))
+            shifted = _wrap_int32(x << left) if np.any(left) else x
+            v = _srdhm(shifted, m) if b == 31 else (shifted * m + (1 << (b - 1))) >> b
+            return _shift_round(v, np.maximum(-s, 0), self.final_rounding or Rounding.HALF_AWAY)
+        total = b - s
+        if np.any(total < 1):                  # a multiplier above 2^b: an exact left shift
+            return _wrap_int32(np.where(total < 1, (x * m) << np.maximum(-total, 0),
+                                        _shift_round(x * m, np.maximum(total, 1), self.final_rounding or "half_up")))
+        return _wrap_int32(_shift_round(x * m, total, self.final_rounding or Rounding.HALF_UP))
+
+
+def _narrow_multiplier(real, bits: int):
+    """``(m, s)`` per channel: :math:`m = \\mathrm{round\\_half\\_away}(q\\,2^{b})`, :math:`(q, s) =
+    \\mathrm{frexp}(M)` (a carry to :math:`2^b` moves into the exponent); tiny multipliers become (0, 0)."""
+    r = np.atleast_1d(np.asarray(real, dtype=np.float64))
+    q, e = np.frexp(r)
+    m = np.floor(np.abs(q) * 2.0 ** bits + 0.5).astype(np.int64) * np.sign(q).astype(np.int64)
+    carry = m == (1 << bits)
+    m, e = np.where(carry, 1 << (bits - 1), m), np.where(carry, e + 1, e).astype(np.int64)
+    tiny = e < -31
+    return np.where(tiny, 0, m), np.where(tiny | (m == 0), 0, e)
 
 
 def _shift_round(v: np.ndarray, shifts: np.ndarray, rounding) -> np.ndarray:
@@ -680,7 +712,8 @@ def _fused_constants(rq: Requantizer, acc_bits: int, zero_point: int):
 
     Every intermediate is bounded in exact integers here; None when any could leave int64.
     """
-    if rq.kind not in ("double", "single") or not 1 <= acc_bits <= 32 or rq.final_rounding is not None:
+    if rq.kind not in ("double", "single") or not 1 <= acc_bits <= 32 or rq.final_rounding is not None \
+            or rq.multiplier_bits != 31:
         return None
     top = 1 << (acc_bits - 1)                       # |x| <= top
     mults, adds, nudges, shifts = [], [], [], []

@@ -30,8 +30,9 @@ def requantizer_for(graph, node, datapath) -> Requantizer:
     rounding = _rounding_name(datapath.rounding)
     final = getattr(datapath, "requantization_rounding", None)
     final = None if final is None else _rounding_name(final)
+    mbits = int(getattr(datapath, "multiplier_bits", 31))
     cache = graph.__dict__.setdefault("_requantizers", {})   # per graph: tensors never change after build
-    key = (node.name, scheme, rounding, final)
+    key = (node.name, scheme, rounding, final, mbits)
     rq = cache.get(key)
     if rq is None:
         x, w, y = (_spec(graph, t) for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
@@ -39,9 +40,10 @@ def requantizer_for(graph, node, datapath) -> Requantizer:
         if scheme not in kinds:
             raise ValueError(f"node {node.name!r}: requantization scheme {scheme!r} is not one of {sorted(kinds)}")
         tflite = scheme.startswith("tflite")
-        rq = Requantizer.tflite(float(x.scale[0]), w.scale, float(y.scale[0]), kind=kinds[scheme],
+        w_scale = w.scale * 2.0 ** int(node.attrs.get("product_shift", 0))   # the accumulator's LSB
+        rq = Requantizer.tflite(float(x.scale[0]), w_scale, float(y.scale[0]), kind=kinds[scheme],
                                 rounding=rounding if tflite or final is None else final,
-                                final_rounding=final if tflite else None)
+                                final_rounding=final if tflite else None, multiplier_bits=mbits if tflite else 31)
         cache[key] = rq
     return rq
 
@@ -65,22 +67,39 @@ def _mac_geometry(node, ins):
     return k
 
 
-def _partial_peaks(graph, node, ins, bias, dp) -> dict:
+def _partial_peaks(graph, node, ins, bias, dp, knobs) -> dict:
     """Exact partial-sum peaks of the node's MAC sequence on ``dp`` (see
-    :func:`fxpsim.datapath.partial_sums.running_sum_peak`)."""
+    :func:`fxpsim.datapath.partial_sums.running_sum_peak`): the operands the multipliers see (offset codes,
+    or raw codes and the folded bias with ``zero_point = "fold"``), products rounded onto the accumulator's
+    LSB, tiles."""
     from ..datapath.partial_sums import mac_rows, running_sum_peak
     xspec, wspec = _spec(graph, node.inputs[0]), _spec(graph, node.inputs[1])
-    xo = ins[0].astype(np.int64) - int(xspec.zero_point[0])
+    fold = knobs["zero_point"] == "fold"
+    zx = int(xspec.zero_point[0])
+    xo = ins[0].astype(np.int64) - (0 if fold else zx)
     wo = ins[1].astype(np.int64) - wspec.zero_point.reshape(wspec.channel_shape(ins[1].ndim))
     geometry = {}
     if node.op != "fully_connected":
         stride, dilation = _pair(node.attrs, "stride"), _pair(node.attrs, "dilation")
-        geometry = dict(stride=stride, dilation=dilation,
+        geometry = dict(stride=stride, dilation=dilation, pad_value=zx if fold else 0,
                         pads=_pads(xo.shape[1:3], wo.shape[1:3], stride, dilation, _padding(node.attrs)))
     a, w2, _ = mac_rows(node.op, xo, wo, **geometry)
+    if fold:
+        from ..datapath.integer_ops import _fold_bias
+        bias, _ = _fold_bias(bias, zx, w2.sum(axis=1), Format.integer(dp.accumulator_bits), knobs["bias_bits"])
     preload = dp.bias_add == "preload"
-    return running_sum_peak(a, w2, bias if preload else None, order=dp.accumulator_order,
+    return running_sum_peak(a, w2, bias if preload else None, order=dp.accumulator_order, tile_k=knobs["tile_k"],
+                            shift=knobs["product_shift"], rounding=knobs["rounding"],
                             after=None if preload or bias is None else bias)
+
+
+def _mac_knobs(node, dp) -> dict:
+    """The datapath knobs of a MAC node beyond the accumulator (defaults for a plain ``Datapath``)."""
+    tile_k = getattr(dp, "tile_k", None)
+    return {"zero_point": getattr(dp, "zero_point", "subtract"), "bias_bits": getattr(dp, "bias_bits", None),
+            "tile_k": tile_k, "tile_acc": getattr(dp, "tile_accumulator_bits", None) or dp.accumulator_bits,
+            "product_shift": int(node.attrs.get("product_shift", 0)),
+            "rounding": node.attrs.get("product_rounding", "half_up")}
 
 
 def _mac_run(graph, node, ins, dp, trace):
@@ -97,6 +116,8 @@ def _mac_run(graph, node, ins, dp, trace):
                   act_min=lo, act_max=hi, out_dtype=yspec.dtype, acc=Format.integer(dp.accumulator_bits),
                   overflow=_overflow_name(dp.accumulator_overflow), order=dp.accumulator_order,
                   bias_at="init" if dp.bias_add == "preload" else "end")
+    knobs = _mac_knobs(node, dp)
+    common.update(knobs)
     at_end = dp.overflow_at == "end"
     if at_end:
         common.update(acc=Format.integer(62), overflow="wrap", requant=_R("shift", shift=(0,)),
@@ -113,6 +134,7 @@ def _mac_run(graph, node, ins, dp, trace):
         res = fn(x, w, run_bias, stride=_pair(node.attrs, "stride"), padding=_padding(node.attrs),
                  dilation=_pair(node.attrs, "dilation"), **common)
     out, acc, overflows = res.out, res.acc, res.overflows
+    bias_clipped += res.bias_clipped
     info = None
     if at_end or trace:
         if at_end:
@@ -124,13 +146,17 @@ def _mac_run(graph, node, ins, dp, trace):
             out = np.clip(pre, lo, hi).astype(yspec.dtype)
         if trace:
             k = _mac_geometry(node, ins)
+            tiles = -(-k // knobs["tile_k"]) if knobs["tile_k"] and knobs["tile_k"] < k else 0
             clipped = (pre > hi) if act not in (None, "none") else (pre > hi) | (pre < lo)
-            peaks = _partial_peaks(graph, node, ins, bias if not at_end else run_bias, dp)
+            peaks = _partial_peaks(graph, node, ins, bias if not at_end else run_bias, dp, knobs)
+            has_bias = bias is not None or knobs["zero_point"] == "fold"
             info = {"overflows": int(overflows), "acc": acc, "clipped": int(np.count_nonzero(clipped)),
                     "bias_clipped": bias_clipped,
                     "bias_clipped_at_conversion": int(graph.meta.get("bias_clipped", {}).get(node.name, 0)),
                     "partial_peak": peaks["peak"],
-                    "adds": int(out.size) * (k + (bias is not None and dp.bias_add == "after"))}
+                    "adds": int(out.size) * (k + tiles + (has_bias and dp.bias_add == "after"))}
+            if tiles:
+                info.update(tile_overflows=int(res.tile_overflows), tile_peak=peaks["tile_peak"], tiles=tiles)
     return [out], info
 
 
@@ -142,6 +168,9 @@ def exact_accumulator(graph, node, ins) -> np.ndarray:
     xo = ins[0].astype(np.float64) - int(xspec.zero_point[0])
     w = ins[1].astype(np.float64) - wspec.zero_point.reshape(wspec.channel_shape(ins[1].ndim))
     acc = _float_mac(node, xo, w, ins[0].shape)
+    shift = int(node.attrs.get("product_shift", 0))
+    if shift:              # in the accumulator's LSB (products of 2^shift product LSBs)
+        acc = np.round(acc / 2.0 ** shift)
     if len(node.inputs) > 2 and node.inputs[2]:
         acc = acc + ins[2].astype(np.float64) * 2.0 ** int(node.attrs.get("bias_shift", 0))
     return acc.astype(np.int64)
@@ -170,7 +199,7 @@ def _mac_float(graph, node, ins):
     if len(node.inputs) > 2 and node.inputs[2]:
         # the bias codes live in the accumulator's scale s_x s_w,c, whatever the tensor records
         s_acc = float(_spec(graph, node.inputs[0]).scale[0]) * np.broadcast_to(wspec.scale, (y.shape[-1],))
-        s_acc = s_acc * 2.0 ** int(node.attrs.get("bias_shift", 0))
+        s_acc = s_acc * 2.0 ** (int(node.attrs.get("bias_shift", 0)) + int(node.attrs.get("product_shift", 0)))
         y = y + _spec(graph, node.inputs[2]).data.astype(np.float64) * s_acc
     return [_float_clip(graph, node, _float_activation(y, node.attrs.get("activation")))]
 
@@ -204,7 +233,7 @@ def _mac_bound(graph, node) -> int:
     w = np.abs(ws.data.astype(np.int64) - ws.zero_point.reshape(ws.channel_shape(ws.data.ndim)))
     per_out = w.reshape(w.shape[0], -1).sum(axis=1) if node.op != "depthwise_conv2d" else \
         w.reshape(-1, w.shape[-1]).sum(axis=0)
-    bound = per_out.astype(object) * xmax
+    bound = (per_out.astype(object) * xmax) >> int(node.attrs.get("product_shift", 0))
     if len(node.inputs) > 2 and node.inputs[2]:
         shift = int(node.attrs.get("bias_shift", 0))
         bound = bound + (np.abs(_spec(graph, node.inputs[2]).data.astype(np.int64)).astype(object) << shift)

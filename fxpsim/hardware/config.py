@@ -43,6 +43,7 @@ WEIGHT_SCALES = ("per-channel", "per-tensor")
 ACCUMULATOR_ORDERS = ("sequential", "tree")
 OVERFLOW_AT = ("add", "end")
 BIAS_ADD = ("preload", "after")
+ZERO_POINTS = ("subtract", "fold")
 
 
 class ConfigError(ValueError):
@@ -57,9 +58,12 @@ _TOML_KEYS: dict[str, dict[str, str]] = {
                     "signed": "activation_signed", "symmetric": "activation_symmetric"},
     "bias": {"bits": "bias_bits", "add": "bias_add", "shift": "bias_shift"},
     "accumulator": {"bits": "accumulator_bits", "overflow": "accumulator_overflow",
-                    "order": "accumulator_order", "overflow_at": "overflow_at"},
+                    "order": "accumulator_order", "overflow_at": "overflow_at", "zero_point": "zero_point",
+                    "tile_k": "tile_k", "tile_bits": "tile_accumulator_bits", "frac_bits": "accumulator_frac_bits",
+                    "product_rounding": "product_rounding"},
     "requantization": {"scheme": "requantization", "dense_scheme": "dense_requantization", "rounding": "rounding",
-                       "output_rounding": "requantization_rounding", "activation_clamp": "activation_clamp"},
+                       "output_rounding": "requantization_rounding", "multiplier_bits": "multiplier_bits",
+                       "activation_clamp": "activation_clamp"},
 }
 _FIELD_TO_TOML = {fld: (sec, key) for sec, keys in _TOML_KEYS.items() for key, fld in keys.items()}
 
@@ -115,6 +119,33 @@ class HardwareConfig:
         Summation order of the MAC array.
     overflow_at : {"add", "end"}
         Per-add overflow (a narrow adder) or a wide adder with one final cast.
+    zero_point : {"subtract", "fold"}
+        TOML ``accumulator.zero_point``. ``"subtract"`` (default): the multipliers see offset codes,
+        :math:`a = b + \\sum_k (x_k - z_x)(w_k - z_w)`. ``"fold"``: the int8 x int8 form TFLite and most NPUs
+        run, :math:`a = b' + \\sum_k x_k (w_k - z_w)` with :math:`b' = \\mathrm{sat}_{bias\\_bits}(b - z_x
+        \\sum_k (w_k - z_w))` (padded taps hold :math:`z_x`). The same numbers when nothing overflows; the
+        partial sums differ, so under saturation (or wrap-around with a narrow bias) the results do.
+    tile_k : int, optional
+        TOML ``accumulator.tile_k``: K-tiling. The K products of an output are summed in tiles of ``tile_k``
+        (in the datapath's order) in a ``tile_accumulator_bits`` accumulator starting from 0, overflowing
+        (``accumulator_overflow``) after every add; between tiles each tile's sum is added into the
+        ``accumulator_bits`` accumulator (preloaded with the bias), also overflowing:
+        :math:`a = \\mathrm{fit}_{acc}(\\cdots \\mathrm{fit}_{acc}(b + T_0) \\cdots + T_{n-1})`,
+        :math:`T_t = \\mathrm{fit}_{tile}(\\cdots \\mathrm{fit}_{tile}(p_{t k}) \\cdots + p_{t k + k - 1})`.
+        Overflows are counted at both levels (trace: ``overflows`` in all, ``tile_overflows``). Needs
+        ``overflow_at = "add"``.
+    tile_accumulator_bits : int, optional
+        TOML ``accumulator.tile_bits``: the tile accumulator's width (default: ``accumulator_bits``; at most
+        ``accumulator_bits``, and narrowed with it by :meth:`replace`).
+    accumulator_frac_bits : int, optional
+        TOML ``accumulator.frac_bits``: fraction bits of the accumulator, the product of two codes having
+        :math:`f_p` = ``weight_format.frac + activation_format.frac`` (0 for scaled integer codes). With
+        :math:`f_{acc} < f_p` every product is rounded onto the accumulator's LSB before it is added,
+        :math:`p' = \\mathrm{round}(p\\, 2^{f_{acc} - f_p})` (``product_rounding``); biases are stored in that
+        LSB and the requantizer scales by :math:`2^{f_p - f_{acc}}`. Default: :math:`f_p` (exact products).
+    product_rounding : Rounding or str, optional
+        TOML ``accumulator.product_rounding``: rounding of products into an accumulator with fewer fraction
+        bits (default: ``rounding``; hardware often truncates: ``floor``).
     requantization : {"tflite-double", "tflite-single", "shift", "float"}
         How the accumulator is scaled to the output's codes (see the module docstring).
     dense_requantization : str, optional
@@ -133,6 +164,13 @@ class HardwareConfig:
         :math:`y = \\mathrm{round}(acc\\, M_0 / 2^{31 - e})` replaces its half-up rounding; ``shift``/``float``:
         the rounding of the shift / the scaled value (default: ``rounding``). ``None`` (default): each
         scheme's own rounding.
+    multiplier_bits : int
+        TOML ``requantization.multiplier_bits``, 2..31: width of the requantization multiplier's significand,
+        :math:`M \\approx m\\, 2^{e - b}`, :math:`2^{b-1} \\le m < 2^b`, :math:`m = \\mathrm{round\\_half\\_away}
+        (M 2^{b - e})`; 31 is TFLite's Q31, 16 and 8 model narrower NPU multipliers. The product is then
+        rounded as the scheme does (``tflite-double``: :math:`\\lfloor (acc\\, m + 2^{b-1}) / 2^b\\rfloor` then the
+        final shift; ``tflite-single``: one rounding of :math:`acc\\, m / 2^{b - e}`), the final rounding being
+        ``requantization_rounding``. Only the ``tflite-*`` schemes have a multiplier.
     activation_clamp : bool
         Fuse ReLU/ReLU6 into the requantized output clamp (TFLite does); otherwise they run as separate
         integer max/min ops on the codes (same result, kept for completeness of the model).
@@ -163,10 +201,16 @@ class HardwareConfig:
     accumulator_overflow: Overflow = Overflow.WRAP
     accumulator_order: str = "sequential"
     overflow_at: str = "add"
+    zero_point: str = "subtract"
+    tile_k: int | None = None
+    tile_accumulator_bits: int | None = None
+    accumulator_frac_bits: int | None = None
+    product_rounding: Rounding | None = None
     requantization: str = "tflite-double"
     dense_requantization: str | None = None
     rounding: Rounding = Rounding.HALF_AWAY
     requantization_rounding: Rounding | None = None
+    multiplier_bits: int = 31
     activation_clamp: bool = True
     layers: Any = ()
 
@@ -191,8 +235,13 @@ class HardwareConfig:
             set_("weight_narrow_range", False)
         if self.activation_format is not None:
             set_("activation_symmetric", True)
+        for name, lo, hi in (("tile_k", 1, 1 << 24), ("tile_accumulator_bits", 2, 64),
+                             ("accumulator_frac_bits", -64, 64)):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi):
+                raise ConfigError(f"{_dotted(name)}: must be an integer in {lo}..{hi} (or left out), got {value!r}")
         for name, lo, hi in (("weight_bits", 2, 16), ("activation_bits", 2, 16), ("accumulator_bits", 2, 64),
-                             ("bias_bits", 2, 64), ("bias_shift", 0, 62)):
+                             ("bias_bits", 2, 64), ("bias_shift", 0, 62), ("multiplier_bits", 2, 31)):
             if name == "bias_bits" and self.bias_bits is None:
                 set_("bias_bits", self.accumulator_bits)
             value = getattr(self, name)
@@ -204,7 +253,7 @@ class HardwareConfig:
                 raise ConfigError(f"{_dotted(name)}: must be true or false, got {getattr(self, name)!r}")
         for name, allowed in (("weight_scales", WEIGHT_SCALES), ("accumulator_order", ACCUMULATOR_ORDERS),
                               ("overflow_at", OVERFLOW_AT), ("bias_add", BIAS_ADD),
-                              ("requantization", REQUANTIZATION_SCHEMES),
+                              ("requantization", REQUANTIZATION_SCHEMES), ("zero_point", ZERO_POINTS),
                               ("dense_requantization", (None,) + REQUANTIZATION_SCHEMES)):
             value = getattr(self, name)
             if value not in allowed:
@@ -215,7 +264,9 @@ class HardwareConfig:
         if self.requantization_rounding is not None:
             set_("requantization_rounding", _parse_enum(Rounding, self.requantization_rounding,
                                                         "requantization_rounding"))
-        for name in ("rounding", "requantization_rounding"):
+        if self.product_rounding is not None:
+            set_("product_rounding", _parse_enum(Rounding, self.product_rounding, "product_rounding"))
+        for name in ("rounding", "requantization_rounding", "product_rounding"):
             if getattr(self, name) == Rounding.STOCHASTIC:
                 raise ConfigError(f"{_dotted(name)}: 'stochastic' is not supported by the simulation; allowed: "
                                   f"{', '.join(r.value for r in Rounding if r != Rounding.STOCHASTIC)}")
@@ -223,6 +274,17 @@ class HardwareConfig:
             raise ConfigError(f"bias.bits: a {self.bias_bits}-bit bias does not fit the "
                               f"{self.accumulator_bits}-bit accumulator; allowed: 2..{self.accumulator_bits} "
                               "(or leave it out: it defaults to the accumulator's width)")
+        if self.tile_accumulator_bits is not None and self.tile_accumulator_bits > self.accumulator_bits:
+            raise ConfigError(f"accumulator.tile_bits: a {self.tile_accumulator_bits}-bit tile accumulator is wider "
+                              f"than the {self.accumulator_bits}-bit accumulator it adds into; allowed: "
+                              f"2..{self.accumulator_bits}")
+        if self.tile_k is not None and self.overflow_at != "add":
+            raise ConfigError("accumulator.tile_k: K-tiling models narrow adders that overflow at every add; "
+                              "it needs accumulator.overflow_at = 'add'")
+        if self.multiplier_bits != 31 and not any(s_.startswith("tflite") for s_ in
+                                                  (self.requantization, self.dense_requantization or "")):
+            raise ConfigError(f"requantization.multiplier_bits = {self.multiplier_bits}: only the tflite-* "
+                              f"schemes have a multiplier; scheme is {self.requantization!r}")
         if self.layers:  # validate every override against this base; keep the normalised values
             items = []
             for sel, ov in self.layers.items():
@@ -299,6 +361,21 @@ class HardwareConfig:
                 merged.update(self.layers.get(wanted, {}))
             cache[key] = self._merged(merged) if merged else self
         return cache[key]
+
+    def exact_datapath(self, accumulator_bits: int, name: str | None = None) -> "HardwareConfig":
+        """The same target with accumulators that never overflow at ``accumulator_bits`` (wide enough for the
+        network): no K-tiling, wrap-around, per-add fitting, and the per-layer accumulator overrides
+        (``accumulator_bits``, ``accumulator_overflow``, ``overflow_at``, ``tile_k``,
+        ``tile_accumulator_bits``) dropped; everything else (widths, scales, requantization) kept. What a
+        report's "not exact" column should compare with."""
+        acc_keys = {"accumulator_bits", "accumulator_overflow", "overflow_at", "tile_k", "tile_accumulator_bits"}
+        layers = {sel: {k: v for k, v in ov.items() if k not in acc_keys} for sel, ov in self.layers.items()}
+        data = self.to_flat_dict()
+        data.update(name=name or f"{self.name} (exact accumulator)", accumulator_bits=int(accumulator_bits),
+                    bias_bits=min(self.bias_bits, int(accumulator_bits)), accumulator_overflow="wrap",
+                    overflow_at="add", tile_k=None, tile_accumulator_bits=None,
+                    layers={sel: ov for sel, ov in layers.items() if ov})
+        return type(self)(**data)
 
     def with_layer(self, selector: str, **changes: Any) -> "HardwareConfig":
         """A copy with per-node overrides added for ``selector`` (merged with any it already has):
@@ -385,7 +462,7 @@ class HardwareConfig:
             out[sec] = {}
             for key, fld in keys.items():
                 value = getattr(self, fld)
-                if value is None:
+                if value is None or (fld in _OMITTED_AT_DEFAULT and value == _OMITTED_AT_DEFAULT[fld]):
                     continue
                 if isinstance(value, Format):
                     value = str(value)
@@ -422,18 +499,33 @@ class HardwareConfig:
             f"{'' if self.weight_signed else 'u'}int{self.weight_bits}"
         a = str(self.activation_format) if self.activation_format else \
             f"{'' if self.activation_signed else 'u'}int{self.activation_bits}"
-        return (f"weights {w} {self.weight_scales}, activations {a}, bias int{self.bias_bits}, "
-                f"accumulator int{self.accumulator_bits} {self.accumulator_overflow.value}"
-                f"{'' if self.overflow_at == 'add' else ' at end'} ({self.accumulator_order}), "
-                f"requant {self.requantization}"
-                f"{f' (dense: {self.dense_requantization})' if self.dense_requantization else ''}, "
-                f"rounding {self.rounding.value}"
-                + (f", output rounding {self.requantization_rounding.value}" if self.requantization_rounding else "")
-                + (f", per-layer overrides for {', '.join(self.layers)}" if self.layers else ""))
+        acc = f"accumulator int{self.accumulator_bits} {self.accumulator_overflow.value}"
+        if self.tile_k:
+            acc += f" in tiles of {self.tile_k} (int{self.tile_accumulator_bits or self.accumulator_bits})"
+        acc += f"{'' if self.overflow_at == 'add' else ' at end'} ({self.accumulator_order})"
+        if self.zero_point == "fold":
+            acc += ", zero point folded into the bias"
+        if self.accumulator_frac_bits is not None:
+            acc += f", {self.accumulator_frac_bits} fraction bits"
+        rq = f"requant {self.requantization}"
+        if self.dense_requantization:
+            rq += f" (dense: {self.dense_requantization})"
+        if self.multiplier_bits != 31:
+            rq += f" with a {self.multiplier_bits}-bit multiplier"
+        parts = [f"weights {w} {self.weight_scales}", f"activations {a}",
+                 f"bias int{self.bias_bits}" + (f" << {self.bias_shift}" if self.bias_shift else ""), acc, rq,
+                 f"rounding {self.rounding.value}"]
+        if self.requantization_rounding:
+            parts.append(f"output rounding {self.requantization_rounding.value}")
+        if self.layers:
+            parts.append(f"per-layer overrides for {', '.join(self.layers)}")
+        return ", ".join(parts)
 
 
 _FIELD_TO_TOML_REVERSE = {f"{sec}.{key}": fld for fld, (sec, key) in _FIELD_TO_TOML.items()}
 _NOT_OVERRIDABLE = ("name", "description", "layers")
+#: knobs written by to_dict/to_toml only when they differ from these defaults (older files stay the same)
+_OMITTED_AT_DEFAULT = {"bias_shift": 0, "zero_point": "subtract", "multiplier_bits": 31}
 
 
 class LayerOverrides(Mapping):
@@ -510,6 +602,9 @@ def _apply_changes(data: dict, changes: Mapping[str, Any]) -> None:
     if "accumulator_bits" in data and "bias_bits" not in changes and isinstance(data["accumulator_bits"], int) \
             and isinstance(data["bias_bits"], int):
         data["bias_bits"] = min(data["bias_bits"], data["accumulator_bits"])
+    if "accumulator_bits" in changes and "tile_accumulator_bits" not in changes and \
+            isinstance(data.get("tile_accumulator_bits"), int) and isinstance(data["accumulator_bits"], int):
+        data["tile_accumulator_bits"] = min(data["tile_accumulator_bits"], data["accumulator_bits"])
     if "weight_bits" in changes and "weight_format" not in changes:
         data["weight_format"] = None
     if "activation_bits" in changes and "activation_format" not in changes:

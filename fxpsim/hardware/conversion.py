@@ -172,7 +172,8 @@ def convert(model, config, calibration_x=None) -> IntegerGraph:
                 codes = np.transpose(codes[..., 0], (1, 2, 0))[None]  # [1, KH, KW, C*M]
             axis = 3 if st.kind == "depthwise_conv2d" else 0
             s_out, z_out, clip = _output_params(st.out_grid, st.out_range, ncfg, st.name, grids, notes)
-            bias, n_clipped = _bias_codes(st.bias, s_cur * w_scale, ncfg)
+            shift = _product_shift(ncfg, st.name)
+            bias, n_clipped = _bias_codes(st.bias, s_cur * w_scale * 2.0 ** shift, ncfg)
             bias_clipped[st.name] = n_clipped
             if n_clipped:
                 notes.append(f"{st.name}: {n_clipped} of {bias.size} biases saturated to the "
@@ -183,7 +184,7 @@ def convert(model, config, calibration_x=None) -> IntegerGraph:
                                    scale=w_scale[keep], zero_point=w_zp[keep], axis=axis if per_channel else None,
                                    data=codes.astype(_code_dtype(ncfg.weight_bits, ncfg.weight_signed))),
                         TensorSpec(f"{st.name}/bias", ncfg.bias_bits, True,
-                                   scale=s_cur * w_scale * 2.0 ** ncfg.bias_shift,
+                                   scale=s_cur * w_scale * 2.0 ** (ncfg.bias_shift + shift),
                                    zero_point=np.zeros(n_out, np.int64), axis=0 if n_out > 1 else None,
                                    data=bias.astype(np.int64))]
             fused = st.activation if ncfg.activation_clamp else None
@@ -192,6 +193,8 @@ def convert(model, config, calibration_x=None) -> IntegerGraph:
                 attrs["clip"] = list(clip)
             if ncfg.bias_shift:
                 attrs["bias_shift"] = ncfg.bias_shift
+            if shift:
+                attrs.update(product_shift=shift, product_rounding=(ncfg.product_rounding or ncfg.rounding).value)
             if st.kind != "dense":
                 attrs.update(stride=list(st.stride), padding=st.padding)
             out = st.name if not st.activation or fused else f"{st.name}/pre_activation"
@@ -327,6 +330,21 @@ def _rounding_notes(config: HardwareConfig) -> list:
     return [f"requantization {s}: the final shift rounds {_GEMMLOWP_ROUNDING[s]} as gemmlowp does; rounding = "
             f"{config.rounding.value} applies to weight/bias/input conversion only (set "
             f"requantization.output_rounding to round the output differently)" for s in used]
+
+
+def _product_shift(config: HardwareConfig, name: str) -> int:
+    """How many LSBs of every product the accumulator drops: :math:`f_p - f_{acc}`, with :math:`f_p` the
+    fraction bits of a weight code times an activation code (their fixed formats'; 0 for scaled codes)."""
+    if config.accumulator_frac_bits is None:
+        return 0
+    f_p = (config.weight_format.frac if config.weight_format else 0) + \
+        (config.activation_format.frac if config.activation_format else 0)
+    shift = f_p - config.accumulator_frac_bits
+    if not 0 <= shift <= 62:
+        raise ConfigError(f"node {name!r}: accumulator.frac_bits = {config.accumulator_frac_bits} with products of "
+                          f"{f_p} fraction bits; allowed: {f_p - 62}..{f_p} (an accumulator cannot hold more "
+                          "fraction bits than the products it sums)")
+    return shift
 
 
 def _bias_codes(bias: np.ndarray, acc_scale: np.ndarray, config: HardwareConfig):

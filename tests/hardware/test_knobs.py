@@ -308,3 +308,280 @@ def test_rounding_that_does_not_reach_the_requantizer_is_noted():
                for n in net.meta["notes"])
     net = convert(model, preset("int8-acc16-sat").replace(rounding="half_even", requantization_rounding="half_even"), x)
     assert not any("conversion only" in n for n in net.meta["notes"])
+
+
+# ------------------------------------------------------------------------------------- accelerator knobs
+def _round_shift(v: int, d: int, mode: str) -> int:
+    """v / 2**d rounded (floor, half_up, half_even) on Python ints."""
+    if d == 0:
+        return v
+    q, r = divmod(v, 1 << d)
+    half = 1 << (d - 1)
+    if mode == "floor":
+        return q
+    if mode == "half_up":
+        return q + (r >= half)
+    return q + (r > half or (r == half and q % 2 == 1))
+
+
+def _ref_mac(taps, bias, *, bits, mode, bias_add="preload", tile_k=None, tile_bits=None, shift=0,
+             rounding="half_up"):
+    """One output: ``taps`` = [(x, w)] as the multipliers see them, in order; returns (acc, overflows,
+    tile overflows, peak, tile peak) with per-add overflow, K-tiling and products rounded by ``shift``."""
+    wide, tile = Acc(bits, mode), Acc(tile_bits or bits, mode)
+    prods = [_round_shift(a * b, shift, rounding) for a, b in taps]
+    acc = bias if bias_add == "preload" else 0
+    peak, tile_peak = abs(acc), 0
+    if tile_k:
+        for t0 in range(0, len(prods), tile_k):
+            t, exact_t = 0, 0
+            for p in prods[t0:t0 + tile_k]:
+                t, exact_t = tile.fit(t + p), exact_t + p
+                tile_peak = max(tile_peak, abs(exact_t))
+            acc = wide.fit(acc + t)
+    else:
+        for p in prods:
+            acc = wide.fit(acc + p)
+    exact = (bias if bias_add == "preload" else 0)
+    run = exact
+    if tile_k:
+        for t0 in range(0, len(prods), tile_k):
+            run += sum(prods[t0:t0 + tile_k])
+            peak = max(peak, abs(run))
+    else:
+        for p in prods:
+            run += p
+            peak = max(peak, abs(run))
+    if bias_add == "after":
+        acc = wide.fit(acc + bias)
+        peak = max(peak, abs(run + bias))
+    return acc, wide.overflows + tile.overflows, tile.overflows, peak, tile_peak
+
+
+def _fc_graph(w, w_zp, bias, x_zp, out_scale=64.0):
+    o, k = w.shape
+    tensors = [TensorSpec("x", 8, True, (k,), 1.0, x_zp),
+               TensorSpec("w", 8, True, scale=np.full(o, 1.0), zero_point=np.asarray(w_zp), axis=0, data=w),
+               TensorSpec("b", 32, True, data=np.asarray(bias, np.int64)),
+               TensorSpec("y", 8, True, (o,), out_scale, 0)]
+    return IntegerGraph(tensors, [Node("fc", "fully_connected", ["x", "w", "b"], ["y"])], ["x"], ["y"])
+
+
+def _fc_case(seed=0, k=40, o=4, n=6):
+    rng = np.random.default_rng(seed)
+    w = rng.integers(-127, 128, (o, k)).astype(np.int8)
+    w_zp = rng.integers(-3, 4, o)
+    bias = rng.integers(-20000, 20000, o)
+    x = rng.integers(-128, 128, (n, k)).astype(np.int8)
+    return x, w, w_zp, bias, -37
+
+
+@pytest.mark.parametrize("zero_point", ["subtract", "fold"])
+@pytest.mark.parametrize("bits, mode", [(32, "wrap"), (16, "saturate"), (17, "wrap")])
+def test_zero_point_handling_matches_reference(zero_point, bits, mode):
+    """subtract: products (x - z_x)(w - z_w) from the bias; fold: x (w - z_w) from b - z_x sum(w - z_w)
+    (saturated to the bias register). Equal on a wide accumulator, different under overflow."""
+    x, w, w_zp, bias, zx = _fc_case()
+    net = _fc_graph(w, w_zp, bias, zx)
+    cfg = HardwareConfig(accumulator_bits=bits, bias_bits=bits, accumulator_overflow=mode, bias_add="preload",
+                         requantization="float", zero_point=zero_point)
+    _, traces, _ = net.run(x, cfg, trace=True)
+    blo, bhi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    accs, ovf, peak = [], 0, 0
+    for row in x.astype(int).tolist():
+        for j in range(w.shape[0]):
+            wj = [int(v) - int(w_zp[j]) for v in w[j]]
+            if zero_point == "fold":
+                taps, b = list(zip(row, wj)), _clamp(int(bias[j]) - zx * sum(wj), blo, bhi)
+            else:
+                taps, b = [(v - zx, u) for v, u in zip(row, wj)], int(bias[j])
+            a, n_ovf, _, pk, _ = _ref_mac(taps, b, bits=bits, mode=mode)
+            accs.append(a)
+            ovf, peak = ovf + n_ovf, max(peak, pk)
+    tr = traces["fc"]
+    np.testing.assert_array_equal(tr["acc"].reshape(-1), accs)
+    assert tr["overflows"] == ovf and tr["partial_peak"] == peak
+    if bits < 32:
+        assert ovf > 0
+        other = net.run(x, cfg.replace(zero_point="subtract" if zero_point == "fold" else "fold"), trace=True)
+        # saturation depends on the partial sums; wrap-around is modular, so the forms agree (no bias clipped)
+        assert np.array_equal(other[1]["fc"]["acc"], tr["acc"]) == (mode == "wrap")
+    assert HardwareConfig.from_dict(tomllib.loads(cfg.to_toml())).zero_point == zero_point
+
+
+def test_zero_point_fold_pads_with_the_zero_point():
+    """A SAME convolution with z_x != 0: folded, the padded taps hold z_x so the result equals the subtract
+    form on a wide accumulator; on a narrow saturating one both equal their own reference."""
+    rng = np.random.default_rng(3)
+    x = rng.integers(-128, 128, (2, 4, 4, 2)).astype(np.int8)
+    w = rng.integers(-127, 128, (3, 3, 3, 2)).astype(np.int8)
+    bias, zx = rng.integers(-3000, 3000, 3), 21
+    tensors = [TensorSpec("x", 8, True, (4, 4, 2), 1.0, zx), TensorSpec("w", 8, True, scale=1.0, data=w),
+               TensorSpec("b", 32, True, data=bias.astype(np.int64)), TensorSpec("y", 8, True, (4, 4, 3), 64.0, 0)]
+    net = IntegerGraph(tensors, [Node("c", "conv2d", ["x", "w", "b"], ["y"], {"padding": "SAME"})], ["x"], ["y"])
+    wide = {zp: net.run(x, HardwareConfig(requantization="float", zero_point=zp), trace=True)[1]["c"]["acc"]
+            for zp in ("subtract", "fold")}
+    np.testing.assert_array_equal(wide["subtract"], wide["fold"])
+    for zp in ("subtract", "fold"):
+        cfg = HardwareConfig(accumulator_bits=15, bias_bits=15, accumulator_overflow="saturate",
+                             requantization="float", zero_point=zp)
+        got = net.run(x, cfg, trace=True)[1]["c"]
+        expect, ovf = np.zeros((2, 4, 4, 3), np.int64), 0
+        for n, i, j, o in np.ndindex(2, 4, 4, 3):
+            taps = []
+            for a, b, c in np.ndindex(3, 3, 2):
+                ii, jj = i + a - 1, j + b - 1
+                inside = 0 <= ii < 4 and 0 <= jj < 4
+                xv = int(x[n, ii, jj, c]) if inside else zx          # fold: padding holds the zero point
+                taps.append((xv if zp == "fold" else (xv - zx), int(w[o, a, b, c])))
+            b0 = _clamp(int(bias[o]) - zx * int(w[o].astype(int).sum()), -(1 << 14), (1 << 14) - 1) \
+                if zp == "fold" else int(bias[o])
+            expect[n, i, j, o], k_ovf, *_ = _ref_mac(taps, b0, bits=15, mode="saturate")
+            ovf += k_ovf
+        np.testing.assert_array_equal(got["acc"], expect)
+        assert got["overflows"] == ovf > 0
+
+
+@pytest.mark.parametrize("tile_k, tile_bits, mode, order", [(8, 16, "saturate", "sequential"),
+                                                             (16, 17, "wrap", "sequential"),
+                                                             (7, 15, "saturate", "sequential"),
+                                                             (64, 16, "saturate", "sequential")])
+def test_k_tiling_matches_reference(tile_k, tile_bits, mode, order):
+    """Tiles of K products in a narrow accumulator from 0, each tile's sum added into the wide one (preloaded
+    with the bias); overflow counted at both levels; the tile and wide partial-sum peaks."""
+    x, w, w_zp, bias, zx = _fc_case(seed=5, k=40)
+    net = _fc_graph(w, w_zp, bias, zx)
+    cfg = HardwareConfig(accumulator_bits=19, accumulator_overflow=mode, accumulator_order=order,
+                         requantization="float", tile_k=tile_k, tile_accumulator_bits=tile_bits)
+    _, traces, _ = net.run(x, cfg, trace=True)
+    accs, ovf, t_ovf, peak, t_peak = [], 0, 0, 0, 0
+    for row in x.astype(int).tolist():
+        for j in range(w.shape[0]):
+            taps = [(v - zx, int(u) - int(w_zp[j])) for v, u in zip(row, w[j])]
+            tiled = tile_k if tile_k < len(taps) else None
+            a, n1, n2, pk, tp = _ref_mac(taps, int(bias[j]), bits=19, mode=mode, tile_k=tiled, tile_bits=tile_bits)
+            accs.append(a)
+            ovf, t_ovf, peak, t_peak = ovf + n1, t_ovf + n2, max(peak, pk), max(t_peak, tp)
+    tr = traces["fc"]
+    np.testing.assert_array_equal(tr["acc"].reshape(-1), accs)
+    assert tr["overflows"] == ovf and tr["partial_peak"] == peak
+    if tile_k < 40:
+        assert tr["tile_overflows"] == t_ovf and tr["tile_peak"] == t_peak and tr["tiles"] == -(-40 // tile_k)
+        assert t_ovf > 0 or tile_bits >= 17
+        assert tr["adds"] == x.shape[0] * w.shape[0] * (40 + tr["tiles"])
+    else:
+        assert "tile_overflows" not in tr
+
+
+def test_k_tiling_of_a_convolution_runs_in_kh_kw_c_order():
+    rng = np.random.default_rng(8)
+    x = rng.integers(-128, 128, (2, 3, 3, 4)).astype(np.int8)
+    w = rng.integers(-127, 128, (2, 3, 3, 4)).astype(np.int8)
+    tensors = [TensorSpec("x", 8, True, (3, 3, 4), 1.0, 0), TensorSpec("w", 8, True, scale=1.0, data=w),
+               TensorSpec("y", 8, True, (3, 3, 2), 64.0, 0)]
+    net = IntegerGraph(tensors, [Node("c", "conv2d", ["x", "w"], ["y"], {"padding": "SAME"})], ["x"], ["y"])
+    cfg = HardwareConfig(accumulator_bits=20, accumulator_overflow="saturate", requantization="float", tile_k=5,
+                         tile_accumulator_bits=15)
+    tr = net.run(x, cfg, trace=True)[1]["c"]
+    expect, t_ovf = np.zeros((2, 3, 3, 2), np.int64), 0
+    for n, i, j, o in np.ndindex(2, 3, 3, 2):
+        taps = [(int(x[n, i + a - 1, j + b - 1, c]) if 0 <= i + a - 1 < 3 and 0 <= j + b - 1 < 3 else 0,
+                 int(w[o, a, b, c])) for a, b, c in np.ndindex(3, 3, 4)]
+        expect[n, i, j, o], _, k_ovf, *_ = _ref_mac(taps, 0, bits=20, mode="saturate", tile_k=5, tile_bits=15)
+        t_ovf += k_ovf
+    np.testing.assert_array_equal(tr["acc"], expect)
+    assert tr["tile_overflows"] == t_ovf > 0
+
+
+@pytest.mark.parametrize("bits", [31, 16, 8])
+@pytest.mark.parametrize("scheme", ["tflite-single", "tflite-double"])
+def test_multiplier_width_matches_reference(bits, scheme):
+    """M = s_x s_w / s_y as an unsigned ``bits``-bit significand, m = round_half_away(q 2^b) from frexp;
+    single: one half-up rounding of acc m / 2^(b - e); double: floor((acc m + 2^(b-1)) / 2^b) then
+    round half away by 2^-e."""
+    rng = np.random.default_rng(bits)
+    k, o = 6, 5
+    w = rng.integers(-127, 128, (o, k)).astype(np.int8)
+    s_w = rng.uniform(0.002, 0.02, o).astype(np.float32)
+    tensors = [TensorSpec("x", 8, True, (k,), 0.031, 0),
+               TensorSpec("w", 8, True, scale=s_w, zero_point=np.zeros(o, np.int64), axis=0, data=w),
+               TensorSpec("y", 8, True, (o,), 0.047, 0)]
+    net = IntegerGraph(tensors, [Node("fc", "fully_connected", ["x", "w"], ["y"])], ["x"], ["y"])
+    x = rng.integers(-128, 128, (40, k)).astype(np.int8)
+    cfg = HardwareConfig(requantization=scheme, multiplier_bits=bits)
+    got = net.run(x, cfg)
+    for n in range(len(x)):
+        for j in range(o):
+            acc = sum(int(a) * int(b) for a, b in zip(x[n], w[j]))
+            real = float(np.float32(0.031)) * float(s_w[j]) / float(np.float32(0.047))
+            m, e = _quantize_multiplier(real, bits)
+            if scheme == "tflite-single":
+                y = (acc * m + (1 << (bits - e - 1))) >> (bits - e)
+            else:
+                v = (acc * m + (1 << (bits - 1))) >> bits if bits < 31 else (acc * m + (1 << 30)) >> 31
+                r = -e
+                y = int(math.copysign((abs(v) + (1 << (r - 1))) >> r, v)) if r > 0 else v
+            assert got[n, j] == _clamp(y, -128, 127), (n, j, acc, m, e)
+    assert HardwareConfig.from_dict(tomllib.loads(cfg.to_toml())).multiplier_bits == bits
+
+
+@pytest.mark.parametrize("frac_bits, rounding", [(12, "floor"), (10, "half_up"), (16, None)])
+def test_accumulator_with_fraction_bits_rounds_products(frac_bits, rounding):
+    """Q8.8 x Q8.8 products have 16 fraction bits; an accumulator with fewer receives each product rounded
+    onto its LSB (product_rounding), the bias stored in that LSB, and the output is the accumulator shifted
+    by frac_bits - 8."""
+    model = nn.Sequential(nn.Dense(5, 3, seed=3)).eval()
+    model.layers[0].b[...] = [0.3, -0.2, 0.05]
+    x = np.random.default_rng(2).uniform(-1, 1, (12, 5)).astype(np.float32)
+    cfg = preset("q8.8-fixed").replace(accumulator_frac_bits=frac_bits, product_rounding=rounding)
+    net = convert(model, cfg, x)
+    w = net.tensors["0:dense/weights"].data.astype(int)
+    d = 16 - frac_bits
+    out, traces, kept = net.run(x, cfg, trace=True, keep=True)
+    xin = kept["input_codes"].astype(int)
+    mode = rounding or "half_up"
+    for n in range(len(x)):
+        for j in range(3):
+            b = _rhu(float(model.layers[0].b[j]) * 2 ** frac_bits)
+            acc, *_ = _ref_mac(list(zip(xin[n].tolist(), w[j].tolist())), b, bits=32, mode="saturate", shift=d,
+                               rounding=mode)
+            assert traces["0:dense"]["acc"][n, j] == acc
+            assert out[n, j] == _clamp(_rhu(acc / 2 ** (frac_bits - 8)), -32768, 32767)
+    if d:
+        assert net.nodes[1].attrs["product_shift"] == d
+
+
+@pytest.mark.parametrize("changes, piece", [
+    ({"tile_k": 16, "tile_accumulator_bits": 40}, "accumulator.tile_bits"),
+    ({"tile_k": 16, "overflow_at": "end"}, "overflow_at = 'add'"),
+    ({"tile_k": 0}, "accumulator.tile_k"),
+    ({"multiplier_bits": 16, "requantization": "float", "dense_requantization": None}, "only the tflite-*"),
+    ({"multiplier_bits": 40}, "requantization.multiplier_bits"),
+    ({"zero_point": "ignore"}, "accumulator.zero_point"),
+    ({"product_rounding": "stochastic"}, "accumulator.product_rounding"),
+])
+def test_bad_knobs_raise(changes, piece):
+    with pytest.raises(ConfigError, match=piece.replace("*", r"\*").replace("(", r"\(")):
+        preset("tflite-int8").replace(**changes)
+
+
+def test_accumulator_fraction_bits_beyond_the_products_raise():
+    model, x = _tiny_model(), _tiny_data()
+    with pytest.raises(ConfigError, match="accumulator.frac_bits = 20 with products of 16"):
+        convert(model, preset("q8.8-fixed").replace(accumulator_frac_bits=20), x)
+
+
+def test_exact_datapath_drops_every_accumulator_limit():
+    cfg = preset("int8-acc16-sat").replace(tile_k=8, tile_accumulator_bits=12).with_layer(
+        "1:dense", accumulator_bits=10, weight_bits=6)
+    exact = cfg.exact_datapath(32)
+    assert (exact.accumulator_bits, exact.accumulator_overflow.value, exact.tile_k, exact.bias_bits) == \
+        (32, "wrap", None, 16)
+    assert exact.layers == {"1:dense": {"weight_bits": 6}}
+    x, w, w_zp, bias, zx = _fc_case(seed=5, k=40)
+    bias = bias // 4
+    net = _fc_graph(w, w_zp, bias, zx)
+    plain = preset("int8-acc16-sat").replace(tile_k=8, tile_accumulator_bits=12, requantization="float")
+    acc = net.run(x, plain.with_layer("fc", accumulator_bits=10).exact_datapath(32), trace=True)[1]["fc"]["acc"]
+    expect = (x.astype(int) - zx) @ (w.astype(int) - w_zp[:, None]).T + bias
+    np.testing.assert_array_equal(acc, expect)
