@@ -67,11 +67,23 @@ def round_products(p: np.ndarray, shift: int, rounding="half_up") -> np.ndarray:
     return flat.raw.reshape(p.shape)
 
 
-def _products(a, w, rows, groups_of, shift, rounding):
-    """Products ``[r, O, K]`` of the rows ``rows`` (int64)."""
-    ar = a[rows].astype(np.int64)                                            # [r, G, K]
-    p = ar[:, groups_of, :] * w.astype(np.int64)[None]                       # [r, O, K]
-    return round_products(p, shift, rounding)
+def _products(a, w, rows, groups_of, shift, rounding, dtype):
+    """Products ``[r, O, K]`` of the rows ``rows``, rounded onto the accumulator's LSB."""
+    ar = a[rows]
+    if a.shape[1] == 1:                                                      # dense / conv: broadcast
+        p = np.multiply(ar, w[None], dtype=dtype)
+    else:                                                                    # depthwise: gather the groups
+        p = np.multiply(ar[:, groups_of, :], w[None], dtype=dtype)
+    return round_products(p, shift, rounding) if shift else p
+
+
+def _peak_with_init(run: np.ndarray, init: np.ndarray) -> int:
+    """``max |run[..., o, :] + init[o]|`` without a temporary of ``run``'s size."""
+    if not run.size:
+        return 0
+    axes = tuple(i for i in range(run.ndim) if i != 1)
+    hi, lo = run.max(axis=axes).astype(np.int64) + init, run.min(axis=axes).astype(np.int64) + init
+    return int(max(np.abs(hi).max(), np.abs(lo).max()))
 
 
 def _tree_peak(p: np.ndarray) -> tuple[np.ndarray, int]:
@@ -120,18 +132,22 @@ def running_sum_peak(a: np.ndarray, w: np.ndarray, init=None, *, order: str = "s
     tk = k if not tile_k or tile_k >= k else int(tile_k)
     n_tiles = -(-k // tk)
     step = max(1, _CHUNK // max(n_out * k, 1))
+    # int32 arithmetic when no partial sum can reach 2^31 (half the memory traffic of int64)
+    bound = int(np.abs(init).max(initial=0)) + k * int(np.abs(a).max(initial=0)) * int(np.abs(w).max(initial=0))
+    dtype = np.int32 if bound < (1 << 31) and not shift else np.int64
     for start in range(0, n_rows, step):
-        p = _products(a, w, slice(start, start + step), groups_of, shift, rounding)   # [r, O, K]
+        p = _products(a, w, slice(start, start + step), groups_of, shift, rounding, dtype)   # [r, O, K]
         if n_tiles > 1:
             pad = n_tiles * tk - k
             if pad:
                 p = np.concatenate([p, np.zeros(p.shape[:-1] + (pad,), np.int64)], axis=-1)
             p = p.reshape(p.shape[:-1] + (n_tiles, tk))
         if order == "tree":
-            sums, inner = _tree_peak(p)
+            sums, inner = _tree_peak(p.astype(np.int64, copy=False))
         else:
-            run = np.cumsum(p, axis=-1)
-            sums, inner = run[..., -1], int(np.abs(run).max()) if run.size else 0
+            run = np.cumsum(p, axis=-1, out=p)
+            sums = run[..., -1].astype(np.int64)
+            inner = int(max(run.max(), -run.min())) if run.size and n_tiles > 1 else 0
         if n_tiles > 1:
             tile_peak = max(tile_peak or 0, inner)
             wide = np.cumsum(sums, axis=-1) + init[None, :, None]
@@ -139,10 +155,10 @@ def running_sum_peak(a: np.ndarray, w: np.ndarray, init=None, *, order: str = "s
             peak = max(peak, int(np.abs(wide).max()))
         else:
             final = sums + init[None, :]
-            start_peak = inner if order == "tree" else 0
-            run_peak = int(np.abs(run + init[None, :, None]).max()) if order != "tree" else \
-                int(np.abs(final).max())
-            peak = max(peak, start_peak, run_peak)
+            if order == "tree":
+                peak = max(peak, inner, int(np.abs(final).max()))
+            else:
+                peak = max(peak, _peak_with_init(run, init))
         if after is not None:
             peak = max(peak, int(np.abs(final + np.asarray(after, np.int64)[None, :]).max()))
     return {"peak": peak, "tile_peak": tile_peak}

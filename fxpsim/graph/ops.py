@@ -32,7 +32,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..core.fixed import FixedArray, Format, Overflow, from_float
+from ..core.fixed import Format, Overflow, from_float
 from ..datapath.integer_ops import quantized_add, quantized_average_pool2d
 from ..datapath.requantize import activation_range
 from ..nn import conv as float_conv

@@ -35,6 +35,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from ..core.fixed import Format, Overflow, Rounding
+from .overrides import LayerOverrides, flatten_overrides, is_index, unmatched_selectors_message
 
 __all__ = ["HardwareConfig", "ConfigError", "preset", "preset_names", "load_config", "REQUANTIZATION_SCHEMES"]
 
@@ -386,18 +387,9 @@ class HardwareConfig:
 
     def check_selectors(self, graph) -> None:
         """Raise :class:`ConfigError` naming every :attr:`layers` selector that matches no node of ``graph``."""
-        if not self.layers:
-            return
-        nodes = list(graph.nodes)
-        names, ops = {n.name for n in nodes}, {n.op for n in nodes}
-        bad = [sel for sel in self.layers
-               if not (sel[3:] in ops if sel.startswith("op:") else
-                       (sel[1:].isdigit() and int(sel[1:]) < len(nodes)) if _is_index(sel) else sel in names)]
-        if bad:
-            raise ConfigError(
-                f"{', '.join(f'layers.{json.dumps(b)}' for b in bad)}: select(s) no node of graph "
-                f"{getattr(graph, 'name', '?')!r}; a selector is a node name ({', '.join(n.name for n in nodes)}), "
-                f"'#<index>' (#0..#{len(nodes) - 1}) or 'op:<type>' ({', '.join(sorted(ops))})")
+        message = unmatched_selectors_message(self.layers, graph)
+        if message:
+            raise ConfigError(message)
 
     def _merged(self, changes: Mapping[str, Any], keep_layers: bool = True) -> "HardwareConfig":
         """This config with ``changes`` applied (no per-node overrides of its own); with ``keep_layers`` it
@@ -422,7 +414,7 @@ class HardwareConfig:
         for sel, ov in layers.items():
             where = f"layers.{json.dumps(str(sel))}"
             if not isinstance(sel, str) or not sel or (sel.startswith("op:") and len(sel) == 3) or \
-                    (sel.startswith("#") and not _is_index(sel)):
+                    (sel.startswith("#") and not is_index(sel)):
                 raise ConfigError(f"{where}: a selector is a node name, '#<index>' or 'op:<type>', got {sel!r}")
             if not isinstance(ov, Mapping):
                 raise ConfigError(f"{where}: must be a table of overrides, got {ov!r}")
@@ -528,66 +520,9 @@ _NOT_OVERRIDABLE = ("name", "description", "layers")
 _OMITTED_AT_DEFAULT = {"bias_shift": 0, "zero_point": "subtract", "multiplier_bits": 31}
 
 
-class LayerOverrides(Mapping):
-    """The per-node overrides of a :class:`HardwareConfig`: selector -> {field: value}, read-only and
-    hashable (so the frozen config stays hashable)."""
-
-    def __init__(self, items: tuple = ()):
-        self._items = tuple((sel, tuple(ov)) for sel, ov in items)
-        self._dict = {sel: dict(ov) for sel, ov in self._items}
-
-    def __getitem__(self, key):
-        return dict(self._dict[key])
-
-    def get(self, key, default=None):
-        return self._dict.get(key, default)
-
-    def __iter__(self):
-        return iter(self._dict)
-
-    def __len__(self):
-        return len(self._dict)
-
-    def __hash__(self):
-        return hash(tuple((sel, tuple(sorted(ov.items(), key=lambda kv: kv[0]))) for sel, ov in self._dict.items()))
-
-    def __eq__(self, other):
-        if isinstance(other, Mapping):
-            return {k: dict(v) for k, v in self.items()} == {k: dict(v) for k, v in other.items()}
-        if isinstance(other, tuple) and not other:
-            return not self._dict
-        return NotImplemented
-
-    def __repr__(self):
-        return repr({k: dict(v) for k, v in self._dict.items()})
-
-
-def _is_index(sel: str) -> bool:
-    return sel.startswith("#") and sel[1:].isdigit()
-
-
 def _flatten_overrides(ov: Mapping, where: str) -> dict:
-    """Per-node overrides as {field: validated value}: flat field names, dotted TOML names or TOML sections
-    (``{"accumulator": {"bits": 20}}``); values are checked by building the field into a default config."""
     fields = {f.name for f in dataclasses.fields(HardwareConfig)} - set(_NOT_OVERRIDABLE)
-    flat: dict[str, Any] = {}
-    for key, value in ov.items():
-        if key in _TOML_KEYS and isinstance(value, Mapping):
-            for sub, sub_value in value.items():
-                if sub not in _TOML_KEYS[key]:
-                    raise ConfigError(f"{where}: unknown key '{key}.{sub}'; allowed keys in [{key}]: "
-                                      f"{', '.join(_TOML_KEYS[key])}")
-                flat[_TOML_KEYS[key][sub]] = sub_value
-            continue
-        name = _FIELD_TO_TOML_REVERSE.get(key, key)
-        if name not in fields:
-            raise ConfigError(f"{where}: unknown key '{key}'; allowed: {', '.join(sorted(fields))} "
-                              "(or dotted TOML names such as 'accumulator.bits')")
-        flat[name] = value
-    for name, value in flat.items():
-        if value is None:
-            raise ConfigError(f"{where}.{name}: an override needs a value (got None)")
-    return flat
+    return flatten_overrides(ov, where, fields, _TOML_KEYS, _FIELD_TO_TOML_REVERSE, ConfigError)
 
 
 def _apply_changes(data: dict, changes: Mapping[str, Any]) -> None:

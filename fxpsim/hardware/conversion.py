@@ -12,8 +12,6 @@ Conversion lives here rather than in ``graph/`` because it needs a target's widt
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
