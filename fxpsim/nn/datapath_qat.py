@@ -97,6 +97,9 @@ from .module import FusedActivation, Module, Sequential, check_layer_input
 __all__ = ["DatapathAware", "datapath_aware", "unwrap", "overflow_report", "OVERFLOW_GRADIENTS"]
 
 OVERFLOW_GRADIENTS = ("mask", "final", "pass")
+# datapath knobs of HardwareConfig this module reproduces only at these values (zero-point folding, K-tiling,
+# products rounded onto a fractional accumulator LSB, a shifted bias register)
+_PLAIN_KNOBS = {"zero_point": "subtract", "tile_k": None, "accumulator_frac_bits": None, "bias_shift": 0}
 _KINDS = {Dense: "dense", Conv2D: "conv2d", DepthwiseConv2D: "depthwise_conv2d"}
 _OPS = {"dense": "fully_connected", "conv2d": "conv2d", "depthwise_conv2d": "depthwise_conv2d"}
 
@@ -246,6 +249,12 @@ class DatapathAware(Module):
         node = types.SimpleNamespace(name=self.node_name, op=_OPS[kind])
         self.config = self.base_config.for_node(node, self.node_index) if node_name is not None else \
             self.base_config
+        for knob, default in _PLAIN_KNOBS.items():
+            if getattr(self.config, knob, default) != default:
+                raise NotImplementedError(
+                    f"DatapathAware: the datapath knob {knob} = {getattr(self.config, knob)!r} is not simulated in "
+                    f"training yet (only {knob} = {default!r}); train for the plain datapath and check the result "
+                    "with fxpsim.simulate")
         self.input_quantizer = input_quantizer
         self.input_range = None if input_range is None else (float(input_range[0]), float(input_range[1]))
         self.overflow_grad, self.weights, self.threads = overflow_grad, weights, threads

@@ -288,6 +288,9 @@ def test_errors():
         datapath_aware(Sequential(Dense(4, 4), BatchNorm(4)), config, input_range=(0, 1))
     with pytest.raises(ValueError, match="input_range"):
         datapath_aware(Sequential(Dense(4, 4)), config)
+    if "tile_k" in type(config).__dataclass_fields__:
+        with pytest.raises(NotImplementedError, match="tile_k"):
+            DatapathAware(_dense_layer(), config.replace(tile_k=4), input_range=(0, 1))
     with pytest.raises(ValueError, match="no activation quantizer"):
         datapath_aware(Sequential(Dense(4, 4), MaxPool2D(1), Dense(4, 2)), config, input_range=(0, 1))
 
