@@ -74,7 +74,7 @@ def _products(a, w, rows, groups_of, shift, rounding, dtype):
         p = np.multiply(ar, w[None], dtype=dtype)
     else:                                                                    # depthwise: gather the groups
         p = np.multiply(ar[:, groups_of, :], w[None], dtype=dtype)
-    return round_products(p, shift, rounding) if shift else p
+    return np.array(round_products(p, shift, rounding), dtype=np.int64) if shift else p   # writable
 
 
 def _peak_with_init(run: np.ndarray, init: np.ndarray) -> int:
