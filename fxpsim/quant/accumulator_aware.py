@@ -12,8 +12,8 @@ integer weight codes (zero point 0) and :math:`x_k = c_k - z_x` the input codes 
 :math:`N`-bit inputs, :math:`|x_k| \\le 2^{N-1}` for symmetric codes (signed with zero point 0, or any
 grid whose codes lie within :math:`\\pm 2^{N-1}` of the zero point) and :math:`|x_k| \\le 2^N - 1 < 2^N` for
 unsigned codes or any other zero point (every code and the zero point lie in the same :math:`2^N - 1`
-wide range), i.e. :math:`|x_k| \\le x_{max} = 2^{N - \\mathrm{signed}}`. By the triangle inequality, for every :math:`j` and any
-order of the adds (sequential or an adder tree, whose nodes are sums over subsets)
+wide range), i.e. :math:`|x_k| \\le x_{max} = 2^{N - \\mathrm{signed}}`. By the triangle inequality, for every
+:math:`j` and any order of the adds (sequential or an adder tree, whose nodes are sums over subsets)
 
 .. math:: |S_j| \\le |b_o| + \\sum_k |w_{o,k}|\\,|x_k| \\le |b_o| + \\lVert w_o \\rVert_1\\, x_{max}.
 
@@ -21,12 +21,14 @@ A signed P-bit accumulator holds :math:`[-2^{P-1}, 2^{P-1} - 1]`, so no add can 
 when :math:`|b_o| + \\lVert w_o \\rVert_1 x_{max} \\le 2^{P-1} - 1`. A fraction :math:`\\rho` (``bias_reserve``)
 of the range is set aside for the bias, and the weights satisfy
 
-.. math:: \\lVert w_o \\rVert_1 \\le T = \\Big\\lfloor \\frac{(2^{P-1} - 1)(1 - \\rho)}{2^{N - \\mathrm{signed}}} \\Big\\rfloor
+.. math::
+
+    \\lVert w_o \\rVert_1 \\le T = \\Big\\lfloor \\frac{(2^{P-1} - 1)(1 - \\rho)}{2^{N - \\mathrm{signed}}} \\Big\\rfloor
 
 (for :math:`\\rho = 0` the A2Q bound :math:`(2^{P-1} - 1)/2^{N - \\mathrm{signed}}`); the bias must then satisfy
 :math:`|b_o| \\le 2^{P-1} - 1 - \\lVert w_o \\rVert_1 x_{max}` (at least :math:`\\rho (2^{P-1} - 1)`), which
-:func:`accumulator_aware` enforces by clipping the layer's float bias (a projection on every forward pass, so
-also right before conversion reads it). Saturating the bias register or preloading it into the accumulator
+:func:`constrain_accumulators` enforces by clipping the layer's float bias (a projection on every forward
+pass, so also right before conversion reads it). Saturating the bias register or preloading it into the accumulator
 only shrinks it.
 
 Enforcement (weight normalisation, as A2Q)
@@ -65,12 +67,14 @@ Gradients (straight-through, ``gradient="clipped_ste"`` by default): rounding is
         + T\\,[\\hat g = sT] \\frac{1}{s}\\sum \\frac{\\partial L}{\\partial r} u, \\quad
     \\frac{\\partial L}{\\partial g} = [\\hat g = g] \\frac{1}{s}\\sum \\frac{\\partial L}{\\partial r} u,
 
-    \\frac{\\partial L}{\\partial v_k} = \\frac{1}{\\lVert v\\rVert_1}\\Big(a_k - \\mathrm{sign}(v_k) \\sum_i a_i u_i\\Big),
+    \\frac{\\partial L}{\\partial v_k} = \\frac{1}{\\lVert v\\rVert_1}
+        \\Big(a_k - \\mathrm{sign}(v_k) \\sum_i a_i u_i\\Big),
     \\quad a = \\frac{\\hat g}{s} \\frac{\\partial L}{\\partial r}, \\quad u = \\frac{v}{\\lVert v \\rVert_1}
 
 (when the clamp is active, :math:`r = T u` no longer depends on :math:`s` and the two scale terms through
-:math:`r` cancel). The scale and norm start at :math:`s = \\max(\\max|v|/Q, \\lVert v\\rVert_1/T)` and :math:`g = \\lVert v\\rVert_1`
-on the first call (so :math:`q(v)` starts as the closest to :math:`v` the bound allows) (the parameters appear then; an optimizer picks them up on its next step).
+:math:`r` cancel). The scale and norm start at :math:`s = \\max(\\max|v|/Q, \\lVert v\\rVert_1/T)` and
+:math:`g = \\lVert v\\rVert_1` on the first call, so :math:`q(v)` starts as close to :math:`v` as the bound allows
+(the parameters appear then; an optimizer picks them up on its next step).
 
 Do not follow an accumulator-aware layer with a batch norm: folding scales :math:`v` per channel, which the
 normalisation removes.
@@ -83,7 +87,7 @@ import numpy as np
 
 from .base import IntegerForm, Quantizer, _check_num_bits
 
-__all__ = ["AccumulatorAwareQuantizer", "l1_bound", "accumulator_aware", "worst_case_sums"]
+__all__ = ["AccumulatorAwareQuantizer", "l1_bound", "constrain_accumulators", "worst_case_sums"]
 
 ROUNDINGS = ("nearest", "norm", "toward_zero")
 
@@ -171,7 +175,7 @@ class AccumulatorAwareQuantizer(Quantizer):
         self.qmax = (1 << (self.num_bits - 1)) - 1
         self.log_scale = None if log_scale is None else np.asarray(log_scale, np.float32).reshape(-1)
         self.log_norm = None if log_norm is None else np.asarray(log_norm, np.float32).reshape(-1)
-        self.bias_link = None          # set by accumulator_aware(): clips the layer's bias into the headroom
+        self.bias_link = None          # set by constrain_accumulators(): clips the layer's bias into the headroom
 
     # -- parameters ----------------------------------------------------------------------------------
     def parameters(self):
@@ -330,8 +334,9 @@ def _input_grid_bits(q):
     return bits, signed
 
 
-def accumulator_aware(model, accumulator_bits: int, *, input_range=None, calibration_x=None, input_bits: int = 8,
-                      num_bits: int = 8, bias_reserve: float = 1 / 16, rounding: str = "norm"):
+def constrain_accumulators(model, accumulator_bits: int, *, input_range=None, calibration_x=None,
+                           input_bits: int = 8, num_bits: int = 8, bias_reserve: float = 1 / 16,
+                           rounding: str = "norm"):
     """Give every Dense/Conv2D/DepthwiseConv2D of ``model`` an :class:`AccumulatorAwareQuantizer` for
     ``accumulator_bits`` (in place; returns ``model``), replacing its weight quantizer.
 
@@ -346,7 +351,7 @@ def accumulator_aware(model, accumulator_bits: int, *, input_range=None, calibra
         raise TypeError(f"accumulator_aware expects a Sequential, got {type(model).__name__}")
     layers = list(model.layers)
     if any(type(layer).__name__ == "BatchNorm" for layer in layers):
-        raise ValueError("accumulator_aware: batch norm would be folded into the weights after the l1 constraint; "
+        raise ValueError("constrain_accumulators: batch norm would be folded into the weights after the l1 constraint; "
                          "train without it")
     if input_range is None and calibration_x is not None:
         input_range = (float(np.min(calibration_x)), float(np.max(calibration_x)))
@@ -355,12 +360,13 @@ def accumulator_aware(model, accumulator_bits: int, *, input_range=None, calibra
         kind = type(layer).__name__
         if kind in _LINEAR:
             if current is None and input_range is None:
-                raise ValueError(f"accumulator_aware: layer {i} has no activation quantizer before it; give "
+                raise ValueError(f"constrain_accumulators: layer {i} has no activation quantizer before it; give "
                                  "input_range or calibration_x for the network input")
             if current is not None:
                 grid = _input_grid_bits(current)
                 if grid is None:
-                    raise ValueError(f"accumulator_aware: the quantizer before layer {i} has no per-tensor integer form")
+                    raise ValueError(f"constrain_accumulators: the quantizer before layer {i} has no per-tensor "
+                                     "integer form")
                 n_bits, signed = grid
             else:
                 n_bits, signed = input_bits, False

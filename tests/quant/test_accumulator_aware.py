@@ -13,7 +13,8 @@ from fxpsim.nn import (Conv2D, Dense, DepthwiseConv2D, Flatten, MaxPool2D, Quant
                        small_cnn)
 from fxpsim.nn.datasets import load_digits
 from fxpsim.nn.train import Adam, CosineLR, fit, load_model, save_model
-from fxpsim.quant.accumulator_aware import AccumulatorAwareQuantizer, accumulator_aware, l1_bound, worst_case_sums
+from fxpsim.quant.accumulator_aware import (AccumulatorAwareQuantizer, constrain_accumulators, l1_bound,
+                                           worst_case_sums)
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +167,7 @@ def _check_worst_case(graph, bits):
 def test_no_overflow_on_worst_case_inputs(digits, bits):
     (x, y), (xt, _) = digits
     model = small_cnn((8, 8, 1), seed=bits, **quantization_scheme("int8"))
-    accumulator_aware(model, bits, calibration_x=x)
+    constrain_accumulators(model, bits, calibration_x=x)
     fit(model, (x, y), 2, 32, Adam(3e-3), seed=0, progress=False)
     model[0].b[:] = 100.0                          # a bias far beyond the headroom is clipped into it
     config = preset("int8-acc16-sat").replace(accumulator_bits=bits, bias_bits=bits)
@@ -186,7 +187,7 @@ def test_depthwise_and_a_leading_quantize(digits):
     (x, y), _ = digits
     model = Sequential(Quantize({"class_name": "fake_quant", "min": 0.0, "max": 1.0, "num_bits": 8}),
                        *_depthwise_model().layers)
-    accumulator_aware(model, 15)
+    constrain_accumulators(model, 15)
     assert model[2].weight_quantizer.axis == 2 and model[2].weight_quantizer.input_bits == 8
     fit(model, (x, y), 1, 32, Adam(3e-3), seed=0, progress=False)
     config = preset("int8-acc16-sat").replace(accumulator_bits=15, bias_bits=15)
@@ -199,7 +200,7 @@ def test_signed_inputs_use_the_signed_bound():
     sym = {"class_name": "fake_quant", "min": -2.0, "max": 2.0, "num_bits": 8, "narrow_range": True}
     model = Sequential(Dense(8, 8, activation_quantizer=sym, seed=0, weight_quantizer=s["weight_quantizer"]),
                        Dense(8, 4, seed=1))
-    accumulator_aware(model, 16, input_range=(0.0, 1.0))
+    constrain_accumulators(model, 16, input_range=(0.0, 1.0))
     assert model[0].weight_quantizer.input_signed is False
     assert model[1].weight_quantizer.input_signed is True      # codes -127..127 around zero point 0
     assert model[1].weight_quantizer.bound == l1_bound(16, 8, True, 1 / 16)
@@ -208,11 +209,11 @@ def test_signed_inputs_use_the_signed_bound():
 def test_errors_and_round_trip(tmp_path, digits):
     (x, y), _ = digits
     with pytest.raises(ValueError, match="input_range"):
-        accumulator_aware(small_cnn(seed=0, **quantization_scheme("int8")), 16)
+        constrain_accumulators(small_cnn(seed=0, **quantization_scheme("int8")), 16)
     with pytest.raises(ValueError, match="rounding"):
         AccumulatorAwareQuantizer(rounding="stochastic")
     model = small_cnn((8, 8, 1), seed=0, **quantization_scheme("int8"))
-    accumulator_aware(model, 16, calibration_x=x)
+    constrain_accumulators(model, 16, calibration_x=x)
     fit(model, (x, y), 1, 32, Adam(3e-3), seed=0, progress=False)
     path = save_model(model, tmp_path / "a2q")
     loaded = load_model(path)
@@ -227,7 +228,7 @@ def test_constrained_network_accuracy(digits):
     (measured 0.97 at 10 epochs)."""
     (x, y), (xt, yt) = digits
     model = small_cnn((8, 8, 1), seed=0, **quantization_scheme("int8"))
-    accumulator_aware(model, 16, calibration_x=x)
+    constrain_accumulators(model, 16, calibration_x=x)
     fit(model, (x, y), 10, 32, Adam(CosineLR(3e-3, 10, 1.5e-4)), seed=1, progress=False)
     config = preset("int8-acc16-wrap")
     codes, traces, _ = convert(model, config, x[:500]).run(xt, config, trace=True)
