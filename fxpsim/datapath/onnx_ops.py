@@ -145,31 +145,25 @@ def requantize_output(acc, multiplier, zero_point, dtype) -> np.ndarray:
 
 # ----------------------------------------------------------------------------------------- elementwise
 def qlinear_add(a, b, sa, za, sb, zb, sy, zy, dtype, *, broadcast: str = "none") -> np.ndarray:
-    """``QLinearAdd`` as MLAS computes it on x86 with AVX2 (``MlasQLinearAddKernelAvx2Helper``), numpy
-    broadcasting.
+    """``QLinearAdd`` as MLAS computes it on x86 with AVX2 (``MlasQLinearAddKernelAvx2Helper``, as compiled
+    in onnxruntime's wheels: the compiler contracts two multiply-adds into FMAs), numpy broadcasting.
 
-    With :math:`r_A = s_a \\oslash s_y`, :math:`r_B = s_b \\oslash s_y` and
-    :math:`F = z_y - (r_A z_a + r_B z_b)` (float32, no FMA), for stored codes :math:`a, b`:
-
-    * ``broadcast="none"`` (both operands vary along onnxruntime's innermost broadcast span):
-      :math:`t = \\mathrm{fma}(a, r_A, \\mathrm{fma}(b, r_B, F))`;
-    * ``"b_scalar"`` (``b`` constant along the span): :math:`t = \\mathrm{fma}(a, r_A, F + b r_B)`;
-      ``"a_scalar"`` symmetrically;
-
-    then :math:`y = \\mathrm{sat}(\\mathrm{round\\_half\\_even}(t))`."""
+    With :math:`r_A = s_a \\oslash s_y`, :math:`r_B = s_b \\oslash s_y`,
+    :math:`F = z_y - \\mathrm{fma}(r_A, z_a, r_B z_b)` and the stored codes :math:`a, b` as float32:
+    :math:`t = \\mathrm{fma}(a, r_A, \\mathrm{fma}(b, r_B, F))`, :math:`y = \\mathrm{sat}(\\mathrm{round\\_half
+    \\_even}(t))` (the zero point inside ``t``: added before rounding). ``broadcast="a_scalar"`` (``a`` is
+    one value per onnxruntime broadcast span, e.g. a scalar or a per-channel constant): onnxruntime swaps the
+    operands first, so the roles of (a, r_A, z_a) and (b, r_B, z_b) exchange in both formulas;
+    ``"none"`` and ``"b_scalar"`` use them as written."""
     a = np.asarray(a)
     b = np.asarray(b)
-    ra, rb = F32(F32(sa) / F32(sy)), F32(F32(sb) / F32(sy))
-    f = F32(F32(zy) - F32(F32(ra * F32(za)) + F32(rb * F32(zb))))
-    af, bf = a.astype(F32), b.astype(F32)
-    if broadcast == "b_scalar":
-        t = fma32(af, ra, (f + (bf * rb).astype(F32)).astype(F32))
-    elif broadcast == "a_scalar":
-        t = fma32(bf, rb, (f + (af * ra).astype(F32)).astype(F32))
-    elif broadcast == "none":
-        t = fma32(af, ra, fma32(bf, rb, f))
-    else:
+    if broadcast == "a_scalar":
+        a, b, sa, za, sb, zb = b, a, sb, zb, sa, za
+    elif broadcast not in ("none", "b_scalar"):
         raise ValueError(f"broadcast must be 'none', 'a_scalar' or 'b_scalar', got {broadcast!r}")
+    ra, rb = F32(F32(sa) / F32(sy)), F32(F32(sb) / F32(sy))
+    f = F32(F32(zy) - fma32(ra, F32(za), F32(rb * F32(zb))))
+    t = fma32(a.astype(F32), ra, fma32(b.astype(F32), rb, f))
     lo, hi = _range(dtype)
     return np.clip(np.rint(t).astype(np.int64), lo, hi).astype(dtype)
 
