@@ -223,7 +223,9 @@ def scalar_torch_model(x, scale, zero_point, qmin, qmax):
     for v in np.asarray(x, F32).ravel():
         code = F32(F32(zero_point) + F32(round(float(F32(v * inv)))))
         q = int(code)
-        mask.append(qmin <= q <= qmax)
+        # the mask compares the float32 code with the bounds converted to float32, as PyTorch 2.13 does:
+        # zero point 2^31 - 1, x = 0 gives code 2^31 (float32) and a mask of 1 (checked with real PyTorch)
+        mask.append(F32(qmin) <= code <= F32(qmax))
         out.append(F32((min(max(q, qmin), qmax) - zero_point) * float(F32(scale))))
     return np.array(out, F32), np.array(mask)
 
@@ -242,3 +244,15 @@ def test_per_tensor_matches_scalar_model(x, scale, qrange, zero_frac):
     dy = np.full(x.shape, -2.0, F32)
     np.testing.assert_array_equal(bits(fake_quantize_per_tensor_affine_backward(dy, x, scale, zero_point, qmin, qmax)),
                                   bits(dy * mask.astype(F32)))
+
+
+def test_int32_range_with_the_largest_zero_point_as_pytorch():
+    """Recorded with real PyTorch 2.13.0 (CPU): zero point 2^31 - 1 on the full int32 range. The float32 code
+    rounds up to 2^31 and is compared with float32 bounds, so every element's gradient passes."""
+    x = np.array([0.0, 1.0, -1.0, 100.0], F32)
+    out = fake_quantize_per_tensor_affine(x, 1.0, 2 ** 31 - 1, -(2 ** 31), 2 ** 31 - 1)
+    grad = fake_quantize_per_tensor_affine_backward(np.ones(4, F32), x, 1.0, 2 ** 31 - 1, -(2 ** 31), 2 ** 31 - 1)
+    np.testing.assert_array_equal(out, [0.0, 0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(grad, [1.0, 1.0, 1.0, 1.0])
+    out = fake_quantize_per_tensor_affine(x, 1.0, 16777217, -(2 ** 31), 2 ** 31 - 1)   # 2^24 + 1: not a float32
+    np.testing.assert_array_equal(out, [-1.0, -1.0, -2.0, 99.0])
