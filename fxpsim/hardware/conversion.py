@@ -387,7 +387,8 @@ def layer_requantizer(config: HardwareConfig, kind: str, input_scale: float, wei
     tflite = scheme.startswith("tflite")
     return Requantizer.tflite(input_scale, weight_scales, output_scale, kind=kinds[scheme],
                               rounding=config.rounding if tflite or final is None else final,
-                              final_rounding=final if tflite else None)
+                              final_rounding=final if tflite else None,
+                              multiplier_bits=config.multiplier_bits if tflite else 31)
 
 
 def _out_shape(st: FloatStage, shape: tuple) -> tuple:
