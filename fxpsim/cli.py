@@ -501,6 +501,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:  # pragma: no cover
         print("fxpsim: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (e.g. '| head'): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
