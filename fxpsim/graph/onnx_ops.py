@@ -50,7 +50,7 @@ from ..datapath import onnx_ops as K
 from ..datapath.integer_ops import quantized_add
 from ..datapath.requantize import (Requantizer, multiply_by_quantized_multiplier, quantize_multiplier,
                                    requantize_float, requantize_shift)
-from .ops import Op, register_op, requantizer_for
+from .ops import Op, register_op as _register_op, requantizer_for
 
 __all__ = ["ONNX_OPS", "is_native", "is_onnxruntime_datapath"]
 
@@ -58,6 +58,32 @@ F32 = np.float32
 
 
 # ----------------------------------------------------------------------------------------- helpers
+def _representable(graph, node, outs):
+    """Real values clamped to each quantized output's representable range :math:`s\\,[q_{min} - z, q_{max} - z]`
+    (what the QuantizeLinear of a QDQ model implements, e.g. a ReLU that quantize_static folded into it)."""
+    res = []
+    for name, y in zip(node.outputs, outs):
+        spec = graph.tensors[name]
+        if spec.is_float or spec.scale is None:
+            res.append(y)
+            continue
+        lo, hi = spec.code_range
+        shape = spec.channel_shape(np.ndim(y))
+        z, s = spec.zero_point.reshape(shape), spec.scale.reshape(shape)
+        res.append(np.clip(y, (lo - z) * s, (hi - z) * s))
+    return res
+
+
+def register_op(op: Op) -> Op:
+    """Register ``op`` with a float reference that saturates quantized outputs to their real range."""
+    inner = op.run_float
+
+    def run_float(graph, node, ins):
+        return _representable(graph, node, inner(graph, node, ins))
+
+    return _register_op(Op(op.name, op.run, run_float, op.check, op.macs, op.worst_case_sum))
+
+
 def _spec(graph, name):
     return graph.tensors[name]
 

@@ -234,9 +234,16 @@ class _Importer:
         self.nodes = [n for n in self.nodes if n is not node]
 
     def _rewrite(self):
+        """Level 1 (EliminateIdentity, DoubleQDQPairsRemover), then the removal of a Relu / Clip feeding a
+        QuantizeLinear whose range already clamps (observed in onnxruntime 1.32 after level 1: with
+        ORT_ENABLE_BASIC the Relu / Clip are still there and back-to-back Q/DQ pairs around them are not
+        merged)."""
         for n in list(self.nodes):                     # EliminateIdentity
             if n.op == "Identity" and n.domain == "" and n.outputs[0] not in self.outputs:
                 self._remove_node(n, n.inputs[0])
+        for n in list(self.nodes):                     # DoubleQDQPairsRemover
+            if n in self.nodes:
+                self._double_qdq(n)
         for n in list(self.nodes):                     # ReluQuantFusion / ClipQuantFusion
             if n.domain != "" or n.op not in ("Relu", "Clip") or n.outputs[0] in self.outputs:
                 continue
@@ -250,9 +257,6 @@ class _Importer:
                     self._remove_node(n, n.inputs[0])
             elif 10 <= self.opset <= 18 and self._clip_quant_removable(n, q):
                 self._remove_node(n, n.inputs[0])
-        for n in list(self.nodes):                     # DoubleQDQPairsRemover
-            if n in self.nodes:
-                self._double_qdq(n)
 
     def _clip_bounds(self, clip):
         if self.opset < 11:
