@@ -22,8 +22,9 @@ Costs of a configuration, summed over the MAC nodes :math:`n` (``graph.macs``):
 The search (greedy, measured): start with every node at the widest candidate of every axis; each round
 evaluates every single step down (one node, one axis, to the next narrower candidate), keeps the steps whose
 accuracy stays at or above ``target`` (if given), and takes the one that loses the least accuracy per unit of
-cost saved (ties: the larger saving); stop when the cost is within ``budget`` (if given, and no ``target``) or
-no step is left. Every evaluated configuration is kept: the result is the most accurate one within the budget,
+cost saved (ties: the larger saving); when none keeps the target, it tries exchanges (one axis a step up,
+another a step down, cheaper overall; ``refine=True``) the same way; stop when the cost is within ``budget``
+(if given, and no ``target``) or nothing is left. Configurations are evaluated once each. Every evaluated configuration is kept: the result is the most accurate one within the budget,
 or the cheapest one meeting the target, and the mixed Pareto front (accuracy against cost) comes from all of
 them. The uniform grid (the product of the candidates, every node alike) is evaluated for comparison.
 
@@ -239,7 +240,8 @@ class SearchResult:
         best = self.best_uniform
         text += (f"\nchosen: accuracy {self.accuracy:.4f}, {self.cost} {self.costs[self.cost]:,}"
                  + ("" if best is None else
-                    f"; best uniform (W{best['weight_bits']} A{best['activation_bits']} acc{best['accumulator_bits']}): "
+                    f"; best uniform (W{best['weight_bits']} A{best['activation_bits']} "
+                    f"acc{best['accumulator_bits']}): "
                     f"accuracy {best['accuracy']:.4f}, {self.cost} {best[self.cost]:,} "
                     f"({100 * self.saving:.1f}% saved)"))
         return text
@@ -287,7 +289,7 @@ def _record(layers, rec, nodes, base) -> dict:
 
 def search(model, data, budget: float | None = None, candidates=None, *, target: float | None = None,
            cost: str = "bit_ops", config="int8-acc16-sat", calibration_x=None, executor: Executor | None = None,
-           processes: int | None = 1, max_rounds: int = 200) -> SearchResult:
+           processes: int | None = 1, max_rounds: int = 200, refine: bool = True) -> SearchResult:
     """Per-node weight / activation / accumulator widths under a cost ``budget`` and/or an accuracy ``target``.
 
     Parameters
@@ -307,6 +309,9 @@ def search(model, data, budget: float | None = None, candidates=None, *, target:
     executor, processes : as :func:`fxpsim.hardware.sweep` (default: this process).
     max_rounds : int
         Greedy rounds at most.
+    refine : bool
+        With a ``target``: when no single step down keeps it, try exchanges (one node/axis one step up,
+        another one step down, cheaper overall) before stopping.
 
     Returns
     -------
@@ -336,39 +341,60 @@ def search(model, data, budget: float | None = None, candidates=None, *, target:
         layers = {nd["name"]: dict(setting) for nd in nodes}
         uniform.append({**{a: rec.get(a, getattr(base, a)) for a in _AXES}, **_record(layers, rec, nodes, base)})
 
-    # greedy descent from the widest setting
+    # greedy descent from the widest setting (then exchanges: one axis up, another down, cheaper overall)
+    seen: dict = {}
+
+    def key(layers):
+        return tuple(sorted((n, tuple(sorted(v.items()))) for n, v in layers.items()))
+
+    def run(configs):
+        todo = [c for c in configs if key(c) not in seen]
+        recs, _ = _evaluate(model, (x, y), base, todo, calib, executor, processes)
+        for c, rec in zip(todo, recs):
+            seen[key(c)] = _record(c, rec, nodes, base)
+            evaluated.append(seen[key(c)])
+        return [seen[key(c)] for c in configs]
+
+    def step(layers, name, axis, delta):
+        values = cands[axis]
+        i = values.index(layers[name][axis]) + delta
+        if not 0 <= i < len(values):
+            return None
+        new = {n: dict(v) for n, v in layers.items()}
+        new[name][axis] = values[i]
+        return new
+
+    evaluated: list = []
     current = {nd["name"]: {axis: values[0] for axis, values in cands.items()} for nd in nodes}
-    recs, _ = _evaluate(model, (x, y), base, [current], calib, executor, processes)
-    evaluated = [_record(current, recs[0], nodes, base)]
-    state = evaluated[0]
+    state = run([current])[0]
     history = [dict(state, step=None)]
+    axes = [(nd["name"], axis) for nd in nodes for axis in cands]
     for _ in range(max_rounds):
         if budget is not None and target is None and state[cost] <= budget:
             break
-        moves = []
-        for nd in nodes:
-            for axis, values in cands.items():
-                i = values.index(current[nd["name"]][axis])
-                if i + 1 < len(values):
-                    new = {n: dict(s) for n, s in current.items()}
-                    new[nd["name"]][axis] = values[i + 1]
-                    moves.append(((nd["name"], axis, values[i + 1]), new))
-        if not moves:
-            break
-        recs, _ = _evaluate(model, (x, y), base, [m for _, m in moves], calib, executor, processes)
+        moves = [((n, a, -1), m) for n, a in axes if (m := step(current, n, a, +1)) is not None]
+        tries = [moves]
+        if refine and target is not None:
+            tries.append([((n, a, "up", n2, a2), m2) for n, a in axes for n2, a2 in axes if (n, a) != (n2, a2)
+                          and (m := step(current, n, a, -1)) is not None
+                          and (m2 := step(m, n2, a2, +1)) is not None
+                          and configuration_cost(nodes, m2, base, cost) < state[cost]])
         options = []
-        for (step, layers), rec in zip(moves, recs):
-            r = _record(layers, rec, nodes, base)
-            evaluated.append(r)
-            saved = state[cost] - r[cost]
-            if saved <= 0 or (target is not None and r["accuracy"] < target):
+        for moves in tries:
+            if not moves:
                 continue
-            options.append(((state["accuracy"] - r["accuracy"]) / saved, -saved, step, layers, r))
+            for (label, layers), r in zip(moves, run([m for _, m in moves])):
+                saved = state[cost] - r[cost]
+                if saved <= 0 or (target is not None and r["accuracy"] < target):
+                    continue
+                options.append(((state["accuracy"] - r["accuracy"]) / saved, -saved, label, layers, r))
+            if options:
+                break
         if not options:
             break
         options.sort(key=lambda o: (o[0], o[1]))
-        _, _, step, current, state = options[0]
-        history.append(dict(state, step=step))
+        _, _, label, current, state = options[0]
+        history.append(dict(state, step=label))
 
     def ok(r):
         return (budget is None or r[cost] <= budget) and (target is None or r["accuracy"] >= target)

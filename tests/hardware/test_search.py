@@ -110,3 +110,15 @@ def test_search_errors(setup):
     with pytest.raises(ValueError, match="cost"):
         search_mod.search(model, data, target=0.5, cost="area", calibration_x=xc)
     assert np.isfinite(search_mod.configuration_cost([], {}, preset("int8-acc16-sat")))
+
+
+def test_exchanges_never_cost_more(setup):
+    """Exchanges (one axis up, another down) start where the plain greedy descent stops: never dearer."""
+    model, data, xc = setup
+    kw = dict(target=0.85, candidates=CANDIDATES, config="int8-acc16-sat", calibration_x=xc)
+    plain = search_mod.search(model, data, refine=False, **kw)
+    refined = search_mod.search(model, data, **kw)
+    assert refined.feasible and refined.costs["bit_ops"] <= plain.costs["bit_ops"]
+    assert [h["step"] for h in refined.history[:len(plain.history)]] == [h["step"] for h in plain.history]
+    keys = [tuple(sorted((n, tuple(sorted(s.items()))) for n, s in r["layers"].items())) for r in refined.evaluated]
+    assert len(keys) == len(set(keys))                      # every configuration evaluated once
