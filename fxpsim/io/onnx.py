@@ -94,6 +94,7 @@ class _Val:
     zp: object = None             # "dq": int64 array
     axis: int | None = None       # "dq": per-channel axis
     data: object = None           # "const"
+    float_only: bool = False      # "dq": dequantized codes moved by a float op (not a DequantizeLinear output)
 
 
 def _unsupported(node: _ONode, why: str = "") -> ValueError:
@@ -768,7 +769,7 @@ class _Importer:
             raise _unsupported(n, f"per-channel quantization of the activation {name!r}")
         src = self.env[v.src]
         g = self._check_params(n, v.src, src.g, v.scale, v.zp)
-        return v, _Val("int", g=g, shape=src.shape, dtype=src.dtype)
+        return v, _Val("int", g=g, shape=src.shape, dtype=src.dtype, float_only=v.float_only)
 
     def _target(self, n):
         q, clip = self._group_q(n)
@@ -890,8 +891,9 @@ class _Importer:
         oh = (h + pads[0][0] + pads[0][1] - dil[0] * (w.shape[1] - 1) - 1) // strides[0] + 1
         ow = (wd + pads[1][0] + pads[1][1] - dil[1] * (w.shape[2] - 1) - 1) // strides[1] + 1
         x_t, y_t = self._dq_type(xv), self._q_type(q)
-        fused = (x_t == y_t and x_t != np.dtype(np.int8))
-        why = "" if fused else ("int8 activations: onnxruntime's x86 build fuses Conv for uint8 only"
+        fused = (x_t == y_t and x_t != np.dtype(np.int8)) and not xv.float_only
+        why = "" if fused else ("its input is not a DequantizeLinear output" if xv.float_only else
+                                "int8 activations: onnxruntime's x86 build fuses Conv for uint8 only"
                                 if x_t == np.int8 else f"input {x_t} and output {y_t} types differ")
         kernel = "qlinear" if fused else "float"
         if not fused:
@@ -946,6 +948,8 @@ class _Importer:
             fused = x_t != np.int8 and x_t == y_t
             why = "" if fused else ("int8 activations: onnxruntime's x86 build fuses MatMul for uint8 only"
                                     if x_t == np.int8 else f"input {x_t} and output {y_t} types differ")
+        if xv.float_only:
+            fused, why = False, "its input is not a DequantizeLinear output"
         if not fused and alpha != 1.0:
             raise _unsupported(n, "a float Gemm with alpha != 1")
         g = self._out_name(q, src.shape[:-1] + (w.shape[0],), scale, zp, dtype)
@@ -1029,7 +1033,7 @@ class _Importer:
         names = self._binary_tensors(n, operands, len(out_shape))
         scale, zp, dtype = self._claim(q)
         types = [self._dq_type(v) for v, _ in operands] + [self._q_type(q)]
-        fused = types[0] == types[1] == types[2]
+        fused = types[0] == types[1] == types[2] and not any(v.float_only for v, _ in operands if v is not None)
         orig = [s.dtype for _, s in operands] + [np.dtype(dtype)]
         shift = [bool(fused and o == np.int8 and t == np.uint8) for o, t in zip(orig, types)]
         if any(shift) and not all(shift):
@@ -1059,7 +1063,7 @@ class _Importer:
             raise _unsupported(n, "pooling of a non-image tensor")
         scale, zp, dtype = self._claim(q)
         x_t, y_t = self._dq_type(xv), self._q_type(q)
-        if x_t != y_t:
+        if x_t != y_t or xv.float_only:
             raise _unsupported(n, f"onnxruntime runs this {n.op} in float32 (input {x_t}, output {y_t}), "
                                   "which fxpsim does not reproduce")
         shift = src.dtype == np.int8 and x_t == np.uint8
@@ -1089,6 +1093,8 @@ class _Importer:
         ins = [self._activation_dq(n, t) for t in n.inputs]
         scale, zp, dtype = self._claim(q)
         types = {self._dq_type(v) for v, _ in ins} | {self._q_type(q)}
+        if any(v.float_only for v, _ in ins):
+            types.add("float")
         shapes = [s.shape for _, s in ins]
         self._emit_concat(n, [s for _, s in ins], shapes, q.outputs[0], scale, zp, dtype, n.attrs.get("axis", 1))
         self._note(n.name, n, len(types) == 1, "" if len(types) == 1 else "operand types differ")
@@ -1117,13 +1123,24 @@ class _Importer:
             return self._movement_op(n, v, n.outputs[0], *self._params(v.g))
         xv, src = self._activation_dq(n, n.inputs[0])
         if q is None:
-            raise ValueError(f"{n.op} node {n.name!r}: a dequantized input whose output is not quantized by exactly "
-                             "one QuantizeLinear (onnxruntime would run it in float)")
+            if n.op in ("Relu", "Clip"):
+                raise ValueError(f"{n.op} node {n.name!r}: its output is not quantized by exactly one "
+                                 "QuantizeLinear (onnxruntime would compute it in float)")
+            # onnxruntime runs the op in float32 on the dequantized values; on codes it is the same op
+            # followed by the DequantizeLinear. Its consumers do not see a DequantizeLinear: not fusable.
+            s_in, z_in = self._params(src.g)
+            mid = f"{n.outputs[0]}:codes"
+            self._movement_op(n, src, mid, s_in, z_in)
+            self.env[n.outputs[0]] = _Val("dq", src=mid, scale=np.array([s_in], np.float32), zp=np.array([z_in]),
+                                          shape=self.env[mid].shape, dtype=np.dtype(np.float32), float_only=True)
+            self._note(n.name, n, False, "float32 op on dequantized values (no QuantizeLinear after it)")
+            return
         scale, zp, dtype = self._claim(q)
         if clip is not None:
             self.claimed.add(id(clip))
         s_in, z_in = self._params(src.g)
-        same = (np.float32(s_in) == scale and z_in == zp and self._dq_type(xv) == self._q_type(q))
+        same = (np.float32(s_in) == scale and z_in == zp and self._dq_type(xv) == self._q_type(q)
+                and not xv.float_only)
         if n.op in ("Relu", "Clip"):
             bounds = (0.0, None) if n.op == "Relu" else self._clip_bounds(n)
             if bounds is None:

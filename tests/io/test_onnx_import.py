@@ -455,18 +455,19 @@ class _QDQ:
         self.inits.append(numpy_helper.from_array(np.asarray(arr), name))
         return name
 
-    def qdq(self, x, scale, zp=None, dtype=None, two_dq=False):
+    def qdq(self, x, scale, zp=None, dtype=None, two_dq=False, n_dq=None):
         dtype = np.dtype(dtype or self.act)
         zp = (0 if dtype == np.int8 else 128) if zp is None else zp
         s, z = self.const(np.array(scale, F32), "s"), self.const(np.array(zp, dtype), "z")
         q = self._name("q")
         self.nodes.append(helper.make_node("QuantizeLinear", [x, s, z], [q], name=q))
         outs = []
-        for _ in range(2 if two_dq else 1):
+        n_dq = n_dq or (2 if two_dq else 1)
+        for _ in range(n_dq):
             d = self._name("dq")
             self.nodes.append(helper.make_node("DequantizeLinear", [q, s, z], [d], name=d))
             outs.append(d)
-        return outs if two_dq else outs[0]
+        return outs if n_dq > 1 else outs[0]
 
     def weight(self, shape, per_channel=True, axis=0, dtype=np.int8, zp=None):
         dtype = np.dtype(dtype)
@@ -497,11 +498,13 @@ class _QDQ:
         return out
 
     def conv(self, x, cin, cout, x_scale, k=3, group=1, name=None, pads=(1, 1, 1, 1), strides=(1, 1),
-             per_channel=True):
+             per_channel=True, **attrs):
         w, ws = self.weight((cout, cin // group, k, k), per_channel)
         b = self.bias(cout, x_scale, ws)
-        return self.op("Conv", [x, w, b], name=name, kernel_shape=[k, k], pads=list(pads), strides=list(strides),
-                       group=group)
+        if "auto_pad" not in attrs:
+            attrs["pads"] = list(pads)
+        return self.op("Conv", [x, w, b], name=name, kernel_shape=[k, k], strides=list(strides), group=group,
+                       **attrs)
 
     def model(self, in_shape, out, opset=17):
         x = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N"] + list(in_shape))
@@ -510,18 +513,21 @@ class _QDQ:
 
 
 def _pattern_residual_s8(b):
-    """int8 input used twice (not rewritten to uint8: the Conv and the Add run in float32), a depthwise
-    conv, and an Add whose operands both come from single-consumer Q/DQ pairs (fused, on uint8-shifted
-    codes)."""
+    """An int8 input used four times (not rewritten to uint8: its Convs, full and depthwise, and the Add
+    reading it run in float32); an Add and a Mul whose operands all come from single-consumer Q/DQ pairs
+    (fused, on uint8-shifted codes); a Mul by an int8 constant (float32: int8 against uint8)."""
     x = b.qdq("input", 0.03, 4)
     c1 = b.qdq(b.conv(x, 8, 8, 0.03, name="conv_float"), 0.05, -3)
     c2 = b.qdq(b.conv(x, 8, 8, 0.03, group=8, name="dw_float"), 0.04, 2)
     s = b.qdq(b.op("Add", [c1, c2], name="add_fused"), 0.06, 1)
     r = b.qdq(b.op("Add", [s, x], name="add_float"), 0.07, -5)
+    c3 = b.qdq(b.conv(x, 8, 8, 0.03, k=1, pads=(0, 0, 0, 0), name="conv1x1_float"), 0.05, 3)
+    m = b.qdq(b.op("Mul", [r, c3], name="mul_fused"), 0.2, -9)
     k = b.op("DequantizeLinear", [b.const(np.array(-77, np.int8)), b.const(np.array(0.02, F32)),
                                   b.const(np.array(-1, np.int8))])
-    m = b.qdq(b.op("Mul", [r, k], name="mul_float"), 0.09, 7)
-    return b.model((8, 5, 5), b.op("Identity", [m])), {"conv_float", "dw_float", "add_float", "mul_float"}
+    m2 = b.qdq(b.op("Mul", [m, k], name="mul_float"), 0.09, 7)
+    return b.model((8, 5, 5), b.op("Identity", [m2])), {"conv_float", "dw_float", "add_float", "conv1x1_float",
+                                                         "mul_float"}
 
 
 def _pattern_broadcast_u8(b):
@@ -568,7 +574,9 @@ def _pattern_matmul_s8(b):
     uint8 shift); an Add of int8 and uint8-rewritten operands (float32); per-tensor weights; a Reshape to an
     image and an AveragePool on uint8-shifted codes."""
     x = b.qdq("input", 0.05, 0)
-    h, hs = b.qdq(x, 0.05, 0, two_dq=True)
+    h, hs, hg = b.qdq(x, 0.05, 0, n_dq=3)
+    w3, w3s = b.weight((20, 12), per_channel=True, axis=0)
+    g3 = b.qdq(b.op("Gemm", [hg, w3, b.bias(20, 0.05, w3s)], name="gemm_float", transB=1), 0.2, 6)
     w1, _ = b.weight((12, 20), per_channel=False, axis=1)
     m1 = b.qdq(b.op("MatMul", [h, w1], name="matmul_float"), 0.2, -4)
     w2, w2s = b.weight((20, 12), per_channel=True, axis=0)
@@ -578,11 +586,15 @@ def _pattern_matmul_s8(b):
     row = b.op("DequantizeLinear", [b.const(b.rng.integers(-128, 128, 20).astype(np.int8)),
                                     b.const(np.array(0.02, F32)), b.const(np.array(-7, np.int8))])
     p3 = b.qdq(b.op("Mul", [p2, row], name="mul_float"), 0.1, 1)
-    cat = b.qdq(b.op("Concat", [a, p3], name="concat", axis=1), 0.3, -2)
-    rs = b.qdq(b.op("Reshape", [cat, b.const(np.array([-1, 10, 2, 2], np.int64))], name="reshape"), 0.3, -2)
+    cat = b.qdq(b.op("Concat", [a, p3, g3], name="concat", axis=1), 0.3, -2)
+    rs = b.qdq(b.op("Reshape", [cat, b.const(np.array([-1, 15, 2, 2], np.int64))], name="reshape"), 0.3, -2)
     gp = b.qdq(b.op("AveragePool", [rs], name="avgpool", kernel_shape=[2, 2], pads=[1, 1, 0, 0],
                     count_include_pad=1), 0.11, 3)
-    return b.model((12,), b.op("Identity", [gp])), {"matmul_float", "add_float", "mul_float"}
+    fl = b.op("Flatten", [gp], name="flatten_float")                   # DQ -> Flatten -> MatMul: no Q between
+    w4, _ = b.weight((60, 6), per_channel=True, axis=1)
+    out = b.qdq(b.op("MatMul", [fl, w4], name="matmul_after_flatten"), 0.15, 0)
+    return b.model((12,), b.op("Identity", [out])), {"matmul_float", "add_float", "mul_float", "gemm_float",
+                                                      "matmul_after_flatten"}
 
 
 def _pattern_opset21_u8(b):
@@ -597,7 +609,27 @@ def _pattern_opset21_u8(b):
     return b.model((4, 6, 6), b.op("Identity", [gap]), opset=21), set()
 
 
-PATTERNS = {"residual_s8": _pattern_residual_s8, "broadcast_u8": _pattern_broadcast_u8,
+def _pattern_conv_variants_s8(b):
+    """Convolution geometry on both paths: dilation, groups, SAME_UPPER / SAME_LOWER padding, strides, an
+    output as large as the filter count; each first in float32 (int8 input read four times), then fused
+    (uint8-rewritten inputs)."""
+    x = b.qdq("input", 0.04, -2)
+    a = b.qdq(b.conv(x, 6, 8, 0.04, name="dilated_float", dilations=[2, 2], pads=(2, 1, 2, 1)), 0.05, 1)
+    g = b.qdq(b.conv(x, 6, 6, 0.04, group=2, name="grouped_float", strides=(2, 2)), 0.05, -1)
+    c = b.qdq(b.conv(x, 6, 8, 0.04, name="same_float", strides=(2, 1), auto_pad="SAME_UPPER"), 0.05, 0)
+    d = b.qdq(b.conv(x, 6, 40, 0.04, k=5, name="wide_float", pads=(0, 0, 0, 0)), 0.05, 0)
+    a2 = b.qdq(b.conv(a, 8, 8, 0.05, name="dilated_fused", dilations=[1, 2], pads=(1, 2, 1, 2)), 0.06, 2)
+    g2 = b.qdq(b.conv(g, 6, 6, 0.05, group=3, name="grouped_fused", auto_pad="SAME_LOWER", strides=(2, 2)), 0.06, 2)
+    c2 = b.qdq(b.conv(c, 8, 4, 0.05, k=1, pads=(0, 0, 0, 0), name="pointwise_fused"), 0.06, 2)
+    d2 = b.qdq(b.conv(d, 40, 4, 0.05, k=1, pads=(0, 0, 0, 0), name="pointwise_fused2"), 0.06, 2)
+    fl = [b.qdq(b.op("Flatten", [t], name=f"flatten{i}"), s, z)
+          for i, (t, s, z) in enumerate(((a2, 0.06, 2), (g2, 0.06, 2), (c2, 0.06, 2), (d2, 0.06, 2)))]
+    cat = b.qdq(b.op("Concat", fl, name="concat", axis=1), 0.07, 0)
+    return b.model((6, 9, 9), b.op("Identity", [cat])), {"dilated_float", "grouped_float", "same_float",
+                                                          "wide_float"}
+
+
+PATTERNS = {"conv_variants_s8": _pattern_conv_variants_s8, "residual_s8": _pattern_residual_s8, "broadcast_u8": _pattern_broadcast_u8,
             "movement_u8": _pattern_movement_u8, "matmul_s8": _pattern_matmul_s8,
             "opset21_u8": _pattern_opset21_u8}
 
@@ -621,3 +653,10 @@ def test_live_qdq_fusion_rules(tmp_path, pattern):
         assert theirs == float_ops
         if pattern == "movement_u8":      # the Flatten of a 8x3x5 image reads it in NCHW order
             assert any(n.op == "transpose" and n.attrs["perm"] == [2, 0, 1] for n in g.nodes)
+
+
+def test_import_fxpsim_stays_light():
+    code = ("import sys, fxpsim; f = fxpsim.import_onnx; from fxpsim.graph import onnx_ops; "
+            "assert 'onnx' not in sys.modules and 'onnxruntime' not in sys.modules; print('ok')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
