@@ -5,9 +5,10 @@ onnxruntime does not run the model as saved: its graph optimizer first rewrites 
 the rewritten graph. :func:`import_onnx` reproduces the rewrites that decide the arithmetic of the supported
 ops (onnxruntime 1.32, x86-64):
 
-* Relu / Clip feeding a QuantizeLinear whose range they cannot change are removed (ReluQuantFusion,
-  ClipQuantFusion); back-to-back Q -> DQ -> Q -> DQ pairs are merged with recomputed parameters
-  (DoubleQDQPairsRemover);
+* back-to-back Q -> DQ -> Q -> DQ pairs are merged with recomputed parameters (DoubleQDQPairsRemover), then
+  a Relu / Clip feeding a QuantizeLinear whose range already clamps is removed (ReluQuantFusion,
+  ClipQuantFusion; onnxruntime 1.32 removes them only after level 1, so a Relu between two Q/DQ pairs
+  keeps the pairs apart);
 * a QuantizeLinear -> DequantizeLinear pair of int8 whose Q has a single consumer becomes uint8 with zero
   point + 128 (QDQS8ToU8Transformer; every DequantizeLinear has one consumer after EnsureUniqueDQForNodeUnit);
 * DequantizeLinear -> op -> QuantizeLinear groups are fused into QLinearConv / QLinearMatMul / QGemm /
@@ -16,7 +17,16 @@ ops (onnxruntime 1.32, x86-64):
   DequantizeLinear, one QuantizeLinear consumer, matching types; on x86 no int8-activation Conv / MatMul);
 * a group that is not fused runs as DequantizeLinear, the float32 op, QuantizeLinear: fxpsim marks its node
   ``ort_kernel="float"`` and reproduces MLAS's float32 kernels for Conv, MatMul, Gemm, Add, Mul, Concat,
-  MaxPool, Reshape, Flatten, Relu and Clip (an unfused AveragePool / GlobalAveragePool is refused).
+  MaxPool, Reshape, Flatten, Relu and Clip (an unfused AveragePool / GlobalAveragePool is refused); a
+  Reshape / Flatten / MaxPool on dequantized values with no QuantizeLinear after it runs on the codes and
+  leaves its consumer unfused, as in onnxruntime.
+
+Not reproduced (refused with a ValueError): float pooling, a MatMul / Gemm whose output is not quantized
+(MatMulIntegerToFloat, QGemm with float output), per-channel activations inside the graph, QDQ
+propagation through data-movement ops, int16 / 4-bit / float8 types, ops outside :data:`SUPPORTED_OPS`.
+Float32 kernels depend on the CPU (FMA, AVX2: as on any x86-64 from 2013 on) and, for MatMul / Gemm with
+more columns than rows and large K, on onnxruntime's thread count (``FXPSIM_ORT_THREADS``, default the
+usable cores); ``IntegerGraph.run`` splits batches above 256 samples, which onnxruntime does not.
 
 The model's own layout and types are kept at the boundary: ``graph.run(x)`` takes and returns what
 ``InferenceSession.run`` takes and returns (NCHW, float32 for a QDQ model with float inputs). Inside, images
@@ -167,8 +177,6 @@ class _Importer:
                 if "value" not in n.attrs:
                     raise _unsupported(n, "a Constant without a 'value' tensor")
                 self.consts[n.outputs[0]] = self.nh.to_array(n.attrs["value"])
-            elif n.op == "Identity" and n.domain == "":
-                keep.append(n)
             else:
                 keep.append(n)
         self.nodes = keep
