@@ -154,7 +154,7 @@ class SensitivityResult:
         ax.set_ylabel(f"{self.metric} drop (points)")
         ax.set_title("Sensitivity: one node lowered, the rest at the reference (exact accumulators)")
         ax.grid(True, axis="y", alpha=0.3)
-        ax.legend(fontsize=7, ncol=min(len(settings), 6))
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         if path is not None:
             fig.savefig(path, dpi=120, bbox_inches="tight")
         return fig

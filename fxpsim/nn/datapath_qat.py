@@ -65,7 +65,8 @@ the weight scale (``scale_grad=True``, default)
     the quantizer's own ``scale_grads``) -- so coarser weights can buy headroom;
 an overflow penalty (``overflow_penalty`` :math:`\\lambda`, ``penalty_margin`` :math:`m`)
     :math:`P = \\frac{\\lambda}{N} \\sum_{n,o} \\max(0, |a^*_{n,o}| / L - m)` over the exact sums
-    :math:`a^* = z^* / (s_x s_{w,o})` of a batch of :math:`N` (WrapNet's overflow penalty, Ni et al. 2020),
+    :math:`a^* = z^* / (s_x s_{w,o})` of a batch of :math:`N` (WrapNet's overflow penalty, Ni et al. 2020;
+    :math:`z^*` is one float32 product of the layer's input and the dequantized hardware weights, plus the bias),
     whose gradient :math:`\\partial P/\\partial z^* = \\frac{\\lambda}{N} \\mathrm{sign}(a^*) / (L s_x s_w)` and
     :math:`\\partial P/\\partial s_{w,o} = -\\frac{\\lambda}{N}\\sum_n |a^*| / (L s_{w,o})` (where
     :math:`|a^*| > mL`) is added to the backward pass (it is not part of the loss ``fit`` reports). A margin
@@ -424,29 +425,11 @@ class DatapathAware(Module):
         self.overflowed_outputs = int(np.count_nonzero(counts))
         self.outputs = int(counts.size)
         self._keep = self._penalty_grad = self._z_rail = self._ds_penalty = None
-        self._s_w = s_w
+        self._s_w, self._s_in = s_w, s_in
         limit = (1 << (bits - 1)) - 1
         mode = self.config.accumulator_overflow.value
         if self.training and self.overflowed_outputs and self.overflow_grad == "mask":
             self._keep = (counts == 0).astype(self.dtype)
-        if self.training and (self.overflow_grad == "final" and self.overflowed_outputs or self.overflow_penalty):
-            exact, _ = self._accumulate_codes(xi, w_int, b_int, acc=False)
-            inside = (exact >= -limit - 1) & (exact <= limit)
-            if self.overflow_grad == "final" and not inside.all():
-                self._keep = inside.astype(self.dtype)
-            target = self.penalty_margin * limit
-            if self.overflow_penalty and np.abs(exact).max() > target:
-                # P = lambda / N * sum relu(|a*| / L - m),  a* = z* / (s_x s_w):  dP/dz* and dP/ds_w
-                over = np.where(np.abs(exact) > target, np.sign(exact), 0.0) / (limit * exact.shape[0])
-                self._penalty_grad = (self.overflow_penalty * over / (s_in * s_w)).astype(self.dtype)
-                self._ds_penalty = -self.overflow_penalty * (over * exact).reshape(-1, s_w.size).sum(axis=0) / s_w
-        scale = (s_in * s_w).astype(np.float64)
-        z = (acc * scale).astype(self.dtype)
-        if self.training and self.scale_grad and self.overflowed_outputs and self.overflow_grad != "pass" and \
-                mode in ("saturate", "saturate_symmetric", "error"):
-            # a sum at the rail is z = s_x s_w (+-L): it grows with the weight scale (PACT's clip gradient)
-            rail = (acc >= limit) | (acc <= (-limit if mode == "saturate_symmetric" else -limit - 1))
-            self._z_rail = np.where(rail, z, 0).astype(self.dtype)
         # what the backward multiplies with: the dequantized hardware weights (and the float input)
         s_model = s_w.reshape(w_int.shape[2], w_int.shape[3]) if kind == "depthwise_conv2d" else s_w
         self._w_hw = (w_int * s_model).astype(self.dtype)
@@ -455,13 +438,36 @@ class DatapathAware(Module):
             self._x = x
         else:
             (oh, ow), pads = _conv._pads(x.shape, layer.kernel_size, layer.stride, layer.padding)
-            self._pads = pads
+            self._pads, self._out_hw = pads, (oh, ow)
             kh, kw = layer.kernel_size
             patches = _conv.extract_patches(_conv.pad_nhwc(x, pads), (kh, kw), layer.stride)
             if kind == "conv2d":
                 self._cols = patches.reshape(x.shape[0] * oh * ow, kh * kw * x.shape[3])
             else:
                 self._patches = patches
+        if self.training and self.overflow_grad == "final" and self.overflowed_outputs:
+            exact, _ = self._accumulate_codes(xi, w_int, b_int, acc=False)
+            inside = (exact >= -limit - 1) & (exact <= limit)
+            if not inside.all():
+                self._keep = inside.astype(self.dtype)
+        if self.training and self.overflow_penalty:
+            # P = lambda / N * sum relu(|a*| / L - m),  a* = z* / (s_x s_w):  dP/dz* and dP/ds_w, with the exact
+            # sums a* from one float product of the dequantized operands (a regulariser: float32 is plenty)
+            sums = self._float_sums(b_int) / (s_in * s_w).astype(np.float32)
+            target = self.penalty_margin * limit
+            if np.abs(sums).max() > target:
+                over = np.where(np.abs(sums) > target, np.sign(sums), 0.0).astype(self.dtype)
+                over /= limit * sums.shape[0]
+                self._penalty_grad = (self.overflow_penalty * over / (s_in * s_w)).astype(self.dtype)
+                self._ds_penalty = -self.overflow_penalty * (over * sums).reshape(-1, s_w.size).sum(
+                    axis=0, dtype=np.float64) / s_w
+        scale = (s_in * s_w).astype(np.float64)
+        z = (acc * scale).astype(self.dtype)
+        if self.training and self.scale_grad and self.overflowed_outputs and self.overflow_grad != "pass" and \
+                mode in ("saturate", "saturate_symmetric", "error"):
+            # a sum at the rail is z = s_x s_w (+-L): it grows with the weight scale (PACT's clip gradient)
+            rail = (acc >= limit) | (acc <= (-limit if mode == "saturate_symmetric" else -limit - 1))
+            self._z_rail = np.where(rail, z, 0).astype(self.dtype)
         y, self._act_mask = FusedActivation.forward(z, layer.activation)
         return y if layer.activation_quantizer is None else layer.activation_quantizer(y)
 
@@ -493,6 +499,22 @@ class DatapathAware(Module):
         layer._weight_grad(dw)
         return dx
 
+
+    def _float_sums(self, b_int) -> np.ndarray:
+        """:math:`z^* + s_x s_w b^{int}` in float32 from the cached input and dequantized hardware weights."""
+        layer = self.layer
+        if self.kind == "dense":
+            z = np.matmul(self._x, self._w_hw)
+        elif self.kind == "conv2d":
+            z = np.matmul(self._cols, self._w_hw.reshape(-1, self._w_hw.shape[3]))
+        else:
+            z = np.einsum("nhwabc,abcm->nhwcm", self._patches, self._w_hw, optimize=True)
+        z = z.reshape(self._x_shape[0], -1, self._s_w.size) if self.kind != "dense" else z
+        bias = (b_int * self._s_in * self._s_w).astype(self.dtype)
+        out = z + bias
+        shape = (self._x_shape[0],) + ((layer.out_features,) if self.kind == "dense" else
+                                       tuple(self._out_hw) + (self._s_w.size,))
+        return out.reshape(shape)
 
     def _scale_backward(self, ds: np.ndarray) -> None:
         """Hand :math:`\\partial L / \\partial s_{w,o}` (per output channel) to the weight quantizer's scale
@@ -588,7 +610,8 @@ def datapath_aware(model: Sequential, config, *, input_range=None, calibration_x
             out.append(DatapathAware(layer, config, input_quantizer=current,
                                      input_range=input_range if current is None else None,
                                      overflow_grad=overflow_grad, weights=weights, overflow_penalty=overflow_penalty,
-                                     penalty_margin=penalty_margin, scale_grad=scale_grad, node_name=name, node_index=index,
+                                     penalty_margin=penalty_margin, scale_grad=scale_grad, node_name=name,
+                                     node_index=index,
                                      threads=threads))
             current = layer.activation_quantizer
             input_range = None
