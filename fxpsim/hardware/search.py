@@ -24,9 +24,9 @@ evaluates every single step down (one node, one axis, to the next narrower candi
 accuracy stays at or above ``target`` (if given), and takes the one that loses the least accuracy per unit of
 cost saved (ties: the larger saving); when none keeps the target, it tries exchanges (one axis a step up,
 another a step down, cheaper overall; ``refine=True``) the same way; stop when the cost is within ``budget``
-(if given, and no ``target``) or nothing is left. Configurations are evaluated once each. Every evaluated configuration is kept: the result is the most accurate one within the budget,
-or the cheapest one meeting the target, and the mixed Pareto front (accuracy against cost) comes from all of
-them. The uniform grid (the product of the candidates, every node alike) is evaluated for comparison.
+(if given, and no ``target``) or nothing is left. Configurations are evaluated once each, and every one is
+kept: the result is the most accurate one within the budget, or the cheapest one meeting the target, and the
+mixed Pareto front (accuracy against cost) comes from all of them. The uniform grid (the product of the candidates, every node alike) is evaluated for comparison.
 
 Per-node overrides need ``HardwareConfig(layers=...)`` (:meth:`HardwareConfig.with_layer`); where the installed
 :class:`HardwareConfig` has no ``layers`` field, :func:`search` and :func:`sensitivity` raise
