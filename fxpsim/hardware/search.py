@@ -26,7 +26,8 @@ cost saved (ties: the larger saving); when none keeps the target, it tries excha
 another a step down, cheaper overall; ``refine=True``) the same way; stop when the cost is within ``budget``
 (if given, and no ``target``) or nothing is left. Configurations are evaluated once each, and every one is
 kept: the result is the most accurate one within the budget, or the cheapest one meeting the target, and the
-mixed Pareto front (accuracy against cost) comes from all of them. The uniform grid (the product of the candidates, every node alike) is evaluated for comparison.
+mixed Pareto front (accuracy against cost) comes from all of them. The uniform grid (the product of the
+candidates, every node alike) is evaluated for comparison.
 
 Per-node overrides need ``HardwareConfig(layers=...)`` (:meth:`HardwareConfig.with_layer`); where the installed
 :class:`HardwareConfig` has no ``layers`` field, :func:`search` and :func:`sensitivity` raise
