@@ -344,7 +344,9 @@ def constrain_accumulators(model, accumulator_bits: int, *, input_range=None, ca
     ``input_bits`` unsigned codes of ``input_range`` or of the min/max of ``calibration_x``, as the converter
     calibrates the network input); its bias is clipped on every forward pass into the headroom its weights
     leave (module docstring), so the converted integer network never overflows a ``accumulator_bits``-bit
-    accumulator, whatever its input. Activation quantizers must be per tensor.
+    accumulator, whatever its input. Activation quantizers must be per tensor. A layer that already has an
+    accumulator-aware quantizer for the same widths keeps it (trained scale and norm) and is only linked to
+    its bias again: call this after :func:`fxpsim.nn.train.load_model` (the link is not saved).
     """
     # layers are recognised by class name: this module sits below fxpsim.nn and does not import it
     if not hasattr(model, "layers"):
@@ -370,12 +372,15 @@ def constrain_accumulators(model, accumulator_bits: int, *, input_range=None, ca
                 n_bits, signed = grid
             else:
                 n_bits, signed = input_bits, False
-            q = AccumulatorAwareQuantizer(accumulator_bits, n_bits, signed, num_bits=num_bits,
-                                          axis=2 if kind == "DepthwiseConv2D" else -1,
-                                          bias_reserve=bias_reserve, rounding=rounding)
+            q = layer.weight_quantizer
+            if not (isinstance(q, AccumulatorAwareQuantizer) and q.accumulator_bits == accumulator_bits
+                    and q.input_bits == n_bits and q.input_signed == signed):
+                q = AccumulatorAwareQuantizer(accumulator_bits, n_bits, signed, num_bits=num_bits,
+                                              axis=2 if kind == "DepthwiseConv2D" else -1,
+                                              bias_reserve=bias_reserve, rounding=rounding)
+                layer.weight_quantizer = q
+                layer._grads = {}
             q.bias_link = _BiasLink(layer, q, current, input_range if current is None else None)
-            layer.weight_quantizer = q
-            layer._grads = {}
             current = layer.activation_quantizer
         elif getattr(layer, "activation_quantizer", None) is not None:
             current = layer.activation_quantizer

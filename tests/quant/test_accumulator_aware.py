@@ -221,6 +221,14 @@ def test_errors_and_round_trip(tmp_path, digits):
         if getattr(a, "weight_quantizer", None) is not None:
             np.testing.assert_array_equal(a.weight_quantizer.integer_form(a.W).codes,
                                           b.weight_quantizer.integer_form(b.W).codes)
+    # the bias link is not saved: linking again keeps the trained quantizers and clips the biases again
+    assert loaded[0].weight_quantizer.bias_link is None
+    quantizers = [layer.weight_quantizer for layer in loaded.layers if hasattr(layer, "weight_quantizer")]
+    constrain_accumulators(loaded, 16, calibration_x=x)
+    assert [layer.weight_quantizer for layer in loaded.layers if hasattr(layer, "weight_quantizer")] == quantizers
+    loaded[0].b[:] = 100.0
+    loaded[0].quantized_weight()
+    assert np.all(np.abs(loaded[0].b) < 100.0)
 
 
 def test_constrained_network_accuracy(digits):
