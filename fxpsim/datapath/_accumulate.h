@@ -136,6 +136,9 @@ FXA_CLONES static void NAME(const T *a, const T *b, const T *init, int64_t *out,
 
 FXA_DEFINE(fxa_mac_rows_i32, int32_t, uint32_t)
 FXA_DEFINE(fxa_mac_rows_i64, int64_t, uint64_t)
+/* Sums modulo 2^64 (FXA_EXACT only): unsigned lanes wrap by definition, so any operands are fine.
+ * Two's-complement wrapping commutes with summation, so this is the exact sum's low 64 bits. */
+FXA_DEFINE(fxa_mac_rows_u64, uint64_t, uint64_t)
 
 
 /*
@@ -310,17 +313,6 @@ static void NAME(const int16_t *a, const int16_t *b, const int16_t *init, int64_
 }
 
 /* ok counts the steps that did not overflow: +1 where x == y (CNT_EQ) or where good is all ones */
-#define FXA_LD512(p) _mm512_loadu_si512((const void *)(p))
-#define FXA_ST512(p, v) _mm512_storeu_si512((void *)(p), v)
-#define FXA_EQ512(x, y) _mm512_movm_epi16(_mm512_cmpeq_epi16_mask(x, y))
-#define FXA_GT512(x, y) _mm512_movm_epi16(_mm512_cmpgt_epi16_mask(x, y))
-#define FXA_CNT_EQ512(ok, x, y) _mm512_mask_add_epi16(ok, _mm512_cmpeq_epi16_mask(x, y), ok, one)
-#define FXA_CNT_TRUE512(ok, good) _mm512_sub_epi16(ok, good)
-FXA_I16_KERNEL(fxa_mac16_avx512, "avx512f,avx512bw", __m512i, 2, _mm512_set1_epi16, FXA_LD512,
-               FXA_ST512, _mm512_mullo_epi16, _mm512_adds_epi16, _mm512_add_epi16, _mm512_max_epi16,
-               _mm512_min_epi16, _mm512_sll_epi16, _mm512_sra_epi16, FXA_EQ512, _mm512_and_si512,
-               _mm512_andnot_si512, FXA_GT512, _mm512_or_si512, FXA_CNT_EQ512, FXA_CNT_TRUE512)
-
 #define FXA_LD256(p) _mm256_loadu_si256((const __m256i *)(p))
 #define FXA_ST256(p, v) _mm256_storeu_si256((__m256i *)(p), v)
 #define FXA_CNT_EQ256(ok, x, y) _mm256_sub_epi16(ok, _mm256_cmpeq_epi16(x, y))
@@ -331,6 +323,342 @@ FXA_I16_KERNEL(fxa_mac16_avx2, "avx2", __m256i, 4, _mm256_set1_epi16, FXA_LD256,
                _mm256_and_si256, _mm256_andnot_si256, _mm256_cmpgt_epi16, _mm256_or_si256,
                FXA_CNT_EQ256, FXA_CNT_TRUE256)
 
+/* ------------------------------------------------------------------------
+ * AVX-512BW kernels, register-blocked: FXA_R16 rows (16-bit lanes) or FXA_R32
+ * rows (32-bit lanes) x one 64-column slab of b held in registers for a whole
+ * k tile, so each load of b feeds several rows and the accumulators and
+ * overflow counters never leave registers inside a tile.  Overflow counting
+ * is one mask compare and one masked add per vector per add (no horizontal
+ * work); the 16-/32-bit lane counters are flushed into the int64 counts once
+ * per tile of FXA_KTILE steps (< 2^15, so a 16-bit counter cannot wrap).
+ *
+ * Common arguments (both kernels):
+ *   a        rows of K multiplicands (int16), row stride lda
+ *   rows     nrows source-row indices into a, or NULL (row i is a + i * lda)
+ *   b        b packed in 64-column slabs [ceil(N/64), K, 64] (int16, zero padded)
+ *   init     start values, row i at init + i * init_ld (init_ld = 0: one row
+ *            shared by every output row), or NULL for zeros
+ *   out, cnt [nrows, N] int64 results and per-output overflow counts; cnt may
+ *            be NULL: no counting at all (the cheaper loops below)
+ *   mode     FXA_SAT / FXA_ZERO / FXA_WRAP_S / FXA_WRAP_U (32-bit only) / FXA_EXACT
+ *   lo, hi   accumulator range; sh = lane bits - word (FXA_WRAP_S)
+ * ------------------------------------------------------------------------ */
+#define FXA_R16 4
+#define FXA_R32 2
+#ifndef FXA_KTILE
+#define FXA_KTILE 1024
+#endif
+
+enum {  /* loop variants of the 16-bit kernel (counting ones first) */
+    FX16_SAT_FULL, FX16_SAT_NARROW, FX16_SAT_GENERAL, FX16_WRAP_FULL, FX16_WRAP_NARROW,
+    FX16_ZERO_FULL, FX16_ZERO_NARROW, FX16_ZERO_GENERAL,
+    FX16_N_SAT_FULL, FX16_N_SAT, FX16_N_WRAP_FULL, FX16_N_WRAP_NARROW
+};
+
+/* Loop bodies on one vector: A accumulators, O overflow counters, p products.
+ * FULL: the register is the whole int16 lane (native saturating/wrapping add);
+ * NARROW: hi - lo <= 32767, so a sum that leaves int16 also leaves [lo, hi] and
+ *   adds() pins it on the right side (no separate wrapping add needed);
+ * GENERAL: a 16-bit range that is neither (saturate_symmetric at 16 bits). */
+#define FX16_B_SAT_FULL(A, O)  { const __m512i s_ = _mm512_adds_epi16(A, p_);                           \
+    O = _mm512_mask_add_epi16(O, _mm512_cmpneq_epi16_mask(s_, _mm512_add_epi16(A, p_)), O, one); A = s_; }
+#define FX16_B_SAT_NARROW(A, O) { const __m512i s_ = _mm512_adds_epi16(A, p_);                          \
+    const __m512i c_ = _mm512_min_epi16(_mm512_max_epi16(s_, vlo), vhi);                                \
+    O = _mm512_mask_add_epi16(O, _mm512_cmpneq_epi16_mask(c_, s_), O, one); A = c_; }
+#define FX16_B_SAT_GENERAL(A, O) { const __m512i s_ = _mm512_adds_epi16(A, p_);                         \
+    const __m512i c_ = _mm512_min_epi16(_mm512_max_epi16(s_, vlo), vhi);                                \
+    const __mmask32 k_ = _mm512_cmpneq_epi16_mask(c_, s_) | _mm512_cmpneq_epi16_mask(s_, _mm512_add_epi16(A, p_)); \
+    O = _mm512_mask_add_epi16(O, k_, O, one); A = c_; }
+#define FX16_B_WRAP_FULL(A, O) { const __m512i w_ = _mm512_add_epi16(A, p_);                            \
+    O = _mm512_mask_add_epi16(O, _mm512_cmpneq_epi16_mask(_mm512_adds_epi16(A, p_), w_), O, one); A = w_; }
+#define FX16_B_WRAP_NARROW(A, O) { const __m512i w_ = _mm512_add_epi16(A, p_);                          \
+    const __m512i c_ = _mm512_sra_epi16(_mm512_sll_epi16(w_, shc), shc);                                \
+    O = _mm512_mask_add_epi16(O, _mm512_cmpneq_epi16_mask(c_, w_), O, one); A = c_; }
+#define FX16_B_ZERO_FULL(A, O) { const __m512i w_ = _mm512_add_epi16(A, p_);                            \
+    const __mmask32 k_ = _mm512_cmpneq_epi16_mask(_mm512_adds_epi16(A, p_), w_);                        \
+    O = _mm512_mask_add_epi16(O, k_, O, one); A = _mm512_maskz_mov_epi16((__mmask32)~k_, w_); }
+#define FX16_B_ZERO_NARROW(A, O) { const __m512i s_ = _mm512_adds_epi16(A, p_);                         \
+    const __mmask32 k_ = _mm512_cmpgt_epi16_mask(s_, vhi) | _mm512_cmplt_epi16_mask(s_, vlo);           \
+    O = _mm512_mask_add_epi16(O, k_, O, one); A = _mm512_maskz_mov_epi16((__mmask32)~k_, s_); }
+#define FX16_B_ZERO_GENERAL(A, O) { const __m512i s_ = _mm512_adds_epi16(A, p_);                        \
+    const __mmask32 k_ = _mm512_cmpgt_epi16_mask(s_, vhi) | _mm512_cmplt_epi16_mask(s_, vlo)            \
+                         | _mm512_cmpneq_epi16_mask(s_, _mm512_add_epi16(A, p_));                       \
+    O = _mm512_mask_add_epi16(O, k_, O, one); A = _mm512_maskz_mov_epi16((__mmask32)~k_, s_); }
+#define FX16_B_N_SAT_FULL(A, O) { A = _mm512_adds_epi16(A, p_); }
+#define FX16_B_N_SAT(A, O) { A = _mm512_min_epi16(_mm512_max_epi16(_mm512_adds_epi16(A, p_), vlo), vhi); }
+#define FX16_B_N_WRAP_FULL(A, O) { A = _mm512_add_epi16(A, p_); }
+#define FX16_B_N_WRAP_NARROW(A, O) { A = _mm512_sra_epi16(_mm512_sll_epi16(_mm512_add_epi16(A, p_), shc), shc); }
+
+/* k loop of one register block of R rows (R = 1 or 4) x 64 columns (2 vectors per row); named
+ * variables rather than arrays keep every accumulator and counter in its own register */
+#define FX16_ROW(r, BODY)                                                                          \
+    {                                                                                               \
+        const __m512i x_ = _mm512_set1_epi16(ar##r[k]);                                             \
+        { const __m512i p_ = _mm512_mullo_epi16(x_, b0_); BODY(acc##r##0, ov##r##0) }               \
+        { const __m512i p_ = _mm512_mullo_epi16(x_, b1_); BODY(acc##r##1, ov##r##1) }               \
+    }
+#define FX16_KLOOP(R, BODY)                                                                        \
+    for (ptrdiff_t k = k0; k < k1; k++) {                                                           \
+        const __m512i b0_ = _mm512_loadu_si512((const void *)(bslab + k * 64));                     \
+        const __m512i b1_ = _mm512_loadu_si512((const void *)(bslab + k * 64 + 32));                \
+        FX16_ROW(0, BODY)                                                                           \
+        if ((R) > 1) {                                                                              \
+            FX16_ROW(1, BODY) FX16_ROW(2, BODY) FX16_ROW(3, BODY)                                   \
+        }                                                                                           \
+    }
+
+#define FX16_SWITCH(R)                                                                             \
+    switch (variant) {                                                                              \
+    case FX16_SAT_FULL: FX16_KLOOP(R, FX16_B_SAT_FULL) break;                                       \
+    case FX16_SAT_NARROW: FX16_KLOOP(R, FX16_B_SAT_NARROW) break;                                   \
+    case FX16_SAT_GENERAL: FX16_KLOOP(R, FX16_B_SAT_GENERAL) break;                                 \
+    case FX16_WRAP_FULL: FX16_KLOOP(R, FX16_B_WRAP_FULL) break;                                     \
+    case FX16_WRAP_NARROW: FX16_KLOOP(R, FX16_B_WRAP_NARROW) break;                                 \
+    case FX16_ZERO_FULL: FX16_KLOOP(R, FX16_B_ZERO_FULL) break;                                     \
+    case FX16_ZERO_NARROW: FX16_KLOOP(R, FX16_B_ZERO_NARROW) break;                                 \
+    case FX16_ZERO_GENERAL: FX16_KLOOP(R, FX16_B_ZERO_GENERAL) break;                               \
+    case FX16_N_SAT_FULL: FX16_KLOOP(R, FX16_B_N_SAT_FULL) break;                                   \
+    case FX16_N_SAT: FX16_KLOOP(R, FX16_B_N_SAT) break;                                             \
+    case FX16_N_WRAP_FULL: FX16_KLOOP(R, FX16_B_N_WRAP_FULL) break;                                 \
+    default: FX16_KLOOP(R, FX16_B_N_WRAP_NARROW) break;                                             \
+    }
+
+/* start values of row i + r (the previous tile's results after the first tile) -> two vectors */
+#define FX16_LOAD(r)                                                                               \
+    {                                                                                               \
+        const ptrdiff_t row = i + (r);                                                              \
+        ar##r = a + (rows ? rows[row] : row) * lda;                                                 \
+        for (int j = 0; j < 64; j++)                                                                \
+            tmp[j] = j >= len ? 0 : k0 > 0 ? (int16_t)out[row * N + j0 + j]                          \
+                     : init ? init[row * init_ld + j0 + j] : 0;                                     \
+        acc##r##0 = _mm512_loadu_si512((const void *)tmp);                                          \
+        acc##r##1 = _mm512_loadu_si512((const void *)(tmp + 32));                                   \
+        ov##r##0 = ov##r##1 = _mm512_setzero_si512();                                               \
+    }
+#define FX16_STORE(r)                                                                              \
+    {                                                                                               \
+        const ptrdiff_t row = i + (r);                                                              \
+        _mm512_storeu_si512((void *)tmp, acc##r##0);                                                \
+        _mm512_storeu_si512((void *)(tmp + 32), acc##r##1);                                         \
+        for (ptrdiff_t j = 0; j < len; j++)                                                         \
+            out[row * N + j0 + j] = tmp[j];                                                         \
+        if (cnt) {                                                                                  \
+            _mm512_storeu_si512((void *)tmp, ov##r##0);                                             \
+            _mm512_storeu_si512((void *)(tmp + 32), ov##r##1);                                      \
+            for (ptrdiff_t j = 0; j < len; j++)                                                     \
+                cnt[row * N + j0 + j] = (k0 > 0 ? cnt[row * N + j0 + j] : 0) + (uint16_t)tmp[j];    \
+        }                                                                                           \
+    }
+#define FX16_BLOCK(R)                                                                              \
+    {                                                                                               \
+        __m512i acc00, acc01, acc10, acc11, acc20, acc21, acc30, acc31;                             \
+        __m512i ov00, ov01, ov10, ov11, ov20, ov21, ov30, ov31;                                     \
+        const int16_t *ar0, *ar1 = NULL, *ar2 = NULL, *ar3 = NULL;                                  \
+        acc10 = acc11 = acc20 = acc21 = acc30 = acc31 = _mm512_setzero_si512();                     \
+        ov10 = ov11 = ov20 = ov21 = ov30 = ov31 = acc10;                                            \
+        FX16_LOAD(0)                                                                                \
+        if ((R) > 1) { FX16_LOAD(1) FX16_LOAD(2) FX16_LOAD(3) }                                     \
+        FX16_SWITCH(R)                                                                              \
+        FX16_STORE(0)                                                                               \
+        if ((R) > 1) { FX16_STORE(1) FX16_STORE(2) FX16_STORE(3) }                                  \
+        (void)ar1; (void)ar2; (void)ar3;                                                            \
+    }
+
+__attribute__((target("avx512f,avx512bw")))
+static void fxa_mac16_x512(const int16_t *a, const int64_t *rows, ptrdiff_t lda, const int16_t *b,
+                           const int16_t *init, ptrdiff_t init_ld, int64_t *out, int64_t *cnt,
+                           ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, int mode, int16_t lo, int16_t hi,
+                           int sh)
+{
+    const __m512i vlo = _mm512_set1_epi16(lo), vhi = _mm512_set1_epi16(hi), one = _mm512_set1_epi16(1);
+    const __m128i shc = _mm_cvtsi32_si128(sh);
+    const int full = lo == INT16_MIN && hi == INT16_MAX;
+    const int narrow = (int32_t)hi - (int32_t)lo <= INT16_MAX;
+    int variant;
+    int16_t tmp[64];
+    (void)vlo; (void)vhi; (void)one; (void)shc;
+    if (mode == FXA_WRAP_S)
+        variant = cnt ? (sh == 0 ? FX16_WRAP_FULL : FX16_WRAP_NARROW)
+                      : (sh == 0 ? FX16_N_WRAP_FULL : FX16_N_WRAP_NARROW);
+    else if (mode == FXA_ZERO)
+        variant = full ? FX16_ZERO_FULL : narrow ? FX16_ZERO_NARROW : FX16_ZERO_GENERAL;
+    else if (cnt)
+        variant = full ? FX16_SAT_FULL : narrow ? FX16_SAT_NARROW : FX16_SAT_GENERAL;
+    else
+        variant = full ? FX16_N_SAT_FULL : FX16_N_SAT;
+    for (ptrdiff_t j0 = 0; j0 < N; j0 += 64) {
+        const ptrdiff_t len = N - j0 < 64 ? N - j0 : 64;
+        const int16_t *bslab = b + (j0 / 64) * K * 64;
+        ptrdiff_t k0 = 0;
+        do {
+            const ptrdiff_t k1 = K - k0 < FXA_KTILE ? K : k0 + FXA_KTILE;
+            ptrdiff_t i = 0;
+            for (; i + FXA_R16 <= nrows; i += FXA_R16)
+                FX16_BLOCK(FXA_R16)
+            for (; i < nrows; i++)
+                FX16_BLOCK(1)
+            k0 = k1;
+        } while (k0 < K);
+    }
+}
+
+/* --- 32-bit lanes from int16 operands: vpmaddwd forms exact 32-bit products.
+ * b's 64-column slab row is two vectors of 32 int16; with x = (a, 0) in every
+ * 32-bit lane, madd(x, b) = a * b[even column], with x << 16, a * b[odd column]:
+ * four vectors per row hold columns (0,2,..,30), (1,3,..,31), (32,34,..), (33,..).
+ * Non-FULL bodies need |acc| + |p| <= INT32_MAX (the caller checks the data);
+ * FULL: a 32-bit signed register, where the sum may wrap and the overflow is
+ * the sign test (s ^ acc) & (s ^ p) < 0 (vpternlogd 0x18). */
+enum {
+    FX32_SAT, FX32_SAT_FULL, FX32_WRAP, FX32_WRAP_FULL, FX32_WRAP_U, FX32_ZERO, FX32_ZERO_FULL,
+    FX32_N_SAT, FX32_N_SAT_FULL, FX32_N_WRAP, FX32_N_ADD, FX32_N_WRAP_U
+};
+#define FX32_OVF(A) _mm512_cmplt_epi32_mask(_mm512_ternarylogic_epi32(s_, A, p_, 0x18), zero)
+#define FX32_B_SAT(A, O) { const __m512i s_ = _mm512_add_epi32(A, p_);                                  \
+    const __m512i c_ = _mm512_min_epi32(_mm512_max_epi32(s_, vlo), vhi);                                \
+    O = _mm512_mask_add_epi32(O, _mm512_cmpneq_epi32_mask(c_, s_), O, one); A = c_; }
+#define FX32_B_SAT_FULL(A, O) { const __m512i s_ = _mm512_add_epi32(A, p_);                             \
+    const __mmask16 k_ = FX32_OVF(A);                                                               \
+    O = _mm512_mask_add_epi32(O, k_, O, one);                                                       \
+    A = _mm512_mask_mov_epi32(s_, k_, _mm512_xor_si512(_mm512_srai_epi32(A, 31), vmax)); }
+#define FX32_B_WRAP(A, O) { const __m512i s_ = _mm512_add_epi32(A, p_);                                 \
+    const __m512i c_ = _mm512_sra_epi32(_mm512_sll_epi32(s_, shc), shc);                                \
+    O = _mm512_mask_add_epi32(O, _mm512_cmpneq_epi32_mask(c_, s_), O, one); A = c_; }
+#define FX32_B_WRAP_FULL(A, O) { const __m512i s_ = _mm512_add_epi32(A, p_);                            \
+    O = _mm512_mask_add_epi32(O, FX32_OVF(A), O, one); A = s_; }
+#define FX32_B_WRAP_U(A, O) { const __m512i s_ = _mm512_add_epi32(A, p_);                               \
+    const __m512i c_ = _mm512_and_si512(s_, vhi);                                                   \
+    O = _mm512_mask_add_epi32(O, _mm512_cmpneq_epi32_mask(c_, s_), O, one); A = c_; }
+#define FX32_B_ZERO(A, O) { const __m512i s_ = _mm512_add_epi32(A, p_);                                 \
+    const __mmask16 k_ = _mm512_cmpgt_epi32_mask(s_, vhi) | _mm512_cmplt_epi32_mask(s_, vlo);           \
+    O = _mm512_mask_add_epi32(O, k_, O, one); A = _mm512_maskz_mov_epi32((__mmask16)~k_, s_); }
+#define FX32_B_ZERO_FULL(A, O) { const __m512i s_ = _mm512_add_epi32(A, p_);                            \
+    const __mmask16 k_ = FX32_OVF(A);                                                               \
+    O = _mm512_mask_add_epi32(O, k_, O, one); A = _mm512_maskz_mov_epi32((__mmask16)~k_, s_); }
+#define FX32_B_N_SAT(A, O) { A = _mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(A, p_), vlo), vhi); }
+#define FX32_B_N_SAT_FULL(A, O) { const __m512i s_ = _mm512_add_epi32(A, p_);                           \
+    A = _mm512_mask_mov_epi32(s_, FX32_OVF(A), _mm512_xor_si512(_mm512_srai_epi32(A, 31), vmax)); }
+#define FX32_B_N_WRAP(A, O) { A = _mm512_sra_epi32(_mm512_sll_epi32(_mm512_add_epi32(A, p_), shc), shc); }
+#define FX32_B_N_ADD(A, O) { A = _mm512_add_epi32(A, p_); }
+#define FX32_B_N_WRAP_U(A, O) { A = _mm512_and_si512(_mm512_add_epi32(A, p_), vhi); }
+
+#define FX32_ROW(r, BODY)                                                                          \
+    {                                                                                               \
+        const __m512i xe_ = _mm512_set1_epi32((int32_t)(uint16_t)ar##r[k]);                         \
+        const __m512i xo_ = _mm512_slli_epi32(xe_, 16);                                             \
+        { const __m512i p_ = _mm512_madd_epi16(xe_, b0_); BODY(acc##r##0, ov##r##0) }               \
+        { const __m512i p_ = _mm512_madd_epi16(xo_, b0_); BODY(acc##r##1, ov##r##1) }               \
+        { const __m512i p_ = _mm512_madd_epi16(xe_, b1_); BODY(acc##r##2, ov##r##2) }               \
+        { const __m512i p_ = _mm512_madd_epi16(xo_, b1_); BODY(acc##r##3, ov##r##3) }               \
+    }
+#define FX32_KLOOP(R, BODY)                                                                        \
+    for (ptrdiff_t k = k0; k < k1; k++) {                                                           \
+        const __m512i b0_ = _mm512_loadu_si512((const void *)(bslab + k * 64));                     \
+        const __m512i b1_ = _mm512_loadu_si512((const void *)(bslab + k * 64 + 32));                \
+        FX32_ROW(0, BODY)                                                                           \
+        if ((R) > 1) FX32_ROW(1, BODY)                                                              \
+    }
+
+#define FX32_SWITCH(R)                                                                             \
+    switch (variant) {                                                                              \
+    case FX32_SAT: FX32_KLOOP(R, FX32_B_SAT) break;                                                 \
+    case FX32_SAT_FULL: FX32_KLOOP(R, FX32_B_SAT_FULL) break;                                       \
+    case FX32_WRAP: FX32_KLOOP(R, FX32_B_WRAP) break;                                               \
+    case FX32_WRAP_FULL: FX32_KLOOP(R, FX32_B_WRAP_FULL) break;                                     \
+    case FX32_WRAP_U: FX32_KLOOP(R, FX32_B_WRAP_U) break;                                           \
+    case FX32_ZERO: FX32_KLOOP(R, FX32_B_ZERO) break;                                               \
+    case FX32_ZERO_FULL: FX32_KLOOP(R, FX32_B_ZERO_FULL) break;                                     \
+    case FX32_N_SAT: FX32_KLOOP(R, FX32_B_N_SAT) break;                                             \
+    case FX32_N_SAT_FULL: FX32_KLOOP(R, FX32_B_N_SAT_FULL) break;                                   \
+    case FX32_N_WRAP: FX32_KLOOP(R, FX32_B_N_WRAP) break;                                           \
+    case FX32_N_WRAP_U: FX32_KLOOP(R, FX32_B_N_WRAP_U) break;                                       \
+    default: FX32_KLOOP(R, FX32_B_N_ADD) break;                                                     \
+    }
+
+/* vector v, lane l <-> column 32 * (v >> 1) + 2 * l + (v & 1) */
+#define FX32_POS(j) (((j) >> 5) * 32 + ((j) & 1) * 16 + (((j) & 31) >> 1))
+#define FX32_LOAD(r)                                                                               \
+    {                                                                                               \
+        const ptrdiff_t row = i + (r);                                                              \
+        ar##r = a + (rows ? rows[row] : row) * lda;                                                 \
+        for (int j = 0; j < 64; j++)                                                                \
+            tmp[FX32_POS(j)] = j >= len ? 0 : k0 > 0 ? (int32_t)out[row * N + j0 + j]               \
+                               : init ? init[row * init_ld + j0 + j] : 0;                           \
+        acc##r##0 = _mm512_loadu_si512((const void *)tmp);                                          \
+        acc##r##1 = _mm512_loadu_si512((const void *)(tmp + 16));                                   \
+        acc##r##2 = _mm512_loadu_si512((const void *)(tmp + 32));                                   \
+        acc##r##3 = _mm512_loadu_si512((const void *)(tmp + 48));                                   \
+        ov##r##0 = ov##r##1 = ov##r##2 = ov##r##3 = _mm512_setzero_si512();                         \
+    }
+#define FX32_STORE(r)                                                                              \
+    {                                                                                               \
+        const ptrdiff_t row = i + (r);                                                              \
+        _mm512_storeu_si512((void *)tmp, acc##r##0);                                                \
+        _mm512_storeu_si512((void *)(tmp + 16), acc##r##1);                                         \
+        _mm512_storeu_si512((void *)(tmp + 32), acc##r##2);                                         \
+        _mm512_storeu_si512((void *)(tmp + 48), acc##r##3);                                         \
+        for (ptrdiff_t j = 0; j < len; j++)                                                         \
+            out[row * N + j0 + j] = tmp[FX32_POS(j)];                                               \
+        if (cnt) {                                                                                  \
+            _mm512_storeu_si512((void *)tmp, ov##r##0);                                             \
+            _mm512_storeu_si512((void *)(tmp + 16), ov##r##1);                                      \
+            _mm512_storeu_si512((void *)(tmp + 32), ov##r##2);                                      \
+            _mm512_storeu_si512((void *)(tmp + 48), ov##r##3);                                      \
+            for (ptrdiff_t j = 0; j < len; j++)                                                     \
+                cnt[row * N + j0 + j] = (k0 > 0 ? cnt[row * N + j0 + j] : 0) + (uint32_t)tmp[FX32_POS(j)]; \
+        }                                                                                           \
+    }
+#define FX32_BLOCK(R)                                                                              \
+    {                                                                                               \
+        __m512i acc00, acc01, acc02, acc03, acc10, acc11, acc12, acc13;                             \
+        __m512i ov00, ov01, ov02, ov03, ov10, ov11, ov12, ov13;                                     \
+        const int16_t *ar0, *ar1 = NULL;                                                            \
+        acc10 = acc11 = acc12 = acc13 = ov10 = ov11 = ov12 = ov13 = _mm512_setzero_si512();         \
+        FX32_LOAD(0)                                                                                \
+        if ((R) > 1) FX32_LOAD(1)                                                                   \
+        FX32_SWITCH(R)                                                                              \
+        FX32_STORE(0)                                                                               \
+        if ((R) > 1) FX32_STORE(1)                                                                  \
+        (void)ar1;                                                                                  \
+    }
+
+__attribute__((target("avx512f,avx512bw")))
+static void fxa_mac32m_x512(const int16_t *a, const int64_t *rows, ptrdiff_t lda, const int16_t *b,
+                            const int32_t *init, ptrdiff_t init_ld, int64_t *out, int64_t *cnt,
+                            ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, int mode, int32_t lo, int32_t hi,
+                            int sh)
+{
+    const __m512i vlo = _mm512_set1_epi32(lo), vhi = _mm512_set1_epi32(hi), one = _mm512_set1_epi32(1);
+    const __m512i zero = _mm512_setzero_si512(), vmax = _mm512_set1_epi32(INT32_MAX);
+    const __m128i shc = _mm_cvtsi32_si128(sh);
+    const int full = lo == INT32_MIN && hi == INT32_MAX;
+    int variant;
+    int32_t tmp[64];
+    (void)vlo; (void)vhi; (void)one; (void)zero; (void)vmax; (void)shc;
+    switch (mode) {
+    case FXA_SAT: variant = cnt ? (full ? FX32_SAT_FULL : FX32_SAT) : (full ? FX32_N_SAT_FULL : FX32_N_SAT); break;
+    case FXA_WRAP_S:
+        variant = cnt ? (full ? FX32_WRAP_FULL : FX32_WRAP) : (full ? FX32_N_ADD : FX32_N_WRAP); break;
+    case FXA_WRAP_U: variant = cnt ? FX32_WRAP_U : FX32_N_WRAP_U; break;
+    case FXA_ZERO: variant = full ? FX32_ZERO_FULL : FX32_ZERO; break;
+    default: variant = FX32_N_ADD; cnt = NULL; break;       /* FXA_EXACT: no fit, nothing to count */
+    }
+    for (ptrdiff_t j0 = 0; j0 < N; j0 += 64) {
+        const ptrdiff_t len = N - j0 < 64 ? N - j0 : 64;
+        const int16_t *bslab = b + (j0 / 64) * K * 64;
+        ptrdiff_t k0 = 0;
+        do {
+            const ptrdiff_t k1 = K - k0 < FXA_KTILE ? K : k0 + FXA_KTILE;
+            ptrdiff_t i = 0;
+            for (; i + FXA_R32 <= nrows; i += FXA_R32)
+                FX32_BLOCK(FXA_R32)
+            for (; i < nrows; i++)
+                FX32_BLOCK(1)
+            k0 = k1;
+        } while (k0 < K);
+    }
+}
+
 /* 2: AVX-512BW, 1: AVX2, 0: no 16-bit kernel on this CPU. */
 static int fxa_i16_level(void)
 {
@@ -340,24 +668,52 @@ static int fxa_i16_level(void)
     return 0;
 }
 
-static void fxa_mac_rows_i16(const int16_t *a, const int16_t *b, const int16_t *init, int64_t *out,
-                             int64_t *cnt, ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, int mode,
-                             int16_t lo, int16_t hi, int sh, int level)
+/* The 16-bit kernel: level 2 = AVX-512BW (register-blocked, any rows/init layout, cnt may be NULL),
+ * level 1 = AVX2 (one row at a time when rows/init_ld are given; cnt required). */
+static void fxa_mac_rows_i16(const int16_t *a, const int64_t *rows, ptrdiff_t lda, const int16_t *b,
+                             const int16_t *init, ptrdiff_t init_ld, int64_t *out, int64_t *cnt,
+                             ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, int mode, int16_t lo, int16_t hi,
+                             int sh, int level)
 {
-    if (level == 2)
-        fxa_mac16_avx512(a, b, init, out, cnt, nrows, K, N, mode, lo, hi, sh);
-    else
+    if (level == 2) {
+        fxa_mac16_x512(a, rows, lda, b, init, init_ld, out, cnt, nrows, K, N, mode, lo, hi, sh);
+        return;
+    }
+    if (!rows && lda == K && (!init || init_ld == N)) {
         fxa_mac16_avx2(a, b, init, out, cnt, nrows, K, N, mode, lo, hi, sh);
+        return;
+    }
+    for (ptrdiff_t i = 0; i < nrows; i++)
+        fxa_mac16_avx2(a + (rows ? rows[i] : i) * lda, b, init ? init + i * init_ld : NULL, out + i * N,
+                       cnt + i * N, 1, K, N, mode, lo, hi, sh);
+}
+
+/* The 32-bit-lane kernel on int16 operands (AVX-512BW only: callers check fxa_i16_level() == 2). */
+static void fxa_mac_rows_i32m(const int16_t *a, const int64_t *rows, ptrdiff_t lda, const int16_t *b,
+                              const int32_t *init, ptrdiff_t init_ld, int64_t *out, int64_t *cnt,
+                              ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, int mode, int32_t lo, int32_t hi,
+                              int sh)
+{
+    fxa_mac32m_x512(a, rows, lda, b, init, init_ld, out, cnt, nrows, K, N, mode, lo, hi, sh);
 }
 #else
 #define FXA_HAVE_I16 0
 static int fxa_i16_level(void) { return 0; }
-static void fxa_mac_rows_i16(const int16_t *a, const int16_t *b, const int16_t *init, int64_t *out,
-                             int64_t *cnt, ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, int mode,
-                             int16_t lo, int16_t hi, int sh, int level)
+static void fxa_mac_rows_i16(const int16_t *a, const int64_t *rows, ptrdiff_t lda, const int16_t *b,
+                             const int16_t *init, ptrdiff_t init_ld, int64_t *out, int64_t *cnt,
+                             ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, int mode, int16_t lo, int16_t hi,
+                             int sh, int level)
 {
-    (void)a; (void)b; (void)init; (void)out; (void)cnt; (void)nrows; (void)K; (void)N;
-    (void)mode; (void)lo; (void)hi; (void)sh; (void)level;
+    (void)a; (void)rows; (void)lda; (void)b; (void)init; (void)init_ld; (void)out; (void)cnt;
+    (void)nrows; (void)K; (void)N; (void)mode; (void)lo; (void)hi; (void)sh; (void)level;
+}
+static void fxa_mac_rows_i32m(const int16_t *a, const int64_t *rows, ptrdiff_t lda, const int16_t *b,
+                              const int32_t *init, ptrdiff_t init_ld, int64_t *out, int64_t *cnt,
+                              ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, int mode, int32_t lo, int32_t hi,
+                              int sh)
+{
+    (void)a; (void)rows; (void)lda; (void)b; (void)init; (void)init_ld; (void)out; (void)cnt;
+    (void)nrows; (void)K; (void)N; (void)mode; (void)lo; (void)hi; (void)sh;
 }
 #endif
 

@@ -9,12 +9,15 @@ Kernels (the vectorised loops are C in ``_accumulate.h``; rows run in parallel, 
 ``mac_fast``      acc = fit(acc + a[i,k]*b[k,j]), k in order, on int32/int64 lanes
                   (AVX-512/AVX2/baseline variants picked at run time by GCC function multi-versioning)
 ``mac_fast16``    the same on 16-bit lanes with saturating adds (AVX-512BW/AVX2 intrinsics)
+``mac_fast32m``   the same on 32-bit lanes from int16 operands (vpmaddwd products, AVX-512BW)
+``mac_wrap64``    exact sums modulo 2^64 (unsigned lanes: wrapping by definition)
 ``tree_fast``     balanced adder-tree order on int32/int64 lanes, vectorised across output columns
 ``mac_generic``   the same for any width/mode/rounding, sequential or adder-tree order, int128 sums
 ``cumsum_rows``   running sums out[r,k] = fit(out[r,k-1] + x[r,k]) with per-step overflow flags
 """
 from cython.parallel cimport prange, threadid
 from libc.stdint cimport int16_t, int32_t, int64_t, uint64_t
+import numpy as np
 
 from fxpsim.core._kernels cimport (fx_i128, overflow128, shift_round)
 
@@ -40,9 +43,17 @@ cdef extern from "_accumulate.h" nogil:
                            int mode, int64_t lo, int64_t hi, int sh)
     int fxa_have_clones()
     int fxa_i16_level()
-    void fxa_mac_rows_i16(const int16_t* a, const int16_t* b, const int16_t* init, int64_t* out,
+    void fxa_mac_rows_u64(const uint64_t* a, const uint64_t* b, const uint64_t* init, int64_t* out,
                           int64_t* cnt, Py_ssize_t nrows, Py_ssize_t K, Py_ssize_t N, int mode,
-                          int16_t lo, int16_t hi, int sh, int level)
+                          uint64_t lo, uint64_t hi, int sh)
+    void fxa_mac_rows_i16(const int16_t* a, const int64_t* rows, Py_ssize_t lda, const int16_t* b,
+                          const int16_t* init, Py_ssize_t init_ld, int64_t* out, int64_t* cnt,
+                          Py_ssize_t nrows, Py_ssize_t K, Py_ssize_t N, int mode, int16_t lo, int16_t hi,
+                          int sh, int level)
+    void fxa_mac_rows_i32m(const int16_t* a, const int64_t* rows, Py_ssize_t lda, const int16_t* b,
+                           const int32_t* init, Py_ssize_t init_ld, int64_t* out, int64_t* cnt,
+                           Py_ssize_t nrows, Py_ssize_t K, Py_ssize_t N, int mode, int32_t lo, int32_t hi,
+                           int sh)
 
 FAST_EXACT = FXA_EXACT
 FAST_SATURATE = FXA_SAT
@@ -131,31 +142,120 @@ def simd16_level():
     return fxa_i16_level()
 
 
+def _row_index(rows, Py_ssize_t R, Py_ssize_t ra, Py_ssize_t M, Py_ssize_t nb, str name):
+    """The optional row-index array of the 16/32-bit kernels, checked (None: rows 0..R-1)."""
+    cdef const int64_t[::1] idx
+    if rows is None:
+        return None
+    idx = rows
+    if idx.shape[0] != R:
+        raise ValueError(f"{name}: rows has {idx.shape[0]} entries for {R} output rows")
+    if nb != 1 or M != R:
+        raise ValueError(f"{name}: a row index needs one right operand (no batches)")
+    if R and (np.min(rows) < 0 or np.max(rows) >= ra):
+        raise ValueError(f"{name}: row index outside 0..{ra - 1}")
+    return idx
+
+
 def mac_fast16(const int16_t[:, ::1] a, const int16_t[:, ::1] b, const int16_t[:, ::1] init,
                int64_t[:, ::1] out, int64_t[:, ::1] cnt, Py_ssize_t rows_per_batch, int mode,
-               int16_t lo, int16_t hi, int sh, int nthreads, int level=-1):
+               int16_t lo, int16_t hi, int sh, int nthreads, int level=-1, rows=None):
     """``mac_fast`` on 16-bit lanes (signed accumulator <= 16 bits, products fitting int16).
 
     Only FAST_SATURATE, FAST_ZERO and FAST_WRAP_SIGNED; needs ``simd16_level() > 0``.
     ``level``: -1 best for this CPU, or force 1 (AVX2) / 2 (AVX-512BW) up to ``simd16_level()``.
+    ``init``: [R, N], one row [1, N] shared by every output row, or zero rows (start at 0).
+    ``cnt``: [R, N], or zero rows: no counting (AVX-512BW only; the cheaper loops).
+    ``rows``: optional int64 [R] source rows of ``a`` (output row r reads ``a[rows[r]]``; one batch).
     """
-    cdef Py_ssize_t R = a.shape[0], K = a.shape[1], N = out.shape[1]
-    cdef Py_ssize_t M = rows_per_batch, chunk = ROW_CHUNK, per_batch, c, r, nr
-    cdef bint has_init = init.shape[0] > 0
+    cdef Py_ssize_t R = out.shape[0], K = a.shape[1], N = out.shape[1]
+    cdef Py_ssize_t M = rows_per_batch, chunk = ROW_CHUNK, per_batch, c, r, nr, init_ld
+    cdef bint has_init = init.shape[0] > 0, has_cnt = cnt.shape[0] > 0
     cdef int best = fxa_i16_level()
+    cdef const int64_t[::1] idx
+    cdef const int64_t* rp = NULL
     if level < 0:
         level = best
     if not 1 <= level <= best:
         raise RuntimeError(f"mac_fast16: SIMD level {level} unavailable (this CPU: {best})")
+    if not has_cnt and level < 2:
+        raise ValueError("mac_fast16: the AVX2 kernel always counts; pass cnt")
+    idx = _row_index(rows, R, a.shape[0], M, b.shape[0], "mac_fast16")
+    if idx is None and R != a.shape[0]:
+        raise ValueError("mac_fast16: out and a must have the same rows")
+    if R == 0 or N == 0:
+        return
+    if idx is not None:
+        rp = &idx[0]
+    init_ld = 0 if init.shape[0] == 1 else N
+    per_batch = (M + chunk - 1) // chunk
+    for c in prange(per_batch * (R // M), nogil=True, schedule="dynamic", num_threads=nthreads):
+        r = (c // per_batch) * M + (c % per_batch) * chunk
+        nr = min(chunk, (c // per_batch) * M + M - r)
+        fxa_mac_rows_i16(&a[0, 0] if K > 0 and rp != NULL else (&a[r, 0] if K > 0 else NULL),
+                         rp + r if rp != NULL else NULL, K,
+                         &b[r // M, 0] if K > 0 and rp == NULL else (&b[0, 0] if K > 0 else NULL),
+                         (&init[0, 0] if init_ld == 0 else &init[r, 0]) if has_init else NULL, init_ld,
+                         &out[r, 0], &cnt[r, 0] if has_cnt else NULL,
+                         nr, K, N, mode, lo, hi, sh, level)
+
+
+def mac_fast32m(const int16_t[:, ::1] a, const int16_t[:, ::1] b, const int32_t[:, ::1] init,
+                int64_t[:, ::1] out, int64_t[:, ::1] cnt, Py_ssize_t rows_per_batch, int mode,
+                int32_t lo, int32_t hi, int sh, int nthreads, rows=None):
+    """``mac_fast`` on 32-bit lanes from int16 operands packed as for ``mac_fast16`` (AVX-512BW).
+
+    Products are formed exactly by vpmaddwd (|a*b| <= 2^30).  Modes FAST_SATURATE, FAST_ZERO,
+    FAST_WRAP_SIGNED, FAST_WRAP_UNSIGNED, FAST_EXACT.  Unless ``lo, hi`` is the full int32 range
+    (a signed 32-bit register: the sum may wrap in the lanes, overflow is tested on the signs),
+    the caller guarantees ``max(|lo|, |hi|, |init|) + max|a*b| <= 2^31 - 1``.
+    ``init`` ([R, N], [1, N] or zero rows), ``cnt`` (zero rows: no counting) and ``rows`` as in
+    ``mac_fast16``.  Needs ``simd16_level() == 2``.
+    """
+    cdef Py_ssize_t R = out.shape[0], K = a.shape[1], N = out.shape[1]
+    cdef Py_ssize_t M = rows_per_batch, chunk = ROW_CHUNK, per_batch, c, r, nr, init_ld
+    cdef bint has_init = init.shape[0] > 0, has_cnt = cnt.shape[0] > 0
+    cdef const int64_t[::1] idx
+    cdef const int64_t* rp = NULL
+    if fxa_i16_level() < 2:
+        raise RuntimeError("mac_fast32m: needs AVX-512BW")
+    idx = _row_index(rows, R, a.shape[0], M, b.shape[0], "mac_fast32m")
+    if idx is None and R != a.shape[0]:
+        raise ValueError("mac_fast32m: out and a must have the same rows")
+    if R == 0 or N == 0:
+        return
+    if idx is not None:
+        rp = &idx[0]
+    init_ld = 0 if init.shape[0] == 1 else N
+    per_batch = (M + chunk - 1) // chunk
+    for c in prange(per_batch * (R // M), nogil=True, schedule="dynamic", num_threads=nthreads):
+        r = (c // per_batch) * M + (c % per_batch) * chunk
+        nr = min(chunk, (c // per_batch) * M + M - r)
+        fxa_mac_rows_i32m(&a[0, 0] if K > 0 and rp != NULL else (&a[r, 0] if K > 0 else NULL),
+                          rp + r if rp != NULL else NULL, K,
+                          &b[r // M, 0] if K > 0 and rp == NULL else (&b[0, 0] if K > 0 else NULL),
+                          (&init[0, 0] if init_ld == 0 else &init[r, 0]) if has_init else NULL, init_ld,
+                          &out[r, 0], &cnt[r, 0] if has_cnt else NULL,
+                          nr, K, N, mode, lo, hi, sh)
+
+
+def mac_wrap64(const uint64_t[:, ::1] a, const uint64_t[:, ::1] b, int64_t[:, ::1] out,
+               Py_ssize_t rows_per_batch, int nthreads):
+    """out[r] := sum_k a[r,k] * b[r // M][k] modulo 2^64 (b packed as for ``mac_fast``; int64 bit patterns).
+
+    Exact low 64 bits of the sum of products of any int64 operands (unsigned arithmetic wraps by
+    definition, and two's-complement wrapping commutes with summation).
+    """
+    cdef Py_ssize_t R = a.shape[0], K = a.shape[1], N = out.shape[1]
+    cdef Py_ssize_t M = rows_per_batch, chunk = ROW_CHUNK, per_batch, c, r, nr
     if R == 0 or N == 0:
         return
     per_batch = (M + chunk - 1) // chunk
     for c in prange(per_batch * (R // M), nogil=True, schedule="dynamic", num_threads=nthreads):
         r = (c // per_batch) * M + (c % per_batch) * chunk
         nr = min(chunk, (c // per_batch) * M + M - r)
-        fxa_mac_rows_i16(&a[r, 0] if K > 0 else NULL, &b[r // M, 0] if K > 0 else NULL,
-                         &init[r, 0] if has_init else NULL, &out[r, 0], &cnt[r, 0],
-                         nr, K, N, mode, lo, hi, sh, level)
+        fxa_mac_rows_u64(&a[r, 0] if K > 0 else NULL, &b[r // M, 0] if K > 0 else NULL, NULL,
+                         &out[r, 0], NULL, nr, K, N, FXA_EXACT, 0, 0, 0)
 
 
 cdef inline int64_t aligned_product(int64_t x, int64_t y, int shift, int rnd) noexcept nogil:

@@ -26,12 +26,18 @@ overflowed (each add at most once).  ``per_output=True`` returns ``(result, coun
 
 Speed: when the data prove that no partial sum can leave the accumulator's range
 (:math:`|{\\rm init}| + K \\max|a| \\max|b|` within range), the exact sum is computed with
-float32/float64 BLAS (every partial sum is an integer of at most :math:`2^{24}` / :math:`2^{53}`,
-hence exact in any summation order) or an int64 kernel.  Otherwise per-add SIMD kernels run on
-16-, 32- or 64-bit lanes (AVX-512/AVX2 chosen at run time), the adder tree is vectorised across
-output columns (a problem with few output columns and many rows runs transposed, to fill the
-lanes), and rounded products and ``wrap_sign_magnitude`` use a generic 128-bit kernel.
-Rows run in parallel (``threads``), never the reduction, so the thread count never changes a bit.
+float32/float64 BLAS (K cut into chunks whose partial sums are integers of at most :math:`2^{24}` /
+:math:`2^{53}`, hence exact in any summation order; chunk sums added in int64) or an unsigned 64-bit
+kernel.  ``count=False`` with ``overflow="wrap"`` takes the same exact sum modulo :math:`2^{64}` and
+reduces it once (wrapping commutes with summation; see :func:`matmul`).  Otherwise per-add SIMD
+kernels run: with AVX-512BW, register-blocked loops on 16-bit lanes (native saturating adds, int16
+operands and products) or 32-bit lanes (exact VPMADDWD products of int16 operands), each counting
+overflows with one mask compare and one masked add per vector (no horizontal work; lane counters
+flushed once per k tile), and loops without counters for ``count=False``; with AVX2 or wider operands,
+16/32/64-bit-lane loops vectorised by the compiler (AVX-512/AVX2 variants chosen at run time).  The
+adder tree is vectorised across output columns (a problem with few output columns and many rows runs
+transposed, to fill the lanes), and rounded products and ``wrap_sign_magnitude`` use a generic 128-bit
+kernel.  Rows run in parallel (``threads``), never the reduction, so the thread count never changes a bit.
 
 Memory: kernel temporaries (lane copies of ``a``, the right operand packed in 64-column slabs, float
 copies for BLAS, int64 copies for the generic kernel) stay within max(64 MiB, the inputs plus outputs)
@@ -62,10 +68,12 @@ _SMALL_EXACT = 0
 _TLS = threading.local()      # per-thread scratch (overflow counts, im2col patches, BLAS operands)
 _SCRATCH_BYTES = 1 << 22      # temporaries up to this size reuse per-thread buffers
 _COUNT_SCRATCH_BYTES = 1 << 26  # overflow counts up to this size reuse a per-thread buffer
-#: Kernel the last call used ("exact32", "blas32", "blas64", "int64", "simd16", "simd32", "simd64",
-#: "tree32", "tree64", "generic"), for tests and benchmarks that check a path is really taken.
+#: Kernel the last call used ("exact32", "blas32", "blas64", "int64", "simd16", "simd32", "simd32w",
+#: "simd64", "tree32", "tree64", "generic"), for tests and benchmarks that check a path is really taken.
+#: (``count=False`` wrapping reports the path of its exact sum: "blas32", "blas64" or "int64".)
 last_path = ""
 _SIMD16 = _k.simd16_level() > 0      # 16-bit-lane kernel usable on this CPU
+_SIMD512 = _k.simd16_level() >= 2    # the AVX-512BW kernels (16-bit and int16-operand 32-bit lanes)
 _FAST_MODES = {
     Overflow.SATURATE: _k.FAST_SATURATE, Overflow.ERROR: _k.FAST_SATURATE,
     Overflow.SATURATE_SYMMETRIC: _k.FAST_SATURATE, Overflow.SATURATE_ZERO: _k.FAST_ZERO,
@@ -205,10 +213,16 @@ def _threads(threads, work: int) -> int:
     return int(threads)
 
 
-def _modes(rounding, overflow, overflow_at, order, threads=None):
-    """Parse the modes and check ``threads``: everything a public function validates first."""
+def _modes(rounding, overflow, overflow_at, order, threads=None, count=True, per_output=False):
+    """Parse the modes and check ``threads`` and ``count``: everything a public function validates first."""
     _check_threads(threads)
     r, o = Rounding.parse(rounding), Overflow.parse(overflow)
+    if not isinstance(count, (bool, np.bool_)):
+        raise TypeError(f"count must be True or False, got {count!r}")
+    if not count and per_output:
+        raise ValueError("per_output=True needs the overflow counts; drop count=False")
+    if not count and o is Overflow.ERROR:
+        raise ValueError("overflow='error' needs the overflow counts; drop count=False")
     if r is Rounding.STOCHASTIC:
         raise ValueError("rounding='stochastic' is not supported for accumulated products; "
                          "pick a deterministic rounding mode")
@@ -292,9 +306,12 @@ def _k_chunk(rows: int, n: int, kk: int, itemsize: int, limit: int) -> int:
 
 
 def _run_sequential(kernel, a3, b3, rpb, init3, shift, dtype, mode, lo, hi, sh, nthreads, counts=True,
-                    transposed=False):
-    """One sequential SIMD kernel (``mac_fast`` / ``mac_fast16``) over a3 [B, M, K] @ b3 -> (out, cnt) [R, N].
+                    transposed=False, init_dtype=None):
+    """One sequential SIMD kernel (``mac_fast`` / ``mac_fast16`` / ``mac_fast32m``) over a3 [B, M, K] @ b3
+    -> (out, cnt) [R, N] (``cnt`` None without ``counts``).
 
+    ``dtype``: lane type of the operands; ``init_dtype``: of the start values and of ``lo``/``hi``
+    (default ``dtype``; ``mac_fast32m`` takes int16 operands and int32 accumulators).
     When the lane copies would exceed :func:`_temp_limit`, K is cut into chunks run one after the
     other, each starting from the previous chunk's (fitted) accumulators as its ``init``: per-add
     fitting is sequential, and the kernels fit after every add, so the chunked result and counts
@@ -303,21 +320,23 @@ def _run_sequential(kernel, a3, b3, rpb, init3, shift, dtype, mode, lo, hi, sh, 
     nb, m, kk = a3.shape
     n = b3.shape[2]
     rows = nb * m
+    idt = np.dtype(init_dtype or dtype).type
     kc = _k_chunk(rows, n, kk, np.dtype(dtype).itemsize, _temp_limit(a3, b3, init3))
     if kc >= kk:
-        a2, bs, ini, out, cnt = _lane_buffers(a3, b3, init3, shift, dtype, counts=counts, transposed=transposed)
-        kernel(a2, bs, ini, out, cnt, rpb, mode, dtype(lo), dtype(hi), sh, nthreads)
-        return out, cnt
+        a2, bs, ini, out, cnt = _lane_buffers(a3, b3, init3, shift, dtype, counts=counts, transposed=transposed,
+                                              init_dtype=idt)
+        kernel(a2, bs, ini, out, cnt, rpb, mode, idt(lo), idt(hi), sh, nthreads)
+        return out, (cnt if counts else None)
     out = np.empty((rows, n), np.int64)
-    total = np.zeros((rows, n), np.int64) if counts else np.empty((0, n), np.int64)
+    total = np.zeros((rows, n), np.int64) if counts else None
     start = init3
     _TLS.arena = {}                        # the chunks' lane buffers: allocated once, by the first
     try:
         for k0 in range(0, kk, kc):
             k1 = min(kk, k0 + kc)
             a2, bs, ini, _, cnt = _lane_buffers(a3[:, :, k0:k1], b3[:, k0:k1, :], start, shift, dtype,
-                                                counts=counts, out=out)
-            kernel(a2, bs, ini, out, cnt, rpb, mode, dtype(lo), dtype(hi), sh, nthreads)
+                                                counts=counts, out=out, init_dtype=idt)
+            kernel(a2, bs, ini, out, cnt, rpb, mode, idt(lo), idt(hi), sh, nthreads)
             if counts:
                 total += cnt
             start = out.reshape(nb, m, n)  # copied into the lane buffer ``ini`` of the next chunk
@@ -326,29 +345,47 @@ def _run_sequential(kernel, a3, b3, rpb, init3, shift, dtype, mode, lo, hi, sh, 
     return out, total
 
 
-def _exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, threads):
-    """init + (a @ b) * 2^shift, exact: the caller proved every partial sum fits int64."""
+#: Shortest reduction chunk worth a float32 BLAS call of its own: float32 is exact while every partial sum
+#: of a chunk stays within 2^24, so K is cut into chunks of 2^24 / max|product| products (each chunk's
+#: exact sum is added into int64); below this chunk length float64 (2^53) or the integer kernel runs.
+_MIN_BLAS_CHUNK = 32
+
+
+def _exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, threads, mod64=False):
+    """init + (a @ b) * 2^shift, exact (the caller proved every partial sum fits int64), or with ``mod64``
+    its low 64 bits for any data (int64 two's complement: wrapping commutes with summation, so the sum
+    reduced modulo 2^W once equals the per-add wrapped accumulator of any width W <= 64).
+
+    Float BLAS computes sums that are exact in any summation order: float32 while the partial sums of a
+    K chunk stay within 2^24, float64 within 2^53 (chunk sums added in int64, wrapping); otherwise an
+    unsigned 64-bit integer kernel (``mac_wrap64``).
+    """
     nb, m, kk = a3.shape
     n = b3.shape[2]
     pmax = max(abs(p) for p in _product_range(a_rng, b_rng, 0))
     global last_path
     amax, bmax = max(-a_rng[0], a_rng[1]), max(-b_rng[0], b_rng[1])
     small = nb * m * kk * n <= _SMALL_EXACT and threads == 1
-    if kk * pmax <= _I32 and max(amax, bmax) <= _I32 and small:
+    exact_k32 = (1 << 24) // pmax if pmax else kk       # products per chunk exact in float32 / float64
+    exact_k64 = (1 << 53) // pmax if pmax else kk
+    if kk * pmax <= _I32 and max(amax, bmax) <= _I32 and small and not mod64:
         last_path = "exact32"  # see _SMALL_EXACT
         out, _ = _run_sequential(_k.mac_fast, a3, b3, rpb, None, 0, np.int32, _k.FAST_EXACT, 0, 0, 0, threads,
                                  counts=False)
         out = out.reshape(nb, m, n)
-    elif kk * pmax <= 1 << 53:  # every partial sum is an integer of at most 2^53 (2^24): BLAS is exact
-        ftype = np.float32 if kk * pmax <= 1 << 24 else np.float64
+    elif min(exact_k64, kk) >= min(kk, _MIN_BLAS_CHUNK) and max(amax, bmax) <= 1 << 53:
+        ftype = np.float32 if min(exact_k32, kk) >= min(kk, _MIN_BLAS_CHUNK) and max(amax, bmax) <= 1 << 24 \
+            else np.float64
+        exact_k = max(1, min(kk, exact_k32 if ftype is np.float32 else exact_k64))
         last_path = f"blas{np.dtype(ftype).itemsize * 8}"
-        # float copies of a and b: K in chunks when they would exceed the temporaries' limit (each
-        # chunk's sum is exact, and so is their int64 total: every partial sum fits, see the caller)
+        # float copies of a and b: K in chunks when they would exceed the temporaries' limit or the float
+        # type's exact range (each chunk's sum is exact; their total is added in int64)
         per_k = (nb * m + b3.shape[0] * n) * np.dtype(ftype).itemsize
         limit = _temp_limit(a3, b3)
         kc = max(kk, 1) if per_k * kk <= limit else max(_MIN_K_CHUNK, limit // per_k)
+        kc = min(kc, exact_k) if kk else kc
         out = np.empty((nb, m, n), np.int64)
-        part = out if kc >= kk else np.empty((nb, m, n), np.int64)
+        part = out if kc >= kk else _scratch("blas_part", (nb, m, n), np.int64)
         _TLS.arena = {} if kc < kk else None
         try:
             for k0 in range(0, max(kk, 1), kc):
@@ -364,31 +401,57 @@ def _exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, threads):
                     np.matmul(af.reshape(nb * m, k1 - k0), bf[0], out=prod.reshape(nb * m, n))
                 else:
                     np.matmul(af, bf, out=prod)
-                np.copyto(part, prod, casting="unsafe")
-                if part is not out:
-                    if k0 == 0:
-                        out[...] = part
-                    else:
-                        out += part
+                if part is out or k0 == 0:
+                    np.copyto(out, prod, casting="unsafe")
+                else:
+                    np.copyto(part, prod, casting="unsafe")
+                    out += part                                    # int64: wraps modulo 2^64
         finally:
             _TLS.arena = None
     else:
         last_path = "int64"
-        out, _ = _run_sequential(_k.mac_fast, a3, b3, rpb, None, 0, np.int64, _k.FAST_EXACT, 0, 0, 0, threads,
+        out, _ = _run_sequential(_wrap64_kernel, a3, b3, rpb, None, 0, np.int64, _k.FAST_EXACT, 0, 0, 0, threads,
                                  counts=False)
         out = out.reshape(nb, m, n)
     if shift:
-        out *= 1 << shift
+        out <<= shift                       # an exact product of 2^shift (modulo 2^64 with ``mod64``)
     if init3 is not None:
         out += init3
     return out
 
 
+def _wrap64_kernel(a2, bs, ini, out, cnt, rpb, mode, lo, hi, sh, nthreads):
+    """``mac_wrap64`` in the calling convention of ``_run_sequential`` (int64 lanes; K chunks add up through
+    ``ini``, the previous chunk's sums)."""
+    _k.mac_wrap64(a2.view(np.uint64), bs.view(np.uint64), out, rpb, nthreads)
+    if ini.shape[0]:
+        out += ini
+
+
+def _wrap_codes(s: np.ndarray, acc: Format) -> np.ndarray:
+    """Sums modulo 2^64 (int64 bit patterns) reduced modulo 2^W and read in the accumulator's encoding,
+    in place: the low W bits, sign-extended (signed) or zero-extended (unsigned)."""
+    if acc.word == 64:
+        return s
+    u = s.view(np.uint64)
+    if acc.signed:
+        u <<= np.uint64(64 - acc.word)          # unsigned shift: the discarded bits are just dropped
+        s >>= 64 - acc.word                     # arithmetic shift: the sign extension
+    else:
+        u &= np.uint64((1 << acc.word) - 1)
+    return s
+
+
+#: ``counts`` of :func:`_accumulate` when they were not asked for (``count=False``)
+UNCOUNTED = "uncounted"
+
+
 def _accumulate(a3, b3, fa: Format, fb: Format, acc, init, r: Rounding, o: Overflow, order: str,
-                at_end: bool, threads, op: str, init_shape, to_internal, a_rng=None):
+                at_end: bool, threads, op: str, init_shape, to_internal, a_rng=None, count=True):
     """Per-add accumulation of a3 [B, M, K] @ b3 [1 or B, K, N] -> (codes, counts, acc, exact range).
 
-    ``codes`` and ``counts`` are [B, M, N] (``counts`` is None when no add can overflow);
+    ``codes`` and ``counts`` are [B, M, N] (``counts`` is None when no add can overflow, ``UNCOUNTED``
+    when ``count`` is false: then wrapping is the exact sum reduced once, see :func:`matmul`);
     ``exact range`` is (min, max) of the exact sums when an overflow log is active and known.
 
     ``init`` (None, FixedArray or raw codes) is broadcast to the caller's output shape
@@ -439,6 +502,15 @@ def _accumulate(a3, b3, fa: Format, fb: Format, acc, init, r: Rounding, o: Overf
     never = lo_acc <= s_lo and s_hi <= hi_acc
     counts = exact_range = None
     done = False
+    count = count or _overflow_log_active()         # the overflow log always gets its counts
+    if not count and not never and o is Overflow.WRAP and shift >= 0 and not (
+            order == "sequential" and not at_end and _fits_simd16(acc, a_rng, b_rng, p_lo, p_hi, shift)):
+        # two's-complement wrapping commutes with summation: the sum modulo 2^64 (BLAS where exact),
+        # reduced modulo 2^W once, is the per-add (or adder-tree, or end-fitted) wrapped accumulator.
+        # (A 16-bit register on int16 operands keeps its per-add loop: without counters it is one
+        # vpmullw and one vpaddw per 32 adds, faster than BLAS.)
+        out = _wrap_codes(_exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, nthreads, mod64=True), acc)
+        return out, UNCOUNTED, acc, None
     if shift >= 0 and -_I63 <= s_lo and s_hi <= _I63 and (never or at_end):
         out = _exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, nthreads)
         if _overflow_log_active():
@@ -449,9 +521,11 @@ def _accumulate(a3, b3, fa: Format, fb: Format, acc, init, r: Rounding, o: Overf
             counts = bad.astype(np.int64)
     if not done:
         out, counts = _per_add(a3, b3, rpb, init3, acc, shift, r, o, order, at_end,
-                               a_rng, b_rng, p_lo, p_hi, i_rng, lo_acc, hi_acc, nthreads)
+                               a_rng, b_rng, p_lo, p_hi, i_rng, lo_acc, hi_acc, nthreads, count)
         if _overflow_log_active() and shift >= 0 and -_I63 <= s_lo and s_hi <= _I63:
             exact_range = _data_range(_exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, nthreads))
+    if not count:
+        counts = UNCOUNTED
     return out, counts, acc, exact_range
 
 
@@ -491,11 +565,12 @@ def _scratch(name: str, shape, dtype) -> np.ndarray:
     return buf[:nbytes].view(dtype).reshape(shape)
 
 
-def _lane_buffers(a3, b3, init3, shift, dtype, counts=True, transposed=False, out=None):
+def _lane_buffers(a3, b3, init3, shift, dtype, counts=True, transposed=False, out=None, init_dtype=None):
     """Operands (lane type) and int64 outputs of the SIMD kernels: a [R, K], packed b, init, out, cnt.
 
     ``transposed``: the output is a temporary (the caller transposes it into a fresh array);
-    ``out``: an existing [R, N] int64 output to reuse."""
+    ``out``: an existing [R, N] int64 output to reuse; ``init_dtype``: lane type of the start values
+    (default ``dtype``)."""
     nb, m, kk = a3.shape
     n = b3.shape[2]
     a2 = a3.reshape(nb * m, kk)
@@ -503,10 +578,11 @@ def _lane_buffers(a3, b3, init3, shift, dtype, counts=True, transposed=False, ou
         a2 = _scratch("lane_a", a2.shape, dtype)
         np.copyto(a2, a3.reshape(nb * m, kk), casting="unsafe")   # the caller checked the lanes hold a
     bs = _pack_slabs(b3, dtype, 1 << shift)
+    idt = dtype if init_dtype is None else init_dtype
     if init3 is None:
-        ini = np.empty((0, n), dtype)
+        ini = np.empty((0, n), idt)
     else:
-        ini = _scratch("lane_init", (nb * m, n), dtype)
+        ini = _scratch("lane_init", (nb * m, n), idt)
         np.copyto(ini, init3.reshape(nb * m, n), casting="unsafe")
     cnt = _count_scratch(nb * m, n) if counts else np.empty((0, n), np.int64)
     if out is None:
@@ -541,28 +617,38 @@ def _transposed(a3, b3, init3):
 
 
 def _per_add(a3, b3, rpb, init3, acc, shift, r, o, order, at_end, a_rng, b_rng, p_lo, p_hi, i_rng,
-             lo_acc, hi_acc, nthreads):
+             lo_acc, hi_acc, nthreads, count=True):
+    """Per-add kernels: ``(codes, counts)`` [B, M, N]; ``counts`` may be None when ``count`` is false."""
     nb, m, kk = a3.shape
     n = b3.shape[2]
     if not at_end and _transpose_wins(b3, nb * m, n, shift, nthreads):
         at, bt, it = _transposed(a3, b3, init3)
         res = _simd(at, bt, n, it, acc, shift, o, order, b_rng, a_rng, p_lo, p_hi, i_rng, lo_acc, hi_acc,
-                    nthreads, transposed=True)
+                    nthreads, transposed=True, count=count)
         if res is not None:
             out = np.empty((nb * m, n), np.int64)
             out[...] = res[0].T
-            return out.reshape(nb, m, n), res[1].T.reshape(nb, m, n)
+            return out.reshape(nb, m, n), None if res[1] is None else res[1].T.reshape(nb, m, n)
     res = _simd(a3, b3, rpb, init3, acc, shift, o, order, a_rng, b_rng, p_lo, p_hi, i_rng, lo_acc, hi_acc,
-                nthreads) if not at_end else None
+                nthreads, count=count) if not at_end else None
     if res is not None:
-        return res[0].reshape(nb, m, n), res[1].reshape(nb, m, n)
+        return res[0].reshape(nb, m, n), None if res[1] is None else res[1].reshape(nb, m, n)
     return _generic(a3, b3, rpb, init3, acc, shift, r, o, order, at_end, nthreads)
 
 
+def _fits_simd16(acc, a_rng, b_rng, p_lo, p_hi, shift) -> bool:
+    """Whether the AVX-512BW 16-bit kernel takes a (signed, <= 16-bit) wrapping accumulator of these data
+    in its loop without counters (``count=False``)."""
+    return (_SIMD512 and acc.signed and acc.word <= 16 and shift >= 0
+            and min(a_rng[0], b_rng[0] << shift, p_lo) >= -(1 << 15)
+            and max(a_rng[1], b_rng[1] << shift, p_hi) < 1 << 15)
+
+
 def _simd(a3, b3, rpb, init3, acc, shift, o, order, a_rng, b_rng, p_lo, p_hi, i_rng, lo_acc, hi_acc,
-          nthreads, transposed=False):
+          nthreads, transposed=False, count=True):
     """The 16/32/64-bit-lane sequential or adder-tree kernels: ``(out, counts)`` [R, N], or None when
-    no lane width holds the data (or the mode needs the generic kernel)."""
+    no lane width holds the data (or the mode needs the generic kernel).  ``count`` false: counts may
+    be skipped (None) where a kernel has a loop without them (the AVX-512BW 16/32-bit kernels)."""
     global last_path
     kk = a3.shape[2]
     fast = _FAST_MODES.get(o, -1)
@@ -572,17 +658,31 @@ def _simd(a3, b3, rpb, init3, acc, shift, o, order, a_rng, b_rng, p_lo, p_hi, i_
     b_max = max(abs(b_rng[0]), abs(b_rng[1])) << max(shift, 0)
     a_max = max(abs(a_rng[0]), abs(a_rng[1]))
     if fast != -1 and order == "sequential" and shift >= 0:
-        lanes = [(np.int32, _I32, _k.mac_fast), (np.int64, _I63, _k.mac_fast)]
         b_lo, b_hi = b_rng[0] << shift, b_rng[1] << shift
-        if (_SIMD16 and acc.signed and acc.word <= 16 and fast != _k.FAST_WRAP_UNSIGNED
-                and min(a_rng[0], b_lo, p_lo) >= -(1 << 15) and max(a_rng[1], b_hi, p_hi) < 1 << 15):
-            lanes.insert(0, (np.int16, _I63, _k.mac_fast16))     # any |acc + p|: see the kernel
-        for dtype, limit, kernel in lanes:
-            if head <= limit and a_max <= limit and b_max <= limit and kk <= _I32:
-                bits = 8 * np.dtype(dtype).itemsize
-                last_path = f"simd{bits}"
+        in16 = min(a_rng[0], b_lo) >= -(1 << 15) and max(a_rng[1], b_hi) < 1 << 15   # int16 operands
+        # (path name, operand lanes, accumulator lanes, kernel, usable, counts optional)
+        lanes = [
+            # 16-bit lanes, native saturating adds: any |acc + p| (see the kernel), products in int16
+            ("simd16", np.int16, np.int16, _k.mac_fast16,
+             _SIMD16 and acc.signed and acc.word <= 16 and fast != _k.FAST_WRAP_UNSIGNED and in16
+             and p_lo >= -(1 << 15) and p_hi < 1 << 15, _SIMD512),
+            # 32-bit lanes from int16 operands (exact vpmaddwd products); a full signed 32-bit register
+            # may wrap in the lanes (the kernel tests the signs), narrower ones must not
+            ("simd32", np.int16, np.int32, _k.mac_fast32m,
+             _SIMD512 and in16 and acc.word <= 32 and kk <= _I32
+             and (head <= _I32 or (acc.signed and acc.word == 32 and lo_acc == acc.min_code
+                                   and fast != _k.FAST_WRAP_UNSIGNED)), True),
+            ("simd32w", np.int32, np.int32, _k.mac_fast,
+             head <= _I32 and a_max <= _I32 and b_max <= _I32 and kk <= _I32, False),
+            ("simd64", np.int64, np.int64, _k.mac_fast,
+             head <= _I63 and a_max <= _I63 and b_max <= _I63 and kk <= _I32, False),
+        ]
+        for name, dtype, idt, kernel, usable, optional in lanes:
+            if usable:
+                last_path = name
                 return _run_sequential(kernel, a3, b3, rpb, init3, shift, dtype, fast, lo_acc, hi_acc,
-                                       bits - acc.word, nthreads, transposed=transposed)
+                                       8 * np.dtype(idt).itemsize - acc.word, nthreads, transposed=transposed,
+                                       init_dtype=idt, counts=count or not optional)
     if fast != -1 and order == "tree" and shift >= 0:
         # a tree node adds two products or accumulator codes: twice the largest must fit the lanes
         node = 2 * max(max(abs(p_lo), abs(p_hi)), abs(acc.min_code), acc.max_code, abs(i_rng[0]), abs(i_rng[1]))
@@ -644,7 +744,7 @@ def _generic(a3, b3, rpb, init3, acc, shift, r, o, order, at_end, nthreads):
 
 
 def _reshaped(counts, shape):
-    return None if counts is None else counts.reshape(shape)
+    return counts if counts is None or isinstance(counts, str) else counts.reshape(shape)
 
 
 def _finish(out, counts, acc: Format, o: Overflow, op: str, per_output: bool, exact_range=None):
@@ -653,6 +753,10 @@ def _finish(out, counts, acc: Format, o: Overflow, op: str, per_output: bool, ex
     The overflow log gets the range of the exact sums (``exact_range``, codes) when known,
     else of the results.
     """
+    if isinstance(counts, str):                 # UNCOUNTED (count=False): nothing known about overflows
+        res = FixedArray(out, acc, _trusted=True)
+        res.overflows = None
+        return res
     total = 0 if counts is None else int(counts.sum(dtype=np.int64))
     if _overflow_log_active():
         lo, hi = exact_range if exact_range is not None else _data_range(out)
@@ -697,16 +801,34 @@ _COMMON_DOC = """
         Threads over independent output rows (None: all cores for large problems, one for
         small ones).  Never changes a bit.  The exact BLAS path uses numpy's BLAS threads.
         At most ``THREADS_PER_CPU_LIMIT`` (4) times ``os.cpu_count()`` (ValueError above).
+    count : bool
+        Count the adds that overflowed (default).  ``count=False`` returns the same codes with
+        ``.overflows = None`` and costs less:
+
+        * ``overflow="wrap"``: two's-complement wrapping commutes with summation, so the
+          per-add (or adder-tree, or end-fitted) wrapped accumulator is the exact sum reduced
+          modulo :math:`2^W` once.  The sum is computed modulo :math:`2^{64}` by float32/float64
+          BLAS (exact in K chunks whose partial sums stay within :math:`2^{24}` / :math:`2^{53}`)
+          or an unsigned 64-bit kernel: about BLAS speed instead of the per-add kernel's.
+        * saturating modes: the per-add kernel still runs (saturation does not commute), on its
+          loops without counters where it has them (AVX-512BW 16/32-bit lanes: about 2x / 1.5x
+          faster than counting).
+
+        With ``count=True`` every add is fitted and tested in the per-add kernels (16-bit lanes:
+        one mask compare and one masked add per 32 adds; 32-bit lanes: per 16 adds), also for wrap.
+        Not with ``per_output=True`` or ``overflow="error"`` (both need the counts).  Inside an
+        :func:`~fxpsim.core.fixed.overflow_log` the counts are always taken.
 
     Returns
     -------
     FixedArray (or ``(FixedArray, ndarray)`` with ``per_output=True``)
-        Codes in the accumulator format; ``.overflows`` = adds that overflowed.
+        Codes in the accumulator format; ``.overflows`` = adds that overflowed (None with
+        ``count=False``).
 """
 
 
 def matmul(a, b, acc=None, *, overflow="saturate", rounding="half_up", order="sequential",
-           overflow_at="every", init=None, per_output=False, threads=None):
+           overflow_at="every", init=None, per_output=False, threads=None, count=True):
     """Matrix product through a finite accumulator, with numpy ``matmul`` broadcasting.
 
     .. math::
@@ -720,7 +842,7 @@ def matmul(a, b, acc=None, *, overflow="saturate", rounding="half_up", order="se
     a, b : FixedArray or integer ndarray
         ``[..., M, K]`` and ``[..., K, N]`` (1-D operands as in :func:`numpy.matmul`).
     {common}"""
-    r, o = _modes(rounding, overflow, overflow_at, order, threads)
+    r, o = _modes(rounding, overflow, overflow_at, order, threads, count, per_output)
     ca, fa = _operand(a, "a")
     cb, fb = _operand(b, "b")
     if ca.ndim == 0 or cb.ndim == 0:
@@ -743,12 +865,12 @@ def matmul(a, b, acc=None, *, overflow="saturate", rounding="half_up", order="se
     else:
         b3 = np.broadcast_to(b2, batch + (kk, n)).reshape(nb, kk, n)
     out, counts, accf, rng = _accumulate(a3, b3, fa, fb, acc, init, r, o, order, overflow_at == "end",
-                                    threads, "matmul", user, lambda t: t.reshape(nb, m, n))
+                                         threads, "matmul", user, lambda t: t.reshape(nb, m, n), count=count)
     return _finish(out.reshape(user), _reshaped(counts, user), accf, o, "matmul", per_output, rng)
 
 
 def dot(a, b, acc=None, *, overflow="saturate", rounding="half_up", order="sequential",
-        overflow_at="every", init=None, per_output=False, threads=None):
+        overflow_at="every", init=None, per_output=False, threads=None, count=True):
     """Inner product of two 1-D vectors through a finite accumulator (a 0-d result).
 
     .. math:: y = \\mathrm{fit}(\\cdots\\mathrm{fit}(\\mathrm{init} + \\mathrm{round}(a_0 b_0))
@@ -763,7 +885,7 @@ def dot(a, b, acc=None, *, overflow="saturate", rounding="half_up", order="seque
         if len(shape) != 1:
             raise ValueError(f"dot: {name} must be 1-D, got shape {shape}; use matmul for matrices")
     return matmul(a, b, acc, overflow=overflow, rounding=rounding, order=order, overflow_at=overflow_at,
-                  init=init, per_output=per_output, threads=threads)
+                  init=init, per_output=per_output, threads=threads, count=count)
 
 
 def _positive_int(v) -> bool:
@@ -814,7 +936,7 @@ def _paddings(padding, hw, khw, strides, dils, op: str):
 
 
 def _conv(cx, fx, cw, fw, acc, stride, padding, dilation, groups, r, o, order, at_end, init, threads, op,
-          one_d: bool):
+          one_d: bool, count=True):
     """conv2d on codes (NHWC x HWIO) via im2col and the grouped, batched accumulation."""
     if cx.ndim != 4 or cw.ndim != 4:
         raise ValueError(f"{op}: x must be NHWC (4-D) and w [KH, KW, Cin/groups, Cout] (4-D), got shapes "
@@ -855,15 +977,15 @@ def _conv(cx, fx, cw, fw, acc, stride, padding, dilation, groups, r, o, order, a
         return t.reshape(npos, groups, cog).transpose(1, 0, 2)
 
     out, counts, accf, rng = _accumulate(a3, b3, fx, fw, acc, init, r, o, order, at_end, threads, op, user,
-                                    to_internal, a_rng)
+                                         to_internal, a_rng, count=count)
     out = out.transpose(1, 0, 2).reshape(user)
-    counts = None if counts is None else counts.transpose(1, 0, 2).reshape(user)
+    counts = counts if counts is None or isinstance(counts, str) else counts.transpose(1, 0, 2).reshape(user)
     return out, counts, accf, rng
 
 
 def conv2d(x, w, acc=None, *, stride=1, padding="VALID", dilation=1, groups=1, overflow="saturate",
            rounding="half_up", order="sequential", overflow_at="every", init=None, per_output=False,
-           threads=None):
+           threads=None, count=True):
     """2-D convolution (cross-correlation, as TensorFlow) through a finite accumulator.
 
     .. math::
@@ -885,18 +1007,18 @@ def conv2d(x, w, acc=None, *, stride=1, padding="VALID", dilation=1, groups=1, o
         ``((top, bottom), (left, right))``
     groups : int
     {common}"""
-    r, o = _modes(rounding, overflow, overflow_at, order, threads)
+    r, o = _modes(rounding, overflow, overflow_at, order, threads, count, per_output)
     _pair(stride, "stride", "conv2d"), _pair(dilation, "dilation", "conv2d"), _check_groups(groups, "conv2d")
     cx, fx = _operand(x, "x")
     cw, fw = _operand(w, "w")
     out, counts, accf, rng = _conv(cx, fx, cw, fw, acc, stride, padding, dilation, groups, r, o, order,
-                              overflow_at == "end", init, threads, "conv2d", False)
+                                   overflow_at == "end", init, threads, "conv2d", False, count)
     return _finish(out, counts, accf, o, "conv2d", per_output, rng)
 
 
 def conv1d(x, w, acc=None, *, stride=1, padding="VALID", dilation=1, groups=1, overflow="saturate",
            rounding="half_up", order="sequential", overflow_at="every", init=None, per_output=False,
-           threads=None):
+           threads=None, count=True):
     """1-D convolution (NWC input, ``[K, Cin/groups, Cout]`` weights) through a finite accumulator.
 
     .. math:: y_{n,q,o} = \\mathrm{acc}_{(j,c)}\\big(\\mathrm{init}_{n,q,o};\\;
@@ -912,7 +1034,7 @@ def conv1d(x, w, acc=None, *, stride=1, padding="VALID", dilation=1, groups=1, o
     padding : "VALID", "SAME" or ``(left, right)``
     groups : int
     {common}"""
-    r, o = _modes(rounding, overflow, overflow_at, order, threads)
+    r, o = _modes(rounding, overflow, overflow_at, order, threads, count, per_output)
     for name, value in (("stride", stride), ("dilation", dilation)):
         if not _positive_int(value):
             raise ValueError(f"conv1d: {name} must be a positive int, got {value!r}")
@@ -929,7 +1051,7 @@ def conv1d(x, w, acc=None, *, stride=1, padding="VALID", dilation=1, groups=1, o
             raise ValueError(f"conv1d: padding must be 'VALID', 'SAME' or (left, right), got {padding!r}") from None
     out, counts, accf, rng = _conv(cx[:, None], fx, cw[None], fw, acc, (1, int(stride)), padding,
                                    (1, int(dilation)), groups, r, o,
-                                   order, overflow_at == "end", init, threads, "conv1d", True)
+                                   order, overflow_at == "end", init, threads, "conv1d", True, count)
     return _finish(out, counts, accf, o, "conv1d", per_output, rng)
 
 
@@ -943,7 +1065,7 @@ def _axes(axis, ndim: int, op: str):
 
 
 def sum(x, axis=None, acc=None, *, overflow="saturate", rounding="half_up", order="sequential",
-        overflow_at="every", init=None, per_output=False, threads=None):
+        overflow_at="every", init=None, per_output=False, threads=None, count=True):
     """Sum over ``axis`` through a finite accumulator (each element is one add).
 
     .. math:: y = \\mathrm{fit}(\\cdots\\mathrm{fit}(\\mathrm{init} + \\mathrm{round}(x_0))
@@ -955,7 +1077,7 @@ def sum(x, axis=None, acc=None, *, overflow="saturate", rounding="half_up", orde
     axis : None, int or tuple of ints
         Axes to reduce (None: all); reduced elements are added in C order.
     {common}"""
-    r, o = _modes(rounding, overflow, overflow_at, order, threads)
+    r, o = _modes(rounding, overflow, overflow_at, order, threads, count, per_output)
     cx, fx = _operand(x, "x")
     axes = _axes(axis, cx.ndim, "sum")
     keep = [i for i in range(cx.ndim) if i not in axes]
@@ -965,8 +1087,8 @@ def sum(x, axis=None, acc=None, *, overflow="saturate", rounding="half_up", orde
     a3 = np.transpose(cx, keep + list(axes)).reshape(1, rows, kk)
     ones = np.ones((1, kk, 1), np.int64)
     out, counts, accf, rng = _accumulate(a3, ones, fx, Format(1, 0, False), acc, init, r, o, order,
-                                    overflow_at == "end", threads, "sum", user,
-                                    lambda t: t.reshape(1, rows, 1))
+                                         overflow_at == "end", threads, "sum", user,
+                                         lambda t: t.reshape(1, rows, 1), count=count)
     return _finish(out.reshape(user), _reshaped(counts, user), accf, o, "sum", per_output, rng)
 
 
