@@ -15,7 +15,7 @@ on the 360 test images, computed bit for bit on the converted integer graph.
   0.75), one network per width and mode;
 * constrained (A2Q): :func:`fxpsim.quant.accumulator_aware.constrain_accumulators` for each width, checked
   for zero overflow events on every output's adversarial input on the exact datapath;
-* mixed precision: :func:`fxpsim.hardware.search.search` for per-node weight/activation widths at float - 1
+* mixed precision: :func:`fxpsim.hardware.mixed_precision.search` for per-node weight/activation widths at float - 1
   point on the validation images (``--search-margin`` adds a safety margin: 360 images resolve 0.28 points),
   against the cheapest uniform configuration that meets the same target.
 
@@ -39,7 +39,7 @@ import numpy as np
 
 from fxpsim.datapath.accumulate import matmul
 from fxpsim.hardware import convert, preset, sweep
-from fxpsim.hardware.search import search, sensitivity
+from fxpsim.hardware.mixed_precision import search, sensitivity
 from fxpsim.nn import quantization_scheme, small_cnn
 from fxpsim.nn.datapath_qat import datapath_aware
 from fxpsim.nn.datasets import load_digits

@@ -1,4 +1,4 @@
-"""Mixed-precision search (fxpsim.hardware.search): costs against the simulator's own bit-ops, one-node
+"""Mixed-precision search (fxpsim.hardware.mixed_precision): costs against the simulator's own bit-ops, one-node
 sensitivity, and a search that meets its target / budget with per-node overrides that simulate to the recorded
 accuracy, on any Executor."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from fxpsim.nn import quantization_scheme, small_cnn
 from fxpsim.nn.datasets import load_digits
 from fxpsim.nn.train import Adam, fit
 
-search_mod = pytest.importorskip("fxpsim.hardware.search")
+import fxpsim.hardware.mixed_precision as search_mod  # noqa: E402
 if "layers" not in HardwareConfig.__dataclass_fields__:
     pytest.skip("HardwareConfig has no per-layer overrides in this tree", allow_module_level=True)
 
