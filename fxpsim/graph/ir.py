@@ -336,7 +336,7 @@ class IntegerGraph:
         runtime it reproduces, e.g. LiteRT's reference kernels) over :data:`EXACT_DATAPATH`."""
         return Datapath(**self.meta.get("datapath", {})) if self.meta.get("datapath") else EXACT_DATAPATH
 
-    def run(self, x, datapath=None, *, trace: bool = False, keep: bool = False, batch_size: int = 256):
+    def run(self, x, datapath=None, *, trace: bool | str = False, keep: bool = False, batch_size: int = 256):
         """Run a batch through the graph on ``datapath`` (default :attr:`default_datapath`).
 
         Parameters
@@ -347,8 +347,10 @@ class IntegerGraph:
         datapath : HardwareConfig or Datapath, optional
             Accumulator width/overflow/order, bias placement, requantization scheme and rounding, per node
             when it has overrides.
-        trace : bool
-            Also return one trace per node: ``{"overflows", "adds", "clipped", "acc", "acc_peak"}``.
+        trace : bool or "peaks"
+            Also return one trace per node: ``{"overflows", "adds", "clipped", "acc", ...}``; ``"peaks"``
+            adds each MAC node's exact largest |running sum| (``partial_peak``: one more pass over the
+            products).
         keep : bool
             Also return every tensor computed (name -> array).
 
@@ -358,6 +360,8 @@ class IntegerGraph:
         ``(outputs, traces, tensors)`` (the ones not asked for are ``None``).
         """
         from .ops import run_node
+        if trace not in (False, True, "peaks"):
+            raise ValueError(f"trace must be False, True or 'peaks', got {trace!r}")
         datapath = self.default_datapath if datapath is None else datapath
         feeds = self._feeds(x)
         n = len(next(iter(feeds.values())))

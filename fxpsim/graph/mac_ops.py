@@ -148,7 +148,9 @@ def _mac_run(graph, node, ins, dp, trace):
             k = _mac_geometry(node, ins)
             tiles = -(-k // knobs["tile_k"]) if knobs["tile_k"] and knobs["tile_k"] < k else 0
             clipped = (pre > hi) if act not in (None, "none") else (pre > hi) | (pre < lo)
-            peaks = _partial_peaks(graph, node, ins, bias if not at_end else run_bias, dp, knobs)
+            # exact partial-sum peaks cost a pass over every product: only when asked (trace="peaks")
+            peaks = (_partial_peaks(graph, node, ins, bias if not at_end else run_bias, dp, knobs)
+                     if trace == "peaks" else {"peak": None, "tile_peak": None})
             has_bias = bias is not None or knobs["zero_point"] == "fold"
             info = {"overflows": int(overflows), "acc": acc, "clipped": int(np.count_nonzero(clipped)),
                     "bias_clipped": bias_clipped,

@@ -89,7 +89,7 @@ def run_collect(graph: IntegerGraph, x, datapath, batch_size: int = 4096, exact:
     accs: dict = {}
     for start in range(0, n, batch_size):
         chunk = [f[start:start + batch_size] for f in feeds.values()]
-        _, tr, values = graph.run(chunk, datapath, trace=True, keep=True)
+        _, tr, values = graph.run(chunk, datapath, trace="peaks" if exact else True, keep=True)
         for name, v in values.items():
             parts.setdefault(name, []).append(v)
         for nd in graph.nodes:

@@ -160,7 +160,7 @@ def test_per_layer_accumulators_match_reference(cfg, layers):
     model, x = _tiny_model(), _tiny_data()
     expect, overflows = _reference_two_layers(model, x, layers)
     net = convert(model, cfg, x)
-    out, traces, _ = net.run(x, cfg, trace=True)
+    out, traces, _ = net.run(x, cfg, trace="peaks")
     np.testing.assert_array_equal(out, expect)
     assert (traces["0:dense"]["overflows"], traces["1:dense"]["overflows"]) == overflows
     assert sum(overflows) > 0     # the narrow layers really overflow
@@ -385,7 +385,7 @@ def test_zero_point_handling_matches_reference(zero_point, bits, mode):
     net = _fc_graph(w, w_zp, bias, zx)
     cfg = HardwareConfig(accumulator_bits=bits, bias_bits=bits, accumulator_overflow=mode, bias_add="preload",
                          requantization="float", zero_point=zero_point)
-    _, traces, _ = net.run(x, cfg, trace=True)
+    _, traces, _ = net.run(x, cfg, trace="peaks")
     blo, bhi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
     accs, ovf, peak = [], 0, 0
     for row in x.astype(int).tolist():
@@ -403,7 +403,7 @@ def test_zero_point_handling_matches_reference(zero_point, bits, mode):
     assert tr["overflows"] == ovf and tr["partial_peak"] == peak
     if bits < 32:
         assert ovf > 0
-        other = net.run(x, cfg.replace(zero_point="subtract" if zero_point == "fold" else "fold"), trace=True)
+        other = net.run(x, cfg.replace(zero_point="subtract" if zero_point == "fold" else "fold"), trace="peaks")
         # saturation depends on the partial sums; wrap-around is modular, so the forms agree (no bias clipped)
         assert np.array_equal(other[1]["fc"]["acc"], tr["acc"]) == (mode == "wrap")
     assert HardwareConfig.from_dict(tomllib.loads(cfg.to_toml())).zero_point == zero_point
@@ -419,13 +419,13 @@ def test_zero_point_fold_pads_with_the_zero_point():
     tensors = [TensorSpec("x", 8, True, (4, 4, 2), 1.0, zx), TensorSpec("w", 8, True, scale=1.0, data=w),
                TensorSpec("b", 32, True, data=bias.astype(np.int64)), TensorSpec("y", 8, True, (4, 4, 3), 64.0, 0)]
     net = IntegerGraph(tensors, [Node("c", "conv2d", ["x", "w", "b"], ["y"], {"padding": "SAME"})], ["x"], ["y"])
-    wide = {zp: net.run(x, HardwareConfig(requantization="float", zero_point=zp), trace=True)[1]["c"]["acc"]
+    wide = {zp: net.run(x, HardwareConfig(requantization="float", zero_point=zp), trace="peaks")[1]["c"]["acc"]
             for zp in ("subtract", "fold")}
     np.testing.assert_array_equal(wide["subtract"], wide["fold"])
     for zp in ("subtract", "fold"):
         cfg = HardwareConfig(accumulator_bits=15, bias_bits=15, accumulator_overflow="saturate",
                              requantization="float", zero_point=zp)
-        got = net.run(x, cfg, trace=True)[1]["c"]
+        got = net.run(x, cfg, trace="peaks")[1]["c"]
         expect, ovf = np.zeros((2, 4, 4, 3), np.int64), 0
         for n, i, j, o in np.ndindex(2, 4, 4, 3):
             taps = []
@@ -453,7 +453,7 @@ def test_k_tiling_matches_reference(tile_k, tile_bits, mode, order):
     net = _fc_graph(w, w_zp, bias, zx)
     cfg = HardwareConfig(accumulator_bits=19, accumulator_overflow=mode, accumulator_order=order,
                          requantization="float", tile_k=tile_k, tile_accumulator_bits=tile_bits)
-    _, traces, _ = net.run(x, cfg, trace=True)
+    _, traces, _ = net.run(x, cfg, trace="peaks")
     accs, ovf, t_ovf, peak, t_peak = [], 0, 0, 0, 0
     for row in x.astype(int).tolist():
         for j in range(w.shape[0]):
@@ -482,7 +482,7 @@ def test_k_tiling_of_a_convolution_runs_in_kh_kw_c_order():
     net = IntegerGraph(tensors, [Node("c", "conv2d", ["x", "w"], ["y"], {"padding": "SAME"})], ["x"], ["y"])
     cfg = HardwareConfig(accumulator_bits=20, accumulator_overflow="saturate", requantization="float", tile_k=5,
                          tile_accumulator_bits=15)
-    tr = net.run(x, cfg, trace=True)[1]["c"]
+    tr = net.run(x, cfg, trace="peaks")[1]["c"]
     expect, t_ovf = np.zeros((2, 3, 3, 2), np.int64), 0
     for n, i, j, o in np.ndindex(2, 3, 3, 2):
         taps = [(int(x[n, i + a - 1, j + b - 1, c]) if 0 <= i + a - 1 < 3 and 0 <= j + b - 1 < 3 else 0,
@@ -582,6 +582,6 @@ def test_exact_datapath_drops_every_accumulator_limit():
     bias = bias // 4
     net = _fc_graph(w, w_zp, bias, zx)
     plain = preset("int8-acc16-sat").replace(tile_k=8, tile_accumulator_bits=12, requantization="float")
-    acc = net.run(x, plain.with_layer("fc", accumulator_bits=10).exact_datapath(32), trace=True)[1]["fc"]["acc"]
+    acc = net.run(x, plain.with_layer("fc", accumulator_bits=10).exact_datapath(32), trace="peaks")[1]["fc"]["acc"]
     expect = (x.astype(int) - zx) @ (w.astype(int) - w_zp[:, None]).T + bias
     np.testing.assert_array_equal(acc, expect)

@@ -757,7 +757,7 @@ def test_partial_peak_is_the_largest_running_sum(order, bias_add):
     net = _fc_graph(w, bias)
     cfg = HardwareConfig(accumulator_bits=16, accumulator_overflow="saturate", accumulator_order=order,
                          bias_add=bias_add, requantization="float")
-    _, traces, _ = net.run(x, cfg, trace=True)
+    _, traces, _ = net.run(x, cfg, trace="peaks")
     peak, final = 0, 0
     for row in x.astype(int).tolist():
         for j in range(o):
@@ -782,7 +782,7 @@ def test_partial_peak_of_a_padded_convolution():
                TensorSpec("b", 32, True, data=bias.astype(np.int64)), TensorSpec("y", 8, True, (4, 5, 4), 0.5, 0)]
     net = IntegerGraph(tensors, [Node("conv", "conv2d", ["x", "w", "b"], ["y"], {"padding": "SAME"})], ["x"], ["y"])
     cfg = HardwareConfig(accumulator_bits=32, bias_add="preload", requantization="float")
-    _, traces, _ = net.run(x, cfg, trace=True)
+    _, traces, _ = net.run(x, cfg, trace="peaks")
     peak = 0
     for n in range(2):
         for i in range(4):
