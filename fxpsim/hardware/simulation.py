@@ -110,10 +110,10 @@ def run_collect(graph: IntegerGraph, x, datapath, batch_size: int = 4096, exact:
 
 def exact_datapath(config: HardwareConfig) -> HardwareConfig:
     """The same target with an accumulator that never overflows at the network's widths (32 bits, the
-    most the TFLite schemes allow, or 62 bits for ``shift``/``float`` requantization), added once."""
+    most the TFLite schemes allow, or 62 bits for ``shift``/``float`` requantization): no K-tiling, no
+    per-layer accumulator overrides (:meth:`HardwareConfig.exact_datapath`)."""
     tflite = any(s.startswith("tflite") for s in (config.requantization, config.dense_requantization or ""))
-    return config.replace(name=f"{config.name} (exact accumulator)", accumulator_bits=32 if tflite else 62,
-                          bias_bits=config.bias_bits, accumulator_overflow="wrap", overflow_at="add")
+    return config.exact_datapath(32 if tflite else 62)
 
 
 def simulate(model, config="tflite-int8", x=None, y=None, *, calibration_x=None, histogram_bins: int = 60,
@@ -175,6 +175,7 @@ def simulate(model, config="tflite-int8", x=None, y=None, *, calibration_x=None,
         notes.append("activation ranges from " + " and ".join(sorted(
             {"the model's quantizers" if s == "quantizer" else "calibration data" for s in sources})))
         model_repr = fgraph.model_repr
+    notes += list(graph.meta.get("notes", []))       # what conversion or import had to decide
     values, traces, accs = run_collect(graph, list(feeds.values()), config, batch_size)
     exact_values = run_collect(graph, list(feeds.values()), exact_datapath(config), batch_size, exact=False)[0]
     records = []
