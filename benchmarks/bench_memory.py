@@ -5,6 +5,10 @@ Each case runs in a fresh subprocess; the peak is the process's maximum resident
 (inputs already built), so it counts every temporary the call makes.  ``ratio`` is that extra
 peak over the bytes of the inputs plus the outputs (codes and overflow counts); fxpsim keeps its
 kernel temporaries within max(64 MiB, 2 x (inputs + outputs)) (``accumulate._temp_limit``).
+Cases cover every kernel: the 16-bit and 32-bit (int16-operand) AVX-512 per-add loops, the
+compiler-vectorised 32/64-bit ones, the adder tree, the exact BLAS sums (float32 K chunks) and the
+uncounted wrap (``count=False``: BLAS or the unsigned 64-bit kernel).  :func:`measure` runs any
+snippet the same way (``benchmarks/bench_sweep.py`` uses it for the node sweep).
 
     python benchmarks/bench_memory.py [--quick]
 """
@@ -28,9 +32,19 @@ CASES = {
                                                     {"acc": 12, "order": "tree"}),
     "square, int8 (1024x1024 @ 1024x1024, acc=16)": ((1024, 1024), (1024, 1024), "int8", {"acc": 16}),
     "tall a (200000x64 @ 64x10, acc=16)": ((200_000, 64), (64, 10), "int8", {"acc": 16}),
+    "square, int8, 32-bit AVX-512 kernel (1024^3, acc=24)": ((1024, 1024), (1024, 1024), "int16", {"acc": 24}),
+    "square, int16-range data, 64-bit kernel (1024^3, acc=40)": ((1024, 1024), (1024, 1024), "int32:x300",
+                                                                 {"acc": 40}),
+    "square, int8, wrap count=False (1024^3, acc=24)": ((1024, 1024), (1024, 1024), "int8",
+                                                       {"acc": 24, "overflow": "wrap", "count": False}),
+    "long K, int8, wrap count=False (64x2e6 @ 2e6x64, acc=32)": ((64, 2_000_000), (2_000_000, 64), "int8",
+                                                                {"acc": 32, "overflow": "wrap", "count": False}),
+    "int32 data, wrap count=False (512^3, acc=64)": ((512, 512), (512, 512), "int32:x2^23",
+                                                    {"acc": 64, "overflow": "wrap", "count": False}),
 }
 QUICK = {"narrow b, int8, 32-bit kernel (1x19e6 @ 19e6x1, acc=20)", "square, int8 (1024x1024 @ 1024x1024, acc=16)",
-         "tall a (200000x64 @ 64x10, acc=16)"}
+         "tall a (200000x64 @ 64x10, acc=16)", "square, int8, 32-bit AVX-512 kernel (1024^3, acc=24)",
+         "square, int8, wrap count=False (1024^3, acc=24)", "int32 data, wrap count=False (512^3, acc=64)"}
 
 CHILD = r"""
 import json, resource, sys, time
@@ -39,20 +53,60 @@ import fxpsim
 from fxpsim.datapath import accumulate as A
 sa, sb, dtype, kwargs = json.loads(sys.argv[1])
 rng = np.random.default_rng(0)
-a = rng.integers(-128, 128, sa, dtype=np.int8).astype(dtype)
-b = rng.integers(-128, 128, sb, dtype=np.int8).astype(dtype)
+dtype, _, scale = dtype.partition(":x")                             # "int16:x300": int8 codes times 300
+scale = 2 ** int(scale[2:]) if scale.startswith("2^") else int(scale or 1)
+a = rng.integers(-128, 128, sa, dtype=np.int8).astype(dtype) * np.dtype(dtype).type(scale)
+b = rng.integers(-128, 128, sb, dtype=np.int8).astype(dtype) * np.dtype(dtype).type(scale)
+counted = kwargs.get("count", True)
 fxpsim.matmul(a[:1, :8], b[:8, :1], **kwargs)                      # imports, first-call buffers
 def rss():
     with open("/proc/self/statm") as fh:
         return int(fh.read().split()[1]) * 4096
 before = rss()
 t0 = time.perf_counter()
-res, counts = fxpsim.matmul(a, b, per_output=True, **kwargs)
+if counted:
+    res, counts = fxpsim.matmul(a, b, per_output=True, **kwargs)
+else:
+    res, counts = fxpsim.matmul(a, b, **kwargs), np.empty(0)
 elapsed = time.perf_counter() - t0
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps({"io": a.nbytes + b.nbytes + res.raw.nbytes + counts.nbytes, "extra": peak - before,
                   "seconds": elapsed, "path": A.last_path}))
 """
+
+MEASURE = r"""
+import json, resource, sys, time
+def rss():
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * 4096
+def hwm():
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmHWM"))
+ns = {}
+exec(sys.argv[1], ns)                                  # setup: builds the inputs, defines io (bytes)
+before = rss()
+try:                                                   # reset the peak: the setup's own peak must not count
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")
+    reset = True
+except OSError:
+    reset = False
+t0 = time.perf_counter()
+exec(sys.argv[2], ns)                                  # the measured call
+elapsed = time.perf_counter() - t0
+peak = hwm() if reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"io": int(ns["io"]), "extra": peak - before, "seconds": elapsed, "peak_reset": reset}))
+"""
+
+
+def measure(setup: str, call: str, threads: int = 1) -> dict:
+    """Peak extra resident memory of ``call`` after ``setup`` (both Python source, run in a fresh
+    subprocess; ``setup`` must define ``io``, the bytes of the inputs and outputs):
+    ``{"io", "extra", "seconds"}``."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    out = subprocess.run([sys.executable, "-c", MEASURE, setup, call], env=env, capture_output=True, text=True,
+                         check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def run_case(name):
