@@ -339,6 +339,11 @@ class HardwareConfig:
                 data = tomllib.load(fh)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{path}: not a TOML text file (binary data)") from None
+        if not data:
+            raise ConfigError(f"{path}: the file sets nothing; an empty config is not the default config "
+                              "(name a preset, e.g. 'tflite-int8', or set the keys you mean)")
         data.setdefault("name", os.path.splitext(os.path.basename(path))[0])
         return cls.from_dict(data, source=path)
 

@@ -857,3 +857,12 @@ def test_error_in_isolation_equals_the_cumulative_error_of_the_first_layer():
     assert first.isolated_sqnr_db == first.sqnr_db            # same (quantized float) input
     assert second.isolated_sqnr_db is not None and math.isfinite(second.isolated_sqnr_db)
     assert "SQNR isolated" in r.to_text()
+
+
+def test_empty_or_binary_toml_is_an_error(tmp_path):
+    (tmp_path / "empty.toml").write_text("")
+    with pytest.raises(ConfigError, match="sets nothing"):
+        load_config(str(tmp_path / "empty.toml"))
+    (tmp_path / "model.toml").write_bytes(b"PK\x03\x04\xff\xfe binary")
+    with pytest.raises(ConfigError, match="not"):
+        load_config(str(tmp_path / "model.toml"))
