@@ -23,8 +23,10 @@ The protocol (what :mod:`fxpsim.nn` and the hardware simulation rely on)
       :math:`1_{|x| \\le 1}`, a fixed-point format's range);
     * a float ``g`` -- a scaled STE, ``g * ste`` (the seed's ``0.9 * dy``);
     * a callable ``(x, dy) -> dx`` -- any custom rule (the seed's
-      ``@tf.custom_gradient``, in numpy).  Module-level functions survive
-      :meth:`Quantizer.get_config` (stored as ``"module:qualname"``).
+      ``@tf.custom_gradient``, in numpy).  A config stores it by name: the name it was given to
+      :func:`register_gradient`, else ``"module:qualname"``.  Loading a config (``from_config``,
+      :func:`fxpsim.nn.train.load_model`) resolves only *registered* names: a file never makes
+      fxpsim import a module or reach an attribute (``"os:system"`` is an error, not a gradient).
 
     It also fills ``q.grads`` with the gradients of the learnable parameters.
 ``q.grads``
@@ -50,14 +52,68 @@ stochastic neurons*.
 """
 from __future__ import annotations
 
-import importlib
+import inspect
 import numbers
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
-__all__ = ["Quantizer", "IntegerForm"]
+__all__ = ["Quantizer", "IntegerForm", "register_gradient", "registered_gradients"]
+
+
+# --------------------------------------------------------------------------- callables a config may name
+_CALLABLES: dict[str, Callable] = {}
+
+
+def _default_name(fn) -> str:
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+    if not module or not qualname or "<" in qualname:
+        raise ValueError(f"register_gradient: {fn!r} has no module-level name; pass one: "
+                         f"register_gradient('my_rule', fn)")
+    return f"{module}:{qualname}"
+
+
+def register_gradient(name=None, fn: Callable | None = None, *, replace: bool = False):
+    """Make ``fn`` nameable in configs and model files, as ``name``.
+
+    A saved quantizer refers to a custom gradient rule (``gradient=``) or a
+    :class:`~fxpsim.quant.registry.FunctionQuantizer` function by name; loading resolves the name
+    here and nowhere else (files never import code).  Forms::
+
+        register_gradient("leaky", leaky)          # under "leaky"
+        register_gradient(leaky)                   # under "module:qualname", what get_config() writes
+        @register_gradient("leaky")                # decorators, with or without a name
+        @register_gradient
+
+    A name already taken by another function raises ValueError unless ``replace=True``.
+    Returns ``fn`` (so it works as a decorator).
+    """
+    if callable(name) and fn is None:
+        return register_gradient(_default_name(name), name, replace=replace)
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"register_gradient: name must be a string, got {type(name).__name__}")
+    if name is not None and not name.strip():
+        raise ValueError("register_gradient: name must not be empty")
+
+    def add(func):
+        if not callable(func):
+            raise TypeError(f"register_gradient: {func!r} is not callable")
+        key = _default_name(func) if name is None else name
+        if key.lower().replace("-", "_") in ("ste", "clipped_ste"):
+            raise ValueError(f"register_gradient: {key!r} is a built-in gradient rule")
+        old = _CALLABLES.get(key)
+        if old is not None and old is not func and not replace:
+            raise ValueError(f"register_gradient: {key!r} is already registered to {old!r}; "
+                             f"pass replace=True to change it")
+        _CALLABLES[key] = func
+        return func
+    return add if fn is None else add(fn)
+
+
+def registered_gradients() -> list[str]:
+    """Names :func:`register_gradient` knows (what configs and model files may name)."""
+    return sorted(_CALLABLES)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -101,24 +157,38 @@ def _check_gradient(gradient, where: str):
 
 
 def _gradient_to_config(gradient):
+    """A gradient rule (or FunctionQuantizer function) as config data: a string, a float or a name."""
     if isinstance(gradient, (str, float)):
         return gradient
+    for key, fn in _CALLABLES.items():
+        if fn is gradient:
+            return key
     module = getattr(gradient, "__module__", None)
     qualname = getattr(gradient, "__qualname__", "")
     if module and qualname and "<" not in qualname:
-        return f"{module}:{qualname}"
+        return f"{module}:{qualname}"        # loadable once registered: register_gradient(fn)
     raise ValueError("a gradient callable can only be saved in a config when it is a module-level function "
-                     f"(got {gradient!r}); pass it again when loading")
+                     f"or registered with fxpsim.register_gradient(name, fn) (got {gradient!r})")
 
 
-def _gradient_from_config(value):
-    if isinstance(value, str) and ":" in value:
-        module_name, qualname = value.split(":", 1)
-        obj: Any = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-        return obj
-    return value
+def _gradient_from_config(value, what: str = "gradient"):
+    """Inverse of :func:`_gradient_to_config`: built-in rules and numbers pass; other strings must be
+    names given to :func:`register_gradient`.  Nothing is ever imported or looked up elsewhere."""
+    if isinstance(value, bool):
+        return value                          # rejected by _check_gradient with its message
+    if isinstance(value, (numbers.Real, Quantizer)) or callable(value):
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"{what} in a config must be a string or a number, got {type(value).__name__} {value!r}")
+    if value.lower().replace("-", "_") in ("ste", "clipped_ste"):
+        return value
+    fn = _CALLABLES.get(value)
+    if fn is None:
+        known = ", ".join(registered_gradients()) or "none"
+        raise ValueError(f"{what} {value!r} in the config is not a registered function (registered: {known}); "
+                         f"configs and model files never import code: register it first with "
+                         f"fxpsim.register_gradient({value!r}, fn)")
+    return fn
 
 
 def _check_num_bits(num_bits, lo: int, hi: int, where: str) -> int:
@@ -248,7 +318,16 @@ class Quantizer:
 
     @classmethod
     def from_config(cls, config: dict) -> "Quantizer":
+        """Rebuild from :meth:`get_config`; unknown keys and unregistered function names are ValueErrors."""
+        if not isinstance(config, dict):
+            raise ValueError(f"{cls.__name__}.from_config: a config must be a dict, got {type(config).__name__}")
         config = dict(config)
+        params = inspect.signature(cls).parameters
+        if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            unknown = sorted(set(config) - set(params))
+            if unknown:
+                raise ValueError(f"{cls.__name__}: unknown config key(s) {unknown}; accepted: "
+                                 f"{sorted(k for k, p in params.items() if p.kind is not p.VAR_POSITIONAL)}")
         if "gradient" in config:
             config["gradient"] = _gradient_from_config(config["gradient"])
         return cls(**config)

@@ -33,7 +33,8 @@ Registry (:func:`get`)
 * any other callable ``f(x) -> y``: wrapped in :class:`FunctionQuantizer`
   (straight-through gradient unless ``gradient=`` is given to it directly).
 
-:func:`register` adds a user class under a name.
+:func:`register` adds a user class under a name; :func:`register_gradient` makes a custom gradient rule
+(or a :class:`FunctionQuantizer` function) nameable in configs, which resolve names only there.
 """
 from __future__ import annotations
 
@@ -45,13 +46,14 @@ import numpy as np
 
 from .affine import AffineQuantizer, FakeQuant
 from .lowbit import BinaryQuantizer, DoReFaQuantizer, TernaryQuantizer
-from .base import IntegerForm, Quantizer, _gradient_from_config, _gradient_to_config
+from .base import (IntegerForm, Quantizer, _gradient_from_config, _gradient_to_config, register_gradient,
+                   registered_gradients)
 
 __all__ = [
     "Quantizer", "IntegerForm", "FunctionQuantizer", "IdentityQuantizer", "FakeQuant", "AffineQuantizer",
     "FixedPointQuantizer", "BinaryQuantizer", "TernaryQuantizer", "DoReFaQuantizer",
     "get_quantizer", "register_quantizer", "serialize_quantizer", "deserialize_quantizer",
-    "registered_quantizers",
+    "registered_quantizers", "register_gradient", "registered_gradients",
 ]
 # ``get``/``register``/``serialize``/``deserialize``/``registered_names`` are this module's short
 # names; the package re-exports them under the ``*_quantizer(s)`` aliases (aliases defined at the end).
@@ -85,8 +87,8 @@ class FunctionQuantizer(Quantizer):
     name = "function"
 
     def __init__(self, fn: Callable, gradient=None):
-        if isinstance(fn, str):
-            fn = _gradient_from_config(fn)
+        if isinstance(fn, str):                 # a name from a config: registered functions only
+            fn = _gradient_from_config(fn, "FunctionQuantizer fn")
         if not callable(fn):
             raise TypeError(f"FunctionQuantizer: fn must be callable, got {type(fn).__name__}")
         super().__init__(gradient)
@@ -244,9 +246,14 @@ def deserialize(spec: dict, **kwargs) -> Quantizer:
     spec = dict(spec)
     try:
         name = spec.pop("class_name")
+        if not isinstance(name, str):
+            raise ValueError(f"a quantizer's 'class_name' must be a string, got {name!r}")
     except KeyError:
         raise ValueError(f"a quantizer dict needs a 'class_name' key, got keys {sorted(spec)}") from None
-    config = dict(spec.pop("config", {}))
+    config = spec.pop("config", {})
+    if not isinstance(config, dict):
+        raise ValueError(f"quantizer {name!r}: 'config' must be a dict, got {type(config).__name__}")
+    config = dict(config)
     config.update(spec)
     config.update(kwargs)
     return _lookup(name).from_config(config)

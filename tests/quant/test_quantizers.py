@@ -123,6 +123,9 @@ def test_seed_custom_gradient_in_numpy_and_its_config():
     np.testing.assert_allclose(q.backward(np.ones_like(x)), np.full(x.shape, 0.9))
     config = qz.serialize(q)["config"]
     assert config["gradient"] == f"{__name__}:leaky_gradient"
+    with pytest.raises(ValueError, match="not a registered function.*register_gradient"):
+        qz.get(qz.serialize(q))                  # a config never imports the module it names
+    qz.register_gradient(leaky_gradient)         # registered under "module:qualname"
     assert qz.get(qz.serialize(q)).gradient is leaky_gradient
     with pytest.raises(ValueError, match="module-level"):
         FakeQuant(gradient=lambda x, dy: dy).get_config()
