@@ -34,6 +34,7 @@ Quantizer parameters (e.g. learnable ``min``/``max``) appear in ``parameters()``
 from __future__ import annotations
 
 import copy
+import inspect
 
 import numpy as np
 
@@ -280,16 +281,40 @@ _LAYER_CLASSES = {cls.__name__: cls for cls in (Sequential, Dense, Conv2D, Depth
 
 
 def layer_from_config(config: dict) -> Module:
-    """Rebuild a layer (or a ``Sequential``) from ``{"class": name, "config": {...}}``."""
+    """Rebuild a layer (or a ``Sequential``) from ``{"class": name, "config": {...}}``.
+
+    Only the layer classes of this module; unknown classes or keywords and arguments the constructor
+    rejects raise ValueError naming the layer (a config is data: it never names code to run).
+    """
     if not isinstance(config, dict) or "class" not in config:
-        raise ValueError(f"layer config must be a dict with a 'class' key, got {config!r}")
-    cls = _LAYER_CLASSES.get(config["class"])
+        raise ValueError(f"layer config must be a dict with a 'class' key, got {config!r}"[:300])
+    name = config["class"]
+    cls = _LAYER_CLASSES.get(name) if isinstance(name, str) else None
     if cls is None:
-        raise ValueError(f"unknown layer class {config['class']!r}; known: {sorted(_LAYER_CLASSES)}")
-    kwargs = dict(config.get("config", {}))
+        raise ValueError(f"unknown layer class {name!r}; known: {sorted(_LAYER_CLASSES)}")
+    kwargs = config.get("config", {})
+    if not isinstance(kwargs, dict):
+        raise ValueError(f"layer {name}: 'config' must be a dict, got {type(kwargs).__name__}")
     if cls is Sequential:
-        return Sequential([layer_from_config(c) for c in kwargs["layers"]])
-    return cls(**kwargs)
+        layers = kwargs.get("layers")
+        if not isinstance(layers, list) or set(kwargs) != {"layers"}:
+            raise ValueError(f"layer Sequential: config must be {{'layers': [...]}}, got keys {sorted(kwargs)}")
+        return Sequential([_numbered(i, c) for i, c in enumerate(layers)])
+    params = inspect.signature(cls).parameters
+    unknown = sorted(set(kwargs) - set(params))
+    if unknown:
+        raise ValueError(f"layer {name}: unknown keyword(s) {unknown}; accepted: {sorted(params)}")
+    try:
+        return cls(**kwargs)
+    except (TypeError, KeyError, ValueError) as exc:
+        raise ValueError(f"layer {name}: {exc}") from None
+
+
+def _numbered(i: int, config) -> Module:
+    try:
+        return layer_from_config(config)
+    except ValueError as exc:
+        raise ValueError(f"layer {i}: {exc}") from None
 
 
 def fold_batchnorm(model: Sequential, strict: bool = False) -> Sequential:

@@ -12,6 +12,8 @@ import json
 import math
 import os
 import time
+import zipfile
+import zlib
 
 import numpy as np
 
@@ -359,23 +361,87 @@ def save_model(model: Module, path) -> str:
 
 
 def load_model(path) -> Module:
-    """Rebuild a model saved by :func:`save_model` (same parameters and buffers bit for bit, eval mode)."""
-    with np.load(os.fspath(path), allow_pickle=False) as data:
-        if _ARCH_KEY not in data.files:
-            raise ValueError(f"load_model: {path} is not an fxpsim model file (no {_ARCH_KEY} entry)")
-        meta = json.loads(str(data[_ARCH_KEY]))
-        if meta.get("format_version") != _FORMAT_VERSION:
-            raise ValueError(f"load_model: unsupported format version {meta.get('format_version')!r}")
-        model = layer_from_config(meta["model"])
-        for kind, targets in (("param", model.parameters()), ("buffer", model.buffers())):
-            saved = {k.split("/", 1)[1] for k in data.files if k.startswith(kind + "/")}
-            if saved != set(targets):
-                raise ValueError(f"load_model: {kind} names in {path} do not match the architecture: "
-                                 f"missing {sorted(set(targets) - saved)}, unexpected {sorted(saved - set(targets))}")
-            for name, arr in targets.items():
-                value = data[f"{kind}/{name}"]
-                if value.shape != arr.shape:
-                    raise ValueError(f"load_model: {kind} {name} has shape {value.shape}, expected {arr.shape}")
-                arr[...] = value
+    """Rebuild a model saved by :func:`save_model` (same parameters and buffers bit for bit, eval mode).
+
+    The file is data only: its architecture names layer and quantizer classes from fxpsim's registries
+    and gradient rules registered with :func:`fxpsim.register_gradient` (never a module to import).
+    Anything else -- a missing, empty, truncated or corrupted file, another kind of file, an unknown
+    layer or keyword, an array of the wrong shape or dtype, NaN or inf in a parameter -- raises
+    ValueError saying what is wrong (``FileNotFoundError`` for a missing path).
+    """
+    shown = os.fspath(path)
+    where = f"load_model: {shown}"
+    if not os.path.exists(shown):
+        raise FileNotFoundError(f"{where}: no such file")
+    if os.path.isdir(shown):
+        raise ValueError(f"{where} is a directory, not an fxpsim model file (.npz written by save_model)")
+    if os.path.getsize(shown) == 0:
+        raise ValueError(f"{where} is empty, not an fxpsim model file (.npz written by save_model)")
+    with open(shown, "rb") as fh:
+        head = fh.read(4)
+    if head != b"PK\x03\x04":
+        kind = "a numpy .npy array" if head.startswith(b"\x93NUM") else (
+            "a text file" if head and all(32 <= c < 127 or c in (9, 10, 13) for c in head) else "not a zip archive")
+        raise ValueError(f"{where} is not an fxpsim model file: it is {kind}, a model is the .npz archive "
+                         f"save_model writes")
+    try:
+        with np.load(shown, allow_pickle=False) as data:
+            return _load_archive(data, where)
+    except ValueError:
+        raise
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, KeyError) as exc:
+        raise ValueError(f"{where} is truncated or corrupted ({type(exc).__name__}: {exc})") from None
+
+
+def _load_archive(data, where: str) -> Module:
+    if _ARCH_KEY not in data.files:
+        raise ValueError(f"{where} is not an fxpsim model file (no {_ARCH_KEY} entry)")
+    try:
+        meta = json.loads(str(_array(data, _ARCH_KEY, where)))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{where}: the architecture entry is not valid JSON ({exc})") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{where}: the architecture entry must be a JSON object, got {type(meta).__name__}")
+    if meta.get("format_version") != _FORMAT_VERSION:
+        raise ValueError(f"{where}: unsupported format version {meta.get('format_version')!r} "
+                         f"(this fxpsim reads version {_FORMAT_VERSION})")
+    try:
+        model = layer_from_config(meta.get("model"))
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ValueError(f"{where}: invalid architecture: {exc}") from None
+    for kind, targets in (("param", model.parameters()), ("buffer", model.buffers())):
+        saved = {k.split("/", 1)[1] for k in data.files if k.startswith(kind + "/")}
+        if saved != set(targets):
+            raise ValueError(f"{where}: {kind} names do not match the architecture: "
+                             f"missing {sorted(set(targets) - saved)}, unexpected {sorted(saved - set(targets))}")
+        for name, arr in targets.items():
+            value = _array(data, f"{kind}/{name}", where)
+            what = f"{'parameter' if kind == 'param' else 'buffer'} {name!r} ({_owner(model, name)})"
+            if value.shape != arr.shape:
+                raise ValueError(f"{where}: {what} has shape {value.shape}, expected {arr.shape}")
+            if value.dtype != arr.dtype:
+                raise ValueError(f"{where}: {what} has dtype {value.dtype}, expected {arr.dtype} "
+                                 f"(a model file stores every array in the model's dtype)")
+            if value.dtype.kind == "f" and not np.isfinite(value).all():
+                bad = ~np.isfinite(value)
+                first = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), value.shape))
+                raise ValueError(f"{where}: {what} holds {int(bad.sum())} NaN/inf value(s), first at index {first}")
+            arr[...] = value
     model.eval()
     return model
+
+
+def _array(data, key: str, where: str) -> np.ndarray:
+    try:
+        return data[key]
+    except ValueError as exc:                       # object arrays: pickles are never loaded
+        raise ValueError(f"{where}: entry {key!r} is not a plain numeric array ({exc})") from None
+
+
+def _owner(model: Module, name: str) -> str:
+    """'layer 0 (Dense)' for a parameter name such as '0.W' of a Sequential."""
+    head = name.split(".", 1)[0]
+    layers = getattr(model, "layers", None)
+    if layers is not None and head.isdigit() and int(head) < len(layers):
+        return f"layer {head}, {type(layers[int(head)]).__name__}"
+    return type(model).__name__
