@@ -231,6 +231,45 @@ FXA_TREE_DEFINE(fxa_tree_rows_i64, int64_t, uint64_t)
  * Counts live in 16-bit lanes for one k tile (FXA_KT < 2^15 steps), then
  * are added to the int64 per-output counts.
  * ------------------------------------------------------------------------ */
+/* ------------------------------------------------------------------------
+ * Sweep mode (fxpsim.hardware.node_sweep): instead of storing the results, the
+ * last k tile scores them in place against the exact accumulators -- one more
+ * fitted add for a bias added after the sum, events counted, the output code of
+ * every accumulator that differs from the exact one computed by the fused
+ * TFLite requantization (requantize._fused_constants) and compared with the
+ * reference code -- so a width/mode point of a node costs one pass.
+ * ------------------------------------------------------------------------ */
+typedef struct {
+    const int64_t *exact;       /* exact accumulators, row erow at exact + erow * e_ld, column = b's column  */
+    const int32_t *ref;         /* reference output codes, same layout                                     */
+    ptrdiff_t e_ld;
+    int ch_mode;                /* channel of an output: 0 its column, 1 its kernel row, 2 slab_ch[slab]    */
+    const int64_t *slab_ch;
+    ptrdiff_t period, nvalid;   /* column c is an output when (c mod period) < nvalid (padding otherwise)   */
+    const int64_t *bias_after;  /* per channel (one more fitted add), or NULL                              */
+    const int64_t *fmul, *fadd, *fnudge, *fshift;   /* fused requantization per channel                      */
+    int64_t code_lo, code_hi;
+    int width, mode;            /* the register: FXA_SAT / FXA_ZERO / FXA_WRAP_S                           */
+    uint8_t *flags;             /* [erows, n_slabs]: 1 where an output of that row and slab overflowed     */
+    ptrdiff_t n_slabs;
+} fxa_sweep;
+
+typedef struct { int64_t events, not_exact, sum_err, max_err; } fxa_sweep_out;
+
+static inline int64_t fxa_fit64(int64_t v, int width, int mode, int64_t *bad)
+{
+    const int64_t lo = -((int64_t)1 << (width - 1)), hi = ((int64_t)1 << (width - 1)) - 1;
+    const int sh = 64 - width;
+    if (v >= lo && v <= hi)
+        return v;
+    *bad += 1;
+    if (mode == FXA_SAT)
+        return v < lo ? lo : hi;
+    if (mode == FXA_ZERO)
+        return 0;
+    return (int64_t)((uint64_t)v << sh) >> sh;
+}
+
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(FXPSIM_NO_CLONES)
 #include <immintrin.h>
 #define FXA_HAVE_I16 1
@@ -336,8 +375,11 @@ FXA_I16_KERNEL(fxa_mac16_avx2, "avx2", __m256i, 4, _mm256_set1_epi16, FXA_LD256,
  *   a        rows of K multiplicands (int16), row stride lda
  *   rows     nrows source-row indices into a, or NULL (row i is a + i * lda)
  *   b        b packed in 64-column slabs [ceil(N/64), K, 64] (int16, zero padded)
- *   init     start values, row i at init + i * init_ld (init_ld = 0: one row
- *            shared by every output row), or NULL for zeros
+ *   slabs    N/64 slab indices into b (output columns 64s..64s+63 read slab
+ *            slabs[s]: a subset of b's columns, nothing copied), or NULL (all)
+ *   init     start values: output (i, j) starts at init[i * init_ld + c * init_cs],
+ *            c the column of b it reads (init_ld = 0: one row shared by every
+ *            output row; init_cs = 0: one value per row), or NULL for zeros
  *   out, cnt [nrows, N] int64 results and per-output overflow counts; cnt may
  *            be NULL: no counting at all (the cheaper loops below)
  *   mode     FXA_SAT / FXA_ZERO / FXA_WRAP_S / FXA_WRAP_U (32-bit only) / FXA_EXACT
@@ -348,6 +390,83 @@ FXA_I16_KERNEL(fxa_mac16_avx2, "avx2", __m256i, 4, _mm256_set1_epi16, FXA_LD256,
 #ifndef FXA_KTILE
 #define FXA_KTILE 1024
 #endif
+
+/* Score one kernel row's len results (natural column order): val = accumulators, evn = events so far.
+ * Straight loops over at most 64 lanes, written for the compiler to vectorise (no early exits). */
+__attribute__((target("avx512f,avx512bw,avx512dq")))
+static inline void fxa_sweep_row(const fxa_sweep *sw, fxa_sweep_out *so, ptrdiff_t erow, ptrdiff_t src0,
+                                 ptrdiff_t len, const int32_t *val, const int32_t *evn)
+{
+    const int64_t *e = sw->exact + erow * sw->e_ld + src0;
+    const int32_t *rf = sw->ref + erow * sw->e_ld + src0;
+    const ptrdiff_t base = src0 % sw->period;
+    const ptrdiff_t n = len < sw->nvalid - base ? len : (sw->nvalid - base > 0 ? sw->nvalid - base : 0);
+    const int64_t lo = sw->code_lo, hi = sw->code_hi, half = (int64_t)1 << 30;
+    const int64_t rlo = -((int64_t)1 << (sw->width - 1)), rhi = ((int64_t)1 << (sw->width - 1)) - 1;
+    const int rsh = 64 - sw->width;
+    int64_t v[64], ev[64], m[64], ad[64], nu[64], sh[64];
+    int64_t events = 0, bad = 0, sum = 0, mx = 0;
+    if (n <= 0)
+        return;
+    for (ptrdiff_t j = 0; j < n; j++) {
+        v[j] = val[j];
+        ev[j] = evn[j];
+    }
+    if (sw->ch_mode == 0) {                 /* one channel per column */
+        for (ptrdiff_t j = 0; j < n; j++) {
+            m[j] = sw->fmul[src0 + j];
+            ad[j] = sw->fadd[src0 + j] - half;
+            nu[j] = sw->fnudge[src0 + j];
+            sh[j] = sw->fshift[src0 + j];
+        }
+        if (sw->bias_after)
+            for (ptrdiff_t j = 0; j < n; j++)
+                v[j] += sw->bias_after[src0 + j];
+    } else {                                /* one channel for the whole row of columns */
+        const ptrdiff_t c = sw->ch_mode == 1 ? erow : sw->slab_ch[src0 / 64];
+        for (ptrdiff_t j = 0; j < n; j++) {
+            m[j] = sw->fmul[c];
+            ad[j] = sw->fadd[c] - half;
+            nu[j] = sw->fnudge[c];
+            sh[j] = sw->fshift[c];
+        }
+        if (sw->bias_after)
+            for (ptrdiff_t j = 0; j < n; j++)
+                v[j] += sw->bias_after[c];
+    }
+    if (sw->bias_after) {                   /* the bias added after the sum: one more fitted add */
+        for (ptrdiff_t j = 0; j < n; j++)
+            ev[j] += (v[j] < rlo) | (v[j] > rhi);
+        if (sw->mode == FXA_SAT)
+            for (ptrdiff_t j = 0; j < n; j++)
+                v[j] = v[j] < rlo ? rlo : v[j] > rhi ? rhi : v[j];
+        else if (sw->mode == FXA_ZERO)
+            for (ptrdiff_t j = 0; j < n; j++)
+                v[j] = (v[j] < rlo) | (v[j] > rhi) ? 0 : v[j];
+        else
+            for (ptrdiff_t j = 0; j < n; j++)
+                v[j] = (int64_t)((uint64_t)v[j] << rsh) >> rsh;
+    }
+    for (ptrdiff_t j = 0; j < n; j++) {
+        int64_t y = v[j] * m[j] + half;
+        y += y < 0 ? nu[j] : 0;
+        int64_t code = (y + ad[j]) >> sh[j];
+        code = code < lo ? lo : code > hi ? hi : code;
+        int64_t d = code - rf[j];
+        d = d < 0 ? -d : d;
+        d = v[j] != e[j] ? d : 0;
+        events += ev[j];
+        bad += d != 0;
+        sum += d;
+        mx = d > mx ? d : mx;
+    }
+    so->events += events;
+    so->not_exact += bad;
+    so->sum_err += sum;
+    so->max_err = mx > so->max_err ? mx : so->max_err;
+    if (events && sw->flags)
+        sw->flags[erow * sw->n_slabs + src0 / 64] = 1;
+}
 
 enum {  /* loop variants of the 16-bit kernel (counting ones first) */
     FX16_SAT_FULL, FX16_SAT_NARROW, FX16_SAT_GENERAL, FX16_WRAP_FULL, FX16_WRAP_NARROW,
@@ -428,11 +547,20 @@ enum {  /* loop variants of the 16-bit kernel (counting ones first) */
     {                                                                                               \
         const ptrdiff_t row = i + (r);                                                              \
         ar##r = a + (rows ? rows[row] : row) * lda;                                                 \
-        for (int j = 0; j < 64; j++)                                                                \
-            tmp[j] = j >= len ? 0 : k0 > 0 ? (int16_t)out[row * N + j0 + j]                          \
-                     : init ? init[row * init_ld + j0 + j] : 0;                                     \
-        acc##r##0 = _mm512_loadu_si512((const void *)tmp);                                          \
-        acc##r##1 = _mm512_loadu_si512((const void *)(tmp + 32));                                   \
+        if (k0 == 0 && !init) {                                                                     \
+            acc##r##0 = acc##r##1 = _mm512_setzero_si512();                                         \
+        } else if (k0 == 0 && init_cs == 0) {      /* one start value per row (padding too) */      \
+            acc##r##0 = acc##r##1 = _mm512_set1_epi16(init[row * init_ld]);                         \
+        } else if (k0 == 0 && len == 64) {                                                          \
+            acc##r##0 = _mm512_loadu_si512((const void *)(init + row * init_ld + src0));            \
+            acc##r##1 = _mm512_loadu_si512((const void *)(init + row * init_ld + src0 + 32));       \
+        } else {                                                                                    \
+            for (int j = 0; j < 64; j++)                                                            \
+                tmp[j] = j >= len ? 0 : k0 > 0 ? (int16_t)out[row * ldo + j0 + j]                   \
+                         : init[row * init_ld + (src0 + j) * init_cs];                              \
+            acc##r##0 = _mm512_loadu_si512((const void *)tmp);                                      \
+            acc##r##1 = _mm512_loadu_si512((const void *)(tmp + 32));                               \
+        }                                                                                           \
         ov##r##0 = ov##r##1 = _mm512_setzero_si512();                                               \
     }
 #define FX16_STORE(r)                                                                              \
@@ -440,13 +568,27 @@ enum {  /* loop variants of the 16-bit kernel (counting ones first) */
         const ptrdiff_t row = i + (r);                                                              \
         _mm512_storeu_si512((void *)tmp, acc##r##0);                                                \
         _mm512_storeu_si512((void *)(tmp + 32), acc##r##1);                                         \
+        if (sw && k1 == K) {                                                                        \
+            int32_t v32[64], e32[64];                                                               \
+            for (int j = 0; j < 64; j++)                                                            \
+                v32[j] = tmp[j];                                                                    \
+            _mm512_storeu_si512((void *)tmp, ov##r##0);                                             \
+            _mm512_storeu_si512((void *)(tmp + 32), ov##r##1);                                      \
+            for (int j = 0; j < 64; j++)                                                            \
+                e32[j] = (uint16_t)tmp[j];                                                          \
+            if (k0 > 0)                                                                             \
+                for (ptrdiff_t j = 0; j < len; j++)                                                 \
+                    e32[j] += (int32_t)cnt[row * ldo + j0 + j];                                     \
+            fxa_sweep_row(sw, so, rows ? rows[row] : row, src0, len, v32, e32);                     \
+        } else {                                                                                    \
         for (ptrdiff_t j = 0; j < len; j++)                                                         \
-            out[row * N + j0 + j] = tmp[j];                                                         \
+            out[row * ldo + j0 + j] = tmp[j];                                                         \
         if (cnt) {                                                                                  \
             _mm512_storeu_si512((void *)tmp, ov##r##0);                                             \
             _mm512_storeu_si512((void *)(tmp + 32), ov##r##1);                                      \
             for (ptrdiff_t j = 0; j < len; j++)                                                     \
-                cnt[row * N + j0 + j] = (k0 > 0 ? cnt[row * N + j0 + j] : 0) + (uint16_t)tmp[j];    \
+                cnt[row * ldo + j0 + j] = (k0 > 0 ? cnt[row * ldo + j0 + j] : 0) + (uint16_t)tmp[j];    \
+        }                                                                                           \
         }                                                                                           \
     }
 #define FX16_BLOCK(R)                                                                              \
@@ -464,11 +606,11 @@ enum {  /* loop variants of the 16-bit kernel (counting ones first) */
         (void)ar1; (void)ar2; (void)ar3;                                                            \
     }
 
-__attribute__((target("avx512f,avx512bw")))
+__attribute__((target("avx512f,avx512bw,avx512dq")))
 static void fxa_mac16_x512(const int16_t *a, const int64_t *rows, ptrdiff_t lda, const int16_t *b,
-                           const int16_t *init, ptrdiff_t init_ld, int64_t *out, int64_t *cnt,
-                           ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, int mode, int16_t lo, int16_t hi,
-                           int sh)
+                           const int64_t *slabs, const int16_t *init, ptrdiff_t init_ld, ptrdiff_t init_cs,
+                           int64_t *out, int64_t *cnt, ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, ptrdiff_t ldo, int mode,
+                           int16_t lo, int16_t hi, int sh, const fxa_sweep *sw, fxa_sweep_out *so)
 {
     const __m512i vlo = _mm512_set1_epi16(lo), vhi = _mm512_set1_epi16(hi), one = _mm512_set1_epi16(1);
     const __m128i shc = _mm_cvtsi32_si128(sh);
@@ -488,7 +630,8 @@ static void fxa_mac16_x512(const int16_t *a, const int64_t *rows, ptrdiff_t lda,
         variant = full ? FX16_N_SAT_FULL : FX16_N_SAT;
     for (ptrdiff_t j0 = 0; j0 < N; j0 += 64) {
         const ptrdiff_t len = N - j0 < 64 ? N - j0 : 64;
-        const int16_t *bslab = b + (j0 / 64) * K * 64;
+        const ptrdiff_t src0 = slabs ? slabs[j0 / 64] * 64 : j0;          /* the slab's first column of b */
+        const int16_t *bslab = b + (src0 / 64) * K * 64;
         ptrdiff_t k0 = 0;
         do {
             const ptrdiff_t k1 = K - k0 < FXA_KTILE ? K : k0 + FXA_KTILE;
@@ -581,13 +724,19 @@ enum {
     {                                                                                               \
         const ptrdiff_t row = i + (r);                                                              \
         ar##r = a + (rows ? rows[row] : row) * lda;                                                 \
-        for (int j = 0; j < 64; j++)                                                                \
-            tmp[FX32_POS(j)] = j >= len ? 0 : k0 > 0 ? (int32_t)out[row * N + j0 + j]               \
-                               : init ? init[row * init_ld + j0 + j] : 0;                           \
-        acc##r##0 = _mm512_loadu_si512((const void *)tmp);                                          \
-        acc##r##1 = _mm512_loadu_si512((const void *)(tmp + 16));                                   \
-        acc##r##2 = _mm512_loadu_si512((const void *)(tmp + 32));                                   \
-        acc##r##3 = _mm512_loadu_si512((const void *)(tmp + 48));                                   \
+        if (k0 == 0 && !init) {                                                                     \
+            acc##r##0 = acc##r##1 = acc##r##2 = acc##r##3 = _mm512_setzero_si512();                 \
+        } else if (k0 == 0 && init_cs == 0) {      /* one start value per row (padding too) */      \
+            acc##r##0 = acc##r##1 = acc##r##2 = acc##r##3 = _mm512_set1_epi32(init[row * init_ld]); \
+        } else {                                                                                    \
+            for (int j = 0; j < 64; j++)                                                            \
+                tmp[FX32_POS(j)] = j >= len ? 0 : k0 > 0 ? (int32_t)out[row * ldo + j0 + j]         \
+                                   : init[row * init_ld + (src0 + j) * init_cs];                    \
+            acc##r##0 = _mm512_loadu_si512((const void *)tmp);                                      \
+            acc##r##1 = _mm512_loadu_si512((const void *)(tmp + 16));                               \
+            acc##r##2 = _mm512_loadu_si512((const void *)(tmp + 32));                               \
+            acc##r##3 = _mm512_loadu_si512((const void *)(tmp + 48));                               \
+        }                                                                                           \
         ov##r##0 = ov##r##1 = ov##r##2 = ov##r##3 = _mm512_setzero_si512();                         \
     }
 #define FX32_STORE(r)                                                                              \
@@ -597,15 +746,31 @@ enum {
         _mm512_storeu_si512((void *)(tmp + 16), acc##r##1);                                         \
         _mm512_storeu_si512((void *)(tmp + 32), acc##r##2);                                         \
         _mm512_storeu_si512((void *)(tmp + 48), acc##r##3);                                         \
+        if (sw && k1 == K) {                                                                        \
+            int32_t v32[64], e32[64];                                                               \
+            for (int j = 0; j < 64; j++)                                                            \
+                v32[j] = tmp[FX32_POS(j)];                                                          \
+            _mm512_storeu_si512((void *)tmp, ov##r##0);                                             \
+            _mm512_storeu_si512((void *)(tmp + 16), ov##r##1);                                      \
+            _mm512_storeu_si512((void *)(tmp + 32), ov##r##2);                                      \
+            _mm512_storeu_si512((void *)(tmp + 48), ov##r##3);                                      \
+            for (int j = 0; j < 64; j++)                                                            \
+                e32[j] = tmp[FX32_POS(j)];                                                          \
+            if (k0 > 0)                                                                             \
+                for (ptrdiff_t j = 0; j < len; j++)                                                 \
+                    e32[j] += (int32_t)cnt[row * ldo + j0 + j];                                     \
+            fxa_sweep_row(sw, so, rows ? rows[row] : row, src0, len, v32, e32);                     \
+        } else {                                                                                    \
         for (ptrdiff_t j = 0; j < len; j++)                                                         \
-            out[row * N + j0 + j] = tmp[FX32_POS(j)];                                               \
+            out[row * ldo + j0 + j] = tmp[FX32_POS(j)];                                               \
         if (cnt) {                                                                                  \
             _mm512_storeu_si512((void *)tmp, ov##r##0);                                             \
             _mm512_storeu_si512((void *)(tmp + 16), ov##r##1);                                      \
             _mm512_storeu_si512((void *)(tmp + 32), ov##r##2);                                      \
             _mm512_storeu_si512((void *)(tmp + 48), ov##r##3);                                      \
             for (ptrdiff_t j = 0; j < len; j++)                                                     \
-                cnt[row * N + j0 + j] = (k0 > 0 ? cnt[row * N + j0 + j] : 0) + (uint32_t)tmp[FX32_POS(j)]; \
+                cnt[row * ldo + j0 + j] = (k0 > 0 ? cnt[row * ldo + j0 + j] : 0) + (uint32_t)tmp[FX32_POS(j)]; \
+        }                                                                                           \
         }                                                                                           \
     }
 #define FX32_BLOCK(R)                                                                              \
@@ -622,11 +787,11 @@ enum {
         (void)ar1;                                                                                  \
     }
 
-__attribute__((target("avx512f,avx512bw")))
+__attribute__((target("avx512f,avx512bw,avx512dq")))
 static void fxa_mac32m_x512(const int16_t *a, const int64_t *rows, ptrdiff_t lda, const int16_t *b,
-                            const int32_t *init, ptrdiff_t init_ld, int64_t *out, int64_t *cnt,
-                            ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, int mode, int32_t lo, int32_t hi,
-                            int sh)
+                           const int64_t *slabs, const int32_t *init, ptrdiff_t init_ld, ptrdiff_t init_cs,
+                           int64_t *out, int64_t *cnt, ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, ptrdiff_t ldo, int mode,
+                           int32_t lo, int32_t hi, int sh, const fxa_sweep *sw, fxa_sweep_out *so)
 {
     const __m512i vlo = _mm512_set1_epi32(lo), vhi = _mm512_set1_epi32(hi), one = _mm512_set1_epi32(1);
     const __m512i zero = _mm512_setzero_si512(), vmax = _mm512_set1_epi32(INT32_MAX);
@@ -645,7 +810,8 @@ static void fxa_mac32m_x512(const int16_t *a, const int64_t *rows, ptrdiff_t lda
     }
     for (ptrdiff_t j0 = 0; j0 < N; j0 += 64) {
         const ptrdiff_t len = N - j0 < 64 ? N - j0 : 64;
-        const int16_t *bslab = b + (j0 / 64) * K * 64;
+        const ptrdiff_t src0 = slabs ? slabs[j0 / 64] * 64 : j0;          /* the slab's first column of b */
+        const int16_t *bslab = b + (src0 / 64) * K * 64;
         ptrdiff_t k0 = 0;
         do {
             const ptrdiff_t k1 = K - k0 < FXA_KTILE ? K : k0 + FXA_KTILE;
@@ -659,11 +825,11 @@ static void fxa_mac32m_x512(const int16_t *a, const int64_t *rows, ptrdiff_t lda
     }
 }
 
-/* 2: AVX-512BW, 1: AVX2, 0: no 16-bit kernel on this CPU. */
+/* 2: AVX-512BW (and DQ), 1: AVX2, 0: no 16-bit kernel on this CPU. */
 static int fxa_i16_level(void)
 {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512bw")) return 2;
+    if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq")) return 2;
     if (__builtin_cpu_supports("avx2")) return 1;
     return 0;
 }
@@ -671,14 +837,17 @@ static int fxa_i16_level(void)
 /* The 16-bit kernel: level 2 = AVX-512BW (register-blocked, any rows/init layout, cnt may be NULL),
  * level 1 = AVX2 (one row at a time when rows/init_ld are given; cnt required). */
 static void fxa_mac_rows_i16(const int16_t *a, const int64_t *rows, ptrdiff_t lda, const int16_t *b,
-                             const int16_t *init, ptrdiff_t init_ld, int64_t *out, int64_t *cnt,
-                             ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, int mode, int16_t lo, int16_t hi,
-                             int sh, int level)
+                             const int64_t *slabs, const int16_t *init, ptrdiff_t init_ld, ptrdiff_t init_cs,
+                             int64_t *out, int64_t *cnt, ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, ptrdiff_t ldo,
+                             int mode, int16_t lo, int16_t hi, int sh, int level, const fxa_sweep *sw,
+                             fxa_sweep_out *so)
 {
     if (level == 2) {
-        fxa_mac16_x512(a, rows, lda, b, init, init_ld, out, cnt, nrows, K, N, mode, lo, hi, sh);
+        fxa_mac16_x512(a, rows, lda, b, slabs, init, init_ld, init_cs, out, cnt, nrows, K, N, ldo, mode, lo, hi,
+                       sh, sw, so);
         return;
     }
+    (void)slabs; (void)init_cs; (void)sw; (void)so; (void)ldo;  /* level 1: none of them (checked in the wrapper) */
     if (!rows && lda == K && (!init || init_ld == N)) {
         fxa_mac16_avx2(a, b, init, out, cnt, nrows, K, N, mode, lo, hi, sh);
         return;
@@ -690,30 +859,32 @@ static void fxa_mac_rows_i16(const int16_t *a, const int64_t *rows, ptrdiff_t ld
 
 /* The 32-bit-lane kernel on int16 operands (AVX-512BW only: callers check fxa_i16_level() == 2). */
 static void fxa_mac_rows_i32m(const int16_t *a, const int64_t *rows, ptrdiff_t lda, const int16_t *b,
-                              const int32_t *init, ptrdiff_t init_ld, int64_t *out, int64_t *cnt,
-                              ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, int mode, int32_t lo, int32_t hi,
-                              int sh)
+                              const int64_t *slabs, const int32_t *init, ptrdiff_t init_ld, ptrdiff_t init_cs,
+                              int64_t *out, int64_t *cnt, ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, ptrdiff_t ldo,
+                              int mode, int32_t lo, int32_t hi, int sh, const fxa_sweep *sw, fxa_sweep_out *so)
 {
-    fxa_mac32m_x512(a, rows, lda, b, init, init_ld, out, cnt, nrows, K, N, mode, lo, hi, sh);
+    fxa_mac32m_x512(a, rows, lda, b, slabs, init, init_ld, init_cs, out, cnt, nrows, K, N, ldo, mode, lo, hi,
+                    sh, sw, so);
 }
 #else
 #define FXA_HAVE_I16 0
 static int fxa_i16_level(void) { return 0; }
 static void fxa_mac_rows_i16(const int16_t *a, const int64_t *rows, ptrdiff_t lda, const int16_t *b,
-                             const int16_t *init, ptrdiff_t init_ld, int64_t *out, int64_t *cnt,
-                             ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, int mode, int16_t lo, int16_t hi,
-                             int sh, int level)
+                             const int64_t *slabs, const int16_t *init, ptrdiff_t init_ld, ptrdiff_t init_cs,
+                             int64_t *out, int64_t *cnt, ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, ptrdiff_t ldo,
+                             int mode, int16_t lo, int16_t hi, int sh, int level, const fxa_sweep *sw,
+                             fxa_sweep_out *so)
 {
-    (void)a; (void)rows; (void)lda; (void)b; (void)init; (void)init_ld; (void)out; (void)cnt;
-    (void)nrows; (void)K; (void)N; (void)mode; (void)lo; (void)hi; (void)sh; (void)level;
+    (void)a; (void)rows; (void)lda; (void)b; (void)slabs; (void)init; (void)init_ld; (void)init_cs; (void)out; (void)cnt;
+    (void)nrows; (void)K; (void)N; (void)mode; (void)lo; (void)hi; (void)sh; (void)level; (void)sw; (void)so; (void)ldo;
 }
 static void fxa_mac_rows_i32m(const int16_t *a, const int64_t *rows, ptrdiff_t lda, const int16_t *b,
-                              const int32_t *init, ptrdiff_t init_ld, int64_t *out, int64_t *cnt,
-                              ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, int mode, int32_t lo, int32_t hi,
-                              int sh)
+                              const int64_t *slabs, const int32_t *init, ptrdiff_t init_ld, ptrdiff_t init_cs,
+                              int64_t *out, int64_t *cnt, ptrdiff_t nrows, ptrdiff_t K, ptrdiff_t N, ptrdiff_t ldo,
+                              int mode, int32_t lo, int32_t hi, int sh, const fxa_sweep *sw, fxa_sweep_out *so)
 {
-    (void)a; (void)rows; (void)lda; (void)b; (void)init; (void)init_ld; (void)out; (void)cnt;
-    (void)nrows; (void)K; (void)N; (void)mode; (void)lo; (void)hi; (void)sh;
+    (void)a; (void)rows; (void)lda; (void)b; (void)slabs; (void)init; (void)init_ld; (void)init_cs; (void)out; (void)cnt;
+    (void)nrows; (void)K; (void)N; (void)mode; (void)lo; (void)hi; (void)sh; (void)sw; (void)so; (void)ldo;
 }
 #endif
 

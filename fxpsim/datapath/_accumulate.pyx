@@ -11,12 +11,14 @@ Kernels (the vectorised loops are C in ``_accumulate.h``; rows run in parallel, 
 ``mac_fast16``    the same on 16-bit lanes with saturating adds (AVX-512BW/AVX2 intrinsics)
 ``mac_fast32m``   the same on 32-bit lanes from int16 operands (vpmaddwd products, AVX-512BW)
 ``mac_wrap64``    exact sums modulo 2^64 (unsigned lanes: wrapping by definition)
+``Sweep``         the sweep mode of the AVX-512BW kernels: results scored in place against exact
+                  accumulators and reference codes (fxpsim.hardware.node_sweep)
 ``tree_fast``     balanced adder-tree order on int32/int64 lanes, vectorised across output columns
 ``mac_generic``   the same for any width/mode/rounding, sequential or adder-tree order, int128 sums
 ``cumsum_rows``   running sums out[r,k] = fit(out[r,k-1] + x[r,k]) with per-step overflow flags
 """
 from cython.parallel cimport prange, threadid
-from libc.stdint cimport int16_t, int32_t, int64_t, uint64_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint64_t
 import numpy as np
 
 from fxpsim.core._kernels cimport (fx_i128, overflow128, shift_round)
@@ -46,14 +48,39 @@ cdef extern from "_accumulate.h" nogil:
     void fxa_mac_rows_u64(const uint64_t* a, const uint64_t* b, const uint64_t* init, int64_t* out,
                           int64_t* cnt, Py_ssize_t nrows, Py_ssize_t K, Py_ssize_t N, int mode,
                           uint64_t lo, uint64_t hi, int sh)
+    ctypedef struct fxa_sweep:
+        const int64_t* exact
+        const int32_t* ref
+        Py_ssize_t e_ld
+        int ch_mode
+        const int64_t* slab_ch
+        Py_ssize_t period
+        Py_ssize_t nvalid
+        const int64_t* bias_after
+        const int64_t* fmul
+        const int64_t* fadd
+        const int64_t* fnudge
+        const int64_t* fshift
+        int64_t code_lo
+        int64_t code_hi
+        int width
+        int mode
+        uint8_t* flags
+        Py_ssize_t n_slabs
+    ctypedef struct fxa_sweep_out:
+        int64_t events
+        int64_t not_exact
+        int64_t sum_err
+        int64_t max_err
     void fxa_mac_rows_i16(const int16_t* a, const int64_t* rows, Py_ssize_t lda, const int16_t* b,
-                          const int16_t* init, Py_ssize_t init_ld, int64_t* out, int64_t* cnt,
-                          Py_ssize_t nrows, Py_ssize_t K, Py_ssize_t N, int mode, int16_t lo, int16_t hi,
-                          int sh, int level)
+                          const int64_t* slabs, const int16_t* init, Py_ssize_t init_ld, Py_ssize_t init_cs,
+                          int64_t* out, int64_t* cnt, Py_ssize_t nrows, Py_ssize_t K, Py_ssize_t N, Py_ssize_t ldo,
+                          int mode, int16_t lo, int16_t hi, int sh, int level, const fxa_sweep* sw,
+                          fxa_sweep_out* so)
     void fxa_mac_rows_i32m(const int16_t* a, const int64_t* rows, Py_ssize_t lda, const int16_t* b,
-                           const int32_t* init, Py_ssize_t init_ld, int64_t* out, int64_t* cnt,
-                           Py_ssize_t nrows, Py_ssize_t K, Py_ssize_t N, int mode, int32_t lo, int32_t hi,
-                           int sh)
+                           const int64_t* slabs, const int32_t* init, Py_ssize_t init_ld, Py_ssize_t init_cs,
+                           int64_t* out, int64_t* cnt, Py_ssize_t nrows, Py_ssize_t K, Py_ssize_t N, Py_ssize_t ldo,
+                           int mode, int32_t lo, int32_t hi, int sh, const fxa_sweep* sw, fxa_sweep_out* so)
 
 FAST_EXACT = FXA_EXACT
 FAST_SATURATE = FXA_SAT
@@ -157,86 +184,231 @@ def _row_index(rows, Py_ssize_t R, Py_ssize_t ra, Py_ssize_t M, Py_ssize_t nb, s
     return idx
 
 
+def _slab_index(slabs, Py_ssize_t N, Py_ssize_t K, Py_ssize_t blen, Py_ssize_t nb, str name):
+    """The optional column-slab index (None: every slab of b, in order)."""
+    cdef const int64_t[::1] idx
+    if slabs is None:
+        return None
+    idx = slabs
+    if nb != 1:
+        raise ValueError(f"{name}: a slab index needs one right operand (no batches)")
+    if N != 64 * idx.shape[0]:
+        raise ValueError(f"{name}: out has {N} columns for {idx.shape[0]} slabs of 64")
+    if idx.shape[0] and (np.min(slabs) < 0 or (np.max(slabs) + 1) * K * 64 > blen):
+        raise ValueError(f"{name}: slab index outside b")
+    return idx
+
+
+def _init_strides(init, Py_ssize_t R, Py_ssize_t N, slabs, str name):
+    """(row stride, column stride) of ``init``: [R, C] (C = N, or the columns of b with a slab index),
+    [1, C] shared by every row, [R, 1] one value per row."""
+    if init.shape[0] == 0:
+        return 0, 0
+    if init.shape[0] not in (1, R):
+        raise ValueError(f"{name}: init has {init.shape[0]} rows for {R} output rows")
+    cs = 0 if init.shape[1] == 1 and N != 1 else 1
+    if cs and slabs is None and init.shape[1] != N:
+        raise ValueError(f"{name}: init has {init.shape[1]} columns for {N}")
+    if cs and slabs is not None and slabs.shape[0] and init.shape[1] < (np.max(slabs) + 1) * 64:
+        raise ValueError(f"{name}: init must cover every column of the slabs (padded to 64)")
+    return (0 if init.shape[0] == 1 else init.shape[1]), cs
+
+
+cdef class Sweep:
+    """The sweep mode of ``mac_fast16`` / ``mac_fast32m``: the last k tile scores its results instead of
+    storing them (see ``fxa_sweep`` in ``_accumulate.h``).
+
+    Arguments (arrays are kept alive here): ``exact`` int64 and ``ref`` int32, 2-D [erows, e_ld] (row
+    ``rows[i]`` -- or the kernel row -- and b's column); ``ch_mode`` 0 (channel = column), 1 (= kernel
+    row) or 2 (= ``slab_ch[slab]``); columns ``c`` with ``c % period >= nvalid`` are padding;
+    ``bias_after`` (int64 per channel or empty); the fused requantization ``fmul, fadd, fnudge (may be
+    empty), fshift`` per channel and the code clamp; the register ``width`` and fit ``mode``; ``flags``
+    uint8 [erows, n_slabs] set where an output overflowed.  After a kernel call, ``result()`` is
+    ``(events, not_exact, sum |err|, max |err|)``.
+    """
+    cdef fxa_sweep s
+    cdef const int64_t[:, ::1] exact
+    cdef const int32_t[:, ::1] ref
+    cdef const int64_t[::1] slab_ch, bias_after, fmul, fadd, fnudge, fshift
+    cdef uint8_t[:, ::1] flags
+    cdef int64_t[:, ::1] outs
+
+    def __init__(self, exact, ref, int ch_mode, slab_ch, Py_ssize_t period, Py_ssize_t nvalid, bias_after,
+                 fmul, fadd, fnudge, fshift, int64_t code_lo, int64_t code_hi, int width, int mode, flags):
+        if fnudge.shape[0] == 0:
+            fnudge = np.zeros(fmul.shape[0], np.int64)
+        self.exact, self.ref, self.slab_ch, self.bias_after = exact, ref, slab_ch, bias_after
+        self.fmul, self.fadd, self.fnudge, self.fshift, self.flags = fmul, fadd, fnudge, fshift, flags
+        if exact.shape[0] != ref.shape[0] or exact.shape[1] != ref.shape[1] or period <= 0:
+            raise ValueError("Sweep: exact and ref must have the same shape")
+        if fmul.shape[0] == 0 or fadd.shape[0] != fmul.shape[0] or fshift.shape[0] != fmul.shape[0]:
+            raise ValueError("Sweep: the fused requantization needs one constant per channel")
+        if flags.shape[0] != exact.shape[0]:
+            raise ValueError("Sweep: flags need one row per row of exact")
+        self.s.exact = &self.exact[0, 0]
+        self.s.ref = &self.ref[0, 0]
+        self.s.e_ld = exact.shape[1]
+        self.s.ch_mode = ch_mode
+        self.s.slab_ch = &self.slab_ch[0] if slab_ch.shape[0] else NULL
+        self.s.period, self.s.nvalid = period, nvalid
+        self.s.bias_after = &self.bias_after[0] if bias_after.shape[0] else NULL
+        self.s.fmul, self.s.fadd, self.s.fshift = &self.fmul[0], &self.fadd[0], &self.fshift[0]
+        self.s.fnudge = &self.fnudge[0]
+        self.s.code_lo, self.s.code_hi, self.s.width, self.s.mode = code_lo, code_hi, width, mode
+        self.s.flags = &self.flags[0, 0] if flags.shape[1] else NULL
+        self.s.n_slabs = flags.shape[1]
+        self.outs = np.zeros((1, 4), np.int64)
+
+    def result(self):
+        cdef Py_ssize_t i
+        t = [0, 0, 0, 0]
+        for i in range(self.outs.shape[0]):
+            t[0] += self.outs[i, 0]
+            t[1] += self.outs[i, 1]
+            t[2] += self.outs[i, 2]
+            t[3] = max(t[3], self.outs[i, 3])
+        return tuple(t)
+
+
+cdef fxa_sweep_out* _sweep_outs(Sweep sw, Py_ssize_t n_chunks) except? NULL:
+    """Zeroed per-chunk result slots of ``sw`` (each chunk of rows writes its own)."""
+    sw.outs = np.zeros((max(n_chunks, 1), 4), np.int64)
+    return <fxa_sweep_out*>&sw.outs[0, 0]
+
+
 def mac_fast16(const int16_t[:, ::1] a, const int16_t[:, ::1] b, const int16_t[:, ::1] init,
                int64_t[:, ::1] out, int64_t[:, ::1] cnt, Py_ssize_t rows_per_batch, int mode,
-               int16_t lo, int16_t hi, int sh, int nthreads, int level=-1, rows=None):
+               int16_t lo, int16_t hi, int sh, int nthreads, int level=-1, rows=None, slabs=None,
+               Sweep sweep=None):
     """``mac_fast`` on 16-bit lanes (signed accumulator <= 16 bits, products fitting int16).
 
     Only FAST_SATURATE, FAST_ZERO and FAST_WRAP_SIGNED; needs ``simd16_level() > 0``.
     ``level``: -1 best for this CPU, or force 1 (AVX2) / 2 (AVX-512BW) up to ``simd16_level()``.
-    ``init``: [R, N], one row [1, N] shared by every output row, or zero rows (start at 0).
+    ``init``: [R, N], one row [1, N] shared by every output row, one value per row [R, 1], or zero rows.
     ``cnt``: [R, N], or zero rows: no counting (AVX-512BW only; the cheaper loops).
     ``rows``: optional int64 [R] source rows of ``a`` (output row r reads ``a[rows[r]]``; one batch).
+    ``slabs``: optional int64 [N / 64] slabs of ``b`` (output columns 64s.. read slab ``slabs[s]``; ``init``
+    columns follow b's); AVX-512BW only.
+    ``sweep``: a :class:`Sweep` -- the results are scored instead of stored (``out``/``cnt`` only hold
+    the k tiles before the last); AVX-512BW only, counting.
     """
     cdef Py_ssize_t R = out.shape[0], K = a.shape[1], N = out.shape[1]
-    cdef Py_ssize_t M = rows_per_batch, chunk = ROW_CHUNK, per_batch, c, r, nr, init_ld
+    cdef Py_ssize_t M = rows_per_batch, chunk = ROW_CHUNK, per_batch, c, r, nr, init_ld, init_cs
+    cdef Py_ssize_t n_rc, n_sc = 1, spc, t, s0, s1, n_slabs
     cdef bint has_init = init.shape[0] > 0, has_cnt = cnt.shape[0] > 0
     cdef int best = fxa_i16_level()
+    cdef const fxa_sweep* swp = NULL
+    cdef fxa_sweep_out* so = NULL
     cdef const int64_t[::1] idx
+    cdef const int64_t[::1] sidx
     cdef const int64_t* rp = NULL
+    cdef const int64_t* sp = NULL
     if level < 0:
         level = best
     if not 1 <= level <= best:
         raise RuntimeError(f"mac_fast16: SIMD level {level} unavailable (this CPU: {best})")
-    if not has_cnt and level < 2:
-        raise ValueError("mac_fast16: the AVX2 kernel always counts; pass cnt")
     idx = _row_index(rows, R, a.shape[0], M, b.shape[0], "mac_fast16")
+    sidx = _slab_index(slabs, N, K, b.shape[1], b.shape[0], "mac_fast16")
+    init_ld, init_cs = _init_strides(init, R, N, slabs, "mac_fast16")
+    if level < 2 and (not has_cnt or sidx is not None or sweep is not None
+                      or (has_init and (init_cs != 1 or init_ld not in (0, N)))):
+        raise ValueError("mac_fast16: the AVX2 kernel always counts and takes neither slabs, per-row init nor sweep")
+    if sweep is not None and not has_cnt:
+        raise ValueError("mac_fast16: the sweep mode counts: pass cnt")
     if idx is None and R != a.shape[0]:
         raise ValueError("mac_fast16: out and a must have the same rows")
     if R == 0 or N == 0:
         return
     if idx is not None:
         rp = &idx[0]
-    init_ld = 0 if init.shape[0] == 1 else N
+    if sidx is not None:
+        sp = &sidx[0]
     per_batch = (M + chunk - 1) // chunk
-    for c in prange(per_batch * (R // M), nogil=True, schedule="dynamic", num_threads=nthreads):
+    n_rc = per_batch * (R // M)
+    n_slabs = N // 64 if sp != NULL else 1
+    if sweep is not None and sp != NULL and n_rc < 2 * nthreads and n_slabs > 1:
+        # few kernel rows (the transposed and products layouts): the slabs are split between threads too
+        n_sc = min(n_slabs, max(1, (4 * nthreads) // n_rc))
+    spc = (n_slabs + n_sc - 1) // n_sc
+    n_sc = (n_slabs + spc - 1) // spc
+    if sweep is not None:
+        swp = &sweep.s
+        so = _sweep_outs(sweep, n_rc * n_sc)
+    for t in prange(n_rc * n_sc, nogil=True, schedule="dynamic", num_threads=nthreads):
+        c = t // n_sc
+        s0 = (t % n_sc) * spc
+        s1 = min(n_slabs, s0 + spc)
         r = (c // per_batch) * M + (c % per_batch) * chunk
         nr = min(chunk, (c // per_batch) * M + M - r)
         fxa_mac_rows_i16(&a[0, 0] if K > 0 and rp != NULL else (&a[r, 0] if K > 0 else NULL),
-                         rp + r if rp != NULL else NULL, K,
-                         &b[r // M, 0] if K > 0 and rp == NULL else (&b[0, 0] if K > 0 else NULL),
-                         (&init[0, 0] if init_ld == 0 else &init[r, 0]) if has_init else NULL, init_ld,
-                         &out[r, 0], &cnt[r, 0] if has_cnt else NULL,
-                         nr, K, N, mode, lo, hi, sh, level)
+             rp + r if rp != NULL else NULL, K,
+             &b[r // M, 0] if K > 0 and rp == NULL else (&b[0, 0] if K > 0 else NULL), sp + s0 if sp != NULL else NULL,
+             (&init[0, 0] + r * init_ld) if has_init else NULL, init_ld, init_cs,
+             &out[r, 64 * s0 if sp != NULL else 0], &cnt[r, 64 * s0 if sp != NULL else 0] if has_cnt else NULL,
+             nr, K, 64 * (s1 - s0) if sp != NULL else N, N, mode, lo, hi, sh, level, swp, so + t if so != NULL else NULL)
+
 
 
 def mac_fast32m(const int16_t[:, ::1] a, const int16_t[:, ::1] b, const int32_t[:, ::1] init,
                 int64_t[:, ::1] out, int64_t[:, ::1] cnt, Py_ssize_t rows_per_batch, int mode,
-                int32_t lo, int32_t hi, int sh, int nthreads, rows=None):
+                int32_t lo, int32_t hi, int sh, int nthreads, rows=None, slabs=None, Sweep sweep=None):
     """``mac_fast`` on 32-bit lanes from int16 operands packed as for ``mac_fast16`` (AVX-512BW).
 
     Products are formed exactly by vpmaddwd (|a*b| <= 2^30).  Modes FAST_SATURATE, FAST_ZERO,
     FAST_WRAP_SIGNED, FAST_WRAP_UNSIGNED, FAST_EXACT.  Unless ``lo, hi`` is the full int32 range
     (a signed 32-bit register: the sum may wrap in the lanes, overflow is tested on the signs),
     the caller guarantees ``max(|lo|, |hi|, |init|) + max|a*b| <= 2^31 - 1``.
-    ``init`` ([R, N], [1, N] or zero rows), ``cnt`` (zero rows: no counting) and ``rows`` as in
-    ``mac_fast16``.  Needs ``simd16_level() == 2``.
+    ``init``, ``cnt``, ``rows``, ``slabs`` and ``sweep`` as in ``mac_fast16``.  Needs ``simd16_level() == 2``.
     """
     cdef Py_ssize_t R = out.shape[0], K = a.shape[1], N = out.shape[1]
-    cdef Py_ssize_t M = rows_per_batch, chunk = ROW_CHUNK, per_batch, c, r, nr, init_ld
+    cdef Py_ssize_t M = rows_per_batch, chunk = ROW_CHUNK, per_batch, c, r, nr, init_ld, init_cs
+    cdef Py_ssize_t n_rc, n_sc = 1, spc, t, s0, s1, n_slabs
     cdef bint has_init = init.shape[0] > 0, has_cnt = cnt.shape[0] > 0
+    cdef const fxa_sweep* swp = NULL
+    cdef fxa_sweep_out* so = NULL
     cdef const int64_t[::1] idx
+    cdef const int64_t[::1] sidx
     cdef const int64_t* rp = NULL
+    cdef const int64_t* sp = NULL
     if fxa_i16_level() < 2:
         raise RuntimeError("mac_fast32m: needs AVX-512BW")
     idx = _row_index(rows, R, a.shape[0], M, b.shape[0], "mac_fast32m")
+    sidx = _slab_index(slabs, N, K, b.shape[1], b.shape[0], "mac_fast32m")
+    init_ld, init_cs = _init_strides(init, R, N, slabs, "mac_fast32m")
+    if sweep is not None and not has_cnt:
+        raise ValueError("mac_fast32m: the sweep mode counts: pass cnt")
     if idx is None and R != a.shape[0]:
         raise ValueError("mac_fast32m: out and a must have the same rows")
     if R == 0 or N == 0:
         return
     if idx is not None:
         rp = &idx[0]
-    init_ld = 0 if init.shape[0] == 1 else N
+    if sidx is not None:
+        sp = &sidx[0]
     per_batch = (M + chunk - 1) // chunk
-    for c in prange(per_batch * (R // M), nogil=True, schedule="dynamic", num_threads=nthreads):
+    n_rc = per_batch * (R // M)
+    n_slabs = N // 64 if sp != NULL else 1
+    if sweep is not None and sp != NULL and n_rc < 2 * nthreads and n_slabs > 1:
+        # few kernel rows (the transposed and products layouts): the slabs are split between threads too
+        n_sc = min(n_slabs, max(1, (4 * nthreads) // n_rc))
+    spc = (n_slabs + n_sc - 1) // n_sc
+    n_sc = (n_slabs + spc - 1) // spc
+    if sweep is not None:
+        swp = &sweep.s
+        so = _sweep_outs(sweep, n_rc * n_sc)
+    for t in prange(n_rc * n_sc, nogil=True, schedule="dynamic", num_threads=nthreads):
+        c = t // n_sc
+        s0 = (t % n_sc) * spc
+        s1 = min(n_slabs, s0 + spc)
         r = (c // per_batch) * M + (c % per_batch) * chunk
         nr = min(chunk, (c // per_batch) * M + M - r)
         fxa_mac_rows_i32m(&a[0, 0] if K > 0 and rp != NULL else (&a[r, 0] if K > 0 else NULL),
-                          rp + r if rp != NULL else NULL, K,
-                          &b[r // M, 0] if K > 0 and rp == NULL else (&b[0, 0] if K > 0 else NULL),
-                          (&init[0, 0] if init_ld == 0 else &init[r, 0]) if has_init else NULL, init_ld,
-                          &out[r, 0], &cnt[r, 0] if has_cnt else NULL,
-                          nr, K, N, mode, lo, hi, sh)
+             rp + r if rp != NULL else NULL, K,
+             &b[r // M, 0] if K > 0 and rp == NULL else (&b[0, 0] if K > 0 else NULL), sp + s0 if sp != NULL else NULL,
+             (&init[0, 0] + r * init_ld) if has_init else NULL, init_ld, init_cs,
+             &out[r, 64 * s0 if sp != NULL else 0], &cnt[r, 64 * s0 if sp != NULL else 0] if has_cnt else NULL,
+             nr, K, 64 * (s1 - s0) if sp != NULL else N, N, mode, lo, hi, sh, swp, so + t if so != NULL else NULL)
+
 
 
 def mac_wrap64(const uint64_t[:, ::1] a, const uint64_t[:, ::1] b, int64_t[:, ::1] out,

@@ -1,0 +1,139 @@
+"""Benchmark of the per-node accumulator sweep (fxpsim.hardware.node_sweep).
+
+For each model: one exact inference (``graph.run(x)`` on the graph's datapath: the target's unit; the
+faster of BLAS on all cores or on one), the
+sweep of every MAC node over widths 8..32 and saturate/wrap (``node_sweep``), and the same numbers by the
+plain loop it replaces (``run_node`` at every node x width x mode, fed the exact tensors) -- all on the same
+batch, best of N (the machine is shared: other work runs, and the minimum is the least disturbed figure).
+Columns: seconds, sweep / inference (target < 3), loop / sweep, and the sweep's peak extra memory over
+the bytes of the graph's tensors on the batch, constants included (a subprocess, ``bench_memory.measure``,
+after a warm-up sweep of two inputs so that imports and first-call buffers are not counted).
+
+Models: the demo CNN (``fxpsim.cli.demo_model(epochs=3)`` converted for ``tflite-int8``, digits test set)
+and the imported MobileNetV2 0.35 48x48 (``benchmarks/models``, random int8 images).
+Run:  python benchmarks/bench_sweep.py [--quick] [--loop-widths 8,16,24,32]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_memory import measure  # noqa: E402
+
+MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models", "mobilenet_v2_035_48.tflite")
+
+SETUP = {
+    "demo": """
+import numpy as np, fxpsim
+from fxpsim.cli import demo_model
+from fxpsim.nn.datasets import load_digits
+model, _ = demo_model(epochs=3)
+x = load_digits("test", seed=0)[0]
+graph = fxpsim.convert(model, "tflite-int8", load_digits("train", seed=0)[0][:500])
+""",
+    "mobilenet": f"""
+import numpy as np, fxpsim
+graph = fxpsim.import_model({MODEL!r})
+x = np.random.default_rng(0).integers(-128, 128, (BATCH, 48, 48, 3), dtype=np.int8)
+""",
+}
+
+
+def best_time(fn, repeat=5, budget=20.0):
+    best, spent = float("inf"), 0.0
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        dt = time.perf_counter() - t
+        best, spent = min(best, dt), spent + dt
+        if spent + dt > budget:
+            break
+    return best
+
+
+def blas_one():
+    try:
+        from threadpoolctl import threadpool_limits
+        return threadpool_limits(limits=1, user_api="blas")
+    except ImportError:                          # pragma: no cover
+        import contextlib
+        return contextlib.nullcontext()
+
+
+def naive_loop(graph, x, widths, modes=("saturate", "wrap")):
+    """What node_sweep replaces: every node x width x mode run on its own (overflow counts need the trace)."""
+    import dataclasses
+    from fxpsim.graph.ops import run_node
+    from fxpsim.graph.mac_ops import MAC_OPS
+    dp = graph.default_datapath
+    _, _, values = graph.run(x, dp, keep=True)
+    consts = {k: t.data for k, t in graph.tensors.items() if t.is_constant}
+    for node in graph.nodes:
+        if node.op not in MAC_OPS:
+            continue
+        ins = [(values[t] if t in values else consts[t]) if t else None for t in node.inputs]
+        exact = values[node.outputs[0]].astype(np.int64)
+        for w in widths:
+            for mode in modes:
+                outs, tr = run_node(graph, node, ins, dataclasses.replace(dp, accumulator_bits=w,
+                                                                          accumulator_overflow=mode), True)
+                np.count_nonzero(outs[0] != exact)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller batches, loop on 4 widths")
+    parser.add_argument("--loop-widths", default=None, help="widths the naive loop runs (default: all 8..32; "
+                                                             "its time is scaled to 25 widths when fewer)")
+    parser.add_argument("--batch", type=int, default=None, help="MobileNet images (default 32, quick 8)")
+    args = parser.parse_args()
+    import fxpsim
+    from fxpsim.hardware.node_sweep import node_sweep
+    batch = args.batch or (8 if args.quick else 32)
+    loop_widths = [int(w) for w in args.loop_widths.split(",")] if args.loop_widths else \
+        ([8, 16, 24, 32] if args.quick else list(range(8, 33)))
+    rows = []
+    for name in ("demo", "mobilenet"):
+        if name == "mobilenet" and not os.path.exists(MODEL):
+            continue
+        ns = {}
+        exec(SETUP[name].replace("BATCH", str(batch)), ns)
+        graph, x = ns["graph"], ns["x"]
+        if args.quick and name == "demo":
+            x = x[:120]
+        node_sweep(graph, x)                                    # first-call buffers, caches
+        t_inf = best_time(lambda: graph.run(x))
+        with blas_one():                                        # the inference's best: on a small shared
+            t_inf = min(t_inf, best_time(lambda: graph.run(x)))  # machine BLAS on one thread can be faster
+        t_sweep = best_time(lambda: node_sweep(graph, x))
+        t_loop = best_time(lambda: naive_loop(graph, x, loop_widths), repeat=1, budget=0)
+        t_loop *= 25 / len(loop_widths)
+        io_expr = ("_, _, v = graph.run(x, keep=True); io = sum(a.nbytes for a in v.values()) + "
+                   "sum(t.data.nbytes for t in graph.tensors.values() if t.is_constant)")
+        setup = SETUP[name].replace("BATCH", str(batch)) + ("x = x[:120]\n" if args.quick and name == "demo" else "") \
+            + "from fxpsim.hardware.node_sweep import node_sweep\nnode_sweep(graph, x[:2])\n" + io_expr
+        mem = measure(setup, "node_sweep(graph, x)")
+        macs = sum(graph.macs(n) for n in graph.nodes if n.op in ("conv2d", "depthwise_conv2d", "fully_connected"))
+        rows.append((f"{name} ({len(x)} inputs, {macs * len(x) / 1e6:.0f}M MACs)", t_inf, t_sweep, t_loop,
+                     len(loop_widths), mem))
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"fxpsim node sweep benchmark -- {platform.processor() or platform.machine()}, {os.cpu_count()} core(s), "
+          f"load average {load:.1f} (other work running: best of N), fxpsim {fxpsim.__version__}")
+    print("sweep: every MAC node x widths 8..32 x {saturate, wrap}; loop: run_node at every point "
+          "(scaled to 25 widths when run on fewer)")
+    print(f"{'model':40s} {'inference s':>11s} {'sweep s':>8s} {'sweep/inf':>9s} {'loop s':>8s} {'loop/sweep':>10s} "
+          f"{'mem MiB':>8s} {'mem/io':>6s}  target")
+    for label, t_inf, t_sweep, t_loop, nw, mem in rows:
+        print(f"{label:40s} {t_inf:11.4f} {t_sweep:8.4f} {t_sweep / t_inf:9.2f} {t_loop:8.2f} "
+              f"{t_loop / t_sweep:10.1f} {mem['extra'] / 2**20:8.1f} {mem['extra'] / mem['io']:6.2f}  "
+              f"sweep/inf < 3{'' if nw == 25 else f' (loop: {nw} widths, scaled)'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,613 @@
+"""Accumulator-width sweeps of every MAC node at about the cost of one inference.
+
+:func:`node_sweep` answers, for every MAC node of an integer graph and every accumulator width and overflow
+mode: how many adds overflow, what fraction of the node's outputs differ from the exact datapath's, and by
+how many output LSBs -- each node fed the exact graph's inputs (``graph.run(x, datapath, keep=True)``), every
+other knob of ``datapath`` unchanged.  The numbers are those of running the node on
+``dataclasses.replace(datapath, accumulator_bits=W, accumulator_overflow=mode)`` width by width, without the
+redundant work:
+
+* once per node: the exact accumulators :math:`E` (BLAS), and a bound on every partial sum, the second GEMM
+  :math:`U = |x - z_x|\\,|w - z_w|` (so :math:`|s| \\le |b| + U` for every running sum and adder-tree node);
+* an output whose bound fits ``W`` bits cannot overflow: its accumulator is :math:`E - b + b_W` (``b_W`` the
+  bias saturated into ``W`` bits, as the datapath stores it);
+* the others go through the per-add kernels (AVX-512BW 16/32-bit lanes, the rows of the node that need it,
+  named by a row index: nothing is copied), and an output without an overflow event at ``W`` -- all its exact
+  partial sums within range -- has none at any wider width (the exact partial sums do not depend on ``W``,
+  and neither does a saturated bias get further from them), so it leaves the per-add work for good; wrapping,
+  saturation and ``saturate_zero`` overflow on exactly the same outputs (the first event is the first
+  partial sum out of range), so that information is shared between the modes;
+* ``overflow_at="end"``: the exact accumulators fitted once (no per-add work at all);
+* requantization (the node's own :func:`~fxpsim.graph.mac_ops.requantizer_for`) only for accumulators that
+  differ from the exact ones, through a per-channel table of every ``W``-bit accumulator's output code while
+  that table is no larger than the node's outputs.
+
+:func:`exact_widths` is the cheap part alone: per MAC node, the width from which the node is provably exact
+on the given inputs (every partial sum and the bias fit), so that a full-network sweep can skip every wider
+point of that node (and every point at which all nodes are exact: the network then equals the exact one).
+
+Knobs the fast path does not model (``zero_point="fold"``, K-tiling, an accumulator LSB coarser than the
+products', modes other than saturate / wrap / saturate_zero) make that node fall back to running it with
+:func:`fxpsim.graph.ops.run_node` at every point -- the same numbers, at the cost of one node run per point.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..datapath import _accumulate as _k
+from ..datapath import accumulate as _acc
+from ..datapath.accumulate import matmul as _matmul
+from ..datapath.accumulate import sum as _dsum
+from ..datapath.partial_sums import mac_rows
+from ..datapath.requantize import _fused_constants
+from ..graph.ir import node_datapath
+from ..graph.ops import _clamp_codes, _overflow_name, _pads, _padding, _pair, _spec, run_node
+from ..graph.mac_ops import MAC_OPS, requantizer_for      # (after graph.ops, which imports it)
+
+__all__ = ["node_sweep", "exact_widths", "NodeSweepResult"]
+
+_FAST_MODES = {"saturate": _k.FAST_SATURATE, "wrap": _k.FAST_WRAP_SIGNED, "saturate_zero": _k.FAST_ZERO}
+_I32 = (1 << 31) - 1
+
+
+@dataclass
+class NodeSweepResult:
+    """What :func:`node_sweep` found.
+
+    Attributes
+    ----------
+    records : list of dict
+        One per (MAC node, width, overflow mode): ``node``, ``op``, ``width``, ``overflow``,
+        ``overflow_count`` (adds that overflowed, the bias add after the sum included),
+        ``not_exact_fraction`` (outputs whose code differs from the exact datapath's),
+        ``max_abs_error_lsb`` and ``mean_abs_error_lsb`` (output LSBs, over all the node's outputs),
+        ``outputs``, ``adds`` (per-add steps of the node on this batch), ``method`` (``"fast"`` or
+        ``"run_node"``: the fallback).
+    exact_from : dict
+        MAC node name -> the smallest swept width from which the node was exact at every swept width
+        (None: not exact at the widest).
+    bound_bits : dict
+        MAC node name -> the width from which :math:`|b| + U` proves the node exact on these inputs.
+    seconds : float
+        Wall time of the whole sweep, the exact inference it runs included.
+    """
+
+    records: list = field(default_factory=list)
+    exact_from: dict = field(default_factory=dict)
+    bound_bits: dict = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def table(self) -> str:
+        from ..report.render import format_table
+        rows = [[r["node"], r["width"], r["overflow"], r["overflow_count"], f"{r['not_exact_fraction']:.4f}",
+                 r["max_abs_error_lsb"], f"{r['mean_abs_error_lsb']:.4f}"] for r in self.records]
+        return format_table(["node", "W", "overflow", "overflows", "not exact", "max |err| LSB", "mean |err| LSB"],
+                            rows)
+
+    def record(self, node: str, width: int, overflow: str) -> dict:
+        for r in self.records:
+            if r["node"] == node and r["width"] == width and r["overflow"] == overflow:
+                return r
+        raise KeyError((node, width, overflow))
+
+
+# ----------------------------------------------------------------------------------------- helpers
+def _signed_bits(v: np.ndarray) -> np.ndarray:
+    """Smallest two's-complement width holding each of the non-negative magnitudes ``v`` (and ``-v - 1``):
+    ``bit_length(v) + 1`` (int16)."""
+    v = np.asarray(v, np.int64)
+    if v.size and int(v.max()) >= 1 << 52:             # beyond float64's exact integers: count by shifting
+        bits = np.zeros(v.shape, np.int16)
+        x = v.copy()
+        for s in (32, 16, 8, 4, 2, 1):
+            big = x >= (1 << s)
+            bits += np.where(big, s, 0).astype(np.int16)
+            x = np.where(big, x >> s, x)
+        return bits + (v > 0) + 1
+    _, e = np.frexp(v.astype(np.float64))               # v = m 2^e, 1/2 <= m < 1: e = bit_length(v), exactly
+    return (e + 1).astype(np.int16)
+
+
+def _node_knobs(node, dp):
+    """``None`` when the fast path models this node on ``dp``, else why not."""
+    if getattr(dp, "zero_point", "subtract") != "subtract":
+        return "zero_point='fold'"
+    tile_k = getattr(dp, "tile_k", None)
+    if tile_k:
+        return "K-tiling"
+    if int(node.attrs.get("product_shift", 0)):
+        return "an accumulator LSB coarser than the products'"
+    if dp.accumulator_order not in ("sequential", "tree") or dp.overflow_at not in ("add", "end", "every"):
+        return f"order {dp.accumulator_order!r} / overflow_at {dp.overflow_at!r}"
+    return None
+
+
+class _Node:
+    """One MAC node laid out for the sweep: the operands the multipliers see (in the datapath's K order)
+    packed once for the per-add kernels, the exact accumulators, the partial-sum bound and the reference
+    output codes.
+
+    Layouts (the unit of per-add work is an *item*; ``erow`` names the rows of the exact accumulators and
+    reference codes as the kernel's sweep mode reads them):
+
+    * ``rows`` (48 or more output channels): kernel rows are the node's output rows (pixels / samples),
+      named by a row index into the operand, columns its channels; an item is one output row;
+    * ``cols`` (fewer channels): transposed, kernel rows are the channels and the output rows become the
+      columns, packed once in slabs of 64; an item is one slab (64 output rows, every channel);
+    * ``products`` (depthwise): one column per output holding its products ``(x - z_x)(w - z_w)``, channel
+      by channel (each channel's rows padded to 64), packed once; an item is one slab (64 outputs of one
+      channel).
+    """
+
+    def __init__(self, graph, node, ins, dp):
+        self.graph, self.node, self.dp = graph, node, dp
+        xspec, wspec, yspec = (_spec(graph, t) for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
+        zx = int(xspec.zero_point[0])
+        x, w = ins[0], ins[1]
+        zw = wspec.zero_point.reshape(wspec.channel_shape(w.ndim)).astype(np.int64)
+        xlo, xhi = xspec.code_range
+        wlo, whi = wspec.code_range
+        # operands as the multipliers see them, int16 whenever every possible difference fits
+        xdt = np.int16 if -(1 << 15) <= xlo - zx and xhi - zx < 1 << 15 else np.int32
+        wdt = np.int16 if -(1 << 15) <= wlo - int(zw.max(initial=0)) and whi - int(zw.min(initial=0)) < 1 << 15 \
+            else np.int32
+        xo = np.subtract(x, zx, dtype=xdt)
+        wo = np.subtract(w, zw, dtype=wdt)
+        geometry = {}
+        if node.op != "fully_connected":
+            stride, dilation = _pair(node.attrs, "stride"), _pair(node.attrs, "dilation")
+            geometry = dict(stride=stride, dilation=dilation,
+                            pads=_pads(x.shape[1:3], w.shape[1:3], stride, dilation, _padding(node.attrs)))
+        a, w2, out_shape = mac_rows(node.op, xo, wo, **geometry)          # a [R, G, K], w2 [O, K]
+        n_out = w2.shape[0]
+        self.n, self.r, self.out_shape = n_out, a.shape[0], out_shape
+        self.rpad = -(-self.r // 64) * 64
+        if node.op == "depthwise_conv2d":
+            groups_of = np.arange(n_out) // (n_out // a.shape[1])
+            prod = np.transpose(a[:, groups_of, :], (2, 1, 0)).astype(np.int32) * w2.T[:, :, None]   # [K, O, R]
+            self.amax, self.bmax = 1, int(np.abs(prod).max(initial=0))
+            self.pmax = self.bmax
+            p = np.zeros((prod.shape[0], n_out, self.rpad), np.int16 if self.bmax < 1 << 15 else np.int32)
+            p[:, :, :self.r] = prod                                          # [K, O, Rpad]: channel-major columns
+            self.layout = "products"
+            self.k = p.shape[0]
+            self.p = p.reshape(self.k, -1)
+            s_sum = prod.sum(axis=0, dtype=np.int64).T                        # [R, O]
+            u = np.abs(prod).sum(axis=0, dtype=np.int64).T
+            del prod
+        else:
+            a2 = np.ascontiguousarray(a[:, 0, :])
+            self.k = a2.shape[1]
+            wt = np.ascontiguousarray(w2.T)                                  # [K, O]
+            self.amax = int(np.abs(a2).max(initial=0))
+            self.bmax = int(np.abs(wt).max(initial=0))
+            self.pmax = self.amax * self.bmax
+            s_sum = _matmul(a2, wt).raw.reshape(self.r, n_out)               # exact (BLAS)
+            u = _matmul(np.abs(a2), np.abs(wt)).raw.reshape(self.r, n_out)   # the partial-sum bound
+            self.layout = "rows" if n_out >= 48 else "cols"
+            self.a, self.wt = a2, wt
+        has_bias = len(node.inputs) > 2 and bool(node.inputs[2])
+        b = np.asarray(ins[2], np.int64) << int(node.attrs.get("bias_shift", 0)) if has_bias else \
+            np.zeros(n_out, np.int64)
+        self.has_bias, self.b = has_bias, b
+        self.e = s_sum + b                                                   # exact accumulators [R, O]
+        bound_bits = _signed_bits(u + np.abs(b))
+        del s_sum, u
+        e_bits = _signed_bits(np.maximum(self.e, -self.e - 1))
+        self.bound_max = int(bound_bits.max(initial=1))
+        self.e_max = int(e_bits.max(initial=1))
+        self.item_bound = self.per_item(bound_bits)
+        self.row_e_bits = e_bits.max(axis=1) if n_out else np.zeros(self.r, np.int16)
+        # requantization: the node's own requantizer, zero point and clamp
+        self.rq = requantizer_for(graph, node, dp)
+        self.zp = int(yspec.zero_point[0])
+        self.lo, self.hi = _clamp_codes(graph, node, node.outputs[0], node.attrs.get("activation", "none"))
+        self.dtype = yspec.dtype
+        # the node's own datapath cannot overflow: its output is the exact accumulators requantized
+        self.base_exact = (self.e_max if dp.overflow_at == "end" else self.bound_max) <= int(dp.accumulator_bits)
+        try:
+            self.ref = self.requant(self.e, max(self.e_max, 2)).astype(np.int32)  # the exact output codes
+        except ValueError:        # beyond what the requantizer takes (int32 for TFLite): see node_sweep
+            self.ref = None
+        self.packed = None
+        self._fused = {}
+
+    # -------------------------------------------------------------------------------- items
+    @property
+    def n_items(self) -> int:
+        return self.r if self.layout == "rows" else self.rpad // 64 * (1 if self.layout == "cols" else self.n)
+
+    def per_item(self, per_output: np.ndarray) -> np.ndarray:
+        """Largest value of ``per_output`` ([R, O]) within each item."""
+        if self.layout == "rows":
+            return per_output.max(axis=1)
+        padded = np.zeros((self.rpad, self.n), per_output.dtype)
+        padded[:self.r] = per_output
+        if self.layout == "cols":
+            return padded.max(axis=1).reshape(-1, 64).max(axis=1)
+        return padded.T.reshape(-1, 64).max(axis=1)           # products: channel-major slabs
+
+    def item_rows(self, items: np.ndarray) -> np.ndarray:
+        """The output rows an item list covers (sorted, unique)."""
+        if self.layout == "rows":
+            return items
+        first = (items % (self.rpad // 64)) * 64 if self.layout == "products" else items * 64
+        rows = (first[:, None] + np.arange(64)).reshape(-1)
+        return np.unique(rows[rows < self.r])
+
+    # -------------------------------------------------------------------------------- requantization
+    def requant(self, acc: np.ndarray, bits: int) -> np.ndarray:
+        """Output codes of accumulator rows [n, O] (bit for bit the node's)."""
+        return self.rq._output_codes(acc, bits, self.zp, self.lo, self.hi, self.dtype)
+
+    def fused(self, width: int):
+        """Per-channel constants of the requantizer's fused integer form (``requantize._fused_constants``:
+        TFLite double/single rounding) valid for ``width``-bit accumulators, or None."""
+        if width > 32:
+            return None
+        key = 32 if 32 in self._fused or self._fused_for(32) is not None else width
+        return self._fused[key] if key == 32 else self._fused_for(width)
+
+    def _fused_for(self, bits: int):
+        if bits not in self._fused:
+            consts = _fused_constants(self.rq, bits, self.zp)
+            if consts is not None and len(consts[0]) not in (1, self.n):
+                consts = None
+            self._fused[bits] = None if consts is None else tuple(
+                np.ascontiguousarray(np.broadcast_to(c, (self.n,)), np.int64) if c is not None
+                else np.empty(0, np.int64) for c in consts)
+        return self._fused[bits]
+
+    def score_rows(self, rows: np.ndarray, acc: np.ndarray, width: int):
+        """(not exact, sum |err|, max |err|) of accumulator rows ``acc`` [n, O] of the output rows ``rows``."""
+        changed = acc != self.e[rows]
+        sel = np.flatnonzero(changed.any(axis=1))
+        if not sel.size:
+            return 0, 0, 0
+        codes = self.requant(np.ascontiguousarray(acc[sel]), width).astype(np.int64)
+        d = np.abs(codes - self.ref[rows[sel]])[changed[sel]]
+        return int(np.count_nonzero(d)), int(d.sum()), int(d.max(initial=0))
+
+    # -------------------------------------------------------------------------------- per-add kernels
+    def _prepare(self):
+        if self.packed is not None:
+            return
+        if self.layout == "rows":
+            self.a16 = self.a.astype(np.int16, copy=False)
+            self.packed = _acc._pack_slabs(self.wt[None].astype(np.int16), np.int16).copy()
+            self.e_k, self.ref_k = self.e, self.ref
+        else:
+            if self.layout == "cols":      # few output channels: the rows of the node become the columns
+                self.a16 = np.ascontiguousarray(self.wt.T, dtype=np.int16)                # [O, K]
+                self.packed = _acc._pack_slabs(self.a.T[None], np.int16).copy()
+            else:                          # products: one column per output, a = ones
+                self.a16 = np.ones((1, self.k), np.int16)
+                self.packed = _acc._pack_slabs(self.p[None], np.int16).copy()
+            e_t = np.zeros((self.n, self.rpad), np.int64)
+            e_t[:, :self.r] = self.e.T
+            r_t = np.zeros((self.n, self.rpad), np.int32)
+            r_t[:, :self.r] = self.ref.T
+            shape = (self.n, self.rpad) if self.layout == "cols" else (1, self.n * self.rpad)
+            self.e_k, self.ref_k = e_t.reshape(shape), r_t.reshape(shape)
+        self.slab_ch = np.arange(self.n_items, dtype=np.int64) // (self.rpad // 64) if self.layout == "products" \
+            else np.empty(0, np.int64)
+
+    def kernel_ok(self, width: int, order: str):
+        """``(kernel, init dtype, lane bits)`` of the AVX-512BW kernel for this width, or None."""
+        if order != "sequential" or not _acc._SIMD512 or max(self.amax, self.bmax) >= 1 << 15:
+            return None
+        if width <= 16 and self.pmax < 1 << 15:
+            return _k.mac_fast16, np.int16, 16
+        if width <= 32 and ((1 << (width - 1)) + self.pmax <= _I32 or width == 32):
+            return _k.mac_fast32m, np.int32, 32
+        return None
+
+    def sweep_kernel(self, items, width, mode, bw, preload, after, fused, kern):
+        """One width/mode point of the items by the kernel's sweep mode: (events, not exact, sum |err|,
+        max |err|, per-item events flag)."""
+        self._prepare()
+        kernel, idt, lane = kern
+        lo, hi = -(1 << (width - 1)), (1 << (width - 1)) - 1
+        fm, fa, fn, fs = fused
+        erows = self.e_k.shape[0]
+        n_slabs = self.e_k.shape[1] // 64 if self.layout != "rows" else -(-self.n // 64)
+        flags = np.zeros((erows, n_slabs), np.uint8)
+        period, nvalid = (-(-self.n // 64) * 64, self.n) if self.layout == "rows" else (self.rpad, self.r)
+        sw = _k.Sweep(self.e_k, self.ref_k, {"rows": 0, "cols": 1, "products": 2}[self.layout], self.slab_ch,
+                      period, nvalid, bw if after else np.empty(0, np.int64), fm, fa, fn, fs, self.lo, self.hi,
+                      width, _FAST_MODES[mode], flags)
+        n_items = items.size
+        fast = _FAST_MODES[mode]
+        sh = lane - width
+        if self.layout == "rows":
+            ini = np.empty((0, self.n), idt) if not preload else bw.astype(idt).reshape(1, self.n)
+            cols = self.n
+            krows = n_items
+            nthreads = _sweep_threads(n_items * self.k * self.n)
+            out, cnt = _scratch_pair(krows, cols)
+            kernel(self.a16, self.packed, ini, out, cnt, krows, fast, lo, hi, sh, nthreads, rows=items, sweep=sw)
+            ev = flags[items].any(axis=1)
+        else:
+            krows = self.a16.shape[0]
+            if not preload:
+                ini = np.empty((0, 1), idt)
+            elif self.layout == "cols":
+                ini = bw.astype(idt).reshape(self.n, 1)
+            else:
+                ini = np.repeat(bw.astype(idt), self.rpad).reshape(1, -1)
+            nthreads = _sweep_threads(n_items * 64 * self.k * krows)
+            out, cnt = _scratch_pair(krows, 64 * n_items)
+            kernel(self.a16, self.packed, ini, out, cnt, krows, fast, lo, hi, sh, nthreads, slabs=items, sweep=sw)
+            ev = flags[:, items].any(axis=0)
+        return sw.result() + (ev,)
+
+    def per_add_rows(self, rows, width, mode, init, order):
+        """(codes, counts) [len(rows), O] of whole output rows by the public datapath functions (adder
+        tree, wide operands, no AVX-512, or no fused requantization)."""
+        ini = None if init is None else np.broadcast_to(init, (rows.size, self.n))
+        if self.layout == "products":
+            p = self.p.reshape(self.k, self.n, self.rpad)[:, :, rows].transpose(0, 2, 1)
+            res, cnt = _dsum(p, axis=0, acc=width, overflow=mode, order=order, init=ini, per_output=True)
+        else:
+            res, cnt = _matmul(self.a[rows], self.wt, width, overflow=mode, order=order, init=ini, per_output=True)
+        return res.raw.reshape(rows.size, self.n), cnt.reshape(rows.size, self.n)
+
+
+#: Per-add steps below which a sweep kernel call runs on one thread: a sweep makes many short calls, and
+#: on a machine with few cores the OpenMP and BLAS thread pools spinning between them cost more than the
+#: second thread saves (measured: MobileNetV2 on 2 cores, 0.42 s on one thread vs 0.81 s on two).
+SWEEP_THREAD_WORK = 1 << 26
+
+
+def _sweep_threads(work: int) -> int:
+    return 1 if work < SWEEP_THREAD_WORK else _acc._threads(None, work)
+
+
+def _scratch_pair(rows: int, cols: int):
+    """The kernels' out/cnt arrays in sweep mode: written only between k tiles, never returned."""
+    return np.empty((rows, cols), np.int64), np.empty((rows, cols), np.int64)
+
+
+def _fit_np(v: np.ndarray, w: int, mode: str):
+    """Exact integers fitted into ``w`` signed bits by ``mode``: (codes, out of range)."""
+    lo, hi = -(1 << (w - 1)), (1 << (w - 1)) - 1
+    bad = (v < lo) | (v > hi)
+    if mode == "saturate":
+        return np.clip(v, lo, hi), bad
+    if mode == "saturate_zero":
+        return np.where(bad, 0, v), bad
+    sh = 64 - w
+    return (v.astype(np.int64).view(np.uint64) << np.uint64(sh)).view(np.int64) >> sh, bad
+
+
+# ----------------------------------------------------------------------------------------- the sweep
+def _mac_nodes(graph):
+    return [(i, nd) for i, nd in enumerate(graph.nodes) if nd.op in MAC_OPS]
+
+
+def _replace(dp, **changes):
+    """``dp`` with other accumulator settings (a HardwareConfig through its own ``replace``, which narrows
+    its bias register with the accumulator as the config requires)."""
+    if hasattr(dp, "replace") and hasattr(dp, "to_flat_dict"):
+        return dp.replace(**changes)
+    return dataclasses.replace(dp, **changes)
+
+
+def _fallback(graph, node, ins, dp, widths, modes, ref_out):
+    """Every point by running the node (knobs the fast path does not model)."""
+    recs = []
+    ref = np.asarray(ref_out).astype(np.int64)
+    for width in widths:
+        for mode in modes:
+            outs, tr = run_node(graph, node, ins, _replace(dp, accumulator_bits=width, accumulator_overflow=mode),
+                                True)
+            diff = np.abs(outs[0].astype(np.int64) - ref)
+            recs.append(dict(overflow_count=int(tr["overflows"]), not_exact=int(np.count_nonzero(diff)),
+                             max_err=int(diff.max(initial=0)), sum_err=int(diff.sum()), width=width, overflow=mode))
+    return recs
+
+
+def _sweep_node(nd: _Node, widths, modes):
+    """The fast per-node sweep: records (without node names) in width-major order."""
+    dp = nd.dp
+    at_end = dp.overflow_at == "end"
+    preload = dp.bias_add == "preload" and nd.has_bias
+    after = dp.bias_add != "preload" and nd.has_bias
+    order = dp.accumulator_order
+    clean_from = np.zeros(nd.n_items, np.int16)   # per item: no overflow event from this width on (0: unknown)
+    out = []
+    for width in widths:
+        lo, hi = -(1 << (width - 1)), (1 << (width - 1)) - 1
+        bw = np.clip(nd.b, lo, hi)                          # the bias as a W-bit register holds it
+        clipped = bool(np.any(bw != nd.b)) and not at_end
+        if at_end:                                           # a wide adder, fitted once: no per-add work
+            items = np.flatnonzero(nd.row_e_bits > width)
+        elif clipped:                                        # every value moves with the stored bias
+            items = np.arange(nd.n_items)
+        else:
+            items = np.flatnonzero((nd.item_bound > width) & (clean_from == 0))
+        kern = nd.kernel_ok(width, order) if items.size and not at_end else None
+        fused = nd.fused(width) if kern is not None else None
+        for mode in modes:
+            rec = dict(overflow_count=0, not_exact=0, max_err=0, sum_err=0, width=width, overflow=mode)
+            out.append(rec)
+            if not items.size:
+                continue
+            if at_end:
+                v, bad = _fit_np(nd.e[items], width, mode)
+                ne, se, me = nd.score_rows(items, v, width)
+                rec.update(overflow_count=int(np.count_nonzero(bad)), not_exact=ne, sum_err=se, max_err=me)
+                continue
+            if fused is not None:
+                events, ne, se, me, ev = nd.sweep_kernel(items, width, mode, bw, preload, after, fused, kern)
+            else:                                            # whole rows by the public functions
+                rows = nd.item_rows(items)
+                v, cnt = nd.per_add_rows(rows, width, mode, bw if preload else None, order)
+                if after:                                    # the bias added after the sum, one more fitted add
+                    v, bad = _fit_np(v + bw, width, mode)
+                    cnt = cnt + bad
+                events = int(cnt.sum())
+                ne, se, me = nd.score_rows(rows, v, width)
+                full = np.zeros((nd.r, nd.n), bool)
+                full[rows] = cnt > 0
+                ev = nd.per_item(full)[items]
+            rec.update(overflow_count=int(events), not_exact=int(ne), max_err=int(me), sum_err=int(se))
+            # an item without an overflow event at this width has none at any wider one
+            newly = items[~ev & (clean_from[items] == 0)]
+            clean_from[newly] = width
+    return out
+
+
+def node_sweep(graph, x, widths=range(8, 33), overflows=("saturate", "wrap"), datapath=None, *,
+               nodes=None) -> NodeSweepResult:
+    """Per MAC node, every accumulator width and overflow mode, without running the node at every point.
+
+    Parameters
+    ----------
+    graph : IntegerGraph
+    x : ndarray or list of ndarrays
+        A batch of graph inputs (as :meth:`IntegerGraph.run` takes them).
+    widths : iterable of int
+        Accumulator widths (signed bits, 2..64; ``tflite-*`` requantization needs <= 32).
+    overflows : iterable of str
+        Overflow modes (``saturate``, ``wrap``, ``saturate_zero`` on the fast path; any other mode runs
+        the node at every point).
+    datapath : Datapath or HardwareConfig, optional
+        Every other knob (order, bias add, overflow at add/end, requantization, per-node overrides);
+        default the graph's :attr:`~fxpsim.graph.IntegerGraph.default_datapath`.  Every node is fed the
+        tensors ``graph.run(x, datapath, keep=True)`` gives; a node's reference is its output with an exact
+        accumulator on this datapath (its exact sums requantized -- the same as its output on ``datapath``
+        whenever that accumulator cannot overflow there, which the sweep checks to skip the node's run).
+    nodes : iterable of str, optional
+        Only these MAC nodes (default all).
+
+    Returns
+    -------
+    NodeSweepResult
+        One record per (node, width, mode); the numbers equal running the node on
+        ``dataclasses.replace(node_datapath, accumulator_bits=W, accumulator_overflow=mode)`` fed the exact
+        graph's inputs, compared with its exact output.
+    """
+    t0 = time.perf_counter()
+    datapath = graph.default_datapath if datapath is None else datapath
+    widths = sorted({int(w) for w in widths})
+    modes = [_overflow_name(m) for m in overflows]
+    if not widths or min(widths) < 2 or max(widths) > 64:
+        raise ValueError(f"widths must be accumulator widths in 2..64, got {widths}")
+    if not modes:
+        raise ValueError("overflows must name at least one overflow mode")
+    with _one_blas_thread():
+        res = _node_sweep(graph, x, widths, modes, datapath, nodes)
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def _one_blas_thread():
+    """BLAS on one thread while the sweep runs: its products are small and many, and the BLAS pool
+    spinning between them takes the core the per-add kernels need (measured: MobileNetV2 on 2 cores,
+    0.86 s with the pool, 0.35 s without)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:                         # pragma: no cover - a scikit-learn dependency
+        import contextlib
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def _node_sweep(graph, x, widths, modes, datapath, nodes) -> NodeSweepResult:
+    want = None if nodes is None else set(nodes)
+    res = NodeSweepResult()
+    # the exact inference, node by node: a swept MAC node's output comes from the exact accumulators the
+    # sweep needs anyway (when its own datapath provably cannot overflow), every other node runs as usual
+    values = {k: t.data for k, t in graph.tensors.items() if t.is_constant}
+    values.update(graph._feeds(x))
+    for index, node in enumerate(graph.nodes):
+        dp = node_datapath(datapath, node, index)
+        ins = [values[t] if t else None for t in node.inputs]
+        swept = node.op in MAC_OPS and (want is None or node.name in want)
+        nd = _Node(graph, node, ins, dp) if swept and _node_knobs(node, dp) is None else None
+        if nd is not None and nd.base_exact:
+            outs = [nd.ref.reshape(nd.out_shape).astype(_spec(graph, node.outputs[0]).dtype)]
+        else:
+            outs, _ = run_node(graph, node, ins, dp, False)
+        for t, v in zip(node.outputs, outs):
+            values[t] = v
+        if not swept:
+            continue
+        out = values[node.outputs[0]]
+        if nd is not None and nd.ref is None:       # exact sums the requantizer refuses: the node's own run
+            nd.ref = np.asarray(out).reshape(nd.r, nd.n).astype(np.int32)
+        fast_modes = [m for m in modes if m in _FAST_MODES]
+        n_outputs = int(out.size)
+        recs = []
+        if nd is not None and fast_modes:
+            recs += [dict(r, method="fast") for r in _sweep_node(nd, widths, fast_modes)]
+        slow = modes if nd is None else [m for m in modes if m not in _FAST_MODES]
+        if slow:
+            recs += [dict(r, method="run_node") for r in _fallback(graph, node, ins, dp, widths, slow, out)]
+        recs.sort(key=lambda r: (r["width"], modes.index(r["overflow"])))
+        adds = int(graph.macs(node)) * len(out)
+        for r in recs:
+            res.records.append({"node": node.name, "op": node.op, "width": r["width"], "overflow": r["overflow"],
+                                "overflow_count": r["overflow_count"], "not_exact_fraction": r["not_exact"] / n_outputs,
+                                "max_abs_error_lsb": r["max_err"], "mean_abs_error_lsb": r["sum_err"] / n_outputs,
+                                "outputs": n_outputs, "adds": adds, "method": r["method"]})
+        exact = None
+        for wdt in reversed(widths):
+            if all(r["overflow_count"] == 0 and r["not_exact"] == 0 for r in recs if r["width"] == wdt):
+                exact = wdt
+            else:
+                break
+        res.exact_from[node.name] = exact
+        if nd is not None:
+            res.bound_bits[node.name] = nd.bound_max
+    return res
+
+
+def exact_widths(graph, x, datapath=None) -> dict:
+    """Per MAC node, the accumulator width from which the node is provably exact on these inputs.
+
+    Each node is fed the exact graph's inputs; at width ``W`` it cannot overflow and stores its bias
+    unchanged when :math:`|b_o| + \\sum_k |x_k - z_x|\\,|w_{o,k} - z_w|` fits ``W`` signed bits for every output
+    (every running sum, every adder-tree node and the bias are within that bound), so its outputs are the
+    exact datapath's at every ``W`` and wider.  A full-network sweep over ``accumulator_bits`` can therefore
+    reuse the exact run's tensors up to the first node (in graph order) whose width here exceeds ``W``, and
+    the exact network's result outright at widths no smaller than the largest value.
+
+    Returns ``{node name: width}`` (one BLAS product per node on the absolute operands, and the inference).
+    """
+    datapath = graph.default_datapath if datapath is None else datapath
+    _, _, values = graph.run(x, datapath, keep=True)
+    constants = {k: t.data for k, t in graph.tensors.items() if t.is_constant}
+    out = {}
+    for index, node in _mac_nodes(graph):
+        dp = node_datapath(datapath, node, index)
+        ins = [(values[t] if t in values else constants[t]) if t else None for t in node.inputs]
+        if _node_knobs(node, dp) is not None:           # fold / tiles / shifted LSB: the type's worst case
+            out[node.name] = graph.accumulator_bits_needed(node)
+            continue
+        xspec, wspec = _spec(graph, node.inputs[0]), _spec(graph, node.inputs[1])
+        xo = np.abs(ins[0].astype(np.int32) - int(xspec.zero_point[0]))
+        wo = np.abs(ins[1].astype(np.int32) - wspec.zero_point.reshape(wspec.channel_shape(ins[1].ndim)))
+        geometry = {}
+        if node.op != "fully_connected":
+            stride, dilation = _pair(node.attrs, "stride"), _pair(node.attrs, "dilation")
+            geometry = dict(stride=stride, dilation=dilation,
+                            pads=_pads(xo.shape[1:3], wo.shape[1:3], stride, dilation, _padding(node.attrs)))
+        a, w2, _ = mac_rows(node.op, xo, wo, **geometry)
+        if node.op == "depthwise_conv2d":
+            groups_of = np.arange(w2.shape[0]) // (w2.shape[0] // a.shape[1])
+            u = np.einsum("rok,ok->ro", a[:, groups_of, :].astype(np.int64), w2.astype(np.int64))
+        else:
+            u = _matmul(np.ascontiguousarray(a[:, 0, :]), np.ascontiguousarray(w2.T)).raw
+        b = np.zeros(w2.shape[0], np.int64)
+        if len(node.inputs) > 2 and node.inputs[2]:
+            b = np.abs(np.asarray(ins[2], np.int64) << int(node.attrs.get("bias_shift", 0)))
+        peak = int((u + b).max(initial=0))
+        out[node.name] = int(_signed_bits(np.array([peak]))[0])
+    return out
