@@ -266,3 +266,16 @@ def test_avx512_kernels_small_shapes(word, overflow, seed, m, k, n):
     want, want_cnt = reference(a, b, init, word, True, overflow)
     np.testing.assert_array_equal(got.raw, as_array(want, m, n))
     np.testing.assert_array_equal(cnt, as_array(want_cnt, m, n))
+
+
+@pytest.mark.parametrize("word,overflow", [(12, "saturate"), (12, "wrap"), (24, "saturate"), (40, "wrap")])
+def test_count_false_without_avx512_kernels(monkeypatch, word, overflow):
+    """Kernels that always count (AVX2 16-bit, compiler-vectorised 32/64-bit): counts taken, then dropped."""
+    monkeypatch.setattr(datapath, "_SIMD512", False)
+    rng = np.random.default_rng(word)
+    a, b = _data(rng, word, 5, 300, 70)
+    got = matmul(a, b, word, overflow=overflow, count=False)
+    assert got.overflows is None
+    want, _ = reference(a, b, None, word, True, overflow, cols=SAMPLE_COLS)
+    for (i, j), v in want.items():
+        assert got.raw[i, j] == v

@@ -131,3 +131,14 @@ def test_bad_arguments(demo):
         node_sweep(graph, x[:4], widths=[1, 8])
     with pytest.raises(ValueError, match="overflow"):
         node_sweep(graph, x[:4], overflows=())
+
+
+def test_without_the_avx512_kernels(demo, monkeypatch):
+    """The portable path (public datapath functions on whole rows, numpy scoring) gives the same numbers."""
+    from fxpsim.datapath import accumulate
+    monkeypatch.setattr(accumulate, "_SIMD512", False)
+    graph, x = demo
+    dp = graph.default_datapath
+    widths = (9, 16, 18)
+    res = node_sweep(graph, x[:32], widths=widths, datapath=dp)
+    check(res, loop(graph, x[:32], dp, widths, ("saturate", "wrap")))
