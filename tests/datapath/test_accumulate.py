@@ -629,3 +629,64 @@ def test_chunked_kernels_match_reference(monkeypatch, kwargs):
                                     kwargs.get("order", "sequential"), kwargs.get("overflow_at") == "end")
         np.testing.assert_array_equal(got.raw, want)
         np.testing.assert_array_equal(counts, want_cnt)
+
+
+# --------------------------------------------------------------------------- hand tables: overflow bounds
+# An 8-bit accumulator ([-128, 127]) receiving the products p0, p1, p2 of one output; worked by hand,
+# per add (s_k+1 = fit(s_k + p_k)) and at the end (fit(p0 + p1 + p2) once).  wrap_sign_magnitude
+# (SystemC SC_WRAP_SM, n_bits = 0): when bit 8 and bit 7 of the exact value differ, v -> ~v, then wrap.
+OVERFLOW_TABLE = {
+    # products: {mode: ((per-add result, overflowing adds), (at-end result, overflows))}
+    (100, 100, -100): {                    # 200 overflows in the middle; the exact sum 100 fits
+        "saturate": ((27, 1), (100, 0)),               # 100, 127*, 27
+        "saturate_symmetric": ((27, 1), (100, 0)),
+        "saturate_zero": ((-100, 1), (100, 0)),         # 100, 0*, -100
+        "wrap": ((100, 2), (100, 0)),                   # 100, -56*, -156 -> 100*
+        "wrap_sign_magnitude": ((-45, 1), (100, 0)),    # 200: ~200 = -201 -> 55*; 55 - 100 = -45
+    },
+    (100, 100, 100): {                     # the exact sum 300 overflows too
+        "saturate": ((127, 2), (127, 1)),               # 100, 127*, 127*
+        "saturate_symmetric": ((127, 2), (127, 1)),
+        "saturate_zero": ((100, 1), (0, 1)),            # 100, 0*, 100
+        "wrap": ((44, 1), (44, 1)),                     # 100, -56*, 44;  300 - 256 = 44
+        "wrap_sign_magnitude": ((100, 2), (-45, 1)),    # 55*, 155 -> ~155 = -156 -> 100*;  300 -> ~300 -> -45
+    },
+    (-100, -100, -100): {                  # the lower bound, where saturate_symmetric differs
+        "saturate": ((-128, 2), (-128, 1)),             # -100, -128*, -128*
+        "saturate_symmetric": ((-127, 2), (-127, 1)),   # -100, -127*, -127*
+        "saturate_zero": ((-100, 1), (0, 1)),           # -100, 0*, -100
+        "wrap": ((-44, 1), (-44, 1)),                   # -100, 56*, -44;  -300 + 256 = -44
+        "wrap_sign_magnitude": ((-100, 2), (43, 1)),    # -200 -> ~ = 199 -> -57*, -157 -> 156 -> -100*; -300 -> 299 -> 43
+    },
+    (-28, -100, 0): {                      # lands exactly on -128: only saturate_symmetric overflows
+        "saturate": ((-128, 0), (-128, 0)),
+        "saturate_symmetric": ((-127, 1), (-127, 1)),
+        "saturate_zero": ((-128, 0), (-128, 0)),
+        "wrap": ((-128, 0), (-128, 0)),
+        "wrap_sign_magnitude": ((-128, 0), (-128, 0)),
+    },
+}
+
+
+@pytest.mark.parametrize("products", list(OVERFLOW_TABLE), ids=str)
+@pytest.mark.parametrize("overflow", ["saturate", "saturate_symmetric", "saturate_zero", "wrap",
+                                      "wrap_sign_magnitude", "error"])
+@pytest.mark.parametrize("at_end", [False, True])
+@pytest.mark.parametrize("columns", [1, 70])           # 70 identical columns: the SIMD lanes and a remainder
+def test_overflow_bounds_by_hand(products, overflow, at_end, columns):
+    a = np.array([products], dtype=np.int64)           # [1, 3]
+    b = np.ones((3, columns), dtype=np.int64)
+    mode = "saturate" if overflow == "error" else overflow
+    (code, count) = OVERFLOW_TABLE[products][mode][1 if at_end else 0]
+    assert ref_acc(list(products), 0, Format(8, 0), mode, "sequential", at_end) == (code, count)   # the oracle agrees
+    kwargs = dict(acc=8, overflow=overflow, overflow_at="end" if at_end else "every", per_output=True)
+    if overflow == "error" and count:
+        with pytest.raises(ValueError, match=f"{count * columns} add"):
+            matmul(a, b, **kwargs)
+        return
+    got, counts = matmul(a, b, **kwargs)
+    assert got.raw.tolist() == [[code] * columns] and counts.tolist() == [[count] * columns]
+    # the same through sum() (one add per element) and as a 16-bit accumulator that never overflows
+    s, c = fsum(a, axis=1, acc=8, overflow=overflow, overflow_at="end" if at_end else "every", per_output=True)
+    assert s.raw.tolist() == [code] and c.tolist() == [count]
+    assert matmul(a, b, acc=16, overflow=overflow).raw.tolist() == [[sum(products)] * columns]
