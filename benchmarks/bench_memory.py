@@ -85,7 +85,7 @@ print(json.dumps({"io": a.nbytes + b.nbytes + res.raw.nbytes + counts.nbytes, "e
 """
 
 MEASURE = r"""
-import json, resource, sys, time
+import json, resource, sys, time, tracemalloc
 def rss():
     with open("/proc/self/statm") as fh:
         return int(fh.read().split()[1]) * 4096
@@ -101,18 +101,24 @@ try:                                                   # reset the peak: the set
     reset = True
 except OSError:
     reset = False
-t0 = time.perf_counter()
+tracemalloc.start()                                    # numpy's buffers are traced: freed memory that the
+t0 = time.perf_counter()                               # heap keeps resident (no RSS growth) still counts
 exec(sys.argv[2], ns)                                  # the measured call
 elapsed = time.perf_counter() - t0
+traced = tracemalloc.get_traced_memory()[1]
+tracemalloc.stop()
 peak = hwm() if reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"io": int(ns["io"]), "extra": peak - before, "seconds": elapsed, "peak_reset": reset}))
+print(json.dumps({"io": int(ns["io"]), "extra": max(peak - before, traced), "rss_extra": peak - before,
+                  "traced": traced, "seconds": elapsed, "peak_reset": reset}))
 """
 
 
 def measure(setup: str, call: str, threads: int = 1) -> dict:
-    """Peak extra resident memory of ``call`` after ``setup`` (both Python source, run in a fresh
-    subprocess; ``setup`` must define ``io``, the bytes of the inputs and outputs):
-    ``{"io", "extra", "seconds"}``."""
+    """Peak extra memory of ``call`` after ``setup`` (both Python source, run in a fresh subprocess;
+    ``setup`` must define ``io``, the bytes of the inputs and outputs): ``{"io", "extra", "rss_extra",
+    "traced", "seconds"}`` -- ``extra`` is the larger of the resident-set growth (``rss_extra``) and the
+    peak of the allocations ``tracemalloc`` traces during the call (``traced``: numpy buffers included),
+    since a heap that kept freed memory resident hides a call's allocations from the RSS."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     out = subprocess.run([sys.executable, "-c", MEASURE, setup, call], env=env, capture_output=True, text=True,
                          check=True)

@@ -164,6 +164,7 @@ class _Node:
             geometry = dict(stride=stride, dilation=dilation,
                             pads=_pads(x.shape[1:3], w.shape[1:3], stride, dilation, _padding(node.attrs)))
         a, w2, out_shape = mac_rows(node.op, xo, wo, **geometry)          # a [R, G, K], w2 [O, K]
+        del xo
         n_out = w2.shape[0]
         self.n, self.r, self.out_shape = n_out, a.shape[0], out_shape
         self.rpad = -(-self.r // 64) * 64
@@ -187,22 +188,28 @@ class _Node:
             self.amax = int(np.abs(a2).max(initial=0))
             self.bmax = int(np.abs(wt).max(initial=0))
             self.pmax = self.amax * self.bmax
-            s_sum = _matmul(a2, wt).raw.reshape(self.r, n_out)               # exact (BLAS)
-            u = _matmul(np.abs(a2), np.abs(wt)).raw.reshape(self.r, n_out)   # the partial-sum bound
+            s_sum = np.array(_matmul(a2, wt).raw.reshape(self.r, n_out))     # exact (BLAS)
+            u = np.array(_matmul(np.abs(a2), np.abs(wt)).raw.reshape(self.r, n_out))   # the partial-sum bound
             self.layout = "rows" if n_out >= 48 else "cols"
             self.a, self.wt = a2, wt
         has_bias = len(node.inputs) > 2 and bool(node.inputs[2])
         b = np.asarray(ins[2], np.int64) << int(node.attrs.get("bias_shift", 0)) if has_bias else \
             np.zeros(n_out, np.int64)
         self.has_bias, self.b = has_bias, b
-        self.e = s_sum + b                                                   # exact accumulators [R, O]
-        bound_bits = _signed_bits(u + np.abs(b))
-        del s_sum, u
-        e_bits = _signed_bits(np.maximum(self.e, -self.e - 1))
-        self.bound_max = int(bound_bits.max(initial=1))
-        self.e_max = int(e_bits.max(initial=1))
-        self.item_bound = self.per_item(bound_bits)
-        self.row_e_bits = e_bits.max(axis=1) if n_out else np.zeros(self.r, np.int16)
+        # exact accumulators [R, O] (in place), and widths from per-item / per-row largest magnitudes
+        # (the width of a maximum is the maximum of the widths: no per-output width arrays)
+        s_sum += b
+        self.e = s_sum
+        u += np.abs(b)
+        self.bound_max = int(_signed_bits(np.array([u.max(initial=0)]))[0])
+        self.item_bound = _signed_bits(self.per_item(u))
+        del u
+        if n_out:
+            mag = np.maximum(self.e.max(axis=1), -self.e.min(axis=1) - 1)
+        else:
+            mag = np.zeros(self.r, np.int64)
+        self.row_e_bits = _signed_bits(mag)
+        self.e_max = int(self.row_e_bits.max(initial=1))
         # requantization: the node's own requantizer, zero point and clamp
         self.rq = requantizer_for(graph, node, dp)
         self.zp = int(yspec.zero_point[0])
@@ -294,6 +301,7 @@ class _Node:
             r_t[:, :self.r] = self.ref.T
             shape = (self.n, self.rpad) if self.layout == "cols" else (1, self.n * self.rpad)
             self.e_k, self.ref_k = e_t.reshape(shape), r_t.reshape(shape)
+            self.e, self.ref = e_t[:, :self.r].T, r_t[:, :self.r].T       # views: one copy of each kept
         self.slab_ch = np.arange(self.n_items, dtype=np.int64) // (self.rpad // 64) if self.layout == "products" \
             else np.empty(0, np.int64)
 
