@@ -3,7 +3,9 @@
 Each case runs in a fresh subprocess; the peak is the process's maximum resident set size (``VmHWM``,
 reset through ``/proc/self/clear_refs`` once the inputs are built; ``resource.getrusage(RUSAGE_SELF)
 .ru_maxrss`` where that is not possible) minus the resident size just before the call, so it counts
-every temporary the call makes and nothing the setup did.  ``ratio`` is that extra
+every temporary the call makes and nothing the setup did; or, when larger, the peak of the allocations
+``tracemalloc`` traces during the call (numpy buffers: a heap that kept the setup's freed memory
+resident would hide them from the RSS).  ``ratio`` is that extra
 peak over the bytes of the inputs plus the outputs (codes and overflow counts); fxpsim keeps its
 kernel temporaries within max(64 MiB, 2 x (inputs + outputs)) (``accumulate._temp_limit``).
 Cases cover every kernel: the 16-bit and 32-bit (int16-operand) AVX-512 per-add loops, the
@@ -73,14 +75,18 @@ try:                                                   # reset the peak: buildin
     reset = True
 except OSError:
     reset = False
+import tracemalloc
+tracemalloc.start()                  # numpy buffers: memory the heap kept resident from the setup still counts
 t0 = time.perf_counter()
 if counted:
     res, counts = fxpsim.matmul(a, b, per_output=True, **kwargs)
 else:
     res, counts = fxpsim.matmul(a, b, **kwargs), np.empty(0)
 elapsed = time.perf_counter() - t0
+traced = tracemalloc.get_traced_memory()[1]
+tracemalloc.stop()
 peak = hwm() if reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"io": a.nbytes + b.nbytes + res.raw.nbytes + counts.nbytes, "extra": peak - before,
+print(json.dumps({"io": a.nbytes + b.nbytes + res.raw.nbytes + counts.nbytes, "extra": max(peak - before, traced),
                   "seconds": elapsed, "path": A.last_path}))
 """
 

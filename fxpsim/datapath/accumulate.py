@@ -349,6 +349,7 @@ def _run_sequential(kernel, a3, b3, rpb, init3, shift, dtype, mode, lo, hi, sh, 
 #: of a chunk stays within 2^24, so K is cut into chunks of 2^24 / max|product| products (each chunk's
 #: exact sum is added into int64); below this chunk length float64 (2^53) or the integer kernel runs.
 _MIN_BLAS_CHUNK = 32
+_F32_CHUNK_MACS = 1 << 24     # MACs per float32 K chunk below which float64 (fewer chunks) runs instead
 
 
 def _exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, threads, mod64=False):
@@ -374,8 +375,10 @@ def _exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, threads, mod64=False):
                                  counts=False)
         out = out.reshape(nb, m, n)
     elif min(exact_k64, kk) >= min(kk, _MIN_BLAS_CHUNK) and max(amax, bmax) <= 1 << 53:
-        ftype = np.float32 if min(exact_k32, kk) >= min(kk, _MIN_BLAS_CHUNK) and max(amax, bmax) <= 1 << 24 \
-            else np.float64
+        # float32 (twice float64's speed) when all of K is exact in it, or in chunks big enough that the
+        # extra BLAS calls and int64 additions cost nothing (long-K, few-column products stay float64)
+        f32_chunks_ok = exact_k32 >= kk or (exact_k32 >= _MIN_BLAS_CHUNK and nb * m * n * exact_k32 >= _F32_CHUNK_MACS)
+        ftype = np.float32 if f32_chunks_ok and max(amax, bmax) <= 1 << 24 else np.float64
         exact_k = max(1, min(kk, exact_k32 if ftype is np.float32 else exact_k64))
         last_path = f"blas{np.dtype(ftype).itemsize * 8}"
         # float copies of a and b: K in chunks when they would exceed the temporaries' limit or the float
