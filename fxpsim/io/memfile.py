@@ -85,6 +85,12 @@ def _range_text(bits: int, signed: bool) -> str:
 
 def _int_codes(codes, name: str = "codes") -> np.ndarray:
     """``codes`` as an integer ndarray (numpy integer dtype, or object holding Python ints)."""
+    if not isinstance(codes, np.ndarray) and not np.isscalar(codes):
+        # Python ints beyond int64 (e.g. 2**63 in a 64-bit unsigned word) would make numpy pick float64
+        obj = np.array(codes, dtype=object)
+        if obj.size and all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+                            for v in obj.flat):
+            return obj if any(not -(1 << 63) <= int(v) < (1 << 63) for v in obj.flat) else obj.astype(np.int64)
     arr = np.asarray(codes)
     if arr.dtype.kind in "iu":
         return arr
