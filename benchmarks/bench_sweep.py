@@ -1,4 +1,4 @@
-"""Benchmark of the per-node accumulator sweep (fxpsim.hardware.node_sweep).
+"""Benchmark of the per-node accumulator sweep (fxpsim.hardware.width_sweep).
 
 For each model: one exact inference (``graph.run(x)`` on the graph's datapath: the target's unit; the
 faster of BLAS on all cores or on one), the
@@ -94,7 +94,7 @@ def main():
     parser.add_argument("--batch", type=int, default=None, help="MobileNet images (default 32, quick 8)")
     args = parser.parse_args()
     import fxpsim
-    from fxpsim.hardware.node_sweep import node_sweep
+    from fxpsim.hardware.width_sweep import node_sweep
     batch = args.batch or (8 if args.quick else 32)
     loop_widths = [int(w) for w in args.loop_widths.split(",")] if args.loop_widths else \
         ([8, 16, 24, 32] if args.quick else list(range(8, 33)))
@@ -117,7 +117,7 @@ def main():
         io_expr = ("_, _, v = graph.run(x, keep=True); io = sum(a.nbytes for a in v.values()) + "
                    "sum(t.data.nbytes for t in graph.tensors.values() if t.is_constant)")
         setup = SETUP[name].replace("BATCH", str(batch)) + ("x = x[:120]\n" if args.quick and name == "demo" else "") \
-            + "from fxpsim.hardware.node_sweep import node_sweep\nnode_sweep(graph, x[:2])\n" + io_expr
+            + "from fxpsim.hardware.width_sweep import node_sweep\nnode_sweep(graph, x[:2])\n" + io_expr
         mem = measure(setup, "node_sweep(graph, x)")
         macs = sum(graph.macs(n) for n in graph.nodes if n.op in ("conv2d", "depthwise_conv2d", "fully_connected"))
         rows.append((f"{name} ({len(x)} inputs, {macs * len(x) / 1e6:.0f}M MACs)", t_inf, t_sweep, t_loop,

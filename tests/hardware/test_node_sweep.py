@@ -1,4 +1,4 @@
-"""fxpsim.hardware.node_sweep against running every point node by node.
+"""fxpsim.hardware.width_sweep against running every point node by node.
 
 The expected numbers come from a plain loop written here: the exact graph's tensors
 (``graph.run(x, datapath, keep=True)``), then, for each MAC node, width and overflow mode,
@@ -17,7 +17,7 @@ import pytest
 import fxpsim
 from fxpsim.graph.ops import run_node  # (before mac_ops: graph.ops imports it)
 from fxpsim.graph.mac_ops import MAC_OPS
-from fxpsim.hardware.node_sweep import exact_widths, node_sweep
+from fxpsim.hardware.width_sweep import exact_widths, node_sweep
 
 MODEL = Path(__file__).resolve().parents[2] / "benchmarks" / "models" / "mobilenet_v2_035_48.tflite"
 
