@@ -20,6 +20,17 @@ cdef extern from "_core_round.h":
     int64_t fxc_quantize_vector(const double* x, int64_t* out, int64_t n, double scale, int mode,
                                 int fit, int64_t lo, int64_t hi, int sh, int64_t* n_special) noexcept nogil
 
+cdef extern from "_core_binary.h":
+    int64_t fxb_binary(int op, const int64_t* a, const int64_t* b, int64_t* out, int64_t n, int sa, int sb,
+                       int s, int mode, int fit, int64_t lo, int64_t hi, int sh) noexcept nogil
+    enum:
+        FXB_CAST
+        FXB_FIT_SAT
+        FXB_FIT_ZERO
+        FXB_FIT_WRAP_S
+        FXB_FIT_WRAP_U
+        FXB_FIT_NONE
+
 cdef enum:
     OP_ADD = 0
     OP_SUB = 1
@@ -50,6 +61,17 @@ cdef inline fx_i128 exact_scaled(double x, int frac, int mode, uint64_t rnd) noe
     return shift_round128(<fx_i128>mant, -k, mode, rnd)      # any shift: see _kernels.pxd
 
 
+
+
+cdef inline int vector_fit(int overflow, int n_bits, bint is_signed) noexcept nogil:
+    """The FXB_FIT_* of an overflow mode for the vector kernels, or -1 (sign-magnitude wrap, n_bits)."""
+    if n_bits != 0 or overflow == OVF_WRAP_SIGN_MAGNITUDE:
+        return -1
+    if overflow == OVF_WRAP:
+        return FXB_FIT_WRAP_S if is_signed else FXB_FIT_WRAP_U
+    if overflow == OVF_SATURATE_ZERO:
+        return FXB_FIT_ZERO
+    return FXB_FIT_SAT                  # saturate, saturate_symmetric (lo = -hi), error
 
 
 cdef inline int64_t fit_int64(int64_t c, int64_t lo, int64_t hi, int word, bint is_signed,
@@ -204,8 +226,14 @@ def cast(const int64_t[::1] src, int64_t[::1] out, uint8_t[::1] flags, bint src_
     cdef uint64_t rnd = 0
     cdef int64_t c, lo, hi
     cdef bint small = (not src_u64) and 0 <= s <= 63 and (is_signed or word < 64)
+    cdef int fit = vector_fit(overflow, n_bits, is_signed)
     if small:
         code_limits(word, is_signed, overflow, &lo, &hi)
+        if not want_flags and rounding != RND_STOCHASTIC and fit >= 0 and n > 0:
+            with nogil:
+                n_ovf = fxb_binary(FXB_CAST, &src[0], &src[0], &out[0], n, 0, 0, s, rounding, fit, lo, hi,
+                                   64 - word)
+            return n_ovf
     with nogil:
         for i in range(n):
             if small:
@@ -253,21 +281,33 @@ cdef inline void binary_small(int op, const int64_t* a, const int64_t* b, int64_
 
 def binary(int op, const int64_t[::1] a, const int64_t[::1] b, int64_t[::1] out,
            bint a_u64, bint b_u64, int shift_a, int shift_b, int shift_out, int word,
-           bint is_signed, int rounding, int overflow, int n_bits, uint64_t seed, int exact_word=127):
+           bint is_signed, int rounding, int overflow, int n_bits, uint64_t seed, int exact_word=127,
+           bint fits=False):
     """out[i] := fit(round((a[i]*2^shift_a OP b[i]*2^shift_b) * 2^-shift_out)).
 
     OP is +, -, * (shifts 0 for *) or a three-way compare (out in {-1, 0, 1}).
     The exact value (``exact_word`` bits) is formed on 64 bits when it fits 63, else on
-    128 bits; callers guarantee |value| < 2^127 (a 64 x 64-bit product reaches 2^126); any shift_out.  Returns n_overflow.
+    128 bits; callers guarantee |value| < 2^127 (a 64 x 64-bit product reaches 2^126); any shift_out.
+    ``fits``: the caller proved every result fits the format (exact results in their grown format), so
+    no overflow check is made.  Returns n_overflow.
     """
     cdef Py_ssize_t i, n = out.shape[0], n_ovf = 0
     cdef fx_i128 va, vb, v
     cdef int o
     cdef uint64_t rnd = 0
+    cdef int64_t lo, hi
+    cdef int fit
     if n == 0:
         return 0
     if (op != OP_CMP and exact_word <= 63 and not a_u64 and not b_u64 and 0 <= shift_out <= 63
             and (is_signed or word < 64)):
+        fit = FXB_FIT_NONE if fits else vector_fit(overflow, n_bits, is_signed)
+        if rounding != RND_STOCHASTIC and fit >= 0:
+            code_limits(word, is_signed, overflow, &lo, &hi)
+            with nogil:
+                n_ovf = fxb_binary(op, &a[0], &b[0], &out[0], n, shift_a if op != OP_MUL else 0,
+                                   shift_b if op != OP_MUL else 0, shift_out, rounding, fit, lo, hi, 64 - word)
+            return n_ovf
         with nogil:
             if op == OP_ADD:
                 binary_small(OP_ADD, &a[0], &b[0], &out[0], n, shift_a, shift_b, shift_out, word,

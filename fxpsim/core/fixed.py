@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import math
 import operator
 from dataclasses import dataclass
@@ -200,6 +201,13 @@ class FixedArray:
     __array_ufunc__ = None
 
     def __init__(self, raw, fmt, *, overflows: int = 0, overflow_mask=None, _trusted=False):
+        if _trusted and fmt.__class__ is Format and raw.__class__ is np.ndarray \
+                and raw.dtype == (np.uint64 if fmt._u64 else np.int64):      # results of the kernels
+            if raw.flags.writeable:
+                raw = raw.view()
+                raw.flags.writeable = False
+            self._raw, self.fmt, self.overflows, self.overflow_mask = raw, fmt, int(overflows), overflow_mask
+            return
         fmt = _as_format(fmt)
         if not _trusted:
             raw = _checked_codes(raw, fmt, "FixedArray")
@@ -219,7 +227,10 @@ class FixedArray:
     @property
     def _codes(self) -> np.ndarray:
         """Contiguous 1-D int64 view for the kernels."""
-        return np.ascontiguousarray(self._raw).view(np.int64).reshape(-1)
+        raw = self._raw
+        if raw.dtype == np.int64 and raw.flags.c_contiguous:
+            return raw.reshape(-1)
+        return np.ascontiguousarray(raw).view(np.int64).reshape(-1)
 
     shape = property(lambda self: self._raw.shape)
     ndim = property(lambda self: self._raw.ndim)
@@ -298,8 +309,9 @@ class FixedArray:
         exact value), or an integer ndarray (exact integers: ``Format.integer`` of the fewest bits
         that hold its values, unsigned for unsigned dtypes).  Float ndarrays raise TypeError: their
         values need a format, ``from_float(x, fmt)``."""
-        other = _as_fixed(other, f"ndarray {_OP_SYMBOL[op]} FixedArray" if reflected
-                          else f"FixedArray {_OP_SYMBOL[op]} ndarray")
+        if other.__class__ is not FixedArray:
+            other = _as_fixed(other, f"ndarray {_OP_SYMBOL[op]} FixedArray" if reflected
+                              else f"FixedArray {_OP_SYMBOL[op]} ndarray")
         if other is NotImplemented:
             return NotImplemented
         a, b = (other, self) if reflected else (self, other)
@@ -477,29 +489,39 @@ def result_format(op: str, fa: Format, fb: Format) -> tuple[int, int, bool]:
 def _exact_binary(op: str, a: FixedArray, b: FixedArray, out_fmt: Format | None = None,
                   rounding="half_up", overflow="saturate", seed=None) -> FixedArray:
     word, frac, signed = result_format(op, a.fmt, b.fmt)
+    fits = out_fmt is None                # the grown format holds every exact result: no checks
     if out_fmt is None:
         if word > MAX_WORD:
             raise ValueError(f"the exact {op} of {a.fmt} and {b.fmt} needs {word} bits (> 64): "
                              f"cast an operand first, or use fxpsim.fixed.{op}(a, b, fmt, ...) "
                              f"which rounds the exact result into fmt in one step")
-        out_fmt, r, o = Format(word, frac, signed), Rounding.HALF_UP, Overflow.SATURATE
+        out_fmt, r, o = _grown_format(word, frac, signed), Rounding.HALF_UP, Overflow.SATURATE
     else:
         if word - (1 if signed else 0) > _MAX_EXACT_WORD:
             raise ValueError(f"the exact {op} of {a.fmt} and {b.fmt} needs {word} bits "
                              f"(> {_MAX_EXACT_WORD}); cast an operand first")
         r, o = check_modes(rounding, overflow, out_fmt, 0)
-    a, b = _broadcast(a, b)
+    if a._raw.shape != b._raw.shape:
+        a, b = _broadcast(a, b)
     sa, sb = (0, 0) if op == "mul" else _align_shifts(a.fmt, b.fmt)
-    out = np.empty(a.size, dtype=np.int64)
-    count = _core.binary({"add": 0, "sub": 1, "mul": 2}[op], a._codes, b._codes, out,
+    out = np.empty(a._raw.size, dtype=np.int64)
+    count = _core.binary(_OP_CODE[op], a._codes, b._codes, out,
                          a.fmt._u64, b.fmt._u64, sa, sb, frac - out_fmt.frac, out_fmt.word,
                          out_fmt.signed, r.code, o.code, 0,
-                         _seed_word(seed) if r is Rounding.STOCHASTIC else 0, word)
+                         _seed_word(seed) if r is Rounding.STOCHASTIC else 0, word, fits)
     if _logging():
         fa, fb = a.to_float(), b.to_float()
         record_overflow(op, count, *_range(fa * fb if op == "mul" else fa + fb if op == "add" else fa - fb))
     _raise_if_error(o, count, op, out_fmt)
-    return FixedArray(out.reshape(a.shape), out_fmt, overflows=count, _trusted=True)
+    return FixedArray(out.reshape(a._raw.shape), out_fmt, overflows=count, _trusted=True)
+
+
+_OP_CODE = {"add": 0, "sub": 1, "mul": 2}
+
+
+@functools.lru_cache(maxsize=4096)
+def _grown_format(word: int, frac: int, signed: bool) -> Format:
+    return Format(word, frac, signed)
 
 
 def add(a, b, fmt=None, rounding="half_up", overflow="saturate", *, seed=None) -> FixedArray:

@@ -25,6 +25,7 @@ _MAX_FRAC = 100_000
 
 # --------------------------------------------------------------------------- modes
 _LOOKUP: dict = {}
+_CODES: dict = {}             # member -> its position (the kernels' mode number)
 
 
 class _Mode(str, enum.Enum):
@@ -58,7 +59,11 @@ class _Mode(str, enum.Enum):
     @property
     def code(self) -> int:
         """The mode's number in the C kernels (``RND_*`` / ``OVF_*`` in ``_kernels.pxd``)."""
-        return list(type(self)).index(self)
+        try:
+            return _CODES[self]
+        except KeyError:
+            code = _CODES[self] = list(type(self)).index(self)
+            return code
 
 
 class Rounding(_Mode):
