@@ -107,6 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--acc-bits", type=_int_list, default=None, help="e.g. 12:32:2 (a:b[:step], inclusive)")
     sweep.add_argument("--overflow", type=_str_list, default=None, help="e.g. saturate,wrap")
     sweep.add_argument("--rounding", type=_str_list, default=None, help="e.g. half_up,half_even")
+    sweep.add_argument("--per-layer", action="store_true", help="mixed precision: search per-node weight, activation "
+                       "and accumulator widths (fxpsim models only) for --target accuracy and/or under --budget")
+    sweep.add_argument("--target", type=float, default=None, help="with --per-layer: the accuracy to keep, e.g. "
+                       "0.97 (default: float accuracy - 0.01)")
+    sweep.add_argument("--budget", type=float, default=None, help="with --per-layer: largest bit-ops per sample")
     sweep.add_argument("--processes", type=int, default=None, help="worker processes (default: all cores)")
     sweep.add_argument("--no-progress", action="store_true")
     _data_args(sweep)
@@ -324,6 +329,8 @@ def cmd_sweep(args) -> int:
     config = _load_config(args.config)
     model = _load_model(args.model)
     x, y, xc = _load_data(args, model)
+    if args.per_layer:
+        return _per_layer_search(args, config, model, x, y, xc)
     grid = {k: v for k, v in (("weight_bits", args.weight_bits), ("activation_bits", args.activation_bits),
                               ("accumulator_bits", args.acc_bits), ("accumulator_overflow", args.overflow),
                               ("rounding", args.rounding)) if v}
@@ -345,6 +352,35 @@ def cmd_sweep(args) -> int:
         report.sweep = result.to_dict()
         paths = report.save(args.out)
         _say("", f"sweep written to {paths['sweep_csv']} and {paths['html']}")
+    return 0
+
+
+def _per_layer_search(args, config, model, x, y, xc) -> int:
+    """``fxpsim sweep --per-layer``: :func:`fxpsim.search` with the axes given (or its defaults)."""
+    import numpy as np
+    from .hardware.mixed_precision import search
+    if _is_graph(model):
+        raise UsageError("--per-layer needs an fxpsim model (a graph's widths are fixed)")
+    if y is None:
+        raise UsageError("--per-layer needs labels: --data digits or an .npz with x and y")
+    candidates = {k: v for k, v in (("weight_bits", args.weight_bits), ("activation_bits", args.activation_bits),
+                                    ("accumulator_bits", args.acc_bits)) if v} or None
+    target = args.target
+    if target is None and args.budget is None:
+        from .nn.train import predict
+        target = float(np.mean(predict(model, x).argmax(axis=1) == y)) - 0.01
+    try:
+        result = search(model, (x, y), budget=args.budget, candidates=candidates, target=target, config=config,
+                        calibration_x=xc, processes=args.processes or 1)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(str(exc).splitlines()[0]) from None
+    _say(result.table())
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        path = os.path.join(args.out, "per_layer.toml")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(result.config.to_toml())
+        _say("", f"the chosen per-layer config: {path}")
     return 0
 
 

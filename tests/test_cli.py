@@ -167,3 +167,12 @@ def test_usage_errors_exit_2_with_one_line(tmp_path, model_file, args, message):
     assert r.returncode == 2, (r.stdout, r.stderr)
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("fxpsim: error: ") and message in lines[0], r.stderr
+
+
+def test_sweep_per_layer_search_writes_a_loadable_config(tmp_path, model_file):
+    r = run("sweep", "--model", str(model_file), "--per-layer", "--weight-bits", "4,8", "--acc-bits", "16,32",
+            "--target", "0.5", "--processes", "1", "--out", "pl", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "chosen: accuracy" in r.stdout and "0:conv2d" in r.stdout
+    cfg = fxpsim.load_config(str(tmp_path / "pl" / "per_layer.toml"))
+    assert cfg.layers, "per-node overrides are written"
