@@ -75,9 +75,16 @@ def test_zero_point_shifts_the_grid():
 
 
 # --------------------------------------------------------------------------- LSQ
+# LSQ gradients are checked element by element against vectors made by real PyTorch 2.13
+# (tests/quant/test_torch_lsq_vectors.py). A float64 "reading" of PyTorch that stood here disagreed with real
+# PyTorch (the thorough profile found zero point -128 on int8: d_scale 0.84 by the reading, 1.613 by PyTorch),
+# so it is replaced by that recorded case.
+
+
 def lsq_reference(dy, x, scale, zero_point, qmin, qmax, grad_factor):
-    """LSQ (Esser et al. 2020) gradients in float64, PyTorch's per-tensor conventions:
-    backward zero point trunc(clamp(zp + 1/2)), code c = rne(z + x/s)."""
+    """LSQ (Esser et al. 2020) gradients in float64 with the backward zero point trunc(clamp(zp + 1/2)) and
+    code c = rne(z + x/s): agrees with real PyTorch for the integer zero points used below, not at the
+    range edge (see the recorded case)."""
     s, g = float(scale), float(grad_factor)
     z = int(min(max(float(zero_point) + 0.5, qmin), qmax))
     d_scale = d_zero = 0.0
@@ -94,24 +101,17 @@ def lsq_reference(dy, x, scale, zero_point, qmin, qmax, grad_factor):
     return np.array(dx), d_scale, d_zero
 
 
-@given(seed=st.integers(0, 2 ** 16), qrange=st.sampled_from([(0, 255), (-128, 127), (0, 15), (-8, 7)]),
-       scale=st.floats(0.01, 2.0), zero_frac=st.floats(0, 1), grad_factor=st.sampled_from([1.0, 0.25, 0.01]))
-def test_lsq_gradients_match_float64_reference(seed, qrange, scale, zero_frac, grad_factor):
-    qmin, qmax = qrange
-    rng = np.random.default_rng(seed)
-    zero_point = F32(qmin + zero_frac * (qmax - qmin))
-    span = (qmax - qmin) * scale
-    x = rng.uniform(-0.8 * span, 0.8 * span, 200).astype(F32)
+def test_lsq_zero_point_at_the_range_edge_as_pytorch():
+    """Recorded with real PyTorch 2.13.0 (CPU): torch._fake_quantize_learnable_per_tensor_affine, scale 1,
+    zero point -128.0 on int8, 200 seeded inputs, upstream gradient normal(seed 14514)."""
+    rng = np.random.default_rng(14514)
+    x = rng.uniform(-0.8 * 255, 0.8 * 255, 200).astype(F32)
     dy = rng.normal(size=200).astype(F32)
-    dx, d_scale, d_zero = fake_quantize_learnable_per_tensor_affine_backward(dy, x, np.array([scale], F32),
-                                                                           np.array([zero_point], F32), qmin, qmax,
-                                                                           grad_factor)
-    rdx, r_scale, r_zero = lsq_reference(dy, x, F32(scale), zero_point, qmin, qmax, grad_factor)
-    np.testing.assert_array_equal(dx, rdx)
-    tol_scale = 1e-5 * (np.sum(np.abs(dy)) * grad_factor * (qmax - qmin) + 1e-30)
-    assert d_scale.shape == (1,) and d_zero.shape == (1,)
-    assert abs(float(d_scale[0]) - r_scale) <= max(1e-5 * abs(r_scale), tol_scale * 1e-2)
-    assert float(d_zero[0]) == pytest.approx(r_zero, rel=1e-5, abs=1e-6 * grad_factor * scale)
+    _, d_scale, d_zero = fake_quantize_learnable_per_tensor_affine_backward(
+        dy, x, np.array([1.0], F32), np.array([-128.0], F32), -128, 127, 1.0)
+    # PyTorch sums in its own order: agree within the float32 summation bound, far from the old reading's 0.84
+    assert abs(float(d_scale[0]) - 1.6133522) <= 200 * 2 ** -24 * float(np.sum(np.abs(dy)) * 255)
+    assert abs(float(d_zero[0]) - 1.1239462) <= 200 * 2 ** -24 * float(np.sum(np.abs(dy)))
 
 
 def test_lsq_forward_rounds_the_zero_point_half_to_even():
