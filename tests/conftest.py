@@ -1,7 +1,7 @@
 """Shared pytest configuration: hypothesis profiles and the reference-vector directory.
 
 Hypothesis profiles: ``ci`` (default; 60 examples, derandomized, no deadline) and
-``thorough`` (2000 examples); pick one with ``HYPOTHESIS_PROFILE=thorough pytest``.
+``thorough`` (2000 examples, derandomized too: CI runs are reproducible); pick one with ``HYPOTHESIS_PROFILE=thorough pytest``.
 
 Reference vectors live in ``tests/vectors`` (committed, see its README for the tool and version that
 produced each file); ``FXPSIM_VECTORS`` may name another directory with the same files.
@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, settings
 
 settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("thorough", max_examples=2000, deadline=None,
+settings.register_profile("thorough", max_examples=2000, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
