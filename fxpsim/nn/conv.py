@@ -251,6 +251,17 @@ def _padding(p):
     return p
 
 
+def init_conv_weights(layer, in_channels, filters, kernel_size, stride, padding, seed, dtype) -> None:
+    """Geometry and Glorot-uniform HWIO weights of a 2-D convolution layer (``Conv2D`` and its folded
+    batch-norm twin)."""
+    layer.in_channels, layer.filters = int(in_channels), int(filters)
+    layer.kernel_size, layer.stride = _pair(kernel_size, "kernel_size"), _pair(stride, "stride")
+    layer.padding = _padding(padding)
+    kh, kw = layer.kernel_size
+    layer.W = glorot_uniform(np.random.default_rng(seed), (kh, kw, layer.in_channels, layer.filters),
+                             kh * kw * layer.in_channels, kh * kw * layer.filters, dtype)
+
+
 class Conv2D(LinearLayer):
     """2-D convolution, NHWC input, HWIO weights ``W`` [KH, KW, Cin, Cout], TensorFlow SAME/VALID padding.
 
@@ -264,13 +275,7 @@ class Conv2D(LinearLayer):
                  activation=None, use_bias=True, weight_quantizer=None, activation_quantizer=None, seed=None,
                  dtype=np.float32):
         super().__init__()
-        self.in_channels, self.filters = int(in_channels), int(filters)
-        self.kernel_size, self.stride = _pair(kernel_size, "kernel_size"), _pair(stride, "stride")
-        self.padding = _padding(padding)
-        kh, kw = self.kernel_size
-        rng = np.random.default_rng(seed)
-        self.W = glorot_uniform(rng, (kh, kw, self.in_channels, self.filters), kh * kw * self.in_channels,
-                                kh * kw * self.filters, dtype)
+        init_conv_weights(self, in_channels, filters, kernel_size, stride, padding, seed, dtype)
         self._setup(self.filters, activation, use_bias, weight_quantizer, activation_quantizer, dtype)
 
     def forward(self, x):

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .conv import _padding, _pair, conv2d_backward, conv2d_forward
+from .conv import conv2d_backward, conv2d_forward, init_conv_weights
 from .module import FusedActivation, LinearLayer, check_layer_input, glorot_uniform
 
 __all__ = ["FoldedConvBN", "FoldedDenseBN"]
@@ -141,13 +141,7 @@ class FoldedConvBN(_FoldedBN):
                  activation=None, use_bias=False, weight_quantizer=None, activation_quantizer=None,
                  momentum=0.9, eps=1e-3, seed=None, dtype=np.float32):
         super().__init__()
-        self.in_channels, self.filters = int(in_channels), int(filters)
-        self.kernel_size, self.stride = _pair(kernel_size, "kernel_size"), _pair(stride, "stride")
-        self.padding = _padding(padding)
-        kh, kw = self.kernel_size
-        rng = np.random.default_rng(seed)
-        self.W = glorot_uniform(rng, (kh, kw, self.in_channels, self.filters), kh * kw * self.in_channels,
-                                kh * kw * self.filters, dtype)
+        init_conv_weights(self, in_channels, filters, kernel_size, stride, padding, seed, dtype)
         self._setup(self.filters, activation, use_bias, weight_quantizer, activation_quantizer, dtype)
         self._setup_bn(self.filters, momentum, eps)
 
