@@ -51,6 +51,7 @@ from ..datapath.integer_ops import quantized_add
 from ..datapath.requantize import (Requantizer, multiply_by_quantized_multiplier, quantize_multiplier,
                                    requantize_float, requantize_shift)
 from .ops import Op, register_op as _register_op, requantizer_for
+from .mac_ops import refuse_unmodelled_knobs  # noqa: E402
 
 __all__ = ["ONNX_OPS", "is_native", "is_onnxruntime_datapath"]
 
@@ -469,6 +470,7 @@ def _mac_run(graph, node, ins, dp, trace):
         out = _float_kernel_run(graph, node, ins)
         info = {**_no_trace(), "adds": 0} if trace else None
         return [out], info
+    refuse_unmodelled_knobs(node, dp, "onnxruntime semantics")
     x_zp, w_zp = _mac_zero_points(graph, node)
     acc, overflows = _integer_mac(graph, node, ins, dp, x_zp, w_zp, _bias_input(node, ins))
     if integer_out:

@@ -46,6 +46,7 @@ from ..datapath.requantize import (Requantizer, _srdhm, _wrap_int32, activation_
                                    multiply_by_quantized_multiplier, quantize_multiplier)
 from ..core.fixed import Format
 from .ops import OPS, Op, register_op
+from .mac_ops import refuse_unmodelled_knobs  # noqa: E402
 
 __all__ = ["TFLITE_OPS", "kernel_support", "KERNEL_LIMITS"]
 
@@ -454,6 +455,7 @@ def _native_mac_run(graph, node, ins, dp, trace):
     shadow = _shadow(graph, node)
     if getattr(dp, "requantization", None) != "native":
         return OPS[shadow.op].run(graph, shadow, ins, dp, trace)
+    refuse_unmodelled_knobs(node, dp, f"LiteRT {_kernels(graph)} kernels")
     kernels = _kernels(graph)
     x, w, y = (_spec(graph, t) for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
     bias = ins[2] if len(node.inputs) > 2 and node.inputs[2] else None

@@ -662,3 +662,12 @@ def test_import_fxpsim_stays_light():
             "assert 'onnx' not in sys.modules and 'onnxruntime' not in sys.modules; print('ok')")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_knobs_the_onnx_mac_ops_do_not_model_are_refused_not_ignored():
+    g = import_onnx(str(MODELS_DIR / "qs_cnn_qop_s8_pc.onnx"))
+    x = np.load(MODELS_DIR / "qs_cnn_qop_s8_pc.npz")["input"]
+    base = fxpsim.preset("int8-acc16-sat")
+    for change in ({"zero_point": "fold"}, {"tile_k": 8, "tile_accumulator_bits": 12}):
+        with pytest.raises(ValueError, match="does not model"):
+            g.run(x, base.replace(**change))
