@@ -1,8 +1,8 @@
 """A trained model reduced to what the hardware needs: a :class:`FloatGraph` of hardware stages.
 
 :func:`extract` folds batch norm (:func:`fxpsim.nn.fold_batchnorm`), groups the model's layers into stages
-(a Dense/Conv2D/DepthwiseConv2D layer with its fused ReLU/ReLU6 and output quantizer, or a shape op:
-pooling, flatten, a lone ReLU) and finds every stage's float output range, from the model's activation
+(a Dense/Conv2D/DepthwiseConv2D layer with its fused ReLU/ReLU6 and output quantizer, a sigmoid/tanh/hard-swish
+with its output quantizer, or a shape op: pooling, flatten, a lone ReLU) and finds every stage's float output range, from the model's activation
 quantizers where present and from calibration data elsewhere. The graph holds only float arrays and numbers
 (the folded model it keeps for float reference outputs is dropped when pickled) and knows nothing about the
 target hardware: :func:`fxpsim.conversion.convert` quantizes it under a
@@ -18,6 +18,8 @@ import numpy as np
 __all__ = ["FloatGraph", "FloatStage", "extract", "quantizer_grid"]
 
 _LINEAR_KINDS = ("dense", "conv2d", "depthwise_conv2d")
+#: Elementwise nonlinearities with their own output grid (integer table lookups on the hardware).
+LUT_KINDS = ("sigmoid", "tanh", "hard_swish")
 
 
 @dataclass
@@ -137,13 +139,14 @@ def extract(model, calibration_x) -> FloatGraph:
         layer, covered = layers[i], [i]
         kind = {nn.Dense: "dense", nn.Conv2D: "conv2d", nn.DepthwiseConv2D: "depthwise_conv2d",
                 nn.MaxPool2D: "max_pool2d", nn.AvgPool2D: "avg_pool2d", nn.Flatten: "flatten",
-                nn.ReLU: "relu", nn.ReLU6: "relu6", FoldedConvBN: "conv2d", FoldedDenseBN: "dense"}.get(type(layer))
+                nn.ReLU: "relu", nn.ReLU6: "relu6", nn.Sigmoid: "sigmoid", nn.Tanh: "tanh",
+                nn.HardSwish: "hard_swish", FoldedConvBN: "conv2d", FoldedDenseBN: "dense"}.get(type(layer))
         if kind is None:
             what = ("a BatchNorm that cannot be folded (it does not follow a linear layer without activation)"
                     if isinstance(layer, nn.BatchNorm) else f"a {type(layer).__name__} layer")
             raise ValueError(f"layer {i} is {what}; the integer simulation supports Dense, Conv2D, "
-                             "DepthwiseConv2D (+ folded BatchNorm), FoldedConvBN, FoldedDenseBN, ReLU, ReLU6, MaxPool2D, "
-                             "AvgPool2D, Flatten and a leading Quantize")
+                             "DepthwiseConv2D (+ folded BatchNorm), FoldedConvBN, FoldedDenseBN, ReLU, ReLU6, Sigmoid, "
+                             "Tanh, HardSwish, MaxPool2D, AvgPool2D, Flatten and a leading Quantize")
         stage = FloatStage(kind=kind, name=f"{i}:{kind}", model_layers=())
         range_q = None
         if kind in _LINEAR_KINDS:
@@ -167,10 +170,13 @@ def extract(model, calibration_x) -> FloatGraph:
                 stage.activation = "relu" if type(nxt) is nn.ReLU else "relu6"
                 range_q = nxt.activation_quantizer
                 covered.append(i + 1)
+        elif kind in LUT_KINDS:
+            range_q = layer.activation_quantizer
         elif kind in ("max_pool2d", "avg_pool2d"):
             stage.pool_size, stage.stride, stage.padding = tuple(layer.pool_size), tuple(layer.stride), layer.padding
         j = covered[-1] + 1
-        if kind in _LINEAR_KINDS and range_q is None and j < len(layers) and type(layers[j]) is nn.Quantize:
+        if kind in _LINEAR_KINDS + LUT_KINDS and range_q is None and j < len(layers) and \
+                type(layers[j]) is nn.Quantize:
             range_q = layers[j].activation_quantizer
             covered.append(j)
         stage.model_layers = tuple(covered)
@@ -189,7 +195,7 @@ def extract(model, calibration_x) -> FloatGraph:
     if in_range is None:
         in_range = (float(x_in.min()), float(x_in.max()))
     for stage, out in zip(stages, outputs):
-        if stage.out_range is None and stage.kind in _LINEAR_KINDS:
+        if stage.out_range is None and stage.kind in _LINEAR_KINDS + LUT_KINDS:
             stage.out_range = (float(out.min()), float(out.max()))
     return FloatGraph(stages, in_range, in_source, tuple(x.shape[1:]), repr(model), folded,
                       input_grid=quantizer_grid(input_q) if in_source == "quantizer" else None)

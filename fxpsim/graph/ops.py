@@ -313,3 +313,4 @@ register_op(Op("add", _add_run, _add_float))
 
 # the MAC ops (fully_connected, conv2d, depthwise_conv2d) live in their own module; importing it registers them
 from .mac_ops import exact_accumulator, requantizer_for, run_node_isolated  # noqa: E402,F401
+from . import lut_ops  # noqa: E402,F401  (sigmoid, tanh, hard_swish as integer table lookups)

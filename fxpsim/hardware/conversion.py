@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from ..core.fixed import Format, from_float
-from ..graph.extract import _LINEAR_KINDS, FloatGraph, FloatStage, extract
+from ..graph.extract import _LINEAR_KINDS, LUT_KINDS, FloatGraph, FloatStage, extract
 from ..graph.ir import IntegerGraph, Node, TensorSpec
 from .config import ConfigError, HardwareConfig, load_config
 
@@ -203,6 +203,13 @@ def convert(model, config, calibration_x=None) -> IntegerGraph:
                 tensors.append(TensorSpec(st.name, a_bits, a_signed, shape, s_out, z_out))
                 nodes.append(Node(f"{st.name}/{st.activation}", "clamp", [out], [st.name],
                                   {"activation": st.activation}))
+            s_cur, z_cur = s_out, z_out
+        elif st.kind in LUT_KINDS:          # a table lookup from the input codes onto its own output grid
+            ncfg = config.for_node(Node(st.name, st.kind, [], []), len(nodes))
+            s_out, z_out, clip = _output_params(st.out_grid, st.out_range, ncfg, st.name, grids, notes)
+            a_bits, a_signed = ncfg.activation_bits, ncfg.activation_signed
+            tensors.append(TensorSpec(st.name, a_bits, a_signed, shape, s_out, z_out))
+            nodes.append(Node(st.name, st.kind, [cur], [st.name], {"clip": list(clip)} if clip else {}))
             s_cur, z_cur = s_out, z_out
         else:
             tensors.append(TensorSpec(st.name, a_bits, a_signed, shape, s_cur, z_cur))
@@ -398,7 +405,7 @@ def _out_shape(st: FloatStage, shape: tuple) -> tuple:
         return (st.weight.shape[1],)
     if st.kind == "flatten":
         return (int(np.prod(shape)),)
-    if st.kind in ("relu", "relu6"):
+    if st.kind in ("relu", "relu6") + LUT_KINDS:
         return shape
     kernel = st.weight.shape[:2] if st.kind in ("conv2d", "depthwise_conv2d") else st.pool_size
     oh = output_size_and_padding(shape[0], kernel[0], st.stride[0], st.padding)[0]

@@ -1,7 +1,7 @@
 """Neural-network layers in numpy with forward and backward side by side, and quantizer slots.
 
 This module is the public face of the layers. It defines ``Dense``, the activation layers (``ReLU``,
-``ReLU6``, ``Quantize``), ``Flatten``, ``BatchNorm``, the loss, :func:`fold_batchnorm`, the config round
+``ReLU6``, ``Sigmoid``, ``Tanh``, ``HardSwish``, ``Quantize``), ``Flatten``, ``BatchNorm``, the loss, :func:`fold_batchnorm`, the config round
 trip (:func:`layer_from_config`, the one place that maps class names to classes) and the model builders,
 and re-exports ``Module`` and ``Sequential`` from :mod:`fxpsim.layers_base` and the convolution and
 pooling layers from :mod:`fxpsim.layers_conv`. Imports flow one way: ``layers_base`` -> ``layers_conv``
@@ -43,7 +43,8 @@ from .module import (FusedActivation, LinearLayer, Module, Sequential, check_lay
 from .conv import AvgPool2D, Conv2D, DepthwiseConv2D, MaxPool2D
 from .fold import FoldedConvBN, FoldedDenseBN
 
-__all__ = ["Module", "Sequential", "Dense", "Conv2D", "DepthwiseConv2D", "ReLU", "ReLU6", "MaxPool2D",
+__all__ = ["Module", "Sequential", "Dense", "Conv2D", "DepthwiseConv2D", "ReLU", "ReLU6", "Sigmoid", "Tanh",
+           "HardSwish", "MaxPool2D",
            "AvgPool2D", "Flatten", "BatchNorm", "Quantize", "SoftmaxCrossEntropy", "fold_batchnorm",
            "layer_from_config", "mlp", "small_cnn", "quantization_scheme", "QUANTIZATION_SCHEMES",
            "FoldedConvBN", "FoldedDenseBN"]
@@ -129,9 +130,88 @@ class ReLU(Quantize):
 
 
 class ReLU6(ReLU):
-    """:math:`y = q_a(\\min(\\max(x, 0), 6))`; :math:`dx = 1\\{0 < x < 6\\}\\, q_a'(dy)`."""
+    r""":math:`y = q_a(\\min(\\max(x, 0), 6))`; :math:`dx = 1\\{0 < x < 6\\}\\, q_a'(dy)`."""
 
     _kind = "relu6"
+
+
+class _SmoothActivation(Quantize):
+    r"""An elementwise nonlinearity :math:`f` followed by the output quantizer:
+    :math:`y = q_a(f(x))`, :math:`dx = f'(x)\, q_a'(dy)` (the quantizer's STE, then the exact derivative).
+
+    On the integer datapath these become table lookups (:mod:`fxpsim.datapath.lut`): one output code per
+    input code by default, or a smaller table (``activation_lut_entries``) as NPUs build them.
+    """
+
+    _kind = ""
+
+    def __init__(self, activation_quantizer=None, dtype=np.float32):
+        super().__init__(activation_quantizer, dtype)
+
+    @staticmethod
+    def function(x):            # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    @staticmethod
+    def derivative(x):          # pragma: no cover
+        raise NotImplementedError
+
+    def forward(self, x):
+        check_layer_input(x, self.dtype, (None,) * (np.ndim(x) - 1) if np.ndim(x) >= 1 else (),
+                          f"{type(self).__name__}.forward")
+        self._x = x
+        y = self.function(x).astype(x.dtype, copy=False)
+        return y if self.activation_quantizer is None else self.activation_quantizer(y)
+
+    def backward(self, dy, input_grad=True):
+        return super().backward(dy) * self.derivative(self._x).astype(self._x.dtype, copy=False)
+
+
+class Sigmoid(_SmoothActivation):
+    r""":math:`y = q_a(\sigma(x))`, :math:`\sigma(x) = 1/(1 + e^{-x})`; :math:`dx = \sigma(x)(1 - \sigma(x))\, q_a'(dy)`."""
+
+    _kind = "sigmoid"
+
+    @staticmethod
+    def function(x):
+        """:math:`1/(1 + e^{-x})` for :math:`x \\ge 0`, :math:`e^{x}/(1 + e^{x})` below (no overflow, no
+        cancellation in either tail)."""
+        e = np.exp(-np.abs(x))
+        return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+    @staticmethod
+    def derivative(x):
+        s = Sigmoid.function(x)
+        return s * (1.0 - s)
+
+
+class Tanh(_SmoothActivation):
+    r""":math:`y = q_a(\tanh x)`; :math:`dx = (1 - \tanh^2 x)\, q_a'(dy)`."""
+
+    _kind = "tanh"
+
+    @staticmethod
+    def function(x):
+        return np.tanh(x)
+
+    @staticmethod
+    def derivative(x):
+        return 1.0 - np.tanh(x) ** 2
+
+
+class HardSwish(_SmoothActivation):
+    r""":math:`y = q_a(x\,\mathrm{relu6}(x + 3)/6)` (MobileNetV3);
+    :math:`dx = q_a'(dy)\cdot(0 \text{ if } x < -3;\ (2x + 3)/6 \text{ if } -3 \le x \le 3;\ 1 \text{ if } x > 3)`."""
+
+    _kind = "hard_swish"
+
+    @staticmethod
+    def function(x):
+        return x * np.clip(x + 3.0, 0.0, 6.0) / 6.0
+
+    @staticmethod
+    def derivative(x):
+        return np.where(x < -3.0, 0.0, np.where(x > 3.0, 1.0, (2.0 * x + 3.0) / 6.0))
 
 
 class Flatten(Module):
@@ -276,7 +356,7 @@ class SoftmaxCrossEntropy:
 
 
 _LAYER_CLASSES = {cls.__name__: cls for cls in (Sequential, Dense, Conv2D, DepthwiseConv2D, ReLU, ReLU6,
-                                                  MaxPool2D, AvgPool2D, Flatten, BatchNorm, Quantize,
+                                                  Sigmoid, Tanh, HardSwish, MaxPool2D, AvgPool2D, Flatten, BatchNorm, Quantize,
                                                   FoldedConvBN, FoldedDenseBN)}
 
 

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fxpsim.nn import (AvgPool2D, BatchNorm, Conv2D, Dense, DepthwiseConv2D, Flatten, MaxPool2D, Module,
-                       Quantize, ReLU, ReLU6, Sequential, SoftmaxCrossEntropy, fold_batchnorm, layer_from_config,
+from fxpsim.nn import (AvgPool2D, BatchNorm, Conv2D, Dense, DepthwiseConv2D, Flatten, HardSwish, MaxPool2D,
+                       Module, Quantize, ReLU, ReLU6, Sequential, Sigmoid, Tanh, SoftmaxCrossEntropy, fold_batchnorm, layer_from_config,
                        mlp, small_cnn)
 
 
@@ -214,9 +214,25 @@ def test_pool_gradients(cls, pool, stride, padding):
     check_layer_gradients(cls(pool, stride=stride, padding=padding), rand(2, 5, 6, 2, seed=4))
 
 
-@pytest.mark.parametrize("layer", [ReLU(), ReLU6(), Flatten(), Quantize(None)], ids=repr)
+@pytest.mark.parametrize("layer", [ReLU(), ReLU6(), Flatten(), Quantize(None), Sigmoid(), Tanh(), HardSwish()],
+                         ids=repr)
 def test_elementwise_gradients(layer):
     check_layer_gradients(layer, rand(3, 4, 2, seed=5, scale=4.0))
+
+
+def test_smooth_activations_forward_match_their_textbook_formulas():
+    import math
+    x = np.array([-40.0, -3.5, -3.0, -1.25, 0.0, 0.5, 3.0, 7.0, 40.0])
+    want = {Sigmoid: [1 / (1 + math.exp(-v)) for v in x], Tanh: [math.tanh(v) for v in x],
+            HardSwish: [v * min(max(v + 3, 0), 6) / 6 for v in x]}
+    for cls, ref in want.items():
+        layer = cls().astype(np.float64)
+        np.testing.assert_allclose(layer.forward(x.copy()), ref, rtol=1e-15, atol=1e-300, err_msg=cls.__name__)
+    # the quantizer sits on the output: the values it quantizes are the activation's
+    from fxpsim.quant.registry import get
+    layer, quantizer = Sigmoid("fake_quant"), get("fake_quant")
+    x = rand(5, 3, seed=9, scale=3.0).astype(np.float32)
+    np.testing.assert_array_equal(layer.forward(x), quantizer(0.5 * (np.tanh(0.5 * x) + 1)))
 
 
 @pytest.mark.parametrize("training", [True, False])

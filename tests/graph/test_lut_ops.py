@@ -1,0 +1,135 @@
+"""The table-lookup nonlinearities of the integer graph (``sigmoid``, ``tanh``, ``hard_swish``) and their
+conversion from ``nn.Sigmoid`` / ``nn.Tanh`` / ``nn.HardSwish``.
+
+Oracle: per input code, the real function evaluated in float64 as the op's docstring states
+(:math:`\\mathrm{fl}_{64}(f(s_x (c - z_x)) / s_y)`), then rounded exactly with :func:`reference.round_fraction`
+on :class:`fractions.Fraction` and clamped in Python integers: the indexing, rounding and clamping are written
+here independently of fxpsim.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import fxpsim
+from fxpsim import nn
+from fxpsim.graph.ir import Datapath, IntegerGraph, Node, TensorSpec
+from reference import round_fraction
+
+F64 = {
+    "sigmoid": lambda v: 1.0 / (1.0 + float(np.exp(-v))) if v >= 0 else float(np.exp(v)) / (1.0 + float(np.exp(v))),
+    "tanh": lambda v: float(np.tanh(v)),
+    "hard_swish": lambda v: v * min(max(v + 3.0, 0.0), 6.0) / 6.0,
+}
+
+
+def oracle(op, codes, sx, zx, sy, zy, lo, hi, rounding):
+    out = []
+    for c in codes:
+        v = float(np.float64(sx) * np.float64(c - zx))
+        q = round_fraction(Fraction(F64[op](v) / sy), rounding) + zy
+        out.append(min(max(q, lo), hi))
+    return out
+
+
+def one_node_graph(op, x_bits, x_signed, sx, zx, y_bits, y_signed, sy, zy, clip=None):
+    x = TensorSpec("x", x_bits, x_signed, (4,), sx, zx)
+    y = TensorSpec("y", y_bits, y_signed, (4,), sy, zy)
+    return IntegerGraph([x, y], [Node("f", op, ["x"], ["y"], {"clip": list(clip)} if clip else {})], ["x"], ["y"])
+
+
+@given(op=st.sampled_from(sorted(F64)), x_bits=st.integers(2, 12), x_signed=st.booleans(),
+       y_bits=st.integers(2, 12), y_signed=st.booleans(),
+       sx=st.floats(1e-3, 2.0), sy=st.floats(1e-3, 2.0), zx_frac=st.floats(0, 1), zy_frac=st.floats(0, 1),
+       rounding=st.sampled_from(["half_up", "half_even", "half_away", "floor", "toward_zero", "ceil"]))
+def test_every_input_code_maps_as_the_independent_model(op, x_bits, x_signed, y_bits, y_signed, sx, sy,
+                                                         zx_frac, zy_frac, rounding):
+    x_lo, x_hi = (-(1 << (x_bits - 1)), (1 << (x_bits - 1)) - 1) if x_signed else (0, (1 << x_bits) - 1)
+    y_lo, y_hi = (-(1 << (y_bits - 1)), (1 << (y_bits - 1)) - 1) if y_signed else (0, (1 << y_bits) - 1)
+    zx = x_lo + round(zx_frac * (x_hi - x_lo))
+    zy = y_lo + round(zy_frac * (y_hi - y_lo))
+    g = one_node_graph(op, x_bits, x_signed, sx, zx, y_bits, y_signed, sy, zy)
+    codes = np.arange(x_lo, x_hi + 1)
+    pad = (-len(codes)) % 4
+    batch = np.concatenate([codes, np.full(pad, x_lo)]).reshape(-1, 4).astype(g.tensors["x"].dtype)
+    got = g.run(batch, Datapath(rounding=rounding)).reshape(-1)[:len(codes)]
+    assert got.tolist() == oracle(op, codes.tolist(), sx, zx, sy, zy, y_lo, y_hi, rounding)
+
+
+def test_trained_clip_narrows_the_table():
+    g = one_node_graph("tanh", 8, True, 0.05, 0, 8, True, 1 / 128, 0, clip=(-50, 60))
+    codes = np.arange(-128, 128).reshape(-1, 4).astype(np.int8)
+    got = g.run(codes).reshape(-1)
+    assert got.tolist() == oracle("tanh", range(-128, 128), 0.05, 0, 1 / 128, 0, -50, 60, "half_up")
+    assert got.min() == -50 and got.max() == 60
+
+
+def test_sigmoid_table_on_tflite_grid_is_within_one_lsb_of_the_tflite_lookup():
+    """On TFLite's LOGISTIC grid (output 1/256, zero point -128) the exact table differs from LiteRT's
+    float32-built table (fxpsim.datapath.tflite_ops, verified live against LiteRT) by at most one code."""
+    from fxpsim.datapath.tflite_ops import logistic_params, quantized_logistic
+    g = one_node_graph("sigmoid", 8, True, 0.0625, 3, 8, True, 1 / 256, -128)
+    codes = np.arange(-128, 128).reshape(-1, 4).astype(np.int8)
+    ours = g.run(codes).reshape(-1).astype(int)
+    tfl = quantized_logistic(codes.reshape(-1), logistic_params(0.0625, 3)).astype(int)
+    assert np.max(np.abs(ours - tfl)) <= 1
+
+
+def test_bad_lut_nodes_are_rejected():
+    x = TensorSpec("x", 0, True, (4,))
+    y = TensorSpec("y", 8, True, (4,), 0.1, 0)
+    with pytest.raises(ValueError, match="integer codes"):
+        IntegerGraph([x, y], [Node("f", "tanh", ["x"], ["y"])], ["x"], ["y"])
+    g = one_node_graph("tanh", 8, True, 0.1, 0, 8, True, 0.1, 0)
+    with pytest.raises(ValueError):
+        one_node_graph("tanh", 20, True, 0.1, 0, 8, True, 0.1, 0).run(np.zeros((1, 4), np.int32))
+    assert g.run(np.zeros((1, 4), np.int8)).shape == (1, 4)
+
+
+# ----------------------------------------------------------------------------- conversion from fxpsim.nn
+def _model():
+    m = nn.Sequential(nn.Dense(6, 8, seed=0), nn.Sigmoid("fake_quant"), nn.Dense(8, 8, seed=1), nn.Tanh(),
+                      nn.Dense(8, 5, seed=2), nn.HardSwish(), nn.Dense(5, 3, seed=3))
+    return m
+
+
+def test_converted_activations_are_lut_nodes_on_the_trained_and_calibrated_grids():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, 6)).astype(np.float32)
+    m = _model()
+    m.train(False)
+    g = fxpsim.convert(m, "tflite-int8", x)
+    ops = [n.op for n in g.nodes]
+    assert ops == ["quantize", "fully_connected", "sigmoid", "fully_connected", "tanh", "fully_connected",
+                   "hard_swish", "fully_connected"]
+    _, _, keep = g.run(x, keep=True)
+    for node in g.nodes:
+        if node.op not in F64:
+            continue
+        xs, ys = g.tensors[node.inputs[0]], g.tensors[node.outputs[0]]
+        lo, hi = ys.code_range
+        if "clip" in node.attrs:
+            lo, hi = max(lo, node.attrs["clip"][0]), min(hi, node.attrs["clip"][1])
+        cin = keep[node.inputs[0]].reshape(-1).tolist()
+        want = oracle(node.op, cin, float(xs.scale[0]), int(xs.zero_point[0]), float(ys.scale[0]),
+                      int(ys.zero_point[0]), lo, hi, "half_up")
+        assert keep[node.outputs[0]].reshape(-1).tolist() == want, node.name
+    # the tanh had no quantizer: its output range is calibrated within [-1, 1]
+    tanh_out = g.tensors[next(n for n in g.nodes if n.op == "tanh").outputs[0]]
+    lo_real, hi_real = tanh_out.dequantize(np.array(tanh_out.code_range))
+    assert -1.05 <= lo_real and hi_real <= 1.05
+
+
+def test_simulation_reports_lut_nodes_and_agrees_with_float():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(300, 6)).astype(np.float32)
+    m = _model()
+    m.train(False)
+    rep = fxpsim.simulate(m, "tflite-int8", x, calibration_x=x)
+    kinds = [r.kind for r in rep.layers]
+    assert {"sigmoid", "tanh", "hard_swish"} <= set(kinds)
+    assert rep.network["agreement"] >= 0.95 and rep.network["overflow_count"] == 0
