@@ -572,7 +572,18 @@ class Requantizer:
         sy = np.float64(_float32(output_scale, "output_scale"))
         if sx.ndim or sy.ndim or sw.ndim > 1:
             raise ValueError("Requantizer.tflite: input/output scales are scalars, weight_scale a scalar or 1-D")
-        real = np.atleast_1d(sx * sw / sy)
+        return cls.from_real(sx * sw / sy, kind, rounding, final_rounding, multiplier_bits)
+
+    @classmethod
+    def from_real(cls, real, kind: str = "double", rounding="half_away", final_rounding=None,
+                  multiplier_bits: int = 31) -> "Requantizer":
+        r"""The requantizer of a real multiplier :math:`M` (a positive scalar, or one per channel).
+
+        ``kind="double"``/``"single"``: :math:`M \approx m\,2^{s-31}` by :func:`quantize_multiplier` (or a
+        ``multiplier_bits``-bit significand); ``"float"``: :math:`M` as a float64 scale with ``rounding``;
+        ``"shift"``: :math:`\log_2 M` rounded to the nearest integer exponent, with ``rounding``.
+        """
+        real = np.atleast_1d(np.asarray(real, dtype=np.float64))
         if kind in ("double", "single"):
             if multiplier_bits == 31:
                 m, s = quantize_multiplier(real, single_rounding=kind == "single")

@@ -33,7 +33,7 @@ from typing import Callable
 import numpy as np
 
 from ..core.fixed import Format, Overflow, from_float
-from ..datapath.integer_ops import quantized_add, quantized_average_pool2d
+from ..datapath.integer_ops import quantized_average_pool2d
 from ..datapath.requantize import activation_range
 from ..nn import conv as float_conv
 
@@ -279,21 +279,6 @@ def _clamp_float(graph, node, ins):
     return [_float_activation(ins[0], node.attrs.get("activation"))]
 
 
-def _add_run(graph, node, ins, dp, trace):
-    a, b, y = (_spec(graph, t) for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
-    lo, hi = _clamp_codes(graph, node, node.outputs[0], node.attrs.get("activation", "none"))
-    single = dp.requantization == "tflite-single"
-    out = quantized_add(ins[0], ins[1], scale1=float(a.scale[0]), zp1=int(a.zero_point[0]),
-                        scale2=float(b.scale[0]), zp2=int(b.zero_point[0]), out_scale=float(y.scale[0]),
-                        out_zp=int(y.zero_point[0]), act_min=lo, act_max=hi, out_dtype=y.dtype,
-                        rounding="single" if single else "double")
-    return [out], _no_trace()
-
-
-def _add_float(graph, node, ins):
-    return [_float_activation(ins[0] + ins[1], node.attrs.get("activation"))]
-
-
 def _one_to_one(graph, node):
     if len([t for t in node.inputs if t]) < 1 or len(node.outputs) != 1:
         raise ValueError(f"node {node.name!r} ({node.op}): needs an input and one output")
@@ -309,8 +294,8 @@ register_op(Op("max_pool2d", _max_pool_run, _max_pool_float, _one_to_one, _pool_
 register_op(Op("avg_pool2d", _avg_pool_run, _avg_pool_float, _one_to_one, _pool_macs, _avg_pool_bound))
 register_op(Op("reshape", _reshape_run, _reshape_float, _one_to_one))
 register_op(Op("clamp", _clamp_run, _clamp_float, _one_to_one))
-register_op(Op("add", _add_run, _add_float))
 
 # the MAC ops (fully_connected, conv2d, depthwise_conv2d) live in their own module; importing it registers them
 from .mac_ops import exact_accumulator, requantizer_for, run_node_isolated  # noqa: E402,F401
+from . import elementwise_ops  # noqa: E402,F401  (add, mul, concat with their own requantization)
 from . import lut_ops  # noqa: E402,F401  (sigmoid, tanh, hard_swish as integer table lookups)
