@@ -35,11 +35,21 @@ op                         TFLite op, attributes
 
 (SQUEEZE, EXPAND_DIMS and folded RESHAPEs are the core ``reshape``; ADD, AVERAGE_POOL_2D and MAX_POOL_2D
 the core ``add``, ``avg_pool2d``, ``max_pool2d``.) Each op also has a float64 reference (``run_float``).
+
+Lookup-table activations: on a datapath that sets ``activation_lut_entries`` (:class:`fxpsim.HardwareConfig`,
+per node with overrides), ``tflite_logistic``, ``tflite_tanh``, ``tflite_hard_swish`` and ``tflite_softmax``
+compute through :mod:`fxpsim.datapath.lut` instead of LiteRT's arithmetic (whatever the kernel set): an
+integer table of that many entries over the input's code range (``activation_lut_interpolation``), rounded
+to the output codes with the datapath's ``rounding``; softmax as an exp table on code differences, a 32-bit
+saturating integer sum and an exact integer division rounded half up (:func:`fxpsim.datapath.lut.lut_softmax`).
+Their trace then carries ``"lut"`` (the table, e.g. ``"256 entries, none interpolation"``), and softmax's
+``overflows``/``adds`` count the saturating adds of its sum.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ..datapath import lut as _lut
 from ..datapath import tflite_ops as K
 from ..datapath.integer_ops import (quantized_conv2d, quantized_depthwise_conv2d, quantized_fully_connected)
 from ..datapath.requantize import (Requantizer, _srdhm, _wrap_int32, activation_range,
@@ -326,7 +336,64 @@ register_op(Op("tflite_concat", _concat_run, _concat_float, _concat_check))
 
 
 # ----------------------------------------------------------------------------------------- activations
+#: TFLite activation op -> the real function of its lookup table (:func:`fxpsim.datapath.lut.lut_functions`)
+_LUT_FUNCTION = {"tflite_logistic": "logistic", "tflite_tanh": "tanh", "tflite_hard_swish": "hard_swish"}
+
+
+def _lut_knobs(dp):
+    """``(entries, interpolation)`` of a datapath that sets ``activation_lut_entries``, else ``None``."""
+    entries = getattr(dp, "activation_lut_entries", None)
+    if not entries:
+        return None
+    return int(entries), str(getattr(dp, "activation_lut_interpolation", "none") or "none")
+
+
+def _lut_check_entries(node, x, entries, interpolation):
+    try:
+        _lut.check_entries(entries, x.bits, interpolation, where="activations.lut_entries")
+    except ValueError as exc:
+        raise ValueError(f"node {node.name!r} ({node.op}, input {x.bits}-bit codes): {exc}") from None
+
+
+def _lut_unary_run(graph, node, ins, dp, knobs):
+    x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
+    entries, interpolation = knobs
+    rounding = getattr(dp.rounding, "value", dp.rounding)
+    _lut_check_entries(node, x, entries, interpolation)
+
+    def make():
+        (sx, zx), (sy, zy) = _q(x), _q(y)
+        lo, hi = y.code_range
+        return _lut.build_table(_lut.lut_functions()[_LUT_FUNCTION[node.op]], input_bits=x.bits,
+                                input_min=x.code_range[0], input_scale=float(sx), input_zero_point=zx,
+                                output_scale=float(sy), output_zero_point=zy, output_lo=lo, output_hi=hi,
+                                entries=entries, interpolation=interpolation, rounding=rounding)
+    table = _cached(graph, node, ("lut", entries, interpolation, rounding), make)
+    return [_lut.lut_lookup(ins[0], table).astype(y.dtype)], {**_no_trace(), "lut": table.describe()}
+
+
+def _lut_softmax_run(graph, node, ins, dp, knobs):
+    x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
+    entries, interpolation = knobs
+    rounding = getattr(dp.rounding, "value", dp.rounding)
+    _lut_check_entries(node, x, entries, interpolation)
+    (sx, _), (sy, zy) = _q(x), _q(y)
+    lo, hi = y.code_range
+    try:
+        out, info = _lut.lut_softmax(ins[0], input_bits=x.bits, input_scale=float(sx),
+                                     beta=float(node.attrs.get("beta", 1.0)), output_scale=float(sy),
+                                     output_zero_point=zy, output_lo=lo, output_hi=hi, entries=entries,
+                                     interpolation=interpolation, rounding=rounding)
+    except ValueError as exc:
+        raise ValueError(f"node {node.name!r} ({node.op}): {exc}") from None
+    return [out.astype(y.dtype)], {**_no_trace(), "overflows": info["overflows"], "adds": info["adds"],
+                                   "lut": info["table"].describe()}
+
+
 def _softmax_run(graph, node, ins, dp, trace):
+    knobs = _lut_knobs(dp)
+    if knobs is not None:
+        return _lut_softmax_run(graph, node, ins, dp, knobs)
     x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
     sx, _ = _q(x)
     sy, zy = _q(y)
@@ -345,6 +412,9 @@ def _softmax_float(graph, node, ins):
 
 def _unary_run(factory, kernel_fn, with_kernels=True, extra=()):
     def run(graph, node, ins, dp, trace):
+        knobs = _lut_knobs(dp) if factory in (K.logistic_params, K.tanh_params, K.hard_swish_params) else None
+        if knobs is not None:
+            return _lut_unary_run(graph, node, ins, dp, knobs)
         x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
         kw = {k: node.attrs[k] for k in extra}
         params = _cached(graph, node, factory.__name__, lambda: factory(*_q(x), *_q(y), **kw, dtype=y.dtype)
@@ -400,6 +470,8 @@ register_op(Op("tflite_hard_swish", _unary_run(K.hard_swish_params, K.quantized_
 register_op(Op("tflite_leaky_relu", _unary_run(K.leaky_relu_params, K.quantized_leaky_relu, extra=("alpha",)),
                _leaky_relu_float, _check_io(1)))
 register_op(Op("tflite_relu", _relu_run, _relu_float, _check_io(1)))
+for _op_name in ("tflite_logistic", "tflite_tanh", "tflite_hard_swish", "tflite_softmax"):
+    _lut.register_lut_op(_op_name)
 
 
 # ----------------------------------------------------------------------------------------- MAC ops (builtin/xnnpack)

@@ -56,7 +56,8 @@ _TOML_KEYS: dict[str, dict[str, str]] = {
     "weights": {"bits": "weight_bits", "format": "weight_format", "signed": "weight_signed",
                 "scales": "weight_scales", "narrow_range": "weight_narrow_range"},
     "activations": {"bits": "activation_bits", "format": "activation_format",
-                    "signed": "activation_signed", "symmetric": "activation_symmetric"},
+                    "signed": "activation_signed", "symmetric": "activation_symmetric",
+                    "lut_entries": "activation_lut_entries", "lut_interpolation": "activation_lut_interpolation"},
     "bias": {"bits": "bias_bits", "add": "bias_add", "shift": "bias_shift"},
     "accumulator": {"bits": "accumulator_bits", "overflow": "accumulator_overflow",
                     "order": "accumulator_order", "overflow_at": "overflow_at", "zero_point": "zero_point",
@@ -100,6 +101,20 @@ class HardwareConfig:
         Signed (int8-like) or unsigned (uint8-like) activation codes.
     activation_symmetric : bool
         Zero point 0 (otherwise asymmetric: the zero point is calibrated).
+    activation_lut_entries : int, optional
+        TOML ``activations.lut_entries``: compute the lookup-table activations (the ops in
+        :data:`fxpsim.datapath.lut.LUT_OPS`: an imported model's LOGISTIC, TANH, HARD_SWISH and SOFTMAX) with an
+        integer table of this many entries (a power of two, 2..65536, at most one per input code) indexed by
+        the top bits of the input code, as NPUs do (:mod:`fxpsim.datapath.lut` states every rounding);
+        ``None`` or 0 (default): the runtime's own arithmetic. Other ops are unaffected; a per-node override
+        that sets it on any other op raises :class:`ConfigError`; :meth:`lut_nodes` lists the nodes of a
+        graph it applies to, and their traces carry ``"lut"``. The report's "not exact" column compares with
+        the runtime's arithmetic (:meth:`exact_datapath` drops the table).
+    activation_lut_interpolation : {"none", "linear"}
+        TOML ``activations.lut_interpolation``: ``"none"`` (default; each entry is the function at its
+        segment's centre) or ``"linear"`` (``entries + 1`` values at the segment ends, interpolated with the
+        low bits and TFLite's ``(slope * t + 2^(r-1)) >> r`` rounding). ``"linear"`` needs
+        ``activation_lut_entries``, and fewer entries than input codes.
     bias_bits : int, optional
         Bias register width (default: the accumulator's); biases are stored in the accumulator's scale
         :math:`s_{in} s_w` and saturate to this width.
@@ -195,6 +210,8 @@ class HardwareConfig:
     activation_format: Format | None = None
     activation_signed: bool = True
     activation_symmetric: bool = False
+    activation_lut_entries: int | None = None
+    activation_lut_interpolation: str = "none"
     bias_bits: int | None = None
     bias_add: str = "preload"
     bias_shift: int = 0
@@ -260,6 +277,7 @@ class HardwareConfig:
             if value not in allowed:
                 raise ConfigError(f"{_dotted(name)}: unknown value {value!r}; allowed: "
                                   f"{', '.join(a for a in allowed if a is not None)}")
+        self._check_lut_knobs()
         set_("accumulator_overflow", _parse_enum(Overflow, self.accumulator_overflow, "accumulator_overflow"))
         set_("rounding", _parse_enum(Rounding, self.rounding, "rounding"))
         if self.requantization_rounding is not None:
@@ -295,6 +313,39 @@ class HardwareConfig:
                     raise ConfigError(f"layers.{json.dumps(sel)}: {exc}") from None
                 items.append((sel, tuple((k, getattr(merged, k)) for k in ov)))
             set_("layers", LayerOverrides(tuple(items)))
+
+    def _check_lut_knobs(self) -> None:
+        from ..datapath.lut import INTERPOLATIONS, MAX_ENTRIES
+        entries, interp = self.activation_lut_entries, self.activation_lut_interpolation
+        if entries is not None and not isinstance(entries, bool) and isinstance(entries, int) and entries == 0:
+            object.__setattr__(self, "activation_lut_entries", None)
+            entries = None
+        if entries is not None and (isinstance(entries, bool) or not isinstance(entries, int) or
+                                    not 2 <= entries <= MAX_ENTRIES or entries & (entries - 1)):
+            raise ConfigError(f"activations.lut_entries: must be a power of two in 2..{MAX_ENTRIES} (or 0 / left "
+                              f"out: the runtime's own arithmetic), got {entries!r}")
+        if interp not in INTERPOLATIONS:
+            raise ConfigError(f"activations.lut_interpolation: unknown value {interp!r}; allowed: "
+                              f"{', '.join(INTERPOLATIONS)}")
+        if interp != "none" and entries is None:
+            raise ConfigError(f"activations.lut_interpolation = {interp!r} needs a table: set "
+                              "activations.lut_entries too (or leave the interpolation 'none')")
+
+    def lut_nodes(self, graph) -> dict:
+        """The nodes of ``graph`` that this config runs as lookup tables (:attr:`activation_lut_entries`, after
+        per-node overrides): node name -> ``(entries, interpolation)``; empty when the knob applies to no
+        node (e.g. a graph without LOGISTIC/TANH/HARD_SWISH/SOFTMAX). Raises :class:`ConfigError` as a run
+        would: for a selector that matches no node, or a per-node LUT override on an op without a table."""
+        from ..datapath.lut import LUT_OPS
+        from ..graph import tflite_ops  # noqa: F401  (registers the TFLite activation ops as LUT ops)
+        self.check_selectors(graph)
+        out = {}
+        for i, node in enumerate(graph.nodes):
+            cfg = self.for_node(node, i)     # raises for a per-node LUT override on an op without a table
+            if node.op in LUT_OPS:
+                if cfg.activation_lut_entries:
+                    out[node.name] = (cfg.activation_lut_entries, cfg.activation_lut_interpolation)
+        return out
 
     # ----- construction -------------------------------------------------------------------------------
     @classmethod
@@ -365,6 +416,13 @@ class HardwareConfig:
             merged: dict[str, Any] = {}
             for wanted in (f"op:{op}", f"#{int(index)}", name):
                 merged.update(self.layers.get(wanted, {}))
+            lut_keys = [k for k in merged if k in _LUT_FIELDS]
+            if lut_keys:
+                from ..datapath.lut import LUT_OPS
+                if op not in LUT_OPS:
+                    raise ConfigError(f"layers: node {name!r} (#{int(index)}, op {op!r}) has a per-node "
+                                      f"{', '.join(_dotted(k) for k in lut_keys)}, but its op has no lookup-table "
+                                      f"form; the LUT knobs apply to the ops {', '.join(sorted(LUT_OPS)) or '(none loaded)'}")
             cache[key] = self._merged(merged) if merged else self
         return cache[key]
 
@@ -373,13 +431,17 @@ class HardwareConfig:
         network): no K-tiling, wrap-around, per-add fitting, and the per-layer accumulator overrides
         (``accumulator_bits``, ``accumulator_overflow``, ``overflow_at``, ``tile_k``,
         ``tile_accumulator_bits``) dropped; everything else (widths, scales, requantization) kept. What a
-        report's "not exact" column should compare with."""
-        acc_keys = {"accumulator_bits", "accumulator_overflow", "overflow_at", "tile_k", "tile_accumulator_bits"}
+        report's "not exact" column should compare with. The lookup-table activations
+        (``activation_lut_entries``, ``activation_lut_interpolation``) are dropped as well: the exact datapath
+        runs them with the runtime's own arithmetic, so "not exact" counts the outputs a table changes."""
+        acc_keys = {"accumulator_bits", "accumulator_overflow", "overflow_at", "tile_k", "tile_accumulator_bits",
+                    *_LUT_FIELDS}
         layers = {sel: {k: v for k, v in ov.items() if k not in acc_keys} for sel, ov in self.layers.items()}
         data = self.to_flat_dict()
         data.update(name=name or f"{self.name} (exact accumulator)", accumulator_bits=int(accumulator_bits),
                     bias_bits=min(self.bias_bits, int(accumulator_bits)), accumulator_overflow="wrap",
                     overflow_at="add", tile_k=None, tile_accumulator_bits=None,
+                    activation_lut_entries=None, activation_lut_interpolation="none",
                     layers={sel: ov for sel, ov in layers.items() if ov})
         return type(self)(**data)
 
@@ -514,6 +576,9 @@ class HardwareConfig:
                  f"rounding {self.rounding.value}"]
         if self.requantization_rounding:
             parts.append(f"output rounding {self.requantization_rounding.value}")
+        if self.activation_lut_entries:
+            parts.append(f"activation LUTs of {self.activation_lut_entries} entries"
+                         f"{', linearly interpolated' if self.activation_lut_interpolation == 'linear' else ''}")
         if self.layers:
             parts.append(f"per-layer overrides for {', '.join(self.layers)}")
         return ", ".join(parts)
@@ -522,7 +587,10 @@ class HardwareConfig:
 _FIELD_TO_TOML_REVERSE = {f"{sec}.{key}": fld for fld, (sec, key) in _FIELD_TO_TOML.items()}
 _NOT_OVERRIDABLE = ("name", "description", "layers")
 #: knobs written by to_dict/to_toml only when they differ from these defaults (older files stay the same)
-_OMITTED_AT_DEFAULT = {"bias_shift": 0, "zero_point": "subtract", "multiplier_bits": 31}
+_OMITTED_AT_DEFAULT = {"bias_shift": 0, "zero_point": "subtract", "multiplier_bits": 31,
+                       "activation_lut_interpolation": "none"}
+#: the lookup-table activation knobs (per-node overrides of them only on LUT ops)
+_LUT_FIELDS = ("activation_lut_entries", "activation_lut_interpolation")
 
 
 def _flatten_overrides(ov: Mapping, where: str) -> dict:
