@@ -154,7 +154,24 @@ def _sigmoid_f32(v):
 
 
 @dataclass(frozen=True)
-class LogisticParams:
+class _TableActivationParams:
+    """The fields shared by :class:`LogisticParams` and :class:`TanhParams` (distinct types, so that one op's
+    parameters are never accepted by the other)."""
+
+    input_scale: float
+    input_zero_point: int
+    output_scale: float
+    output_zero_point: int
+    dtype: np.dtype
+    lut: tuple
+    input_multiplier: int
+    input_left_shift: int
+    input_range_radius: int
+    xnnpack_lut: tuple
+
+
+@dataclass(frozen=True)
+class LogisticParams(_TableActivationParams):
     r"""TFLite int8/uint8 ``LOGISTIC`` parameters.
 
     Attributes
@@ -170,17 +187,6 @@ class LogisticParams:
         :math:`q, \ell = \mathrm{frexp}(s_{in}\,2^{27})`, :math:`m = \mathrm{rha}(q\,2^{31})`,
         radius = :func:`calculate_input_radius` ``(4, ℓ, 31)``.
     """
-
-    input_scale: float
-    input_zero_point: int
-    output_scale: float
-    output_zero_point: int
-    dtype: np.dtype
-    lut: tuple
-    input_multiplier: int
-    input_left_shift: int
-    input_range_radius: int
-    xnnpack_lut: tuple
 
 
 def _frexp_multiplier(real: float, integer_bits: int):
@@ -259,21 +265,10 @@ def quantized_logistic(x, params: LogisticParams, *, kernels: str = "reference")
 
 
 @dataclass(frozen=True)
-class TanhParams:
+class TanhParams(_TableActivationParams):
     r"""TFLite int8/uint8 ``TANH`` parameters: LiteRT's ``TanhPrepare`` table (from
-    :math:`\mathrm{tanhf}`, see :func:`_tanhf`) and TFLite Micro's fixed-point multiplier (as
+    :math:`\mathrm{tanhf}`, see :func:`_tanhf`) and TFLite Micro's fixed-point multiplier (the fields of
     :class:`LogisticParams`)."""
-
-    input_scale: float
-    input_zero_point: int
-    output_scale: float
-    output_zero_point: int
-    dtype: np.dtype
-    lut: tuple
-    input_multiplier: int
-    input_left_shift: int
-    input_range_radius: int
-    xnnpack_lut: tuple
 
 
 @functools.lru_cache(maxsize=512)

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..integer_ops import _explicit_padding, _pair
+from ..integer_ops import _clamp_range, _explicit_padding, _pair
 from ..requantize import (
     _srdhm, _wrap_int32, multiply_by_quantized_multiplier, quantize_multiplier,
 )
@@ -165,13 +165,7 @@ def quantized_max_pool2d(x, pool_size, *, stride=None, padding="VALID", act_min=
     if arr.ndim != 4 or arr.size == 0:
         raise ValueError(f"x must be a non-empty NHWC array, got shape {arr.shape}")
     info = np.iinfo(dt)
-    lo = int(info.min) if act_min is None else act_min
-    hi = int(info.max) if act_max is None else act_max
-    for name, v in (("act_min", lo), ("act_max", hi)):
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-            raise TypeError(f"{name} must be an int, got {v!r}")
-    if not info.min <= lo <= hi <= info.max:
-        raise ValueError(f"need {info.min} <= act_min <= act_max <= {info.max}, got {lo}, {hi}")
+    lo, hi = _clamp_range(act_min, act_max, info)
     k = _pair(pool_size, "pool_size")
     st = k if stride is None else _pair(stride, "stride")
     (pt, pb), (pl, pr) = _explicit_padding(padding, arr.shape[1:3], k, st, (1, 1))
