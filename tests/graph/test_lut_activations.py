@@ -18,6 +18,7 @@ from fxpsim.datapath import lut
 from fxpsim.hardware.config import ConfigError, HardwareConfig
 from reference import round_fraction
 
+pytest.importorskip("tflite", reason="the tflite package is not installed (pip install fxpsim[tflite])")
 MODELS = Path(__file__).resolve().parents[1] / "vectors" / "tflite_models"
 _GRAPHS: dict = {}
 FUNCS = {"tflite_logistic": lambda x: 1.0 / (1.0 + np.exp(-x)), "tflite_tanh": np.tanh,
@@ -221,3 +222,15 @@ def test_interpolation_without_a_table_is_an_error(tmp_path):
         HardwareConfig.from_toml(path)
     with pytest.raises(ConfigError, match=r'layers\."op:tflite_tanh": activations\.lut_entries'):
         BASE.with_layer("op:tflite_tanh", activation_lut_entries=7)
+
+
+def test_onnx_graphs_have_no_table_ops_and_the_knob_changes_nothing():
+    """The ONNX importer has no sigmoid/tanh/softmax ops (onnx_ops has none): the knob applies to no node,
+    and lut_nodes says so."""
+    pytest.importorskip("onnx", reason="onnx not installed (pip install fxpsim[onnx])")
+    onnx_model = MODELS.parent / "onnx_models" / "qs_cnn_qdq_s8_pt.onnx"
+    g = fxpsim.import_model(onnx_model)
+    cfg = BASE.replace(activation_lut_entries=16)
+    assert cfg.lut_nodes(g) == {}
+    x = np.random.default_rng(0).standard_normal((4,) + g.tensors[g.inputs[0]].shape).astype(np.float32)
+    np.testing.assert_array_equal(g.run(x, cfg), g.run(x, BASE))
