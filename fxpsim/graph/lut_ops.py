@@ -1,59 +1,56 @@
-"""Elementwise nonlinearities of an :class:`~fxpsim.graph.ir.IntegerGraph` as integer table lookups:
+r"""Elementwise nonlinearities of an :class:`~fxpsim.graph.ir.IntegerGraph` as integer table lookups:
 ``sigmoid``, ``tanh`` and ``hard_swish`` (the ops :func:`fxpsim.convert` emits for ``nn.Sigmoid``,
 ``nn.Tanh`` and ``nn.HardSwish``), registered in :data:`fxpsim.graph.ops.OPS` when this module is imported.
 
-An NPU computes these as a table indexed by the input code. With input codes :math:`c` on the grid
-:math:`(s_x, z_x)` and output codes on :math:`(s_y, z_y)`, the table this op uses by default holds one entry per
-input code,
+An NPU computes these as a table indexed by the input code (:mod:`fxpsim.datapath.lut`). By default the
+table has one entry per input code, exact per code: with input codes :math:`c` on :math:`(s_x, z_x)` and
+output codes on :math:`(s_y, z_y)`,
 
-.. math:: T[c] = \\mathrm{clamp}\\big(\\mathrm{round}(f(s_x (c - z_x)) / s_y) + z_y,\\ lo,\\ hi\\big),
+.. math:: T[c] = \mathrm{clamp}\big(\mathrm{round}(\mathrm{fl}_{64}(f(\mathrm{fl}_{64}(s_x (c - z_x))) / s_y))
+          + z_y,\ lo,\ hi\big),
 
-with the datapath's ``rounding`` (:func:`fxpsim.from_float`, exact on the float64 value :math:`f(\\cdot)/s_y`)
-and :math:`[lo, hi]` the output code range narrowed to the node's trained ``clip``. A datapath that sets
-``activation_lut_entries`` (a smaller table, optionally interpolated, as many NPUs build them) uses
-:mod:`fxpsim.datapath.lut` instead.
+with the datapath's ``rounding`` and :math:`[lo, hi]` the output code range narrowed to the node's trained
+``clip``. A datapath that sets ``activation_lut_entries`` (and ``activation_lut_interpolation``) uses a table of
+that many entries instead, as :func:`fxpsim.datapath.lut.build_table` defines it.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..core.fixed import Format, from_float
-from ..nn.layers import HardSwish, Sigmoid, Tanh
+from ..datapath import lut as _lut
 from .ops import Op, _clamp_codes, _float_clip, _no_trace, _rounding_name, _spec, register_op
 
-__all__ = ["LUT_FUNCTIONS", "exact_table"]
+__all__ = ["LUT_FUNCTION"]
 
-#: The real functions (float64 in and out), the same as the float layers'.
-LUT_FUNCTIONS = {"sigmoid": Sigmoid.function, "tanh": Tanh.function, "hard_swish": HardSwish.function}
-
-
-def exact_table(op: str, x_spec, y_spec, lo: int, hi: int, rounding) -> tuple[np.ndarray, int]:
-    """``(T, c_min)``: the one-entry-per-code table :math:`T[c - c_{min}]` of the module docstring over the
-    input's whole code range :math:`[c_{min}, c_{max}]` (at most :math:`2^{16}` entries)."""
-    c_lo, c_hi = x_spec.code_range
-    if c_hi - c_lo >= 1 << 16:
-        raise ValueError(f"{op}: a table over {x_spec.bits}-bit input codes is too large (at most 16-bit inputs)")
-    codes = np.arange(c_lo, c_hi + 1, dtype=np.int64)
-    real = float(x_spec.scale[0]) * (codes - int(x_spec.zero_point[0])).astype(np.float64)
-    y = LUT_FUNCTIONS[op](real) / float(y_spec.scale[0])
-    out = from_float(y, Format.integer(62), rounding=rounding).raw + int(y_spec.zero_point[0])
-    return np.clip(out, lo, hi), c_lo
+#: graph op -> the real function of its table (:func:`fxpsim.datapath.lut.lut_functions`)
+LUT_FUNCTION = {"sigmoid": "logistic", "tanh": "tanh", "hard_swish": "hard_swish"}
 
 
 def _lut_run(graph, node, ins, dp, trace):
     x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
-    lo, hi = _clamp_codes(graph, node, node.outputs[0], "none")
+    entries = getattr(dp, "activation_lut_entries", None) or (1 << x.bits)
+    interpolation = str(getattr(dp, "activation_lut_interpolation", "none") or "none") \
+        if getattr(dp, "activation_lut_entries", None) else "none"
     rounding = _rounding_name(dp.rounding)
     cache = graph.__dict__.setdefault("_lut_tables", {})
-    key = (node.name, rounding)
+    key = (node.name, entries, interpolation, rounding)
     if key not in cache:
-        cache[key] = exact_table(node.op, x, y, lo, hi, rounding)
-    table, c_lo = cache[key]
-    return [table[ins[0].astype(np.int64) - c_lo].astype(y.dtype)], _no_trace()
+        lo, hi = _clamp_codes(graph, node, node.outputs[0], "none")
+        try:
+            cache[key] = _lut.build_table(
+                _lut.lut_functions()[LUT_FUNCTION[node.op]], input_bits=x.bits, input_min=x.code_range[0],
+                input_scale=float(x.scale[0]), input_zero_point=int(x.zero_point[0]), output_scale=float(y.scale[0]),
+                output_zero_point=int(y.zero_point[0]), output_lo=lo, output_hi=hi, entries=int(entries),
+                interpolation=interpolation, rounding=rounding)
+        except ValueError as exc:
+            raise ValueError(f"node {node.name!r} ({node.op}, {x.bits}-bit input codes): {exc}") from None
+    table = cache[key]
+    return [_lut.lut_lookup(ins[0], table).astype(y.dtype)], {**_no_trace(), "lut": table.describe()}
 
 
 def _lut_float(graph, node, ins):
-    return [_float_clip(graph, node, LUT_FUNCTIONS[node.op](np.asarray(ins[0], dtype=np.float64)))]
+    fn = _lut.lut_functions()[LUT_FUNCTION[node.op]]
+    return [_float_clip(graph, node, fn(np.asarray(ins[0], dtype=np.float64)))]
 
 
 def _lut_check(graph, node):
@@ -65,7 +62,11 @@ def _lut_check(graph, node):
         if s.is_float or s.scale is None or s.per_channel:
             raise ValueError(f"node {node.name!r} ({node.op}): tensor {t!r} needs integer codes with one scale "
                              "and zero point")
+    if _spec(graph, ins[0]).bits > 16:
+        raise ValueError(f"node {node.name!r} ({node.op}): a table over {_spec(graph, ins[0]).bits}-bit input "
+                         "codes is too large (at most 16-bit inputs)")
 
 
-for _name in LUT_FUNCTIONS:
+for _name in LUT_FUNCTION:
     register_op(Op(_name, _lut_run, _lut_float, _lut_check))
+    _lut.register_lut_op(_name)

@@ -21,13 +21,14 @@ from fxpsim.graph.ir import Datapath, IntegerGraph, Node, TensorSpec
 from reference import round_fraction
 
 F64 = {
-    "sigmoid": lambda v: 1.0 / (1.0 + float(np.exp(-v))) if v >= 0 else float(np.exp(v)) / (1.0 + float(np.exp(v))),
+    "sigmoid": lambda v: 1.0 / (1.0 + float(np.exp(np.float64(-v)))),
     "tanh": lambda v: float(np.tanh(v)),
     "hard_swish": lambda v: v * min(max(v + 3.0, 0.0), 6.0) / 6.0,
 }
 
 
 def oracle(op, codes, sx, zx, sy, zy, lo, hi, rounding):
+    """One entry per code (the default table): round(fl64(f(fl64(sx * (c - zx))) / sy)) + zy, clamped."""
     out = []
     for c in codes:
         v = float(np.float64(sx) * np.float64(c - zx))
@@ -133,3 +134,42 @@ def test_simulation_reports_lut_nodes_and_agrees_with_float():
     kinds = [r.kind for r in rep.layers]
     assert {"sigmoid", "tanh", "hard_swish"} <= set(kinds)
     assert rep.network["agreement"] >= 0.95 and rep.network["overflow_count"] == 0
+
+
+@pytest.mark.parametrize("entries", [16, 64])
+def test_lut_knob_applies_to_converted_activations_per_node(entries):
+    """``activation_lut_entries`` on one node (a per-layer override): that node reads a coarse table sampled at
+    its segment centres (independent model below); the other LUT nodes keep one entry per code."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(100, 6)).astype(np.float32)
+    m = _model()
+    m.train(False)
+    base = fxpsim.preset("tflite-int8")
+    g = fxpsim.convert(m, base, x)
+    sig = next(n for n in g.nodes if n.op == "sigmoid")
+    cfg = base.with_layer(sig.name, activation_lut_entries=entries)
+    _, _, exact = g.run(x, base, keep=True)
+    _, traces, coarse = g.run(x, cfg, keep=True, trace=True)
+    assert traces[sig.name]["lut"] == f"{entries} entries, none interpolation"
+    xs, ys = g.tensors[sig.inputs[0]], g.tensors[sig.outputs[0]]
+    sx, zx, sy, zy = float(xs.scale[0]), int(xs.zero_point[0]), float(ys.scale[0]), int(ys.zero_point[0])
+    lo, hi = ys.code_range
+    if "clip" in sig.attrs:
+        lo, hi = max(lo, sig.attrs["clip"][0]), min(hi, sig.attrs["clip"][1])
+    r = 8 - (entries.bit_length() - 1)
+    want = []
+    for c in coarse[sig.inputs[0]].reshape(-1).tolist():
+        k = (c + 128) >> r
+        v = float(np.float64(sx) * (k * 2.0 ** r + (2.0 ** r - 1) / 2 + (-128 - zx)))
+        want.append(min(max(round_fraction(Fraction(F64["sigmoid"](v) / sy), "half_up") + zy, lo), hi))
+    assert coarse[sig.outputs[0]].reshape(-1).tolist() == want
+    tanh = next(n for n in g.nodes if n.op == "tanh")
+    np.testing.assert_array_equal(exact[sig.inputs[0]], coarse[sig.inputs[0]])
+    assert not np.array_equal(exact[sig.outputs[0]], coarse[sig.outputs[0]])
+    assert "lut" in traces[tanh.name] and traces[tanh.name]["lut"].startswith("256 entries")
+
+
+def test_lut_knob_too_large_for_the_input_is_a_clear_error():
+    g = one_node_graph("tanh", 6, True, 0.1, 0, 8, True, 1 / 128, 0)
+    with pytest.raises(ValueError, match="larger than the 64 codes"):
+        g.run(np.zeros((1, 4), np.int8), fxpsim.preset("tflite-int8").replace(activation_lut_entries=256))
