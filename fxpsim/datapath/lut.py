@@ -63,7 +63,7 @@ import numpy as np
 from ..core.fixed import Format, from_float
 
 __all__ = ["LUT_OPS", "INTERPOLATIONS", "MAX_ENTRIES", "LutTable", "build_table", "lut_lookup",
-           "register_lut_op", "lut_functions", "lut_softmax", "check_entries"]
+           "register_lut_op", "lut_functions", "lut_softmax", "softmax_exp_table", "check_entries"]
 
 #: Interpolation modes between adjacent table entries.
 INTERPOLATIONS = ("none", "linear")
@@ -183,12 +183,10 @@ def _exact_ratio(value: float) -> tuple[int, int]:
     return num, den
 
 
-def lut_softmax(x, *, input_bits: int, input_scale: float, beta: float, output_scale: float,
-                output_zero_point: int, output_lo: int, output_hi: int, entries: int, interpolation: str = "none",
-                rounding="half_away", exp_frac_bits: int = 15, exp_bits: int = 16, sum_bits: int = 32):
-    """Softmax along the last axis on an exp table (module docstring): ``(codes int64, info)``, ``info``:
-    ``{"overflows": saturating adds of the sum, "adds": elements summed, "table": LutTable}``."""
-    x = np.asarray(x).astype(np.int64)
+def softmax_exp_table(*, input_bits: int, input_scale: float, beta: float, entries: int, interpolation: str = "none",
+                      rounding="half_away", exp_frac_bits: int = 15, exp_bits: int = 16) -> LutTable:
+    """The exp table of :func:`lut_softmax` (step 1 of the module docstring), checked to give the largest
+    element a non-zero value."""
     n_codes = 1 << int(input_bits)
     table = build_table(_exp, input_bits=input_bits, input_min=-(n_codes - 1),
                         input_scale=float(beta) * float(input_scale), input_zero_point=0,
@@ -199,6 +197,21 @@ def lut_softmax(x, *, input_bits: int, input_scale: float, beta: float, output_s
         raise ValueError(f"softmax lookup table: {entries} entries give exp = 0 for the largest element "
                          f"(beta * input scale = {float(beta) * float(input_scale):g} per code is too steep for "
                          f"segments of {1 << table.shift} codes); use more entries")
+    return table
+
+
+def lut_softmax(x, *, input_bits: int, input_scale: float, beta: float, output_scale: float,
+                output_zero_point: int, output_lo: int, output_hi: int, entries: int, interpolation: str = "none",
+                rounding="half_away", exp_frac_bits: int = 15, exp_bits: int = 16, sum_bits: int = 32,
+                table: LutTable | None = None):
+    """Softmax along the last axis on an exp table (module docstring): ``(codes int64, info)``, ``info``:
+    ``{"overflows": saturating adds of the sum, "adds": elements summed, "table": LutTable}``. ``table``: the
+    :func:`softmax_exp_table` of the same arguments, when the caller keeps it."""
+    x = np.asarray(x).astype(np.int64)
+    if table is None:
+        table = softmax_exp_table(input_bits=input_bits, input_scale=input_scale, beta=beta, entries=entries,
+                                  interpolation=interpolation, rounding=rounding, exp_frac_bits=exp_frac_bits,
+                                  exp_bits=exp_bits)
     if x.size == 0:
         return x.copy(), {"overflows": 0, "adds": 0, "table": table}
     d = x - x.max(axis=-1, keepdims=True)

@@ -379,11 +379,14 @@ def _lut_softmax_run(graph, node, ins, dp, knobs):
     _lut_check_entries(node, x, entries, interpolation)
     (sx, _), (sy, zy) = _q(x), _q(y)
     lo, hi = y.code_range
+    beta = float(node.attrs.get("beta", 1.0))
     try:
-        out, info = _lut.lut_softmax(ins[0], input_bits=x.bits, input_scale=float(sx),
-                                     beta=float(node.attrs.get("beta", 1.0)), output_scale=float(sy),
-                                     output_zero_point=zy, output_lo=lo, output_hi=hi, entries=entries,
-                                     interpolation=interpolation, rounding=rounding)
+        table = _cached(graph, node, ("lut", entries, interpolation, rounding), lambda: _lut.softmax_exp_table(
+            input_bits=x.bits, input_scale=float(sx), beta=beta, entries=entries, interpolation=interpolation,
+            rounding=rounding))
+        out, info = _lut.lut_softmax(ins[0], input_bits=x.bits, input_scale=float(sx), beta=beta,
+                                     output_scale=float(sy), output_zero_point=zy, output_lo=lo, output_hi=hi,
+                                     entries=entries, interpolation=interpolation, rounding=rounding, table=table)
     except ValueError as exc:
         raise ValueError(f"node {node.name!r} ({node.op}): {exc}") from None
     return [out.astype(y.dtype)], {**_no_trace(), "overflows": info["overflows"], "adds": info["adds"],
