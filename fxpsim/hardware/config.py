@@ -103,13 +103,15 @@ class HardwareConfig:
         Zero point 0 (otherwise asymmetric: the zero point is calibrated).
     activation_lut_entries : int, optional
         TOML ``activations.lut_entries``: compute the lookup-table activations (the ops in
-        :data:`fxpsim.datapath.lut.LUT_OPS`: an imported model's LOGISTIC, TANH, HARD_SWISH and SOFTMAX) with an
+        :data:`fxpsim.datapath.lut.LUT_OPS`: an imported model's LOGISTIC, TANH, HARD_SWISH and SOFTMAX, a
+        converted model's ``sigmoid``, ``tanh`` and ``hard_swish``) with an
         integer table of this many entries (a power of two, 2..65536, at most one per input code) indexed by
         the top bits of the input code, as NPUs do (:mod:`fxpsim.datapath.lut` states every rounding);
-        ``None`` or 0 (default): the runtime's own arithmetic. Other ops are unaffected; a per-node override
+        ``None`` or 0 (default): the runtime's own arithmetic (one entry per code for the ops of converted
+        models). Other ops are unaffected; a per-node override
         that sets it on any other op raises :class:`ConfigError`; :meth:`lut_nodes` lists the nodes of a
         graph it applies to, and their traces carry ``"lut"``. The report's "not exact" column compares with
-        the runtime's arithmetic (:meth:`exact_datapath` drops the table).
+        the arithmetic without the knob (:meth:`exact_datapath` drops the table).
     activation_lut_interpolation : {"none", "linear"}
         TOML ``activations.lut_interpolation``: ``"none"`` (default; each entry is the function at its
         segment's centre) or ``"linear"`` (``entries + 1`` values at the segment ends, interpolated with the
