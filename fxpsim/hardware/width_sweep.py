@@ -9,6 +9,7 @@ redundant work:
 
 * once per node: the exact accumulators :math:`E` (BLAS), and a bound on every partial sum, the second GEMM
   :math:`U = |x - z_x|\\,|w - z_w|` (so :math:`|s| \\le |b| + U` for every running sum and adder-tree node);
+  a depthwise node (a few adds per output) has the exact peak of its running sums instead (sequential order);
 * an output whose bound fits ``W`` bits cannot overflow: its accumulator is :math:`E - b + b_W` (``b_W`` the
   bias saturated into ``W`` bits, as the datapath stores it);
 * the others go through the per-add kernels (AVX-512BW 16/32-bit lanes, the rows of the node that need it,
@@ -34,7 +35,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -72,7 +76,8 @@ class NodeSweepResult:
         MAC node name -> the smallest swept width from which the node was exact at every swept width
         (None: not exact at the widest).
     bound_bits : dict
-        MAC node name -> the width from which :math:`|b| + U` proves the node exact on these inputs.
+        MAC node name -> the width from which :math:`|b| + U` (a depthwise node in sequential order: the
+        exact peak of its running sums) proves the node exact on these inputs.
     seconds : float
         Wall time of the whole sweep, the exact inference it runs included.
     """
@@ -127,6 +132,46 @@ def _node_knobs(node, dp):
     return None
 
 
+def _depthwise_sums(a, w2, b, has_bias, dp):
+    """Products ``[R, K, O]``, exact accumulators ``[R, O]`` (int64, bias included) and a bound ``[R, O]`` on
+    every partial sum of a depthwise node (``a [R, G, K]``, ``w2 [O, K]`` offset operands, ``b`` the bias
+    as the accumulator sees it).  K is the kernel window, a few adds, so in sequential order the bound is
+    the exact peak of the running sums (the preloaded bias, or the bias added after, included); in tree
+    order :math:`|b| + \\sum_k |p_k|`."""
+    n_out = w2.shape[0]
+    mult = n_out // a.shape[1]
+    at = a.transpose(0, 2, 1)                                            # [R, K, G] (im2col's order)
+    if mult != 1:
+        at = at[:, :, np.arange(n_out) // mult]
+    wmax = int(np.abs(w2).max(initial=0))
+    amax = int(np.abs(at).max(initial=0)) if at.size else 0
+    pdt = np.int16 if amax * wmax < 1 << 15 else (np.int32 if amax * wmax < 1 << 31 else np.int64)
+    prod = np.multiply(at, w2.T[None], dtype=pdt)                        # [R, K, O]
+    k = prod.shape[1]
+    wide = k * amax * wmax + int(np.abs(b).max(initial=0)) >= 1 << 31
+    s = np.zeros((prod.shape[0], n_out), np.int64 if wide else np.int32)
+    preload = dp.bias_add == "preload" and has_bias
+    if preload:
+        s += b.astype(s.dtype)
+    if dp.accumulator_order == "sequential":
+        hi, lo = s.copy(), s.copy()
+        for j in range(k):
+            s += prod[:, j, :]
+            np.maximum(hi, s, out=hi)
+            np.minimum(lo, s, out=lo)
+        s_sum = s.astype(np.int64)
+        if not preload:
+            s_sum += b
+        bound = np.maximum(np.maximum(hi, s_sum), -np.minimum(lo, s_sum) - 1)
+    else:
+        s += prod.sum(axis=1, dtype=s.dtype)
+        s_sum = s.astype(np.int64)
+        if not preload:
+            s_sum += b
+        bound = np.abs(prod).sum(axis=1, dtype=np.int64) + np.abs(b)
+    return prod, s_sum, bound
+
+
 class _Node:
     """One MAC node laid out for the sweep: the operands the multipliers see (in the datapath's K order)
     packed once for the per-add kernels, the exact accumulators, the partial-sum bound and the reference
@@ -168,18 +213,19 @@ class _Node:
         n_out = w2.shape[0]
         self.n, self.r, self.out_shape = n_out, a.shape[0], out_shape
         self.rpad = -(-self.r // 64) * 64
+        has_bias = len(node.inputs) > 2 and bool(node.inputs[2])
+        b = np.asarray(ins[2], np.int64) << int(node.attrs.get("bias_shift", 0)) if has_bias else \
+            np.zeros(n_out, np.int64)
         if node.op == "depthwise_conv2d":
-            groups_of = np.arange(n_out) // (n_out // a.shape[1])
-            prod = np.transpose(a[:, groups_of, :], (2, 1, 0)).astype(np.int32) * w2.T[:, :, None]   # [K, O, R]
-            self.amax, self.bmax = 1, int(np.abs(prod).max(initial=0))
+            prod, s_sum, bound = _depthwise_sums(a, w2, b, has_bias, dp)
+            self.amax = 1
+            self.bmax = max(int(prod.max(initial=0)), -int(prod.min(initial=0))) if prod.size else 0
             self.pmax = self.bmax
-            p = np.zeros((prod.shape[0], n_out, self.rpad), np.int16 if self.bmax < 1 << 15 else np.int32)
-            p[:, :, :self.r] = prod                                          # [K, O, Rpad]: channel-major columns
+            self.k = k = prod.shape[1]
+            p = np.zeros((k, n_out, self.rpad), np.int16 if self.bmax < 1 << 15 else np.int32)
+            p[:, :, :self.r] = prod.transpose(1, 2, 0)                       # [K, O, Rpad]: channel-major columns
             self.layout = "products"
-            self.k = p.shape[0]
-            self.p = p.reshape(self.k, -1)
-            s_sum = prod.sum(axis=0, dtype=np.int64).T                        # [R, O]
-            u = np.abs(prod).sum(axis=0, dtype=np.int64).T
+            self.p = p.reshape(k, -1)
             del prod
         else:
             a2 = np.ascontiguousarray(a[:, 0, :])
@@ -192,18 +238,16 @@ class _Node:
             u = np.array(_matmul(np.abs(a2), np.abs(wt)).raw.reshape(self.r, n_out))   # the partial-sum bound
             self.layout = "rows" if n_out >= 48 else "cols"
             self.a, self.wt = a2, wt
-        has_bias = len(node.inputs) > 2 and bool(node.inputs[2])
-        b = np.asarray(ins[2], np.int64) << int(node.attrs.get("bias_shift", 0)) if has_bias else \
-            np.zeros(n_out, np.int64)
+            s_sum += b
+            u += np.abs(b)
+            bound = u
         self.has_bias, self.b = has_bias, b
-        # exact accumulators [R, O] (in place), and widths from per-item / per-row largest magnitudes
-        # (the width of a maximum is the maximum of the widths: no per-output width arrays)
-        s_sum += b
+        # exact accumulators [R, O], and widths from per-item / per-row largest magnitudes (the width of a
+        # maximum is the maximum of the widths: no per-output width arrays)
         self.e = s_sum
-        u += np.abs(b)
-        self.bound_max = int(_signed_bits(np.array([u.max(initial=0)]))[0])
-        self.item_bound = _signed_bits(self.per_item(u))
-        del u
+        self.bound_max = int(_signed_bits(np.array([bound.max(initial=0)]))[0])
+        self.item_bound = _signed_bits(self.per_item(bound))
+        del bound
         if n_out:
             mag = np.maximum(self.e.max(axis=1), -self.e.min(axis=1) - 1)
         else:
@@ -222,6 +266,8 @@ class _Node:
         except ValueError:        # beyond what the requantizer takes (int32 for TFLite): see node_sweep
             self.ref = None
         self.packed = None
+        self.lock = threading.Lock()            # the lazy packing, when modes run on threads
+        self.threads = None                     # kernel threads: None = by the work (see _sweep_threads)
         self._fused = {}
 
     # -------------------------------------------------------------------------------- items
@@ -284,17 +330,22 @@ class _Node:
     def _prepare(self):
         if self.packed is not None:
             return
+        with self.lock:
+            if self.packed is None:
+                self._pack()
+
+    def _pack(self):
         if self.layout == "rows":
             self.a16 = self.a.astype(np.int16, copy=False)
-            self.packed = _acc._pack_slabs(self.wt[None].astype(np.int16), np.int16).copy()
+            packed = _acc._pack_slabs(self.wt[None].astype(np.int16), np.int16).copy()
             self.e_k, self.ref_k = self.e, self.ref
         else:
             if self.layout == "cols":      # few output channels: the rows of the node become the columns
                 self.a16 = np.ascontiguousarray(self.wt.T, dtype=np.int16)                # [O, K]
-                self.packed = _acc._pack_slabs(self.a.T[None], np.int16).copy()
+                packed = _acc._pack_slabs(self.a.T[None], np.int16).copy()
             else:                          # products: one column per output, a = ones
                 self.a16 = np.ones((1, self.k), np.int16)
-                self.packed = _acc._pack_slabs(self.p[None], np.int16).copy()
+                packed = _acc._pack_slabs(self.p[None], np.int16).copy()
             e_t = np.zeros((self.n, self.rpad), np.int64)
             e_t[:, :self.r] = self.e.T
             r_t = np.zeros((self.n, self.rpad), np.int32)
@@ -304,6 +355,7 @@ class _Node:
             self.e, self.ref = e_t[:, :self.r].T, r_t[:, :self.r].T       # views: one copy of each kept
         self.slab_ch = np.arange(self.n_items, dtype=np.int64) // (self.rpad // 64) if self.layout == "products" \
             else np.empty(0, np.int64)
+        self.packed = packed                    # last: other threads test it without the lock
 
     def kernel_ok(self, width: int, order: str):
         """``(kernel, init dtype, lane bits)`` of the AVX-512BW kernel for this width, or None."""
@@ -336,7 +388,7 @@ class _Node:
             ini = np.empty((0, self.n), idt) if not preload else bw.astype(idt).reshape(1, self.n)
             cols = self.n
             krows = n_items
-            nthreads = _sweep_threads(n_items * self.k * self.n)
+            nthreads = self.threads or _sweep_threads(n_items * self.k * self.n)
             out, cnt = _scratch_pair(krows, cols)
             kernel(self.a16, self.packed, ini, out, cnt, krows, fast, lo, hi, sh, nthreads, rows=items, sweep=sw)
             ev = flags[items].any(axis=1)
@@ -348,7 +400,7 @@ class _Node:
                 ini = bw.astype(idt).reshape(self.n, 1)
             else:
                 ini = np.repeat(bw.astype(idt), self.rpad).reshape(1, -1)
-            nthreads = _sweep_threads(n_items * 64 * self.k * krows)
+            nthreads = self.threads or _sweep_threads(n_items * 64 * self.k * krows)
             out, cnt = _scratch_pair(krows, 64 * n_items)
             kernel(self.a16, self.packed, ini, out, cnt, krows, fast, lo, hi, sh, nthreads, slabs=items, sweep=sw)
             ev = flags[:, items].any(axis=0)
@@ -527,54 +579,95 @@ def _one_blas_thread():
     return threadpool_limits(limits=1, user_api="blas")
 
 
+def _workers() -> int:
+    """Threads that sweep nodes while the exact inference goes on (the per-add kernels release the GIL;
+    each call then runs on one thread, so the thread count never changes a number)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):          # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(SWEEP_WORKERS, cores))
+
+
+#: Most threads :func:`node_sweep` runs node x mode sweeps on (besides the one running the inference).
+SWEEP_WORKERS = 2
+
+
 def _node_sweep(graph, x, widths, modes, datapath, nodes) -> NodeSweepResult:
     want = None if nodes is None else set(nodes)
     res = NodeSweepResult()
-    # the exact inference, node by node: a swept MAC node's output comes from the exact accumulators the
-    # sweep needs anyway (when its own datapath provably cannot overflow), every other node runs as usual
-    values = {k: t.data for k, t in graph.tensors.items() if t.is_constant}
-    values.update(graph._feeds(x))
-    for index, node in enumerate(graph.nodes):
-        dp = node_datapath(datapath, node, index)
-        ins = [values[t] if t else None for t in node.inputs]
-        swept = node.op in MAC_OPS and (want is None or node.name in want)
-        nd = _Node(graph, node, ins, dp) if swept and _node_knobs(node, dp) is None else None
-        if nd is not None and nd.base_exact:
-            outs = [nd.ref.reshape(nd.out_shape).astype(_spec(graph, node.outputs[0]).dtype)]
-        else:
-            outs, _ = run_node(graph, node, ins, dp, False)
-        for t, v in zip(node.outputs, outs):
-            values[t] = v
-        if not swept:
-            continue
-        out = values[node.outputs[0]]
-        if nd is not None and nd.ref is None:       # exact sums the requantizer refuses: the node's own run
-            nd.ref = np.asarray(out).reshape(nd.r, nd.n).astype(np.int32)
-        fast_modes = [m for m in modes if m in _FAST_MODES]
-        n_outputs = int(out.size)
-        recs = []
-        if nd is not None and fast_modes:
-            recs += [dict(r, method="fast") for r in _sweep_node(nd, widths, fast_modes)]
-        slow = modes if nd is None else [m for m in modes if m not in _FAST_MODES]
-        if slow:
-            recs += [dict(r, method="run_node") for r in _fallback(graph, node, ins, dp, widths, slow, out)]
-        recs.sort(key=lambda r: (r["width"], modes.index(r["overflow"])))
-        adds = int(graph.macs(node)) * len(out)
-        for r in recs:
-            res.records.append({"node": node.name, "op": node.op, "width": r["width"], "overflow": r["overflow"],
-                                "overflow_count": r["overflow_count"], "not_exact_fraction": r["not_exact"] / n_outputs,
-                                "max_abs_error_lsb": r["max_err"], "mean_abs_error_lsb": r["sum_err"] / n_outputs,
-                                "outputs": n_outputs, "adds": adds, "method": r["method"]})
-        exact = None
-        for wdt in reversed(widths):
-            if all(r["overflow_count"] == 0 and r["not_exact"] == 0 for r in recs if r["width"] == wdt):
-                exact = wdt
+    workers = _workers()
+    pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
+    pending = []
+    try:
+        # the exact inference, node by node: a swept MAC node's output comes from the exact accumulators the
+        # sweep needs anyway (when its own datapath provably cannot overflow), every other node runs as usual;
+        # the sweep of each MAC node (one task per overflow mode: the modes share nothing but the read-only
+        # exact data) runs on the pool meanwhile
+        values = {k: t.data for k, t in graph.tensors.items() if t.is_constant}
+        values.update(graph._feeds(x))
+        for index, node in enumerate(graph.nodes):
+            dp = node_datapath(datapath, node, index)
+            ins = [values[t] if t else None for t in node.inputs]
+            swept = node.op in MAC_OPS and (want is None or node.name in want)
+            nd = _Node(graph, node, ins, dp) if swept and _node_knobs(node, dp) is None else None
+            if nd is not None and nd.base_exact:
+                outs = [nd.ref.reshape(nd.out_shape).astype(_spec(graph, node.outputs[0]).dtype)]
             else:
-                break
-        res.exact_from[node.name] = exact
-        if nd is not None:
-            res.bound_bits[node.name] = nd.bound_max
+                outs, _ = run_node(graph, node, ins, dp, False)
+            for t, v in zip(node.outputs, outs):
+                values[t] = v
+            if not swept:
+                continue
+            out = values[node.outputs[0]]
+            if nd is not None and nd.ref is None:       # exact sums the requantizer refuses: the node's own run
+                nd.ref = np.asarray(out).reshape(nd.r, nd.n).astype(np.int32)
+            fast_modes = [m for m in modes if m in _FAST_MODES]
+            tasks = []
+            if nd is not None and fast_modes:
+                if pool is not None:
+                    nd.threads = 1
+                    tasks = [pool.submit(_sweep_node, nd, widths, [m]) for m in fast_modes]
+                else:
+                    tasks = [_Done(_sweep_node(nd, widths, fast_modes))]
+            slow = modes if nd is None else [m for m in modes if m not in _FAST_MODES]
+            slow_recs = _fallback(graph, node, ins, dp, widths, slow, out) if slow else []
+            pending.append((node, None if nd is None else nd.bound_max, tasks, slow_recs, int(out.size), len(out)))
+            del nd
+        for node, bound, tasks, slow_recs, n_outputs, n_first in pending:
+            recs = [dict(r, method="fast") for t in tasks for r in t.result()]
+            recs += [dict(r, method="run_node") for r in slow_recs]
+            recs.sort(key=lambda r: (r["width"], modes.index(r["overflow"])))
+            adds = int(graph.macs(node)) * n_first
+            for r in recs:
+                res.records.append({"node": node.name, "op": node.op, "width": r["width"], "overflow": r["overflow"],
+                                    "overflow_count": r["overflow_count"],
+                                    "not_exact_fraction": r["not_exact"] / n_outputs,
+                                    "max_abs_error_lsb": r["max_err"], "mean_abs_error_lsb": r["sum_err"] / n_outputs,
+                                    "outputs": n_outputs, "adds": adds, "method": r["method"]})
+            exact = None
+            for wdt in reversed(widths):
+                if all(r["overflow_count"] == 0 and r["not_exact"] == 0 for r in recs if r["width"] == wdt):
+                    exact = wdt
+                else:
+                    break
+            res.exact_from[node.name] = exact
+            if bound is not None:
+                res.bound_bits[node.name] = bound
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
     return res
+
+
+class _Done:
+    """A finished task (no pool)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def result(self):
+        return self.value
 
 
 def exact_widths(graph, x, datapath=None) -> dict:
@@ -582,7 +675,8 @@ def exact_widths(graph, x, datapath=None) -> dict:
 
     Each node is fed the exact graph's inputs; at width ``W`` it cannot overflow and stores its bias
     unchanged when :math:`|b_o| + \\sum_k |x_k - z_x|\\,|w_{o,k} - z_w|` fits ``W`` signed bits for every output
-    (every running sum, every adder-tree node and the bias are within that bound), so its outputs are the
+    (every running sum, every adder-tree node and the bias are within that bound; a depthwise node in
+    sequential order uses the exact peak of its running sums, a few adds each, instead), so its outputs are the
     exact datapath's at every ``W`` and wider.  A full-network sweep over ``accumulator_bits`` can therefore
     reuse the exact run's tensors up to the first node (in graph order) whose width here exceeds ``W``, and
     the exact network's result outright at widths no smaller than the largest value.
@@ -600,22 +694,23 @@ def exact_widths(graph, x, datapath=None) -> dict:
             out[node.name] = graph.accumulator_bits_needed(node)
             continue
         xspec, wspec = _spec(graph, node.inputs[0]), _spec(graph, node.inputs[1])
-        xo = np.abs(ins[0].astype(np.int32) - int(xspec.zero_point[0]))
-        wo = np.abs(ins[1].astype(np.int32) - wspec.zero_point.reshape(wspec.channel_shape(ins[1].ndim)))
+        xo = ins[0].astype(np.int32) - int(xspec.zero_point[0])
+        wo = ins[1].astype(np.int32) - wspec.zero_point.reshape(wspec.channel_shape(ins[1].ndim))
+        if node.op != "depthwise_conv2d":
+            xo, wo = np.abs(xo), np.abs(wo)
         geometry = {}
         if node.op != "fully_connected":
             stride, dilation = _pair(node.attrs, "stride"), _pair(node.attrs, "dilation")
             geometry = dict(stride=stride, dilation=dilation,
                             pads=_pads(xo.shape[1:3], wo.shape[1:3], stride, dilation, _padding(node.attrs)))
         a, w2, _ = mac_rows(node.op, xo, wo, **geometry)
-        if node.op == "depthwise_conv2d":
-            groups_of = np.arange(w2.shape[0]) // (w2.shape[0] // a.shape[1])
-            u = np.einsum("rok,ok->ro", a[:, groups_of, :].astype(np.int64), w2.astype(np.int64))
+        has_bias = len(node.inputs) > 2 and bool(node.inputs[2])
+        b = np.asarray(ins[2], np.int64) << int(node.attrs.get("bias_shift", 0)) if has_bias else \
+            np.zeros(w2.shape[0], np.int64)
+        if node.op == "depthwise_conv2d":                # a few adds per output: the exact peaks
+            peak = int(_depthwise_sums(a, w2, b, has_bias, dp)[2].max(initial=0))
         else:
             u = _matmul(np.ascontiguousarray(a[:, 0, :]), np.ascontiguousarray(w2.T)).raw
-        b = np.zeros(w2.shape[0], np.int64)
-        if len(node.inputs) > 2 and node.inputs[2]:
-            b = np.abs(np.asarray(ins[2], np.int64) << int(node.attrs.get("bias_shift", 0)))
-        peak = int((u + b).max(initial=0))
+            peak = int((u + np.abs(b)).max(initial=0))
         out[node.name] = int(_signed_bits(np.array([peak]))[0])
     return out
