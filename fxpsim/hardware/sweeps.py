@@ -163,6 +163,50 @@ def _run_chunk(graph, x, y, reference, configs: list) -> list:
     return out
 
 
+#: Fields that may differ between a point and the run it reuses (see ``sweep(skip_exact=...)``).
+_ACC_FIELDS = ("name", "description", "accumulator_bits", "accumulator_overflow", "bias_bits", "tile_accumulator_bits")
+
+
+def _provably_exact(graph, x, configs: list, is_graph: bool) -> dict:
+    """``{point index: index of the point it reuses}``: points equal to the widest accumulator of their group
+    (same config but for :data:`_ACC_FIELDS`) at which every MAC node is provably exact."""
+    from ..graph.mac_ops import MAC_OPS
+    from .width_sweep import exact_widths
+    groups: dict = {}
+    for i, c in enumerate(configs):
+        flat = c.to_flat_dict()
+        if flat.get("tile_k") or flat.get("zero_point", "subtract") != "subtract":
+            continue                    # the tile accumulator / folded bias: not what exact_widths bounds
+        key = repr(sorted((k, repr(v)) for k, v in flat.items() if k not in _ACC_FIELDS))
+        groups.setdefault(key, []).append(i)
+    reuse = {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        ref = max(members, key=lambda i: (configs[i].accumulator_bits, -i))
+        rc = configs[ref]
+        net = graph if is_graph else convert(graph, rc)
+        clipped = any(int(v) for v in net.meta.get("bias_clipped", {}).values())
+        need = exact_widths(net, x, rc)
+        macs = [(i, nd) for i, nd in enumerate(net.nodes) if nd.op in MAC_OPS]
+
+        def exact(c, ref_self=False):
+            for idx, nd in macs:
+                nc, nr = c.for_node(nd, idx), rc.for_node(nd, idx)
+                if nc.tile_k or nc.zero_point != "subtract" or nc.accumulator_bits < need[nd.name]:
+                    return False
+                if not ref_self and nc.bias_bits != nr.bias_bits and (clipped or nc.bias_bits < need[nd.name]):
+                    return False        # a bias register that could hold the bias differently
+            return True
+
+        if not exact(rc, True):
+            continue
+        for i in members:
+            if i != ref and exact(configs[i]):
+                reuse[i] = ref
+    return reuse
+
+
 def _fail(message: str):
     raise ValueError(message)
 
@@ -170,7 +214,7 @@ def _fail(message: str):
 def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Sequence]]", *,
           config="tflite-int8", calibration_x=None, executor: Executor | None = None, processes: int | None = None,
           progress: bool = True, chunks_per_worker: int = 3, metric: str | None = None,
-          tolerance: float = 0.0) -> SweepResult:
+          tolerance: float = 0.0, skip_exact: bool = True) -> SweepResult:
     """Simulate ``model`` on every point of ``grid`` (the Cartesian product of its axes).
 
     Parameters
@@ -200,6 +244,14 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
         What the Pareto fronts maximise (default: accuracy with labels, agreement without).
     tolerance : float
         Differences in ``metric`` up to this much count as ties, which go to the cheaper point.
+    skip_exact : bool
+        Points that differ only in their accumulator (``accumulator_bits``, ``accumulator_overflow``, the bias
+        register narrowed with it) from the widest such point are not simulated when
+        :func:`~fxpsim.hardware.width_sweep.exact_widths` proves every MAC node exact at their width on
+        these inputs (every partial sum and bias fits, so no add overflows and the network equals the widest
+        point's, which then is exact too): their records are the widest point's, with ``seconds`` 0 and
+        ``reused_from`` naming it (empty for simulated points), and a note says how many.  ``False``
+        simulates every point.
 
     Sweeping ``accumulator_bits`` narrows the bias register with it (``bias_bits = min(bias_bits,
     accumulator_bits)``): a bias that no longer fits saturates, and the result's notes say so.
@@ -256,20 +308,23 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
     if processes is not None and (not isinstance(processes, int) or processes < 1):
         raise ValueError(f"processes must be a positive int, got {processes!r}")
     workers = processes or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    reuse = _provably_exact(graph, x, configs, is_graph) if skip_exact else {}
     bar = None
     if progress:
         from tqdm.auto import tqdm
         bar = tqdm(total=len(configs), desc="sweep", unit="config")
     results: list = [None] * len(configs)
-    pending = list(range(len(configs)))
+    pending = [i for i in range(len(configs)) if i not in reuse]
+    if bar is not None and reuse:
+        bar.update(len(reuse))
     try:
         if executor is None and processes is None:
             # auto: time one point here; small sweeps stay in this process (a worker costs ~1 s to start)
-            results[0] = _run_chunk(graph, x, y, reference, [configs[0]])[0]
-            pending.pop(0)
+            first = pending.pop(0)
+            results[first] = _run_chunk(graph, x, y, reference, [configs[first]])[0]
             if bar is not None:
                 bar.update(1)
-            if workers == 1 or results[0]["seconds"] * len(pending) < AUTO_POOL_SECONDS:
+            if workers == 1 or results[first]["seconds"] * len(pending) < AUTO_POOL_SECONDS:
                 workers = 1
         if executor is None and (workers == 1 or len(pending) <= 1):
             for i in pending:
@@ -297,8 +352,18 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
     finally:
         if bar is not None:
             bar.close()
+    for i, ref in reuse.items():
+        results[i] = dict(results[ref], seconds=0.0)
     records = [{**_point_record(p, c), **r} for p, c, r in zip(points, configs, results)]
+    if skip_exact:
+        for i, rec in enumerate(records):
+            rec["reused_from"] = configs[reuse[i]].name if i in reuse else ""
     notes = []
+    if reuse:
+        refs = sorted({reuse[i] for i in reuse})
+        notes.append(f"{len(reuse)} of {len(configs)} points not simulated: every MAC node is provably exact at their "
+                     f"accumulator width on these inputs (exact_widths: all partial sums and biases fit), so their "
+                     f"records are those of {', '.join(repr(configs[r].name) for r in refs)} (column reused_from)")
     if any("accumulator_bits" in g for g in grids):
         narrowed = sorted({c.bias_bits for c in configs if c.bias_bits < base.bias_bits})
         if narrowed:

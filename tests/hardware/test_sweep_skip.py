@@ -1,0 +1,113 @@
+"""sweep(skip_exact=True): accumulator points at which every node is provably exact reuse the widest run.
+
+The reused records must equal what simulating those points gives (``skip_exact=False`` runs them all),
+``seconds`` and ``reused_from`` aside.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fxpsim
+from fxpsim import nn, train
+from fxpsim.hardware import HardwareConfig, preset
+from fxpsim.hardware.sweeps import sweep
+from fxpsim.hardware.width_sweep import exact_widths
+from fxpsim.nn.datasets import load_digits
+
+
+@pytest.fixture(scope="module")
+def trained():
+    x, y = load_digits("train", seed=2)
+    xt, yt = load_digits("test", seed=2)
+    model = nn.small_cnn((8, 8, 1), filters=(4, 8), seed=2)
+    train.fit(model, (x, y), epochs=1, optimizer=train.Adam(3e-3), progress=False)
+    return model, xt[:80], yt[:80], x[:200]
+
+
+def _same_but_reuse(a, b):
+    drop = ("seconds", "reused_from")
+    return {k: v for k, v in a.items() if k not in drop} == {k: v for k, v in b.items() if k not in drop}
+
+
+def test_reused_points_equal_real_runs_on_a_model(trained):
+    model, x, y, xc = trained
+    grid = {"accumulator_bits": list(range(12, 33, 2)), "accumulator_overflow": ["saturate", "wrap"]}
+    fast = sweep(model, (x, y), grid, calibration_x=xc, processes=1, progress=False)
+    full = sweep(model, (x, y), grid, calibration_x=xc, processes=1, progress=False, skip_exact=False)
+    assert len(fast.records) == len(full.records) == 22
+    reused = [r for r in fast.records if r["reused_from"]]
+    assert reused and len(reused) < len(fast.records)
+    assert all(r["seconds"] == 0.0 and r["overflow_count"] == 0 for r in reused)
+    assert any("not simulated" in n and "exact" in n for n in fast.notes)
+    assert not any("not simulated" in n for n in full.notes) and "reused_from" not in full.records[0]
+    for a, b in zip(fast.records, full.records):
+        assert _same_but_reuse(a, b), (a, b)
+    # the widest point is the one reused, and every narrower point that is not exact was simulated
+    widest = max(fast.records, key=lambda r: r["accumulator_bits"])
+    assert {r["reused_from"] for r in reused} <= {r["config"] for r in fast.records
+                                                 if r["accumulator_bits"] == widest["accumulator_bits"]}
+    for r in full.records:
+        if r["overflow_count"] > 0:
+            assert not next(f for f in fast.records if f["config"] == r["config"])["reused_from"]
+
+
+def test_reused_points_equal_real_runs_on_a_graph(trained):
+    model, x, y, xc = trained
+    graph = fxpsim.convert(model, "tflite-int8", xc)
+    grid = {"accumulator_bits": [10, 16, 18, 20, 24, 28, 32], "accumulator_overflow": ["saturate", "wrap"]}
+    fast = sweep(graph, (x, y), grid,
+                 config=preset("tflite-int8"), processes=1, progress=False)
+    full = sweep(graph, (x, y), grid,
+                 config=preset("tflite-int8"), processes=1, progress=False, skip_exact=False)
+    assert any(r["reused_from"] for r in fast.records)
+    for a, b in zip(fast.records, full.records):
+        assert _same_but_reuse(a, b), (a, b)
+
+
+def test_exact_widths_decide_the_skip(trained):
+    """A point is reused exactly when every node's width is at least its exact_widths bound."""
+    model, x, y, xc = trained
+    base = preset("tflite-int8")
+    net = fxpsim.convert(model, base, xc)
+    need = max(exact_widths(net, x, base).values())
+    grid = {"accumulator_bits": sorted({need - 1, need, need + 1, 32})}
+    res = sweep(model, (x, y), grid, calibration_x=xc, processes=1, progress=False)
+    got = {r["accumulator_bits"]: bool(r["reused_from"]) for r in res.records}
+    assert got == {w: (need <= w < 32) for w in grid["accumulator_bits"]}
+
+
+def test_per_node_override_narrower_than_its_bound_is_simulated(trained):
+    model, x, y, xc = trained
+    base = preset("tflite-int8")
+    net = fxpsim.convert(model, base, xc)
+    first = next(n for n in net.nodes if n.op in ("conv2d", "depthwise_conv2d", "fully_connected"))
+    need = exact_widths(net, x, base)[first.name]
+    cfg = base.with_layer(first.name, accumulator_bits=need - 1, bias_bits=need - 1) \
+        if hasattr(base, "with_layer") else None
+    if cfg is None:
+        pytest.skip("no per-node overrides")
+    # the accumulator axis sets the default width only: the overridden node stays narrow at every point
+    res = sweep(model, (x, y), {"accumulator_bits": [30, 32]}, config=cfg, calibration_x=xc, processes=1,
+                progress=False)
+    assert not any(r["reused_from"] for r in res.records)
+
+
+def test_tiling_and_fold_are_not_skipped(trained):
+    model, x, y, xc = trained
+    for changes in (dict(tile_k=8), dict(zero_point="fold")):
+        cfg = preset("tflite-int8").replace(**changes)
+        res = sweep(model, (x, y), {"accumulator_bits": [28, 32]}, config=cfg, calibration_x=xc, processes=1,
+                    progress=False)
+        assert not any(r["reused_from"] for r in res.records), changes
+
+
+def test_configs_differing_elsewhere_are_not_grouped(trained):
+    model, x, y, xc = trained
+    grid = {"accumulator_bits": [30, 32], "rounding": ["half_up", "half_even"]}
+    res = sweep(model, (x, y), grid, calibration_x=xc, processes=1, progress=False)
+    for r in res.records:
+        if r["reused_from"]:
+            ref = next(f for f in res.records if f["config"] == r["reused_from"])
+            assert ref["rounding"] == r["rounding"] and ref["accumulator_bits"] == 32
+    assert isinstance(HardwareConfig, type) and np.isfinite(res.records[0]["accuracy"])
