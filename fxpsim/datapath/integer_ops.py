@@ -24,6 +24,7 @@ from .accumulate import conv2d as _datapath_conv2d
 from .accumulate import matmul as _datapath_matmul
 from ..core.fixed import FixedArray, Format, Overflow, from_raw
 from ..core.fixed import _logging as _overflow_log_active
+from . import conv_int8 as _fused
 from .requantize import (
     Requantizer, _check_range, _check_zero_point, _iinfo, _wrap_int32, multiply_by_quantized_multiplier,
     tflite_add_params,
@@ -52,6 +53,9 @@ class IntegerResult:
         With K-tiling: the events of the tile accumulators alone (included in ``overflows``).
     bias_clipped : int
         With ``zero_point="fold"``: folded biases that saturated into the bias register.
+    above, below : int or None
+        From the fused int8 kernel (:mod:`fxpsim.datapath.conv_int8`): how many requantized values
+        :math:`R(a) + z_y` were above ``act_max`` / below ``act_min`` before the clamp (None: not counted).
     """
 
     out: np.ndarray
@@ -59,6 +63,8 @@ class IntegerResult:
     overflows: int
     tile_overflows: int = 0
     bias_clipped: int = 0
+    above: int | None = None
+    below: int | None = None
 
 
 def _operand(a, name: str, ndim: int):
@@ -245,7 +251,8 @@ def _common(bias_at, overflow, order):
 def quantized_fully_connected(x, w, bias=None, *, requant: Requantizer, x_zp=0, w_zp=0, out_zp=0,
                               act_min=None, act_max=None, out_dtype=np.int8, acc=32, overflow="wrap",
                               order="sequential", bias_at="end", zero_point="subtract", bias_bits=None,
-                              tile_k=None, tile_acc=None, product_shift=0, rounding="half_up") -> IntegerResult:
+                              tile_k=None, tile_acc=None, product_shift=0, rounding="half_up",
+                              need_acc: bool = True) -> IntegerResult:
     r"""Integer fully connected layer (TFLite ``FULLY_CONNECTED``, int8).
 
     .. math::
@@ -276,6 +283,8 @@ def quantized_fully_connected(x, w, bias=None, *, requant: Requantizer, x_zp=0, 
     bias_at : {"end", "init"}
         Add the bias after the sum (TFLite) or preload the accumulator with it.
     {knobs}
+    need_acc : bool
+        ``False``: the fused int8 kernel may leave ``acc`` None (the caller does not read it).
 
     Returns
     -------
@@ -294,8 +303,12 @@ def quantized_fully_connected(x, w, bias=None, *, requant: Requantizer, x_zp=0, 
     _mac_knobs(zero_point, tile_k, product_shift)
     fold = zero_point == "fold"
     z = _check_zero_point(x_zp, np.iinfo(x.dtype), "x_zp")
-    xo = _offset(x, 0 if fold else z, "x_zp", narrow=True)
     wo = _offset(w, w_zp, "w_zp", channel_axis=0, narrow=True)
+    fast = _fast("fully_connected", x, w, b, requant, z, w_zp, out_spec, fmt, overflow, order, bias_at,
+                 zero_point, tile_k, product_shift, need_acc)
+    if fast is not None:
+        return fast
+    xo = _offset(x, 0 if fold else z, "x_zp", narrow=True)
     clipped = 0
     if fold:
         b, clipped = _fold_bias(b, z, wo.sum(axis=1, dtype=np.int64), fmt, bias_bits)
@@ -310,6 +323,19 @@ def quantized_fully_connected(x, w, bias=None, *, requant: Requantizer, x_zp=0, 
                              overflow=overflow, order=order, init=init, rounding=rounding)
         a = FixedArray(a.raw, fmt, overflows=a.overflows) if product_shift else a
     return _with(_finish(a, b, bias_at, overflow, requant, out_spec), tile_ovf, clipped)
+
+
+def _fast(op, x, w, b, requant, z, w_zp, out_spec, fmt, overflow, order, bias_at, zero_point, tile_k,
+          product_shift, need_acc, geometry=None) -> IntegerResult | None:
+    """The layer on the fused int8 kernel (:func:`fxpsim.datapath.conv_int8.fused`) when it models the call
+    exactly (the same bits, counts included), else None."""
+    res = _fused.fused(op, x, w, b, requant=requant, x_zp=z, w_zp=w_zp, out_spec=out_spec, fmt=fmt,
+                       overflow=overflow, order=order, bias_at=bias_at, zero_point=zero_point, tile_k=tile_k,
+                       product_shift=product_shift, need_acc=need_acc, **(geometry or {}))
+    if res is None:
+        return None
+    out, acc, overflows, above, below = res
+    return IntegerResult(out, acc, overflows, 0, 0, above, below)
 
 
 def _with(res: IntegerResult, tile_overflows: int, bias_clipped: int) -> IntegerResult:
@@ -351,7 +377,7 @@ def _explicit_padding(padding, in_hw, k_hw, stride, dilation):
 
 def _conv(x, w_hwio, groups, bias, requant, x_zp, out_zp, stride, padding, dilation, act_min, act_max,
           out_dtype, acc, overflow, order, bias_at, w_offset, zero_point="subtract", bias_bits=None, tile_k=None,
-          tile_acc=None, product_shift=0, rounding="half_up"):
+          tile_acc=None, product_shift=0, rounding="half_up", op=None, w_raw=None, w_zp=0, need_acc=True):
     _common(bias_at, overflow, order)
     out_spec = _output_spec(out_zp, act_min, act_max, out_dtype)
     fmt = _acc_format(acc)
@@ -367,8 +393,13 @@ def _conv(x, w_hwio, groups, bias, requant, x_zp, out_zp, stride, padding, dilat
     _mac_knobs(zero_point, tile_k, product_shift)
     fold = zero_point == "fold"
     z = _check_zero_point(x_zp, np.iinfo(x.dtype), "x_zp")
-    xo = _offset(x, 0 if fold else z, "x_zp", narrow=True)
     wo = np.ascontiguousarray(w_offset(w_hwio))
+    if op is not None:
+        fast = _fast(op, x, w_raw, b, requant, z, w_zp, out_spec, fmt, overflow, order, bias_at, zero_point,
+                     tile_k, product_shift, need_acc, {"stride": stride, "pads": pads, "dilation": dilation})
+        if fast is not None:
+            return fast
+    xo = _offset(x, 0 if fold else z, "x_zp", narrow=True)
     clipped = 0
     if fold:   # raw codes: padded taps hold the zero point, so x - z_x = 0 there as in the subtract form
         b, clipped = _fold_bias(b, z, wo.sum(axis=(0, 1, 2), dtype=np.int64), fmt, bias_bits)
@@ -400,7 +431,8 @@ def _conv(x, w_hwio, groups, bias, requant, x_zp, out_zp, stride, padding, dilat
 def quantized_conv2d(x, w, bias=None, *, requant: Requantizer, x_zp=0, w_zp=0, out_zp=0, stride=1,
                      padding="VALID", dilation=1, act_min=None, act_max=None, out_dtype=np.int8, acc=32,
                      overflow="wrap", order="sequential", bias_at="end", zero_point="subtract", bias_bits=None,
-                     tile_k=None, tile_acc=None, product_shift=0, rounding="half_up") -> IntegerResult:
+                     tile_k=None, tile_acc=None, product_shift=0, rounding="half_up",
+                     need_acc: bool = True) -> IntegerResult:
     r"""Integer 2-D convolution (TFLite ``CONV_2D``, int8, NHWC).
 
     .. math::
@@ -419,7 +451,7 @@ def quantized_conv2d(x, w, bias=None, *, requant: Requantizer, x_zp=0, w_zp=0, o
     padding : "SAME", "VALID" or ((top, bottom), (left, right))
     bias, requant, x_zp, w_zp, out_zp, act_min, act_max, out_dtype, acc, overflow, order, bias_at
         As :func:`quantized_fully_connected`; TFLite's conv uses ``Requantizer.tflite(..., kind="double")``.
-    zero_point, bias_bits, tile_k, tile_acc, product_shift, rounding
+    zero_point, bias_bits, tile_k, tile_acc, product_shift, rounding, need_acc
         As :func:`quantized_fully_connected` (tiles run over K in the (kh, kw, c) order).
 
     Returns
@@ -435,14 +467,14 @@ def quantized_conv2d(x, w, bias=None, *, requant: Requantizer, x_zp=0, w_zp=0, o
     return _conv(x, w_hwio, 1, bias, requant, x_zp, out_zp, stride, padding, dilation, act_min, act_max,
                  out_dtype, acc, overflow, order, bias_at,
                  lambda k: _offset(k, w_zp, "w_zp", channel_axis=3, narrow=True), zero_point, bias_bits, tile_k,
-                 tile_acc, product_shift, rounding)
+                 tile_acc, product_shift, rounding, "conv2d", w, w_zp, need_acc)
 
 
 def quantized_depthwise_conv2d(x, w, bias=None, *, requant: Requantizer, x_zp=0, w_zp=0, out_zp=0,
                                stride=1, padding="VALID", dilation=1, act_min=None, act_max=None,
                                out_dtype=np.int8, acc=32, overflow="wrap", order="sequential",
                                bias_at="end", zero_point="subtract", bias_bits=None, tile_k=None, tile_acc=None,
-                               product_shift=0, rounding="half_up") -> IntegerResult:
+                               product_shift=0, rounding="half_up", need_acc: bool = True) -> IntegerResult:
     r"""Integer depthwise convolution (TFLite ``DEPTHWISE_CONV_2D``, int8, NHWC).
 
     Output channel :math:`o = cM + m` (depth multiplier :math:`M = O / C`) sees input channel
@@ -474,7 +506,7 @@ def quantized_depthwise_conv2d(x, w, bias=None, *, requant: Requantizer, x_zp=0,
     return _conv(x, w_hwio, x.shape[3], bias, requant, x_zp, out_zp, stride, padding, dilation, act_min,
                  act_max, out_dtype, acc, overflow, order, bias_at,
                  lambda k: _offset(k, w_zp, "w_zp", channel_axis=3, narrow=True), zero_point, bias_bits, tile_k,
-                 tile_acc, product_shift, rounding)
+                 tile_acc, product_shift, rounding, "depthwise_conv2d", w, w_zp, need_acc)
 
 
 def quantized_add(x1, x2, *, scale1: float, zp1: int, scale2: float, zp2: int, out_scale: float,

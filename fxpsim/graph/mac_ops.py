@@ -132,6 +132,7 @@ def _mac_run(graph, node, ins, dp, trace):
     knobs = _mac_knobs(node, dp)
     common.update(knobs)
     at_end = dp.overflow_at == "end"
+    common["need_acc"] = bool(trace) or at_end   # the fused int8 kernel skips the accumulators otherwise
     if at_end:
         common.update(acc=Format.integer(62), overflow="wrap", requant=_R("shift", shift=(0,)),
                       act_min=None, act_max=None, out_dtype=np.int8)
@@ -154,18 +155,22 @@ def _mac_run(graph, node, ins, dp, trace):
             fitted = FixedArray(acc, Format.integer(62)).cast(Format.integer(dp.accumulator_bits),
                                                               overflow=_overflow_name(dp.accumulator_overflow))
             overflows, acc = int(fitted.overflows), fitted.raw
-        pre = requantizer_for(graph, node, dp)(acc, axis=-1) + int(yspec.zero_point[0])
+        if at_end or res.above is None:
+            pre = requantizer_for(graph, node, dp)(acc, axis=-1) + int(yspec.zero_point[0])
+            clipped = (pre > hi) if act not in (None, "none") else (pre > hi) | (pre < lo)
+            n_clipped = int(np.count_nonzero(clipped))
+        else:   # the fused kernel counted R(acc) + z above act_max and below act_min before its clamp
+            n_clipped = res.above + (0 if act not in (None, "none") else res.below)
         if at_end:
             out = np.clip(pre, lo, hi).astype(yspec.dtype)
         if trace:
             k = _mac_geometry(node, ins)
             tiles = -(-k // knobs["tile_k"]) if knobs["tile_k"] and knobs["tile_k"] < k else 0
-            clipped = (pre > hi) if act not in (None, "none") else (pre > hi) | (pre < lo)
             # exact partial-sum peaks cost a pass over every product: only when asked (trace="peaks")
             peaks = (_partial_peaks(graph, node, ins, bias if not at_end else run_bias, dp, knobs)
                      if trace == "peaks" else {"peak": None, "tile_peak": None})
             has_bias = bias is not None or knobs["zero_point"] == "fold"
-            info = {"overflows": int(overflows), "acc": acc, "clipped": int(np.count_nonzero(clipped)),
+            info = {"overflows": int(overflows), "acc": acc, "clipped": n_clipped,
                     "bias_clipped": bias_clipped,
                     "bias_clipped_at_conversion": int(graph.meta.get("bias_clipped", {}).get(node.name, 0)),
                     "partial_peak": peaks["peak"],

@@ -1,0 +1,616 @@
+/*
+ * fxpsim/datapath/_conv_int8.h -- fused int8 CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED.
+ *
+ * Plain C, no Python.  Included by _conv_int8.pyx; validated and dispatched by conv_int8.py.
+ *
+ * For output pixel m = (n, p, q) and output channel o (NHWC, TFLite weight layouts):
+ *
+ *   a[m,o] = fit(... fit(fit(b0 + p_0) + p_1) ... + p_{K-1})       (b0 = bias if preloaded, else 0)
+ *   p_k    = (x[n, p*sh - pt + i*dh, q*sw - pl + j*dw, c] - zx) * w[o, i, j, c],  k = (i, j, c) row-major
+ *   a[m,o] = fit(a[m,o] + bias[o])                                   (bias added after, if so)
+ *
+ * Padded taps are zero products (an add of 0 never changes an accumulator in range, never overflows),
+ * exactly as fxpsim.datapath.conv2d counts them.  fit() is the accumulator's per-add overflow, as in
+ * _accumulate.h: EXACT (the caller proved that no partial sum leaves the W-bit range, so no fit and no
+ * count), SAT (clamp to [-2^(W-1), 2^(W-1)-1]) or WRAP (two's complement to W bits); an add "overflows"
+ * when fit changed the exact sum, and every such add is counted.  Depthwise (multiplier 1): channel o sees
+ * input channel o only, k = (i, j).
+ *
+ * Output stage (optional, rq_mult != NULL): fxpsim.datapath.requantize's fused form of TFLite's
+ * MultiplyByQuantizedMultiplier (double or single rounding) with the output zero point folded in,
+ *
+ *   y = (a*M_o + A_o + [a*M_o + 2^30 < 0] * U_o) >> S_o          (exact in int64; see _fused_constants)
+ *   out = clamp(y, lo, hi);  above += [y > hi];  below += [y < lo]
+ *
+ * Implementations (identical results; tests compare them): a portable scalar one (compiled for
+ * x86-64-v4/v3/baseline by GCC function multi-versioning, auto-vectorised over channels) and, picked at run
+ * time when the CPU has them, AVX-512 ones: VNNI (vpdpbusd, u8 x s8 -> s32) for the exact dense sums with
+ * the zero point moved into a per-channel correction,
+ *   sum_k (x_k - zx) w_k = sum_k (x_k + 128) w_k - (zx + 128) sum_k w_k,
+ * (padded taps hold x + 128 = zx + 128, so they cancel), and AVX-512BW 16-bit lanes (vpaddsw / vpaddw,
+ * a lane overflowed iff the saturating and the wrapping sums differ) for the per-add W = 16 case.
+ */
+#ifndef FXPSIM_CONV_INT8_H
+#define FXPSIM_CONV_INT8_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && defined(__x86_64__)               \
+    && defined(__linux__) && !defined(FXPSIM_NO_CLONES)
+#define FXC_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define FXC_AVX512 1
+#include <immintrin.h>
+#else
+#define FXC_CLONES
+#define FXC_AVX512 0
+#endif
+
+enum { FXC_EXACT = 0, FXC_SAT = 1, FXC_WRAP = 2 };
+
+typedef struct {
+    ptrdiff_t N, H, W, C, KH, KW, O, OH, OW;
+    int sh, sw, dh, dw, pt, pl;
+    int depthwise;          /* 1: O == C, channel o sees input channel o */
+    int x_zp;
+    int mode, word;         /* fit of every add, accumulator width (<= 31 unless EXACT) */
+    int bias_init;          /* 1: accumulator preloaded with the bias, 0: bias added after the sum */
+    const int32_t *bias;    /* [O] or NULL */
+    const int64_t *rq_mult, *rq_add, *rq_nudge, *rq_shift;   /* [O]; rq_mult NULL: accumulators only */
+    int lo, hi;             /* output clamp */
+    int impl;               /* 0: fastest available, 1: portable scalar only */
+} fxc_params;
+
+/* ------------------------------------------------------------------ portable kernel */
+#define FXC_FIT_EXACT c = s;
+#define FXC_FIT_SAT c = s < alo ? alo : s; c = c > ahi ? ahi : c; cnt[o] += c != s;
+#define FXC_FIT_WRAP c = (int32_t)((uint32_t)s << wsh) >> wsh; cnt[o] += c != s;
+
+#define FXC_ROW_LOOPS(FIT)                                                                          \
+    for (ptrdiff_t i = 0; i < P->KH; i++) {                                                         \
+        const ptrdiff_t ih = p * P->sh - P->pt + i * P->dh;                                         \
+        if (ih < 0 || ih >= P->H) continue;                                                         \
+        for (ptrdiff_t j = 0; j < P->KW; j++) {                                                     \
+            const ptrdiff_t iw = q * P->sw - P->pl + j * P->dw;                                     \
+            if (iw < 0 || iw >= P->W) continue;                                                     \
+            const int8_t *xr = x + ((n * P->H + ih) * P->W + iw) * C;                               \
+            if (P->depthwise) {                                                                     \
+                const int32_t *wk = wt + (i * P->KW + j) * C;                                       \
+                for (ptrdiff_t o = 0; o < C; o++) {                                                 \
+                    const int32_t s = acc[o] + ((int32_t)xr[o] - zx) * wk[o];                       \
+                    int32_t c;                                                                      \
+                    FIT                                                                             \
+                    acc[o] = c;                                                                     \
+                }                                                                                   \
+            } else {                                                                                \
+                for (ptrdiff_t ci = 0; ci < C; ci++) {                                              \
+                    const int32_t xv = (int32_t)xr[ci] - zx;                                        \
+                    const int32_t *wk = wt + ((i * P->KW + j) * C + ci) * O;                        \
+                    for (ptrdiff_t o = 0; o < O; o++) {                                             \
+                        const int32_t s = acc[o] + xv * wk[o];                                      \
+                        int32_t c;                                                                  \
+                        FIT                                                                         \
+                        acc[o] = c;                                                                 \
+                    }                                                                               \
+                }                                                                                   \
+            }                                                                                       \
+        }                                                                                           \
+    }                                                                                               \
+    if (P->bias && !P->bias_init) {                                                                 \
+        for (ptrdiff_t o = 0; o < O; o++) {                                                         \
+            const int32_t s = acc[o] + P->bias[o];                                                  \
+            int32_t c;                                                                              \
+            FIT                                                                                     \
+            acc[o] = c;                                                                             \
+        }                                                                                           \
+    }
+
+/* Output stage over rows of O accumulators (see the header comment). */
+FXC_CLONES static void fxc_requant(const fxc_params *P, const int32_t *acc, ptrdiff_t rows, int8_t *out,
+                                   int64_t *above, int64_t *below)
+{
+    const ptrdiff_t O = P->O;
+    const int64_t lo = P->lo, hi = P->hi;
+    int64_t na = 0, nb = 0;
+    for (ptrdiff_t r = 0; r < rows; r++) {
+        const int32_t *a = acc + r * O;
+        int8_t *y8 = out + r * O;
+        for (ptrdiff_t o = 0; o < O; o++) {
+            const int64_t v = (int64_t)a[o] * P->rq_mult[o];
+            int64_t y = v + P->rq_add[o];
+            if (P->rq_nudge)
+                y += (v + (INT64_C(1) << 30) < 0) ? P->rq_nudge[o] : 0;
+            y >>= P->rq_shift[o];
+            na += y > hi;
+            nb += y < lo;
+            y = y < lo ? lo : y;
+            y = y > hi ? hi : y;
+            y8[o] = (int8_t)y;
+        }
+    }
+    *above += na;
+    *below += nb;
+}
+
+
+/* wt: dense [KH][KW][C][O], depthwise [KH][KW][C] (int32); acc_out [M][O] int64 or NULL; row, cnt scratch [O];
+ * out [M][O] or NULL (counts[1], counts[2]: above, below). Returns the overflow count. */
+FXC_CLONES static int64_t fxc_generic(const fxc_params *P, const int8_t *x, const int32_t *wt,
+                                      int64_t *acc_out, int32_t *row, int32_t *cnt, int8_t *out,
+                                      int64_t *counts)
+{
+    const ptrdiff_t C = P->C, O = P->O, M = P->N * P->OH * P->OW;
+    const int32_t zx = P->x_zp;
+    const int wsh = 32 - P->word;
+    const int32_t alo = P->word >= 32 ? INT32_MIN : -(int32_t)(1u << (P->word - 1));
+    const int32_t ahi = P->word >= 32 ? INT32_MAX : (int32_t)((1u << (P->word - 1)) - 1);
+    int64_t total = 0;
+    for (ptrdiff_t m = 0; m < M; m++) {
+        const ptrdiff_t n = m / (P->OH * P->OW), r = m % (P->OH * P->OW), p = r / P->OW, q = r % P->OW;
+        int32_t *acc = row;
+        for (ptrdiff_t o = 0; o < O; o++) {
+            acc[o] = (P->bias && P->bias_init) ? P->bias[o] : 0;
+            cnt[o] = 0;
+        }
+        switch (P->mode) {
+        case FXC_SAT: FXC_ROW_LOOPS(FXC_FIT_SAT) break;
+        case FXC_WRAP: FXC_ROW_LOOPS(FXC_FIT_WRAP) break;
+        default: FXC_ROW_LOOPS(FXC_FIT_EXACT) break;
+        }
+        if (P->mode != FXC_EXACT)
+            for (ptrdiff_t o = 0; o < O; o++)
+                total += cnt[o];
+        if (acc_out)
+            for (ptrdiff_t o = 0; o < O; o++)
+                acc_out[m * O + o] = acc[o];
+        if (out)
+            fxc_requant(P, acc, 1, out + m * O, counts + 1, counts + 2);
+    }
+    return total;
+}
+
+#if FXC_AVX512
+#define FXC_T512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")))
+#define FXC_INL __attribute__((always_inline)) inline
+
+/* The output stage of 8 accumulators (int64 lanes) of channels o.. (mask k): as fxc_requant. */
+FXC_T512 static FXC_INL void fxc_rq8(const fxc_params *P, __m512i a, ptrdiff_t o, __mmask8 k, int8_t *dst,
+                                     int64_t *na, int64_t *nb)
+{
+    const __m512i v = _mm512_mullo_epi64(a, _mm512_maskz_loadu_epi64(k, P->rq_mult + o));
+    __m512i y = _mm512_add_epi64(v, _mm512_maskz_loadu_epi64(k, P->rq_add + o));
+    if (P->rq_nudge) {
+        const __mmask8 neg = _mm512_cmplt_epi64_mask(_mm512_add_epi64(v, _mm512_set1_epi64(INT64_C(1) << 30)),
+                                                     _mm512_setzero_si512());
+        y = _mm512_mask_add_epi64(y, neg, y, _mm512_maskz_loadu_epi64(k, P->rq_nudge + o));
+    }
+    y = _mm512_srav_epi64(y, _mm512_maskz_loadu_epi64(k, P->rq_shift + o));
+    const __m512i lo = _mm512_set1_epi64(P->lo), hi = _mm512_set1_epi64(P->hi);
+    *na += __builtin_popcount((unsigned)_mm512_mask_cmpgt_epi64_mask(k, y, hi));
+    *nb += __builtin_popcount((unsigned)_mm512_mask_cmplt_epi64_mask(k, y, lo));
+    y = _mm512_min_epi64(_mm512_max_epi64(y, lo), hi);
+    _mm512_mask_cvtepi64_storeu_epi8(dst, k, y);
+}
+
+/* Emit len (<= 64) final accumulators v of pixel m, channels o0..: store them (acc_out) and/or their
+ * output codes (out; counts[1], counts[2] += above, below). */
+FXC_T512 static FXC_INL void fxc_emit(const fxc_params *P, const int32_t *v, ptrdiff_t m, ptrdiff_t o0,
+                                      ptrdiff_t len, int64_t *acc_out, int8_t *out, int64_t *counts)
+{
+    const ptrdiff_t O = P->O;
+    int64_t na = 0, nb = 0;
+    for (ptrdiff_t o = 0; o < len; o += 8) {
+        const ptrdiff_t l = len - o < 8 ? len - o : 8;
+        const __mmask8 k = (__mmask8)((1u << l) - 1u);
+        const __m512i a = _mm512_cvtepi32_epi64(_mm256_maskz_loadu_epi32(k, v + o));
+        if (acc_out)
+            _mm512_mask_storeu_epi64(acc_out + m * O + o0 + o, k, a);
+        if (out)
+            fxc_rq8(P, a, o0 + o, k, out + m * O + o0 + o, &na, &nb);
+    }
+    counts[1] += na;
+    counts[2] += nb;
+}
+
+/* Exact dense sums with vpdpbusd over MR pixels x NV vectors of 16 channels.  xb [..][C4] int8 (raw codes;
+ * spatial padding holds zx; channels >= C anything: their weights are 0), flipped to u8 by ^0x80 (x + 128);
+ * slab [T*C4/4][64][4] s8. */
+FXC_T512 static FXC_INL void fxc_vnni_block(const int8_t *xb, const int8_t *slab, const ptrdiff_t *bm,
+                                            const ptrdiff_t *tapoff, ptrdiff_t T, ptrdiff_t Q, int MR, int NV,
+                                            int32_t *tmp /* [MR][64] */)
+{
+    __m512i acc[8][4];
+    const __m512i flip = _mm512_set1_epi32((int32_t)0x80808080u);
+    for (int r = 0; r < MR; r++)
+        for (int v = 0; v < NV; v++)
+            acc[r][v] = _mm512_setzero_si512();
+    const int8_t *wk = slab;
+    for (ptrdiff_t t = 0; t < T; t++) {
+        const int8_t *xr[8];
+        for (int r = 0; r < MR; r++)
+            xr[r] = xb + bm[r] + tapoff[t];
+        for (ptrdiff_t cq = 0; cq < Q; cq++, wk += 256) {
+            __m512i w[4];
+            for (int v = 0; v < NV; v++)
+                w[v] = _mm512_loadu_si512((const void *)(wk + 64 * v));
+            for (int r = 0; r < MR; r++) {
+                int32_t q4;
+                memcpy(&q4, xr[r] + 4 * cq, 4);
+                const __m512i a = _mm512_xor_si512(_mm512_set1_epi32(q4), flip);
+                for (int v = 0; v < NV; v++)
+                    acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], a, w[v]);
+            }
+        }
+    }
+    for (int r = 0; r < MR; r++)
+        for (int v = 0; v < NV; v++)
+            _mm512_storeu_si512((void *)(tmp + r * 64 + 16 * v), acc[r][v]);
+}
+
+#define FXC_VNNI_CASE(MR_, NV_) fxc_vnni_block(xb, slab, b8, tapoff, T, Q, MR_, NV_, tmp)
+
+/* corr[o] = (zx + 128) * sum_k w[o,k] - bias[o] (mod 2^32); base[m]: pixel m's window in xb. */
+FXC_T512 static void fxc_dense_vnni(const fxc_params *P, const int8_t *xb, const int8_t *wq, const int32_t *corr,
+                                    const ptrdiff_t *base, const ptrdiff_t *tapoff, ptrdiff_t T, ptrdiff_t Q,
+                                    int64_t *acc_out, int8_t *out, int64_t *counts)
+{
+    const ptrdiff_t O = P->O, M = P->N * P->OH * P->OW, nob = (O + 63) / 64;
+    int32_t tmp[8 * 64] __attribute__((aligned(64)));
+    const int MR = O <= 32 ? 8 : 4;
+    for (ptrdiff_t m0 = 0; m0 < M; m0 += MR) {
+        const ptrdiff_t mr = M - m0 < MR ? M - m0 : MR;
+        ptrdiff_t b8[8];
+        for (int r = 0; r < MR; r++)
+            b8[r] = base[m0 + (r < mr ? r : mr - 1)];
+        for (ptrdiff_t ob = 0; ob < nob; ob++) {
+            const ptrdiff_t o0 = ob * 64, len = O - o0 < 64 ? O - o0 : 64;
+            const int nv = (int)((len + 15) / 16);
+            const int8_t *slab = wq + ob * T * Q * 256;
+            if (MR == 8) {
+                if (nv == 1) FXC_VNNI_CASE(8, 1); else FXC_VNNI_CASE(8, 2);
+            } else {
+                switch (nv) {
+                case 1: FXC_VNNI_CASE(4, 1); break;
+                case 2: FXC_VNNI_CASE(4, 2); break;
+                case 3: FXC_VNNI_CASE(4, 3); break;
+                default: FXC_VNNI_CASE(4, 4); break;
+                }
+            }
+            for (ptrdiff_t r = 0; r < mr; r++) {
+                int32_t *v = tmp + r * 64;
+                for (int j = 0; j < nv; j++) {   /* mod 2^32: the true value fits int32 */
+                    const __m512i c = _mm512_loadu_si512((const void *)(corr + o0 + 16 * j));
+                    _mm512_storeu_si512((void *)(v + 16 * j), _mm512_sub_epi32(_mm512_loadu_si512((const void *)(v + 16 * j)), c));
+                }
+                fxc_emit(P, v, m0 + r, o0, len, acc_out, out, counts);
+            }
+        }
+    }
+}
+
+/* One per-add step on 32 int16 lanes: s = saturating, w = wrapping sum; a lane overflowed iff they differ. */
+#define FXC_P16_STEP(A, OV, P_)                                                                     \
+    { const __m512i s_ = _mm512_adds_epi16(A, P_), w_ = _mm512_add_epi16(A, P_);                    \
+      OV = _mm512_mask_add_epi16(OV, _mm512_cmpneq_epi16_mask(s_, w_), OV, one); A = SAT ? s_ : w_; }
+
+/* Per-add W = 16 dense sums: xs [..][C] int16 = x - zx (padding 0), slab [K][64] int16, b16 [64] bias. */
+FXC_T512 static FXC_INL int64_t fxc_p16_block(const int16_t *xs, const int16_t *slab, const ptrdiff_t *b4,
+                                              const ptrdiff_t *tapoff, ptrdiff_t T, ptrdiff_t C, int NV,
+                                              int SAT, const int16_t *binit, const int16_t *bafter,
+                                              int16_t *tmp /* [4][64] */, ptrdiff_t mr)
+{
+    __m512i acc[4][2], ov[4][2];
+    const __m512i one = _mm512_set1_epi16(1);
+    for (int v = 0; v < NV; v++) {
+        const __m512i b = binit ? _mm512_loadu_si512((const void *)(binit + 32 * v)) : _mm512_setzero_si512();
+        for (int r = 0; r < 4; r++) {
+            acc[r][v] = b;
+            ov[r][v] = _mm512_setzero_si512();
+        }
+    }
+    const int16_t *wk = slab;
+    for (ptrdiff_t t = 0; t < T; t++) {
+        const int16_t *x0 = xs + b4[0] + tapoff[t], *x1 = xs + b4[1] + tapoff[t];
+        const int16_t *x2 = xs + b4[2] + tapoff[t], *x3 = xs + b4[3] + tapoff[t];
+        for (ptrdiff_t c = 0; c < C; c++, wk += 64) {
+            const __m512i a0 = _mm512_set1_epi16(x0[c]), a1 = _mm512_set1_epi16(x1[c]);
+            const __m512i a2 = _mm512_set1_epi16(x2[c]), a3 = _mm512_set1_epi16(x3[c]);
+            for (int v = 0; v < NV; v++) {
+                const __m512i w = _mm512_loadu_si512((const void *)(wk + 32 * v));
+                const __m512i p0 = _mm512_mullo_epi16(a0, w), p1 = _mm512_mullo_epi16(a1, w);
+                const __m512i p2 = _mm512_mullo_epi16(a2, w), p3 = _mm512_mullo_epi16(a3, w);
+                FXC_P16_STEP(acc[0][v], ov[0][v], p0)
+                FXC_P16_STEP(acc[1][v], ov[1][v], p1)
+                FXC_P16_STEP(acc[2][v], ov[2][v], p2)
+                FXC_P16_STEP(acc[3][v], ov[3][v], p3)
+            }
+        }
+    }
+    if (bafter) {
+        for (int v = 0; v < NV; v++) {
+            const __m512i b = _mm512_loadu_si512((const void *)(bafter + 32 * v));
+            for (int r = 0; r < 4; r++)
+                FXC_P16_STEP(acc[r][v], ov[r][v], b)
+        }
+    }
+    int64_t total = 0;
+    for (int r = 0; r < 4; r++)
+        for (int v = 0; v < NV; v++) {
+            _mm512_storeu_si512((void *)(tmp + r * 64 + 32 * v), acc[r][v]);
+            if (r < mr)   /* padded lanes have zero weights and bias: they never overflow */
+                total += _mm512_reduce_add_epi32(_mm512_madd_epi16(ov[r][v], one));
+        }
+    return total;
+}
+
+FXC_T512 static int64_t fxc_dense_p16(const fxc_params *P, const int16_t *xs, const int16_t *w16,
+                                      const int16_t *b16, const ptrdiff_t *base, const ptrdiff_t *tapoff,
+                                      ptrdiff_t T, int64_t *acc_out, int8_t *out, int64_t *counts)
+{
+    const ptrdiff_t O = P->O, M = P->N * P->OH * P->OW, nob = (O + 63) / 64, K = T * P->C;
+    int16_t tmp[4 * 64] __attribute__((aligned(64)));
+    int32_t v32[64] __attribute__((aligned(64)));
+    int64_t total = 0;
+    for (ptrdiff_t m0 = 0; m0 < M; m0 += 4) {
+        const ptrdiff_t mr = M - m0 < 4 ? M - m0 : 4;
+        ptrdiff_t b4[4];
+        for (int r = 0; r < 4; r++)
+            b4[r] = base[m0 + (r < mr ? r : mr - 1)];
+        for (ptrdiff_t ob = 0; ob < nob; ob++) {
+            const ptrdiff_t o0 = ob * 64, len = O - o0 < 64 ? O - o0 : 64;
+            const int16_t *slab = w16 + ob * K * 64;
+            const int16_t *bi = (P->bias && P->bias_init) ? b16 + o0 : NULL;
+            const int16_t *ba = (P->bias && !P->bias_init) ? b16 + o0 : NULL;
+            const int nv = len > 32 ? 2 : 1;
+            if (P->mode == FXC_SAT)
+                total += nv == 2 ? fxc_p16_block(xs, slab, b4, tapoff, T, P->C, 2, 1, bi, ba, tmp, mr)
+                                 : fxc_p16_block(xs, slab, b4, tapoff, T, P->C, 1, 1, bi, ba, tmp, mr);
+            else
+                total += nv == 2 ? fxc_p16_block(xs, slab, b4, tapoff, T, P->C, 2, 0, bi, ba, tmp, mr)
+                                 : fxc_p16_block(xs, slab, b4, tapoff, T, P->C, 1, 0, bi, ba, tmp, mr);
+            for (ptrdiff_t r = 0; r < mr; r++) {
+                for (int j = 0; j < 2 * nv; j++)
+                    _mm512_storeu_si512((void *)(v32 + 16 * j),
+                                        _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)(tmp + r * 64 + 16 * j))));
+                fxc_emit(P, v32, m0 + r, o0, len, acc_out, out, counts);
+            }
+        }
+    }
+    return total;
+}
+
+/* Depthwise, 32 channels per register, one pixel at a time: xs [..][C] int16 = x - zx (padding 0),
+ * w16 [T][Cp] (Cp = C rounded up to 32, zero padded), b16 [Cp] (per-add only).  Exact: int32 sums of the
+ * int16 products (|p| <= 255 * 128 < 2^15) plus the int32 bias; per-add (W = 16) as the dense kernel. */
+FXC_T512 static FXC_INL int64_t fxc_dw_body(const fxc_params *P, const int16_t *xs, const int16_t *w16,
+                                            const int16_t *b16, const ptrdiff_t *base, const ptrdiff_t *tapoff,
+                                            ptrdiff_t T, ptrdiff_t Cp, int64_t *acc_out, int8_t *out,
+                                            int64_t *counts, int EXACT, int SAT)
+{
+    const ptrdiff_t C = P->C, M = P->N * P->OH * P->OW;
+    const __m512i one = _mm512_set1_epi16(1);
+    __m512i ovsum = _mm512_setzero_si512();
+    int64_t total = 0;
+    /* a lane of ovsum gains at most 2 (T + 1) per 32-channel block: flush it before 2^30 */
+    const ptrdiff_t flush = (ptrdiff_t)1 << 30 > 2 * (T + 1) * (Cp / 32) ? ((ptrdiff_t)1 << 30) / (2 * (T + 1) * (Cp / 32)) : 1;
+    int32_t v32[32] __attribute__((aligned(64)));
+    for (ptrdiff_t m = 0; m < M; m++) {
+        if (m % flush == flush - 1) {
+            total += _mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_castsi512_si256(ovsum)),
+                                                              _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(ovsum, 1))));
+            ovsum = _mm512_setzero_si512();
+        }
+        const int16_t *xb = xs + base[m];
+        for (ptrdiff_t c0 = 0; c0 < C; c0 += 32) {
+            const ptrdiff_t len = C - c0 < 32 ? C - c0 : 32;
+            const __mmask32 km = len == 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << len) - 1u);
+            __m512i lo, hi;
+            if (EXACT) {
+                lo = P->bias ? _mm512_maskz_loadu_epi32((__mmask16)(km & 0xFFFF), P->bias + c0) : _mm512_setzero_si512();
+                hi = P->bias ? _mm512_maskz_loadu_epi32((__mmask16)(km >> 16), P->bias + c0 + 16) : _mm512_setzero_si512();
+                for (ptrdiff_t t = 0; t < T; t++) {
+                    const __m512i xv = _mm512_maskz_loadu_epi16(km, xb + tapoff[t] + c0);
+                    const __m512i p = _mm512_mullo_epi16(xv, _mm512_loadu_si512((const void *)(w16 + t * Cp + c0)));
+                    lo = _mm512_add_epi32(lo, _mm512_cvtepi16_epi32(_mm512_castsi512_si256(p)));
+                    hi = _mm512_add_epi32(hi, _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(p, 1)));
+                }
+            } else {
+                __m512i acc = (P->bias && P->bias_init) ? _mm512_loadu_si512((const void *)(b16 + c0))
+                                                        : _mm512_setzero_si512();
+                __m512i ov = _mm512_setzero_si512();
+                for (ptrdiff_t t = 0; t < T; t++) {
+                    const __m512i xv = _mm512_maskz_loadu_epi16(km, xb + tapoff[t] + c0);
+                    const __m512i p = _mm512_mullo_epi16(xv, _mm512_loadu_si512((const void *)(w16 + t * Cp + c0)));
+                    FXC_P16_STEP(acc, ov, p)
+                }
+                if (P->bias && !P->bias_init) {
+                    const __m512i b = _mm512_loadu_si512((const void *)(b16 + c0));
+                    FXC_P16_STEP(acc, ov, b)
+                }
+                ovsum = _mm512_add_epi32(ovsum, _mm512_madd_epi16(ov, one));
+                lo = _mm512_cvtepi16_epi32(_mm512_castsi512_si256(acc));
+                hi = _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(acc, 1));
+            }
+            _mm512_store_si512((void *)v32, lo);
+            _mm512_store_si512((void *)(v32 + 16), hi);
+            fxc_emit(P, v32, m, c0, len, acc_out, out, counts);
+        }
+    }
+    return total + _mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_castsi512_si256(ovsum)),
+                                                            _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(ovsum, 1))));
+}
+
+FXC_T512 static int64_t fxc_dw_avx512(const fxc_params *P, const int16_t *xs, const int16_t *w16,
+                                      const int16_t *b16, const ptrdiff_t *base, const ptrdiff_t *tapoff,
+                                      ptrdiff_t T, ptrdiff_t Cp, int64_t *acc_out, int8_t *out, int64_t *counts)
+{
+    if (P->mode == FXC_EXACT)
+        return fxc_dw_body(P, xs, w16, b16, base, tapoff, T, Cp, acc_out, out, counts, 1, 0);
+    if (P->mode == FXC_SAT)
+        return fxc_dw_body(P, xs, w16, b16, base, tapoff, T, Cp, acc_out, out, counts, 0, 1);
+    return fxc_dw_body(P, xs, w16, b16, base, tapoff, T, Cp, acc_out, out, counts, 0, 0);
+}
+#undef FXC_P16_STEP
+#endif /* FXC_AVX512 */
+
+static int fxc_have_avx512(void)
+{
+#if FXC_AVX512
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
+           && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")
+           && __builtin_cpu_supports("avx512vnni");
+#else
+    return 0;
+#endif
+}
+
+/* Padded copies of x for the AVX-512 kernels, [N][Hp][Wp][Cs]: rows of whole pixels, vectorised.
+ * fxc_pad_i8: raw codes, `pad` outside the image, channels >= C zero (Cs >= C);
+ * fxc_pad_i16: x - zx, 0 outside (Cs = C). */
+FXC_CLONES static void fxc_pad_i8(const fxc_params *P, const int8_t *x, int8_t *dst, ptrdiff_t Hp, ptrdiff_t Wp,
+                                  ptrdiff_t Cs, int8_t pad)
+{
+    const ptrdiff_t C = P->C;
+    for (ptrdiff_t n = 0; n < P->N; n++)
+        for (ptrdiff_t h = 0; h < Hp; h++) {
+            int8_t *d = dst + (n * Hp + h) * Wp * Cs;
+            const ptrdiff_t ih = h - P->pt;
+            for (ptrdiff_t w = 0; w < Wp; w++) {
+                const ptrdiff_t iw = w - P->pl;
+                int8_t *dp = d + w * Cs;
+                if (ih < 0 || ih >= P->H || iw < 0 || iw >= P->W) {
+                    memset(dp, pad, (size_t)C);
+                } else {
+                    memcpy(dp, x + ((n * P->H + ih) * P->W + iw) * C, (size_t)C);
+                }
+                if (Cs > C)
+                    memset(dp + C, 0, (size_t)(Cs - C));
+            }
+        }
+}
+
+FXC_CLONES static void fxc_pad_i16(const fxc_params *P, const int8_t *x, int16_t *dst, ptrdiff_t Hp, ptrdiff_t Wp)
+{
+    const ptrdiff_t C = P->C;
+    const int16_t zx = (int16_t)P->x_zp;
+    for (ptrdiff_t n = 0; n < P->N; n++)
+        for (ptrdiff_t h = 0; h < Hp; h++) {
+            int16_t *d = dst + (n * Hp + h) * Wp * C;
+            const ptrdiff_t ih = h - P->pt;
+            if (ih < 0 || ih >= P->H) {
+                memset(d, 0, sizeof(int16_t) * (size_t)(Wp * C));
+                continue;
+            }
+            /* columns w = pl + iw hold pixel iw for 0 <= iw < W */
+            const ptrdiff_t w0 = P->pl < Wp ? P->pl : Wp;
+            const ptrdiff_t w1 = P->pl + P->W < Wp ? P->pl + P->W : Wp;
+            memset(d, 0, sizeof(int16_t) * (size_t)(w0 * C));
+            const int8_t *src = x + (n * P->H + ih) * P->W * C;
+            int16_t *dm = d + w0 * C;
+            const ptrdiff_t len = (w1 - w0) * C;
+            for (ptrdiff_t e = 0; e < len; e++)
+                dm[e] = (int16_t)(src[e] - zx);
+            memset(d + w1 * C, 0, sizeof(int16_t) * (size_t)((Wp - w1) * C));
+        }
+}
+
+/*
+ * The fused layer.  x [N][H][W][C] int8; w: dense [O][KH][KW][C], depthwise [KH][KW][C] (TFLite, int8);
+ * acc_out [M][O] int64 or NULL; out [M][O] int8 or NULL (needs rq_mult); counts[3] += overflows, above,
+ * below.  Returns 0, or -1 when memory ran out (nothing written then).
+ */
+static int fxc_run(const fxc_params *P, const int8_t *x, const int8_t *w, int64_t *acc_out, int8_t *out,
+                   int64_t *counts)
+{
+    const ptrdiff_t C = P->C, O = P->O, T = P->KH * P->KW, M = P->N * P->OH * P->OW;
+    if (!P->rq_mult)
+        out = NULL;
+#if FXC_AVX512
+    const int fast = P->impl == 0 && fxc_have_avx512();
+    const ptrdiff_t Hp = (P->OH - 1) * P->sh + (P->KH - 1) * P->dh + 1;
+    const ptrdiff_t Wp = (P->OW - 1) * P->sw + (P->KW - 1) * P->dw + 1;
+    const int dense_exact = fast && !P->depthwise && P->mode == FXC_EXACT;
+    const int p16 = fast && !P->depthwise && P->mode != FXC_EXACT && P->word == 16 && T * C < 32000;
+    const int dw = fast && P->depthwise && (P->mode == FXC_EXACT || P->word == 16) && T < 32000;
+    if (dense_exact || p16 || dw) {
+        /* the input as is when no window leaves it and rows need no channel padding */
+        const int direct = dense_exact && P->pt == 0 && P->pl == 0 && Hp <= P->H && Wp <= P->W && C % 4 == 0;
+        const ptrdiff_t C4 = dense_exact ? (C + 3) / 4 * 4 : C;
+        const ptrdiff_t Hb = direct ? P->H : Hp, Wb = direct ? P->W : Wp;
+        ptrdiff_t *base = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * (size_t)(M + T));
+        if (!base) return -1;
+        ptrdiff_t *tapoff = base + M;
+        for (ptrdiff_t m = 0; m < M; m++) {
+            const ptrdiff_t n = m / (P->OH * P->OW), r = m % (P->OH * P->OW), p = r / P->OW, q = r % P->OW;
+            base[m] = ((n * Hb + p * P->sh) * Wb + q * P->sw) * C4;
+        }
+        for (ptrdiff_t i = 0; i < P->KH; i++)
+            for (ptrdiff_t j = 0; j < P->KW; j++)
+                tapoff[i * P->KW + j] = (i * P->dh * Wb + j * P->dw) * C4;
+        const ptrdiff_t nob = (O + 63) / 64;
+        if (dense_exact) {
+            const ptrdiff_t Q = C4 / 4;
+            int8_t *xb = direct ? NULL : (int8_t *)malloc((size_t)(P->N * Hp * Wp * C4) + 64);
+            int8_t *wq = (int8_t *)calloc((size_t)(nob * T * Q * 256), 1);
+            int32_t *corr = (int32_t *)calloc((size_t)(nob * 64), sizeof(int32_t));
+            if ((!direct && !xb) || !wq || !corr) { free(xb); free(wq); free(corr); free(base); return -1; }
+            if (!direct)
+                fxc_pad_i8(P, x, xb, Hp, Wp, C4, (int8_t)P->x_zp);
+            for (ptrdiff_t o = 0; o < O; o++) {
+                int64_t sw = 0;
+                for (ptrdiff_t t = 0; t < T; t++)
+                    for (ptrdiff_t c = 0; c < C; c++) {
+                        const int8_t v = w[(o * T + t) * C + c];
+                        sw += v;
+                        wq[(((o / 64) * T * Q + t * Q + c / 4) * 64 + o % 64) * 4 + c % 4] = v;
+                    }
+                corr[o] = (int32_t)(uint32_t)((uint64_t)((int64_t)(P->x_zp + 128) * sw)
+                                              - (uint64_t)(int64_t)(P->bias ? P->bias[o] : 0));
+            }
+            fxc_dense_vnni(P, direct ? x : xb, wq, corr, base, tapoff, T, Q, acc_out, out, counts);
+            free(xb); free(wq); free(corr);
+        } else {
+            const ptrdiff_t Cp = (C + 31) / 32 * 32, nb = P->depthwise ? Cp : nob * 64;
+            int16_t *xs = (int16_t *)malloc(sizeof(int16_t) * (size_t)(P->N * Hp * Wp * C + 32));
+            int16_t *w16 = (int16_t *)calloc((size_t)(P->depthwise ? T * Cp : nob * T * C * 64), sizeof(int16_t));
+            int16_t *b16 = (int16_t *)calloc((size_t)nb, sizeof(int16_t));
+            if (!xs || !w16 || !b16) { free(xs); free(w16); free(b16); free(base); return -1; }
+            fxc_pad_i16(P, x, xs, Hp, Wp);
+            /* per-add (W = 16): the bias is in the 16-bit range (checked by the caller); the exact
+               depthwise sums add the int32 bias themselves */
+            for (ptrdiff_t o = 0; o < O && P->bias && P->mode != FXC_EXACT; o++)
+                b16[o] = (int16_t)P->bias[o];
+            if (P->depthwise) {
+                for (ptrdiff_t t = 0; t < T; t++)
+                    for (ptrdiff_t c = 0; c < C; c++)
+                        w16[t * Cp + c] = w[t * C + c];
+                counts[0] += fxc_dw_avx512(P, xs, w16, b16, base, tapoff, T, Cp, acc_out, out, counts);
+            } else {
+                for (ptrdiff_t o = 0; o < O; o++)
+                    for (ptrdiff_t k = 0; k < T * C; k++)
+                        w16[((o / 64) * T * C + k) * 64 + o % 64] = w[o * T * C + k];
+                counts[0] += fxc_dense_p16(P, xs, w16, b16, base, tapoff, T, acc_out, out, counts);
+            }
+            free(xs); free(w16); free(b16);
+        }
+        free(base);
+        return 0;
+    }
+#endif
+    int32_t *wt = (int32_t *)malloc(sizeof(int32_t) * (size_t)(T * C * (P->depthwise ? 1 : O)) + 4);
+    int32_t *scratch = (int32_t *)malloc(sizeof(int32_t) * (size_t)(2 * O) + 8);
+    if (!wt || !scratch) { free(wt); free(scratch); return -1; }
+    if (P->depthwise)
+        for (ptrdiff_t k = 0; k < T * C; k++) wt[k] = w[k];
+    else
+        for (ptrdiff_t o = 0; o < O; o++)
+            for (ptrdiff_t k = 0; k < T * C; k++) wt[k * O + o] = w[o * T * C + k];
+    counts[0] += fxc_generic(P, x, wt, acc_out, scratch, scratch + O, out, counts);
+    free(wt); free(scratch);
+    return 0;
+}
+
+#endif /* FXPSIM_CONV_INT8_H */

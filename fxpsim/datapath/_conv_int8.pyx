@@ -1,0 +1,83 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Fused int8 convolution / depthwise / fully connected kernel (C in ``_conv_int8.h``).
+
+Compute-only: :mod:`fxpsim.datapath.conv_int8` validates every argument and decides when this kernel
+models the layer exactly; it is the interface.
+"""
+from libc.stdint cimport int8_t, int32_t, int64_t
+import numpy as np
+cimport numpy as cnp
+
+cdef extern from "_conv_int8.h" nogil:
+    ctypedef struct fxc_params:
+        Py_ssize_t N, H, W, C, KH, KW, O, OH, OW
+        int sh, sw, dh, dw, pt, pl
+        int depthwise
+        int x_zp
+        int mode, word
+        int bias_init
+        const int32_t* bias
+        const int64_t* rq_mult
+        const int64_t* rq_add
+        const int64_t* rq_nudge
+        const int64_t* rq_shift
+        int lo, hi
+        int impl
+    int fxc_run(const fxc_params* P, const int8_t* x, const int8_t* w, int64_t* acc_out, int8_t* out,
+                int64_t* counts)
+    int fxc_have_avx512()
+
+
+def have_avx512() -> bool:
+    """True when the AVX-512 (BW, DQ, VL, VNNI) kernels run on this CPU."""
+    return bool(fxc_have_avx512())
+
+
+def run(const int8_t[:, :, :, ::1] x, const int8_t[::1] w, object bias, tuple geometry, int depthwise,
+        int x_zp, int mode, int word, int bias_init, object rq, int lo, int hi, int impl, bint want_acc=True):
+    """``(acc [M, O] int64 or None, out [M, O] int8 or None, overflows, above, below)``.
+
+    ``geometry = (KH, KW, O, OH, OW, sh, sw, dh, dw, pt, pl)``; ``w`` flattened (dense [O, KH, KW, C],
+    depthwise [KH, KW, C]); ``bias`` int32 [O] or None; ``rq`` None or four int64 [O] arrays
+    ``(mult, add, nudge or None, shift)``; the accumulators come back when ``want_acc`` or ``rq`` is None.
+    """
+    cdef fxc_params P
+    cdef const int32_t[::1] b
+    cdef const int64_t[::1] m_, a_, n_, s_
+    cdef int64_t counts[3]
+    cdef int rc
+    P.N, P.H, P.W, P.C = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
+    P.KH, P.KW, P.O, P.OH, P.OW, P.sh, P.sw, P.dh, P.dw, P.pt, P.pl = geometry
+    P.depthwise, P.x_zp, P.mode, P.word, P.bias_init = depthwise, x_zp, mode, word, bias_init
+    P.lo, P.hi, P.impl = lo, hi, impl
+    P.bias = NULL
+    P.rq_mult = P.rq_add = P.rq_nudge = P.rq_shift = NULL
+    if bias is not None:
+        b = bias
+        P.bias = &b[0]
+    M = P.N * P.OH * P.OW
+    cdef int64_t[:, ::1] accv
+    cdef int64_t* accp = NULL
+    acc = None
+    if want_acc or rq is None:
+        acc = np.empty((M, P.O), np.int64)
+        accv = acc
+        accp = &accv[0, 0]
+    cdef int8_t[:, ::1] outv
+    cdef int8_t* outp = NULL
+    out = None
+    if rq is not None:
+        m_, a_, s_ = rq[0], rq[1], rq[3]
+        P.rq_mult, P.rq_add, P.rq_shift = &m_[0], &a_[0], &s_[0]
+        if rq[2] is not None:
+            n_ = rq[2]
+            P.rq_nudge = &n_[0]
+        out = np.empty((M, P.O), np.int8)
+        outv = out
+        outp = &outv[0, 0]
+    counts[0] = counts[1] = counts[2] = 0
+    with nogil:
+        rc = fxc_run(&P, &x[0, 0, 0, 0], &w[0], accp, outp, counts)
+    if rc != 0:
+        raise MemoryError("fxpsim conv_int8: out of memory")
+    return acc, out, int(counts[0]), int(counts[1]), int(counts[2])

@@ -1,0 +1,122 @@
+r"""Fused int8 fast path of :func:`~fxpsim.datapath.integer_ops.quantized_conv2d`,
+:func:`~fxpsim.datapath.integer_ops.quantized_depthwise_conv2d` and
+:func:`~fxpsim.datapath.integer_ops.quantized_fully_connected` (C kernel ``_conv_int8.h``).
+
+One pass per layer: for every output pixel :math:`m` and channel :math:`o`
+
+.. math::
+
+    a_{m,o} = \mathrm{fit}\big(\cdots\mathrm{fit}(\mathrm{fit}(b^{pre}_o + p_0) + p_1)\cdots + p_{K-1}\big),
+    \quad p_k = (x_k - z_x)\,w_{o,k},\qquad a_{m,o} \leftarrow \mathrm{fit}(a_{m,o} + b^{after}_o)
+
+in the reduction order of :func:`fxpsim.datapath.conv2d` (``(kh, kw, c)``, padded taps as zero products),
+then TFLite's output stage :math:`y = \mathrm{clamp}(R_o(a_{m,o}) + z_y)` in the fused integer form of
+:meth:`~fxpsim.datapath.requantize.Requantizer._output_codes`, with the pre-clamp values above ``act_max`` and
+below ``act_min`` counted.
+
+:func:`fused` is taken only when it models the call exactly; otherwise it returns ``None`` and the caller
+runs its general path, unchanged. It models: int8 ``x``, int8 ``w`` with zero weight zero points, int8
+output, depthwise multiplier 1, ``zero_point="subtract"``, no K-tiling, no product shift, no active
+:func:`fxpsim.overflow_log`, and an accumulator of :math:`W` bits that either
+
+* provably never overflows: :math:`\max_o \big(\max|x - z_x| \sum_k |w_{o,k}| + |b_o|\big) \le
+  \min(2^{W-1}, 2^{31}) - 1` bounds every partial sum in any order (``exact``: no fit, no count), or
+* saturates or wraps after every add in ``sequential`` order with :math:`W \le 31` (then
+  :math:`|a| + |p| < 2^{31}` for 8-bit operands, :math:`|p| \le 255 \cdot 128`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.fixed import Overflow
+from ..core.fixed import _logging as _overflow_log_active
+from .requantize import _fused_constants
+
+__all__ = ["fused", "available"]
+
+try:
+    from . import _conv_int8 as _k
+except ImportError:             # pragma: no cover - a build without the extension: the general path runs
+    _k = None
+
+_MODES = {Overflow.SATURATE: 1, Overflow.WRAP: 2}
+
+
+def available() -> bool:
+    """True when the compiled kernel is importable."""
+    return _k is not None
+
+
+def _requant_constants(requant, bits: int, zp: int, n_out: int):
+    """The fused output-stage constants broadcast to ``n_out`` channels, or None (the kind has none)."""
+    consts = _fused_constants(requant, int(bits), int(zp))
+    if consts is None or len(consts[0]) not in (1, n_out):
+        return None
+    return tuple(None if c is None else np.ascontiguousarray(np.broadcast_to(c, (n_out,)), np.int64)
+                 for c in consts)
+
+
+def fused(op: str, x, w, bias, *, requant, x_zp, w_zp, out_spec, fmt, overflow, order, bias_at,
+          zero_point="subtract", tile_k=None, product_shift=0, stride=(1, 1), pads=((0, 0), (0, 0)),
+          dilation=(1, 1), need_acc: bool = True, impl: int = 0):
+    """The layer on the fused kernel, or ``None`` when the kernel does not model this call.
+
+    Arguments as validated by :mod:`fxpsim.datapath.integer_ops` (``bias`` int64 or None, ``out_spec`` =
+    ``(dtype, zero point, act_min, act_max)``, ``fmt`` the accumulator ``Format``, ``pads`` explicit);
+    ``w`` in TFLite's layout. ``need_acc=False`` may return ``acc=None`` (a graph run without a trace);
+    ``impl=1`` forces the portable kernel (tests). Returns ``(out, acc, overflows, above, below)`` with
+    ``above``/``below`` None when the output stage ran in numpy.
+    """
+    if _k is None or _overflow_log_active():
+        return None
+    x, w = np.asarray(x), np.asarray(w)
+    if x.dtype != np.int8 or w.dtype != np.int8 or out_spec[0] != np.int8 or zero_point != "subtract" \
+            or product_shift or np.any(np.asarray(w_zp) != 0):
+        return None
+    mode = _MODES.get(Overflow.parse(overflow))
+    if mode is None or x.size == 0:
+        return None
+    if op == "fully_connected":
+        n_out, k = w.shape
+        x4 = x.reshape(-1, 1, 1, k)
+        kh = kw = 1
+        abs_w = np.abs(w.astype(np.int32)).sum(axis=1)
+        depthwise, out_hw = 0, (1, 1)
+    else:
+        c = x.shape[3]
+        depthwise = int(op == "depthwise_conv2d")
+        if depthwise and w.shape[3] != c:
+            return None                      # depth multiplier > 1
+        x4 = x
+        kh, kw = w.shape[1:3]
+        n_out = w.shape[3] if depthwise else w.shape[0]
+        abs_w = np.abs(w.astype(np.int32)).sum(axis=(0, 1, 2) if depthwise else (1, 2, 3))
+        k = kh * kw * (1 if depthwise else c)
+        out_hw = tuple((n + p0 + p1 - (kk - 1) * d - 1) // s + 1
+                       for n, kk, s, d, (p0, p1) in zip(x.shape[1:3], (kh, kw), stride, dilation, pads))
+    if tile_k is not None and tile_k < k:
+        return None
+    word = int(fmt.word)
+    xmax = max(abs(int(x.max()) - int(x_zp)), abs(int(x.min()) - int(x_zp)))
+    bound = int((abs_w.astype(np.int64) * xmax).max(initial=0))
+    if bias is not None:
+        bound = int((abs_w.astype(np.int64) * xmax + np.abs(bias)).max(initial=0))
+    if bound <= min(1 << (word - 1), 1 << 31) - 1:
+        mode, bits = 0, min(word, 32)        # exact: no partial sum can leave the accumulator
+    elif order == "sequential" and word <= 31:
+        bits = word
+    else:
+        return None
+    _, zp, lo, hi = out_spec
+    rq = _requant_constants(requant, bits, zp, n_out)
+    b32 = None if bias is None else np.ascontiguousarray(bias, np.int32)
+    geometry = (int(kh), int(kw), int(n_out), int(out_hw[0]), int(out_hw[1]), int(stride[0]), int(stride[1]),
+                int(dilation[0]), int(dilation[1]), int(pads[0][0]), int(pads[1][0]))
+    acc, out, overflows, above, below = _k.run(
+        np.ascontiguousarray(x4), np.ascontiguousarray(w).reshape(-1), b32, geometry, depthwise, int(x_zp),
+        mode, bits, int(bias_at == "init"), rq, int(lo), int(hi), int(impl), bool(need_acc))
+    shape = x.shape[:-1] + (n_out,) if op == "fully_connected" else (x.shape[0],) + out_hw + (n_out,)
+    if out is None:                           # an output stage without fused constants: numpy, as before
+        out = requant._output_codes(acc, bits, zp, lo, hi, out_spec[0])
+        return out.reshape(shape), acc.reshape(shape), overflows, None, None
+    return out.reshape(shape), None if acc is None else acc.reshape(shape), overflows, above, below
