@@ -67,6 +67,19 @@ def _check_labels(y, n: int, n_classes: int | None = None):
     return y
 
 
+def _lut_notes(graph, config) -> list:
+    """Which nodes run as lookup tables (``activation_lut_entries``), or that the knob changes nothing."""
+    tables = config.lut_nodes(graph)
+    if tables:
+        kinds = sorted({f"{e} entries, {i} interpolation" for e, i in tables.values()})
+        return [f"lookup-table activations on {len(tables)} node(s) ({', '.join(tables)}): {'; '.join(kinds)}"]
+    if config.activation_lut_entries or any(o.get("activation_lut_entries")
+                                            for o in (config.layers or {}).values()):
+        return ["activation_lut_entries is set but the graph has no sigmoid/tanh/hard-swish/softmax node: "
+                "it changes nothing"]
+    return []
+
+
 def _check_positive(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
@@ -157,7 +170,8 @@ def simulate(model, config="tflite-int8", x=None, y=None, *, calibration_x=None,
         notes.append("reference: the graph's dequantized float execution (every op in float64 on dequantized "
                      "constants); 'not exact' compares with the same graph on an exact accumulator")
         notes.append("the graph keeps its own widths and scales; of the config only the datapath knobs apply "
-                     "(accumulator bits/overflow/order/overflow_at, bias add, requantization scheme, rounding)")
+                     "(accumulator bits/overflow/order/overflow_at, tiles, zero-point handling, bias add, "
+                     "requantization scheme, multiplier bits and rounding, rounding, lookup-table activations)")
         model_repr = graph.name
     else:
         x = _check_x(x, "x")
@@ -176,6 +190,7 @@ def simulate(model, config="tflite-int8", x=None, y=None, *, calibration_x=None,
             {"the model's quantizers" if s == "quantizer" else "calibration data" for s in sources})))
         model_repr = fgraph.model_repr
     notes += list(graph.meta.get("notes", []))       # what conversion or import had to decide
+    notes += _lut_notes(graph, config)
     values, traces, accs = run_collect(graph, list(feeds.values()), config, batch_size)
     exact_values = run_collect(graph, list(feeds.values()), exact_datapath(config), batch_size, exact=False)[0]
     records = []

@@ -173,3 +173,18 @@ def test_lut_knob_too_large_for_the_input_is_a_clear_error():
     g = one_node_graph("tanh", 6, True, 0.1, 0, 8, True, 1 / 128, 0)
     with pytest.raises(ValueError, match="larger than the 64 codes"):
         g.run(np.zeros((1, 4), np.int8), fxpsim.preset("tflite-int8").replace(activation_lut_entries=256))
+
+
+def test_simulate_names_the_lut_nodes_or_says_the_knob_changes_nothing():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(50, 6)).astype(np.float32)
+    m = _model()
+    m.train(False)
+    cfg = fxpsim.preset("tflite-int8").replace(activation_lut_entries=32)
+    rep = fxpsim.simulate(m, cfg, x, calibration_x=x)
+    note = next(n for n in rep.notes if n.startswith("lookup-table activations"))
+    assert "3 node(s)" in note and "32 entries, none interpolation" in note
+    plain = nn.Sequential(nn.Dense(6, 3, seed=0))
+    rep = fxpsim.simulate(plain, cfg, x, calibration_x=x)
+    assert any("changes nothing" in n for n in rep.notes)
+    assert not any("lookup-table" in n for n in fxpsim.simulate(plain, "tflite-int8", x, calibration_x=x).notes)
