@@ -165,18 +165,42 @@ def _run_chunk(graph, x, y, reference, configs: list) -> list:
 
 #: Fields that may differ between a point and the run it reuses (see ``sweep(skip_exact=...)``).
 _ACC_FIELDS = ("name", "description", "accumulator_bits", "accumulator_overflow", "bias_bits", "tile_accumulator_bits")
+#: Modules whose ops (but ``avg_pool2d`` and the TFLite-native MAC ops) never read the accumulator settings.
+_ACC_FREE_MODULES = ("fxpsim.graph.ops", "fxpsim.graph.elementwise_ops", "fxpsim.graph.lut_ops",
+                     "fxpsim.graph.tflite_ops")
+
+
+def _node_needs(net, exact: dict) -> dict | None:
+    """Per node that reads the accumulator settings, the width from which it is provably exact on the sweep's
+    inputs: ``exact_widths`` for the core MAC nodes, the worst case of the type for the other accumulating
+    ops (average pooling, importer-native MAC ops); ``None`` when some op may depend on the accumulator in a
+    way no bound covers (e.g. an ONNX-native kernel that only runs on a 32-bit wrapping accumulator)."""
+    from ..graph.mac_ops import MAC_OPS
+    from ..graph.ops import OPS
+    need = {}
+    for idx, nd in enumerate(net.nodes):
+        if nd.op in MAC_OPS:
+            need[idx] = exact[nd.name]
+            continue
+        run = OPS[nd.op].run
+        if run.__module__ in _ACC_FREE_MODULES and nd.op != "avg_pool2d" and run.__name__ != "_native_mac_run":
+            continue
+        bound = net.accumulator_bits_needed(nd) if nd.op == "avg_pool2d" or run.__name__ == "_native_mac_run" \
+            else None
+        if bound is None:
+            return None
+        need[idx] = bound
+    return need
 
 
 def _provably_exact(graph, x, configs: list, is_graph: bool) -> dict:
     """``{point index: index of the point it reuses}``: points equal to the widest accumulator of their group
-    (same config but for :data:`_ACC_FIELDS`) at which every MAC node is provably exact."""
-    from ..graph.mac_ops import MAC_OPS
+    (same config but for :data:`_ACC_FIELDS`) at which every node that reads the accumulator is provably
+    exact (and so is the widest point)."""
     from .width_sweep import exact_widths
     groups: dict = {}
     for i, c in enumerate(configs):
         flat = c.to_flat_dict()
-        if flat.get("tile_k") or flat.get("zero_point", "subtract") != "subtract":
-            continue                    # the tile accumulator / folded bias: not what exact_widths bounds
         key = repr(sorted((k, repr(v)) for k, v in flat.items() if k not in _ACC_FIELDS))
         groups.setdefault(key, []).append(i)
     reuse = {}
@@ -186,16 +210,18 @@ def _provably_exact(graph, x, configs: list, is_graph: bool) -> dict:
         ref = max(members, key=lambda i: (configs[i].accumulator_bits, -i))
         rc = configs[ref]
         net = graph if is_graph else convert(graph, rc)
+        need = _node_needs(net, exact_widths(net, x, rc))
+        if need is None:
+            continue
         clipped = any(int(v) for v in net.meta.get("bias_clipped", {}).values())
-        need = exact_widths(net, x, rc)
-        macs = [(i, nd) for i, nd in enumerate(net.nodes) if nd.op in MAC_OPS]
 
         def exact(c, ref_self=False):
-            for idx, nd in macs:
+            for idx, bits in need.items():
+                nd = net.nodes[idx]
                 nc, nr = c.for_node(nd, idx), rc.for_node(nd, idx)
-                if nc.tile_k or nc.zero_point != "subtract" or nc.accumulator_bits < need[nd.name]:
-                    return False
-                if not ref_self and nc.bias_bits != nr.bias_bits and (clipped or nc.bias_bits < need[nd.name]):
+                if nc.tile_k or nc.zero_point != "subtract" or nc.accumulator_bits < bits:
+                    return False        # tiles / a folded bias: not what the bounds cover; or too narrow
+                if not ref_self and nc.bias_bits != nr.bias_bits and (clipped or nc.bias_bits < bits):
                     return False        # a bias register that could hold the bias differently
             return True
 

@@ -111,3 +111,46 @@ def test_configs_differing_elsewhere_are_not_grouped(trained):
             ref = next(f for f in res.records if f["config"] == r["reused_from"])
             assert ref["rounding"] == r["rounding"] and ref["accumulator_bits"] == 32
     assert isinstance(HardwareConfig, type) and np.isfinite(res.records[0]["accuracy"])
+
+
+MODEL = __import__("pathlib").Path(__file__).resolve().parents[2] / "benchmarks" / "models" / \
+    "mobilenet_v2_035_48.tflite"
+
+
+@pytest.mark.skipif(not MODEL.exists(), reason="benchmarks/models/mobilenet_v2_035_48.tflite not found")
+def test_imported_mobilenet_reuse_equals_real_runs():
+    """Adds, a TFLite mean and softmax besides the MAC nodes: none reads the accumulator."""
+    pytest.importorskip("tflite")
+    graph = fxpsim.import_model(str(MODEL))
+    x = np.random.default_rng(1).integers(-128, 128, (3, 48, 48, 3), dtype=np.int8)
+    grid = {"accumulator_bits": [16, 22, 26, 32], "accumulator_overflow": ["saturate", "wrap"]}
+    kw = dict(config=preset("tflite-int8"), processes=1, progress=False)
+    fast = sweep(graph, x, grid, **kw)
+    full = sweep(graph, x, grid, skip_exact=False, **kw)
+    assert any(r["reused_from"] for r in fast.records)
+    for a, b in zip(fast.records, full.records):
+        assert _same_but_reuse(a, b), (a, b)
+
+
+def test_average_pooling_needs_its_own_bound():
+    """avg_pool2d accumulates at the datapath's width: a point is reused only from its worst case on."""
+    from fxpsim.graph import IntegerGraph, Node, TensorSpec
+    rng = np.random.default_rng(4)
+    w = rng.integers(-3, 4, (2, 1, 1, 1)).astype(np.int8)
+    tensors = [TensorSpec("x", 8, True, (8, 8, 1), 1.0, 0), TensorSpec("w", 8, True, scale=1.0, data=w),
+               TensorSpec("h", 8, True, (8, 8, 2), 1.0, 0), TensorSpec("y", 8, True, (1, 1, 2), 1.0, 0)]
+    net = IntegerGraph(tensors, [Node("c", "conv2d", ["x", "w"], ["h"], {"padding": "VALID"}),
+                                 Node("p", "avg_pool2d", ["h"], ["y"], {"pool_size": [8, 8], "padding": "VALID"})],
+                       ["x"], ["y"])
+    x = rng.integers(-128, 128, (4, 8, 8, 1)).astype(np.int8)
+    pool_bits = net.accumulator_bits_needed(net.node("p"))
+    mac_bits = exact_widths(net, x, preset("tflite-int8"))["c"]
+    assert pool_bits > mac_bits
+    widths = sorted({mac_bits, pool_bits - 1, pool_bits, 32})
+    cfg = preset("tflite-int8").replace(requantization="float")
+    fast = sweep(net, x, {"accumulator_bits": widths}, config=cfg, processes=1, progress=False)
+    full = sweep(net, x, {"accumulator_bits": widths}, config=cfg, processes=1, progress=False, skip_exact=False)
+    got = {r["accumulator_bits"]: bool(r["reused_from"]) for r in fast.records}
+    assert got == {w: pool_bits <= w < 32 for w in widths}
+    for a, b in zip(fast.records, full.records):
+        assert _same_but_reuse(a, b), (a, b)
