@@ -295,8 +295,10 @@ FXC_T512 static void fxc_dense_vnni(const fxc_params *P, const int8_t *xb, const
     { const __m512i s_ = _mm512_adds_epi16(A, P_), w_ = _mm512_add_epi16(A, P_);                    \
       OV = _mm512_mask_add_epi16(OV, _mm512_cmpneq_epi16_mask(s_, w_), OV, one); A = SAT ? s_ : w_; }
 
-/* Per-add W = 16 dense sums: xs [..][C] int16 = x - zx (padding 0), slab [K][64] int16, b16 [64] bias. */
-FXC_T512 static FXC_INL int64_t fxc_p16_block(const int16_t *xs, const int16_t *slab, const ptrdiff_t *b4,
+/* Per-add W = 16 dense sums: xs [..][C] int16 = x - zx (padding 0), or (x8) the int8 input itself when no
+ * window leaves it; slab [K][64] int16, b16 [64] bias. */
+FXC_T512 static FXC_INL int64_t fxc_p16_block(const int16_t *xs, const int8_t *x8, int16_t zx8,
+                                              const int16_t *slab, const ptrdiff_t *b4,
                                               const ptrdiff_t *tapoff, ptrdiff_t T, ptrdiff_t C, int NV,
                                               int SAT, const int16_t *binit, const int16_t *bafter,
                                               int16_t *tmp /* [4][64] */, ptrdiff_t mr)
@@ -312,11 +314,16 @@ FXC_T512 static FXC_INL int64_t fxc_p16_block(const int16_t *xs, const int16_t *
     }
     const int16_t *wk = slab;
     for (ptrdiff_t t = 0; t < T; t++) {
-        const int16_t *x0 = xs + b4[0] + tapoff[t], *x1 = xs + b4[1] + tapoff[t];
-        const int16_t *x2 = xs + b4[2] + tapoff[t], *x3 = xs + b4[3] + tapoff[t];
+        const ptrdiff_t o0 = b4[0] + tapoff[t], o1 = b4[1] + tapoff[t], o2 = b4[2] + tapoff[t], o3 = b4[3] + tapoff[t];
         for (ptrdiff_t c = 0; c < C; c++, wk += 64) {
-            const __m512i a0 = _mm512_set1_epi16(x0[c]), a1 = _mm512_set1_epi16(x1[c]);
-            const __m512i a2 = _mm512_set1_epi16(x2[c]), a3 = _mm512_set1_epi16(x3[c]);
+            __m512i a0, a1, a2, a3;
+            if (x8) {
+                a0 = _mm512_set1_epi16((int16_t)(x8[o0 + c] - zx8)); a1 = _mm512_set1_epi16((int16_t)(x8[o1 + c] - zx8));
+                a2 = _mm512_set1_epi16((int16_t)(x8[o2 + c] - zx8)); a3 = _mm512_set1_epi16((int16_t)(x8[o3 + c] - zx8));
+            } else {
+                a0 = _mm512_set1_epi16(xs[o0 + c]); a1 = _mm512_set1_epi16(xs[o1 + c]);
+                a2 = _mm512_set1_epi16(xs[o2 + c]); a3 = _mm512_set1_epi16(xs[o3 + c]);
+            }
             for (int v = 0; v < NV; v++) {
                 const __m512i w = _mm512_loadu_si512((const void *)(wk + 32 * v));
                 const __m512i p0 = _mm512_mullo_epi16(a0, w), p1 = _mm512_mullo_epi16(a1, w);
@@ -345,7 +352,7 @@ FXC_T512 static FXC_INL int64_t fxc_p16_block(const int16_t *xs, const int16_t *
     return total;
 }
 
-FXC_T512 static int64_t fxc_dense_p16(const fxc_params *P, const int16_t *xs, const int16_t *w16,
+FXC_T512 static int64_t fxc_dense_p16(const fxc_params *P, const int16_t *xs, const int8_t *x8, const int16_t *w16,
                                       const int16_t *b16, const ptrdiff_t *base, const ptrdiff_t *tapoff,
                                       ptrdiff_t T, int64_t *acc_out, int8_t *out, int64_t *counts)
 {
@@ -365,11 +372,11 @@ FXC_T512 static int64_t fxc_dense_p16(const fxc_params *P, const int16_t *xs, co
             const int16_t *ba = (P->bias && !P->bias_init) ? b16 + o0 : NULL;
             const int nv = len > 32 ? 2 : 1;
             if (P->mode == FXC_SAT)
-                total += nv == 2 ? fxc_p16_block(xs, slab, b4, tapoff, T, P->C, 2, 1, bi, ba, tmp, mr)
-                                 : fxc_p16_block(xs, slab, b4, tapoff, T, P->C, 1, 1, bi, ba, tmp, mr);
+                total += nv == 2 ? fxc_p16_block(xs, x8, (int16_t)P->x_zp, slab, b4, tapoff, T, P->C, 2, 1, bi, ba, tmp, mr)
+                                 : fxc_p16_block(xs, x8, (int16_t)P->x_zp, slab, b4, tapoff, T, P->C, 1, 1, bi, ba, tmp, mr);
             else
-                total += nv == 2 ? fxc_p16_block(xs, slab, b4, tapoff, T, P->C, 2, 0, bi, ba, tmp, mr)
-                                 : fxc_p16_block(xs, slab, b4, tapoff, T, P->C, 1, 0, bi, ba, tmp, mr);
+                total += nv == 2 ? fxc_p16_block(xs, x8, (int16_t)P->x_zp, slab, b4, tapoff, T, P->C, 2, 0, bi, ba, tmp, mr)
+                                 : fxc_p16_block(xs, x8, (int16_t)P->x_zp, slab, b4, tapoff, T, P->C, 1, 0, bi, ba, tmp, mr);
             for (ptrdiff_t r = 0; r < mr; r++) {
                 for (int j = 0; j < 2 * nv; j++)
                     _mm512_storeu_si512((void *)(v32 + 16 * j),
@@ -381,49 +388,68 @@ FXC_T512 static int64_t fxc_dense_p16(const fxc_params *P, const int16_t *xs, co
     return total;
 }
 
-/* Depthwise, 32 channels per register, one pixel at a time: xs [..][C] int16 = x - zx (padding 0),
- * w16 [T][Cp] (Cp = C rounded up to 32, zero padded), b16 [Cp] (per-add only).  Exact: int32 sums of the
- * int16 products (|p| <= 255 * 128 < 2^15) plus the int32 bias; per-add (W = 16) as the dense kernel. */
-FXC_T512 static FXC_INL int64_t fxc_dw_body(const fxc_params *P, const int16_t *xs, const int16_t *w16,
-                                            const int16_t *b16, const ptrdiff_t *base, const ptrdiff_t *tapoff,
-                                            ptrdiff_t T, ptrdiff_t Cp, int64_t *acc_out, int8_t *out,
-                                            int64_t *counts, int EXACT, int SAT)
+/* Depthwise, 32 channels per register, one pixel at a time, straight from the int8 input: the taps of
+ * pixel m inside the image, in (kh, kw) order (the others are zero products), x - zx in int16 lanes; w16 [T][Cp]
+ * (Cp = C rounded up to 32, zero padded), b16 [Cp] (per-add only).  Exact: int32 sums of the int16 products
+ * (|p| <= 255 * 128 < 2^15) plus the int32 bias; per-add (W = 16) as the dense kernel. */
+FXC_T512 static FXC_INL int64_t fxc_dw_body(const fxc_params *P, const int8_t *x, const int16_t *w16,
+                                            const int16_t *b16, ptrdiff_t T, ptrdiff_t Cp, int64_t *acc_out,
+                                            int8_t *out, int64_t *counts, ptrdiff_t *toff, ptrdiff_t *tw,
+                                            int EXACT, int SAT)
 {
-    const ptrdiff_t C = P->C, M = P->N * P->OH * P->OW;
-    const __m512i one = _mm512_set1_epi16(1);
+    const ptrdiff_t C = P->C;
+    const __m512i one = _mm512_set1_epi16(1), zx = _mm512_set1_epi16((int16_t)P->x_zp);
     __m512i ovsum = _mm512_setzero_si512();
     int64_t total = 0;
     /* a lane of ovsum gains at most 2 (T + 1) per 32-channel block: flush it before 2^30 */
     const ptrdiff_t flush = (ptrdiff_t)1 << 30 > 2 * (T + 1) * (Cp / 32) ? ((ptrdiff_t)1 << 30) / (2 * (T + 1) * (Cp / 32)) : 1;
     int32_t v32[32] __attribute__((aligned(64)));
-    for (ptrdiff_t m = 0; m < M; m++) {
+    ptrdiff_t m = 0;
+    for (ptrdiff_t n = 0; n < P->N; n++)
+    for (ptrdiff_t p = 0; p < P->OH; p++) {
+      /* the taps of row p inside the image: i0 <= i < i1 */
+      const ptrdiff_t ihb = p * P->sh - P->pt;
+      ptrdiff_t i0 = 0, i1 = P->KH;
+      while (i0 < i1 && ihb + i0 * P->dh < 0) i0++;
+      while (i1 > i0 && ihb + (i1 - 1) * P->dh >= P->H) i1--;
+      for (ptrdiff_t q = 0; q < P->OW; q++, m++) {
         if (m % flush == flush - 1) {
             total += _mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_castsi512_si256(ovsum)),
                                                               _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(ovsum, 1))));
             ovsum = _mm512_setzero_si512();
         }
-        const int16_t *xb = xs + base[m];
+        const ptrdiff_t iwb = q * P->sw - P->pl;
+        ptrdiff_t j0 = 0, j1 = P->KW;
+        while (j0 < j1 && iwb + j0 * P->dw < 0) j0++;
+        while (j1 > j0 && iwb + (j1 - 1) * P->dw >= P->W) j1--;
+        ptrdiff_t nt = 0;
+        for (ptrdiff_t i = i0; i < i1; i++)
+            for (ptrdiff_t j = j0; j < j1; j++) {
+                toff[nt] = ((n * P->H + ihb + i * P->dh) * P->W + iwb + j * P->dw) * C;
+                tw[nt++] = (i * P->KW + j) * Cp;
+            }
         for (ptrdiff_t c0 = 0; c0 < C; c0 += 32) {
             const ptrdiff_t len = C - c0 < 32 ? C - c0 : 32;
             const __mmask32 km = len == 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << len) - 1u);
+#define FXC_DW_PRODUCT(t)                                                                           \
+    _mm512_mullo_epi16(_mm512_maskz_sub_epi16(km, _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(km, x + toff[t] + c0)), zx), \
+                       _mm512_loadu_si512((const void *)(w16 + tw[t] + c0)))
             __m512i lo, hi;
             if (EXACT) {
                 lo = P->bias ? _mm512_maskz_loadu_epi32((__mmask16)(km & 0xFFFF), P->bias + c0) : _mm512_setzero_si512();
                 hi = P->bias ? _mm512_maskz_loadu_epi32((__mmask16)(km >> 16), P->bias + c0 + 16) : _mm512_setzero_si512();
-                for (ptrdiff_t t = 0; t < T; t++) {
-                    const __m512i xv = _mm512_maskz_loadu_epi16(km, xb + tapoff[t] + c0);
-                    const __m512i p = _mm512_mullo_epi16(xv, _mm512_loadu_si512((const void *)(w16 + t * Cp + c0)));
-                    lo = _mm512_add_epi32(lo, _mm512_cvtepi16_epi32(_mm512_castsi512_si256(p)));
-                    hi = _mm512_add_epi32(hi, _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(p, 1)));
+                for (ptrdiff_t t = 0; t < nt; t++) {
+                    const __m512i pr = FXC_DW_PRODUCT(t);
+                    lo = _mm512_add_epi32(lo, _mm512_cvtepi16_epi32(_mm512_castsi512_si256(pr)));
+                    hi = _mm512_add_epi32(hi, _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(pr, 1)));
                 }
             } else {
                 __m512i acc = (P->bias && P->bias_init) ? _mm512_loadu_si512((const void *)(b16 + c0))
                                                         : _mm512_setzero_si512();
                 __m512i ov = _mm512_setzero_si512();
-                for (ptrdiff_t t = 0; t < T; t++) {
-                    const __m512i xv = _mm512_maskz_loadu_epi16(km, xb + tapoff[t] + c0);
-                    const __m512i p = _mm512_mullo_epi16(xv, _mm512_loadu_si512((const void *)(w16 + t * Cp + c0)));
-                    FXC_P16_STEP(acc, ov, p)
+                for (ptrdiff_t t = 0; t < nt; t++) {
+                    const __m512i pr = FXC_DW_PRODUCT(t);
+                    FXC_P16_STEP(acc, ov, pr)
                 }
                 if (P->bias && !P->bias_init) {
                     const __m512i b = _mm512_loadu_si512((const void *)(b16 + c0));
@@ -433,24 +459,26 @@ FXC_T512 static FXC_INL int64_t fxc_dw_body(const fxc_params *P, const int16_t *
                 lo = _mm512_cvtepi16_epi32(_mm512_castsi512_si256(acc));
                 hi = _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(acc, 1));
             }
+#undef FXC_DW_PRODUCT
             _mm512_store_si512((void *)v32, lo);
             _mm512_store_si512((void *)(v32 + 16), hi);
             fxc_emit(P, v32, m, c0, len, acc_out, out, counts);
         }
+      }
     }
     return total + _mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_castsi512_si256(ovsum)),
                                                             _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(ovsum, 1))));
 }
 
-FXC_T512 static int64_t fxc_dw_avx512(const fxc_params *P, const int16_t *xs, const int16_t *w16,
-                                      const int16_t *b16, const ptrdiff_t *base, const ptrdiff_t *tapoff,
-                                      ptrdiff_t T, ptrdiff_t Cp, int64_t *acc_out, int8_t *out, int64_t *counts)
+FXC_T512 static int64_t fxc_dw_avx512(const fxc_params *P, const int8_t *x, const int16_t *w16,
+                                      const int16_t *b16, ptrdiff_t T, ptrdiff_t Cp, int64_t *acc_out, int8_t *out,
+                                      int64_t *counts, ptrdiff_t *toff, ptrdiff_t *tw)
 {
     if (P->mode == FXC_EXACT)
-        return fxc_dw_body(P, xs, w16, b16, base, tapoff, T, Cp, acc_out, out, counts, 1, 0);
+        return fxc_dw_body(P, x, w16, b16, T, Cp, acc_out, out, counts, toff, tw, 1, 0);
     if (P->mode == FXC_SAT)
-        return fxc_dw_body(P, xs, w16, b16, base, tapoff, T, Cp, acc_out, out, counts, 0, 1);
-    return fxc_dw_body(P, xs, w16, b16, base, tapoff, T, Cp, acc_out, out, counts, 0, 0);
+        return fxc_dw_body(P, x, w16, b16, T, Cp, acc_out, out, counts, toff, tw, 0, 1);
+    return fxc_dw_body(P, x, w16, b16, T, Cp, acc_out, out, counts, toff, tw, 0, 0);
 }
 #undef FXC_P16_STEP
 #endif /* FXC_AVX512 */
@@ -572,28 +600,44 @@ static int fxc_run(const fxc_params *P, const int8_t *x, const int8_t *w, int64_
             }
             fxc_dense_vnni(P, direct ? x : xb, wq, corr, base, tapoff, T, Q, acc_out, out, counts);
             free(xb); free(wq); free(corr);
-        } else {
-            const ptrdiff_t Cp = (C + 31) / 32 * 32, nb = P->depthwise ? Cp : nob * 64;
-            int16_t *xs = (int16_t *)malloc(sizeof(int16_t) * (size_t)(P->N * Hp * Wp * C + 32));
-            int16_t *w16 = (int16_t *)calloc((size_t)(P->depthwise ? T * Cp : nob * T * C * 64), sizeof(int16_t));
-            int16_t *b16 = (int16_t *)calloc((size_t)nb, sizeof(int16_t));
-            if (!xs || !w16 || !b16) { free(xs); free(w16); free(b16); free(base); return -1; }
-            fxc_pad_i16(P, x, xs, Hp, Wp);
-            /* per-add (W = 16): the bias is in the 16-bit range (checked by the caller); the exact
-               depthwise sums add the int32 bias themselves */
+        } else if (P->depthwise) {
+            const ptrdiff_t Cp = (C + 31) / 32 * 32;
+            int16_t *w16 = (int16_t *)calloc((size_t)(T * Cp), sizeof(int16_t));
+            int16_t *b16 = (int16_t *)calloc((size_t)Cp, sizeof(int16_t));
+            ptrdiff_t *tt = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * (size_t)(2 * T));
+            if (!w16 || !b16 || !tt) { free(w16); free(b16); free(tt); free(base); return -1; }
+            /* per-add (W = 16): the bias is in the 16-bit range (checked by the caller); the exact sums add
+               the int32 bias themselves */
             for (ptrdiff_t o = 0; o < O && P->bias && P->mode != FXC_EXACT; o++)
                 b16[o] = (int16_t)P->bias[o];
-            if (P->depthwise) {
-                for (ptrdiff_t t = 0; t < T; t++)
-                    for (ptrdiff_t c = 0; c < C; c++)
-                        w16[t * Cp + c] = w[t * C + c];
-                counts[0] += fxc_dw_avx512(P, xs, w16, b16, base, tapoff, T, Cp, acc_out, out, counts);
+            for (ptrdiff_t t = 0; t < T; t++)
+                for (ptrdiff_t c = 0; c < C; c++)
+                    w16[t * Cp + c] = w[t * C + c];
+            counts[0] += fxc_dw_avx512(P, x, w16, b16, T, Cp, acc_out, out, counts, tt, tt + T);
+            free(w16); free(b16); free(tt);
+        } else {
+            const int direct16 = P->pt == 0 && P->pl == 0 && Hp <= P->H && Wp <= P->W;
+            int16_t *xs = direct16 ? NULL : (int16_t *)malloc(sizeof(int16_t) * (size_t)(P->N * Hp * Wp * C + 32));
+            int16_t *w16 = (int16_t *)calloc((size_t)(nob * T * C * 64), sizeof(int16_t));
+            int16_t *b16 = (int16_t *)calloc((size_t)(nob * 64), sizeof(int16_t));
+            if ((!direct16 && !xs) || !w16 || !b16) { free(xs); free(w16); free(b16); free(base); return -1; }
+            if (direct16) {   /* windows index the input itself */
+                for (ptrdiff_t m = 0; m < M; m++) {
+                    const ptrdiff_t n = m / (P->OH * P->OW), r = m % (P->OH * P->OW), p = r / P->OW, q = r % P->OW;
+                    base[m] = ((n * P->H + p * P->sh) * P->W + q * P->sw) * C;
+                }
+                for (ptrdiff_t i = 0; i < P->KH; i++)
+                    for (ptrdiff_t j = 0; j < P->KW; j++)
+                        tapoff[i * P->KW + j] = (i * P->dh * P->W + j * P->dw) * C;
             } else {
-                for (ptrdiff_t o = 0; o < O; o++)
-                    for (ptrdiff_t k = 0; k < T * C; k++)
-                        w16[((o / 64) * T * C + k) * 64 + o % 64] = w[o * T * C + k];
-                counts[0] += fxc_dense_p16(P, xs, w16, b16, base, tapoff, T, acc_out, out, counts);
+                fxc_pad_i16(P, x, xs, Hp, Wp);
             }
+            for (ptrdiff_t o = 0; o < O && P->bias; o++)   /* W = 16: the bias fits int16 (caller) */
+                b16[o] = (int16_t)P->bias[o];
+            for (ptrdiff_t o = 0; o < O; o++)
+                for (ptrdiff_t k = 0; k < T * C; k++)
+                    w16[((o / 64) * T * C + k) * 64 + o % 64] = w[o * T * C + k];
+            counts[0] += fxc_dense_p16(P, xs, direct16 ? x : NULL, w16, b16, base, tapoff, T, acc_out, out, counts);
             free(xs); free(w16); free(b16);
         }
         free(base);

@@ -4,7 +4,7 @@
 Compute-only: :mod:`fxpsim.datapath.conv_int8` validates every argument and decides when this kernel
 models the layer exactly; it is the interface.
 """
-from libc.stdint cimport int8_t, int32_t, int64_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
 import numpy as np
 cimport numpy as cnp
 
@@ -81,3 +81,16 @@ def run(const int8_t[:, :, :, ::1] x, const int8_t[::1] w, object bias, tuple ge
     if rc != 0:
         raise MemoryError("fxpsim conv_int8: out of memory")
     return acc, out, int(counts[0]), int(counts[1]), int(counts[2])
+
+
+def lut2(const int8_t[::1] a, const int8_t[::1] b, const int8_t[::1] table):
+    """``out[i] = table[(a[i] + 128) * 256 + b[i] + 128]`` (an elementwise int8 x int8 -> int8 op as a table)."""
+    cdef Py_ssize_t i, n = a.shape[0]
+    if b.shape[0] != n or table.shape[0] != 65536:
+        raise ValueError("lut2: a and b need the same length and the table 65536 entries")
+    out = np.empty(n, np.int8)
+    cdef int8_t[::1] o = out
+    with nogil:
+        for i in range(n):
+            o[i] = table[((<uint8_t>a[i] ^ 0x80) << 8) | (<uint8_t>b[i] ^ 0x80)]
+    return out

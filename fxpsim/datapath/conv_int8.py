@@ -32,7 +32,7 @@ from ..core.fixed import Overflow
 from ..core.fixed import _logging as _overflow_log_active
 from .requantize import _fused_constants
 
-__all__ = ["fused", "available"]
+__all__ = ["fused", "available", "lut2"]
 
 try:
     from . import _conv_int8 as _k
@@ -43,8 +43,13 @@ _MODES = {Overflow.SATURATE: 1, Overflow.WRAP: 2}
 
 
 def available() -> bool:
-    """True when the compiled kernel is importable."""
+    """True when the compiled kernel is importable (tests switch it off by setting ``_k`` to None)."""
     return _k is not None
+
+
+def lut2(a: np.ndarray, b: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """``table[(a + 128) * 256 + (b + 128)]`` for C-contiguous 1-D int8 ``a``, ``b`` of one length."""
+    return _k.lut2(a, b, table)
 
 
 def _requant_constants(requant, bits: int, zp: int, n_out: int):

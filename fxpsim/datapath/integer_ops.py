@@ -16,6 +16,7 @@ possible difference, int16 for 8-bit codes), so no step depends on C overflow ru
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -536,11 +537,36 @@ def quantized_add(x1, x2, *, scale1: float, zp1: int, scale2: float, zp2: int, o
     if rounding not in ("double", "single"):
         raise ValueError(f"rounding must be 'double' or 'single', got {rounding!r}")
     dtype, zp, lo, hi = _output_spec(out_zp, act_min, act_max, out_dtype)
-    m1, s1, m2, s2, mo, so = tflite_add_params(scale1, scale2, out_scale, left_shift, single)
+    params = tflite_add_params(scale1, scale2, out_scale, left_shift, single)
+    if a.dtype == b.dtype == dtype == np.int8 and _fused.available() and a.size * b.size:
+        # int8 x int8 -> int8: every output is one of 65536, tabulated once by the arithmetic below
+        z1 = _check_zero_point(zp1, np.iinfo(np.int8), "zp1")
+        z2 = _check_zero_point(zp2, np.iinfo(np.int8), "zp2")
+        table = _add_table(params, z1, z2, int(left_shift), rounding, zp, lo, hi)
+        a8 = np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1)
+        b8 = np.ascontiguousarray(np.broadcast_to(b, shape)).reshape(-1)
+        return _fused.lut2(a8, b8, table).reshape(shape)
+    return _add_codes(a, b, zp1, zp2, params, left_shift, rounding, shape, zp, lo, hi, dtype)
+
+
+def _add_codes(a, b, zp1, zp2, params, left_shift, rounding, shape, zp, lo, hi, dtype):
+    """TFLite's ADD arithmetic (see :func:`quantized_add`) on numpy arrays."""
+    m1, s1, m2, s2, mo, so = params
     v1 = multiply_by_quantized_multiplier(_wrap_int32(_offset(a, zp1, "zp1") << left_shift), m1, s1, rounding)
     v2 = multiply_by_quantized_multiplier(_wrap_int32(_offset(b, zp2, "zp2") << left_shift), m2, s2, rounding)
     raw = multiply_by_quantized_multiplier(_wrap_int32(np.broadcast_to(v1, shape) + v2), mo, so, rounding)
     return np.clip(raw + zp, lo, hi).astype(dtype)
+
+
+@functools.lru_cache(maxsize=256)
+def _add_table(params, zp1, zp2, left_shift, rounding, zp, lo, hi) -> np.ndarray:
+    """The 65536 int8 outputs of :func:`_add_codes` for every pair of int8 inputs, at index
+    ``(a + 128) * 256 + (b + 128)`` (read only)."""
+    codes = np.arange(-128, 128, dtype=np.int8)
+    table = _add_codes(np.repeat(codes, 256), np.tile(codes, 256), zp1, zp2, params, left_shift, rounding,
+                       (65536,), zp, lo, hi, np.int8)
+    table.flags.writeable = False
+    return table
 
 
 def quantized_average_pool2d(x, pool_size, *, stride=None, padding="VALID", act_min=None, act_max=None,

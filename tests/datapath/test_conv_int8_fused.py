@@ -371,3 +371,42 @@ def test_mobilenet_fast_and_general_paths_agree(monkeypatch):
         if dp is not None:
             assert sum(t["overflows"] for t in fast[1].values() if t) > 0
         np.testing.assert_array_equal(graph.run(*args), slow[0])
+
+
+# ----------------------------------------------------------------------------- ADD as a table
+def _tflite_add_model(x1, x2, z1, z2, zo, params, left, kind, lo, hi):
+    m1, s1, m2, s2, mo, so = (int(v) for v in params)
+    out = []
+    for a, b in zip(x1.tolist(), x2.tolist()):
+        v1 = _mbqm(_wrap((a - z1) << left, 32), m1, s1, kind)
+        v2 = _mbqm(_wrap((b - z2) << left, 32), m2, s2, kind)
+        out.append(min(max(_mbqm(_wrap(v1 + v2, 32), mo, so, kind) + zo, lo), hi))
+    return np.array(out, np.int8)
+
+
+@given(st.integers(0, 2 ** 32 - 1), st.sampled_from(["double", "single"]), st.booleans())
+def test_add_table_matches_big_integer_model(seed, kind, broadcast):
+    from fxpsim.datapath.integer_ops import quantized_add
+    from fxpsim.datapath.requantize import tflite_add_params
+    rng = np.random.default_rng(seed)
+    s1, s2, so = (float(v) for v in rng.uniform(0.01, 0.2, 3))
+    z1, z2, zo = (int(v) for v in rng.integers(-128, 128, 3))
+    lo = int(rng.integers(-128, 0))
+    hi = int(rng.integers(lo, 128))
+    x1 = rng.integers(-128, 128, (3, 4, 5)).astype(np.int8)
+    x2 = rng.integers(-128, 128, (4, 1) if broadcast else (3, 4, 5)).astype(np.int8)
+    before = (x1.copy(), x2.copy())
+    got = quantized_add(x1, x2, scale1=s1, zp1=z1, scale2=s2, zp2=z2, out_scale=so, out_zp=zo, act_min=lo,
+                        act_max=hi, rounding=kind)
+    params = tflite_add_params(s1, s2, so, 20, kind == "single")
+    b1, b2 = np.broadcast_arrays(x1, x2)
+    want = _tflite_add_model(b1.reshape(-1), b2.reshape(-1), z1, z2, zo, params, 20, kind, lo, hi)
+    np.testing.assert_array_equal(got.reshape(-1), want)
+    assert got.dtype == np.int8 and got.shape == (3, 4, 5)
+    np.testing.assert_array_equal(x1, before[0])
+    np.testing.assert_array_equal(x2, before[1])
+    with pytest.MonkeyPatch.context() as m:          # the general path, for the same inputs
+        m.setattr(conv_int8, "_k", None)
+        general = quantized_add(x1, x2, scale1=s1, zp1=z1, scale2=s2, zp2=z2, out_scale=so, out_zp=zo,
+                                act_min=lo, act_max=hi, rounding=kind)
+    np.testing.assert_array_equal(general, got)
