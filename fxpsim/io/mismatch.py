@@ -7,7 +7,7 @@ import numpy as np
 
 from .compare_results import MacAnalysis, Mismatch, TensorDiff
 from .golden import _Golden, _word_line
-from .vectors import _tap_labels, fit_value, mac_products, mac_run, mac_sequence
+from .mac_model import _tap_labels, fit_value, mac_products, mac_run, mac_sequence
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 _SAMPLE_BAD = 2000          # mismatching elements a hypothesis is tested on
