@@ -7,11 +7,14 @@ plain loop it replaces (``run_node`` at every node x width x mode, fed the exact
 batch, best of N (the machine is shared: other work runs, and the minimum is the least disturbed figure).
 Columns: seconds, sweep / inference (target < 3), loop / sweep, and the sweep's peak extra memory over
 the bytes of the graph's tensors on the batch, constants included (a subprocess, ``bench_memory.measure``,
-after a warm-up sweep of two inputs so that imports and first-call buffers are not counted).
+after a warm-up sweep of two inputs so that imports and first-call buffers are not counted).  Inference and
+sweep are measured interleaved in the same run (best of ``--repeat``).  Then the full-network sweep
+(``fxpsim.sweep`` over accumulator_bits 8..32 x saturate/wrap in one process) with ``skip_exact`` (the default:
+points at which every node is provably exact reuse the widest point's run) and without.
 
 Models: the demo CNN (``fxpsim.cli.demo_model(epochs=3)`` converted for ``tflite-int8``, digits test set)
 and the imported MobileNetV2 0.35 48x48 (``benchmarks/models``, random int8 images).
-Run:  python benchmarks/bench_sweep.py [--quick] [--loop-widths 8,16,24,32]
+Run:  python benchmarks/bench_sweep.py [--quick] [--loop-widths 8,16,24,32] [--repeat N] [--no-loop] [--no-memory] [--no-full]
 """
 from __future__ import annotations
 
@@ -86,19 +89,45 @@ def naive_loop(graph, x, widths, modes=("saturate", "wrap")):
                 np.count_nonzero(outs[0] != exact)
 
 
+def full_sweeps(name, model, x, repeat):
+    """The full-network accumulator sweep (every width 8..32 x saturate/wrap, one process) with and without
+    the skip of provably exact points, best of ``repeat`` each, interleaved: (seconds with, seconds without,
+    points simulated with the skip, points)."""
+    from fxpsim.hardware.sweeps import sweep
+    grid = {"accumulator_bits": list(range(8, 33)), "accumulator_overflow": ["saturate", "wrap"]}
+    kw = dict(processes=1, progress=False)
+    if name == "demo":
+        from fxpsim.nn.datasets import load_digits
+        kw["calibration_x"] = load_digits("train", seed=0)[0][:500]
+    best_on, best_off, res = float("inf"), float("inf"), None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        res = sweep(model, x, grid, **kw)
+        best_on = min(best_on, time.perf_counter() - t)
+        t = time.perf_counter()
+        sweep(model, x, grid, skip_exact=False, **kw)
+        best_off = min(best_off, time.perf_counter() - t)
+    reused = sum(1 for r in res.records if r["reused_from"])
+    return best_on, best_off, len(res.records) - reused, len(res.records)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller batches, loop on 4 widths")
     parser.add_argument("--loop-widths", default=None, help="widths the naive loop runs (default: all 8..32; "
                                                              "its time is scaled to 25 widths when fewer)")
     parser.add_argument("--batch", type=int, default=None, help="MobileNet images (default 32, quick 8)")
+    parser.add_argument("--repeat", type=int, default=7, help="best of this many runs of inference and sweep")
+    parser.add_argument("--no-loop", action="store_true", help="skip the naive loop")
+    parser.add_argument("--no-memory", action="store_true", help="skip the memory measurement (a subprocess)")
+    parser.add_argument("--no-full", action="store_true", help="skip the full-network sweeps")
     args = parser.parse_args()
     import fxpsim
     from fxpsim.hardware.width_sweep import node_sweep
     batch = args.batch or (8 if args.quick else 32)
     loop_widths = [int(w) for w in args.loop_widths.split(",")] if args.loop_widths else \
         ([8, 16, 24, 32] if args.quick else list(range(8, 33)))
-    rows = []
+    rows, fulls = [], []
     for name in ("demo", "mobilenet"):
         if name == "mobilenet" and not os.path.exists(MODEL):
             continue
@@ -108,20 +137,33 @@ def main():
         if args.quick and name == "demo":
             x = x[:120]
         node_sweep(graph, x)                                    # first-call buffers, caches
-        t_inf = best_time(lambda: graph.run(x))
-        with blas_one():                                        # the inference's best: on a small shared
-            t_inf = min(t_inf, best_time(lambda: graph.run(x)))  # machine BLAS on one thread can be faster
-        t_sweep = best_time(lambda: node_sweep(graph, x))
-        t_loop = best_time(lambda: naive_loop(graph, x, loop_widths), repeat=1, budget=0)
-        t_loop *= 25 / len(loop_widths)
-        io_expr = ("_, _, v = graph.run(x, keep=True); io = sum(a.nbytes for a in v.values()) + "
-                   "sum(t.data.nbytes for t in graph.tensors.values() if t.is_constant)")
-        setup = SETUP[name].replace("BATCH", str(batch)) + ("x = x[:120]\n" if args.quick and name == "demo" else "") \
-            + "from fxpsim.hardware.width_sweep import node_sweep\nnode_sweep(graph, x[:2])\n" + io_expr
-        mem = measure(setup, "node_sweep(graph, x)")
+        graph.run(x)
+        # inference (BLAS on all cores, and on one: on a small shared machine one thread can be faster) and
+        # sweep interleaved, best of N each: the same disturbances reach both
+        t_inf = t_sweep = float("inf")
+        for _ in range(args.repeat):
+            t_inf = min(t_inf, best_time(lambda: graph.run(x), repeat=1))
+            with blas_one():
+                t_inf = min(t_inf, best_time(lambda: graph.run(x), repeat=1))
+            t_sweep = min(t_sweep, best_time(lambda: node_sweep(graph, x), repeat=1))
+        t_loop = float("nan")
+        if not args.no_loop:
+            t_loop = best_time(lambda: naive_loop(graph, x, loop_widths), repeat=1, budget=0)
+            t_loop *= 25 / len(loop_widths)
+        mem = None
+        if not args.no_memory:
+            io_expr = ("_, _, v = graph.run(x, keep=True); io = sum(a.nbytes for a in v.values()) + "
+                       "sum(t.data.nbytes for t in graph.tensors.values() if t.is_constant)")
+            setup = SETUP[name].replace("BATCH", str(batch)) + \
+                ("x = x[:120]\n" if args.quick and name == "demo" else "") + \
+                "from fxpsim.hardware.width_sweep import node_sweep\nnode_sweep(graph, x[:2])\n" + io_expr
+            mem = measure(setup, "node_sweep(graph, x)")
         macs = sum(graph.macs(n) for n in graph.nodes if n.op in ("conv2d", "depthwise_conv2d", "fully_connected"))
-        rows.append((f"{name} ({len(x)} inputs, {macs * len(x) / 1e6:.0f}M MACs)", t_inf, t_sweep, t_loop,
-                     len(loop_widths), mem))
+        label = f"{name} ({len(x)} inputs, {macs * len(x) / 1e6:.0f}M MACs)"
+        rows.append((label, t_inf, t_sweep, t_loop, len(loop_widths), mem))
+        if not args.no_full:
+            model = ns["model"] if name == "demo" else graph
+            fulls.append((label,) + full_sweeps(name, model, x, max(1, min(3, args.repeat))))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"fxpsim node sweep benchmark -- {platform.processor() or platform.machine()}, {os.cpu_count()} core(s), "
           f"load average {load:.1f} (other work running: best of N), fxpsim {fxpsim.__version__}")
@@ -130,9 +172,17 @@ def main():
     print(f"{'model':40s} {'inference s':>11s} {'sweep s':>8s} {'sweep/inf':>9s} {'loop s':>8s} {'loop/sweep':>10s} "
           f"{'mem MiB':>8s} {'mem/io':>6s}  target")
     for label, t_inf, t_sweep, t_loop, nw, mem in rows:
+        mem_txt = f"{mem['extra'] / 2**20:8.1f} {mem['extra'] / mem['io']:6.2f}" if mem else f"{'-':>8s} {'-':>6s}"
         print(f"{label:40s} {t_inf:11.4f} {t_sweep:8.4f} {t_sweep / t_inf:9.2f} {t_loop:8.2f} "
-              f"{t_loop / t_sweep:10.1f} {mem['extra'] / 2**20:8.1f} {mem['extra'] / mem['io']:6.2f}  "
+              f"{t_loop / t_sweep:10.1f} {mem_txt}  "
               f"sweep/inf < 3{'' if nw == 25 else f' (loop: {nw} widths, scaled)'}")
+    if fulls:
+        print()
+        print("full-network sweep (fxpsim.sweep, accumulator_bits 8..32 x {saturate, wrap}, one process): with "
+              "skip_exact (points at which exact_widths proves every node exact reuse the widest run) and without")
+        print(f"{'model':40s} {'skip s':>8s} {'no skip s':>9s} {'speed-up':>8s} {'simulated':>9s} {'points':>6s}")
+        for label, on, off, sim, pts in fulls:
+            print(f"{label:40s} {on:8.3f} {off:9.3f} {off / on:8.2f} {sim:9d} {pts:6d}")
 
 
 if __name__ == "__main__":
