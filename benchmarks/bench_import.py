@@ -8,13 +8,16 @@ Rows (images/s, best of ``--repeat`` timed runs of at least ``--min-time`` s eac
 * fxpsim exact: ``graph.run(x)`` on the graph's own datapath (LiteRT's reference arithmetic), a batch;
 * fxpsim 16-bit: ``graph.run(x, preset("int8-acc16-sat"), trace=True)`` (saturating 16-bit accumulator,
   overflows counted), a batch;
+* the same two with the fused int8 kernels switched off (``fxpsim.datapath.conv_int8``: the general
+  accumulate + requantize path that runs whenever the fused kernel does not model a layer), the baseline;
 * LiteRT builtin (``BUILTIN_WITHOUT_DEFAULT_DELEGATES``), XNNPACK (``BUILTIN``) and reference
   (``BUILTIN_REF``) kernels, ``num_threads=1``, batch 1 (``invoke`` per image; the input copy included).
 
 LiteRT runs in a child process (so that its threads and TensorFlow-free runtime never mix with fxpsim's),
-pinned to the same core. ``--profile`` prints where fxpsim's exact run spends its time (cProfile).
+pinned to the same core. Ratios are to LiteRT's builtin kernels and to XNNPACK, both measured in the same run.
+``--profile`` prints where fxpsim's exact run spends its time (cProfile).
 
-Run: ``python benchmarks/bench_import.py [--batch 256] [--quick] [--profile]``.
+Run: ``python benchmarks/bench_import.py [--batch 256] [--quick] [--profile] [--no-baseline]``.
 """
 from __future__ import annotations
 
@@ -105,6 +108,7 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per row (best taken)")
     ap.add_argument("--quick", action="store_true", help="--batch 64 --min-time 0.3 --repeat 2")
     ap.add_argument("--profile", action="store_true", help="cProfile of fxpsim's exact run")
+    ap.add_argument("--no-baseline", action="store_true", help="skip the rows with the fused kernels off")
     args = ap.parse_args(argv)
     if args.quick:
         args.batch, args.min_time, args.repeat = 64, 0.3, 2
@@ -124,6 +128,18 @@ def main(argv=None):
     y16, traces, _ = graph.run(x, acc16, trace=True)
     overflows = sum(t["overflows"] for t in traces.values() if t)
     r_acc16 = _best_rate(lambda: graph.run(x, acc16, trace=True), len(x), args.min_time, args.repeat)
+    baseline = {}
+    if not args.no_baseline:
+        from fxpsim.datapath import conv_int8
+        kernel, conv_int8._k = conv_int8._k, None        # the general path: what runs without the fused kernel
+        try:
+            same = (np.array_equal(graph.run(x), exact)
+                    and np.array_equal(graph.run(x, acc16, trace=True)[0], y16))
+            baseline = {"exact": _best_rate(lambda: graph.run(x), len(x), args.min_time, args.repeat),
+                        "acc16": _best_rate(lambda: graph.run(x, acc16, trace=True), len(x), args.min_time,
+                                            args.repeat), "same": same}
+        finally:
+            conv_int8._k = kernel
 
     litert = {}
     agree = {}
@@ -143,24 +159,31 @@ def main(argv=None):
         else:
             print("LiteRT not available (pip install fxpsim[litert]):", proc.stderr.strip().splitlines()[-1:])
 
-    base = litert.get("builtin")
-    def ratio(r):
-        return f"{r / base:.2f}x" if base else "-"
-    rows.append(["fxpsim exact (graph.run, LiteRT reference arithmetic)", f"batch {len(x)}", f"{r_exact:,.0f}",
-                 ratio(r_exact), "bit-exact vs LiteRT reference: " + ("yes" if agree.get("reference") else
-                                                                        "not checked" if not litert else "NO")])
-    rows.append(["fxpsim int8-acc16-sat, trace=True", f"batch {len(x)}", f"{r_acc16:,.0f}", ratio(r_acc16),
-                 f"{overflows:,} accumulator overflows; {np.mean(np.any(y16 != exact, axis=-1)):.0%} of outputs "
-                 f"change"])
+    base, xnn = litert.get("builtin"), litert.get("xnnpack")
+
+    def row(name, batch, rate, note):
+        rows.append([name, batch, f"{rate:,.0f}", f"{rate / base:.2f}x" if base else "-",
+                     f"{rate / xnn:.2f}x" if xnn else "-", note])
+    row("fxpsim exact (graph.run, LiteRT reference arithmetic)", f"batch {len(x)}", r_exact,
+        "bit-exact vs LiteRT reference: " + ("yes" if agree.get("reference") else
+                                             "not checked" if not litert else "NO"))
+    row("fxpsim int8-acc16-sat, trace=True", f"batch {len(x)}", r_acc16,
+        f"{overflows:,} accumulator overflows; {np.mean(np.any(y16 != exact, axis=-1)):.0%} of outputs change")
+    if baseline:
+        same = "same outputs" if baseline["same"] else "OUTPUTS DIFFER"
+        row("  baseline: fxpsim exact, fused kernels off", f"batch {len(x)}", baseline["exact"],
+            f"general path; fused is {r_exact / baseline['exact']:.1f}x faster; {same}")
+        row("  baseline: fxpsim int8-acc16-sat, fused kernels off", f"batch {len(x)}", baseline["acc16"],
+            f"general path; fused is {r_acc16 / baseline['acc16']:.1f}x faster")
     for label, name in (("builtin", "LiteRT builtin kernels (BUILTIN_WITHOUT_DEFAULT_DELEGATES)"),
                         ("xnnpack", "LiteRT XNNPACK (BUILTIN)"), ("reference", "LiteRT reference (BUILTIN_REF)")):
         if label in litert:
             note = f"fxpsim kernels={label!r} bit-exact: {'yes' if agree.get(label) else 'NO'}"
-            rows.append([name, "batch 1", f"{litert[label]:,.0f}", ratio(litert[label]), note])
+            row(name, "batch 1", litert[label], note)
     print(f"{MODEL.name}: {len(graph.nodes)} nodes, {sum(graph.macs(n) for n in graph.nodes):,} MACs per image; "
           f"import {import_s * 1e3:.0f} ms; one thread (core {core}); best of {args.repeat} runs >= "
           f"{args.min_time} s")
-    print(format_table(rows, ["run", "batch", "images/s", "vs LiteRT builtin", "notes"]))
+    print(format_table(rows, ["run", "batch", "images/s", "vs LiteRT builtin", "vs XNNPACK", "notes"]))
 
     if args.profile:
         import cProfile

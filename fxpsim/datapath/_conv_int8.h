@@ -55,12 +55,15 @@ typedef struct {
     int sh, sw, dh, dw, pt, pl;
     int depthwise;          /* 1: O == C, channel o sees input channel o */
     int x_zp;
-    int mode, word;         /* fit of every add, accumulator width (<= 31 unless EXACT) */
+    int mode, word;         /* fit of every add (SAT or WRAP; fxc_run makes it EXACT when no partial sum
+                               can overflow), accumulator width (<= 62) */
     int bias_init;          /* 1: accumulator preloaded with the bias, 0: bias added after the sum */
     const int32_t *bias;    /* [O] or NULL */
     const int64_t *rq_mult, *rq_add, *rq_nudge, *rq_shift;   /* [O]; rq_mult NULL: accumulators only */
     int lo, hi;             /* output clamp */
     int impl;               /* 0: fastest available, 1: portable scalar only */
+    int peradd_ok;          /* per-add fitting may be modelled (sequential order, word <= 31) */
+    int mult32;             /* set by fxc_run: every rq_mult fits int32 (one vpmuldq per 8 lanes) */
 } fxc_params;
 
 /* ------------------------------------------------------------------ portable kernel */
@@ -175,11 +178,13 @@ FXC_CLONES static int64_t fxc_generic(const fxc_params *P, const int8_t *x, cons
 #define FXC_T512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")))
 #define FXC_INL __attribute__((always_inline)) inline
 
-/* The output stage of 8 accumulators (int64 lanes) of channels o.. (mask k): as fxc_requant. */
+/* The output stage of 8 accumulators (int64 lanes) of channels o.. (mask k): as fxc_requant; the lanes
+ * above act_max / below act_min are counted in na / nb (int64 lanes). */
 FXC_T512 static FXC_INL void fxc_rq8(const fxc_params *P, __m512i a, ptrdiff_t o, __mmask8 k, int8_t *dst,
-                                     int64_t *na, int64_t *nb)
+                                     __m512i *na, __m512i *nb)
 {
-    const __m512i v = _mm512_mullo_epi64(a, _mm512_maskz_loadu_epi64(k, P->rq_mult + o));
+    const __m512i m = _mm512_maskz_loadu_epi64(k, P->rq_mult + o);
+    const __m512i v = P->mult32 ? _mm512_mul_epi32(a, m) : _mm512_mullo_epi64(a, m);
     __m512i y = _mm512_add_epi64(v, _mm512_maskz_loadu_epi64(k, P->rq_add + o));
     if (P->rq_nudge) {
         const __mmask8 neg = _mm512_cmplt_epi64_mask(_mm512_add_epi64(v, _mm512_set1_epi64(INT64_C(1) << 30)),
@@ -187,9 +192,9 @@ FXC_T512 static FXC_INL void fxc_rq8(const fxc_params *P, __m512i a, ptrdiff_t o
         y = _mm512_mask_add_epi64(y, neg, y, _mm512_maskz_loadu_epi64(k, P->rq_nudge + o));
     }
     y = _mm512_srav_epi64(y, _mm512_maskz_loadu_epi64(k, P->rq_shift + o));
-    const __m512i lo = _mm512_set1_epi64(P->lo), hi = _mm512_set1_epi64(P->hi);
-    *na += __builtin_popcount((unsigned)_mm512_mask_cmpgt_epi64_mask(k, y, hi));
-    *nb += __builtin_popcount((unsigned)_mm512_mask_cmplt_epi64_mask(k, y, lo));
+    const __m512i lo = _mm512_set1_epi64(P->lo), hi = _mm512_set1_epi64(P->hi), one = _mm512_set1_epi64(1);
+    *na = _mm512_mask_add_epi64(*na, _mm512_mask_cmpgt_epi64_mask(k, y, hi), *na, one);
+    *nb = _mm512_mask_add_epi64(*nb, _mm512_mask_cmplt_epi64_mask(k, y, lo), *nb, one);
     y = _mm512_min_epi64(_mm512_max_epi64(y, lo), hi);
     _mm512_mask_cvtepi64_storeu_epi8(dst, k, y);
 }
@@ -200,7 +205,7 @@ FXC_T512 static FXC_INL void fxc_emit(const fxc_params *P, const int32_t *v, ptr
                                       ptrdiff_t len, int64_t *acc_out, int8_t *out, int64_t *counts)
 {
     const ptrdiff_t O = P->O;
-    int64_t na = 0, nb = 0;
+    __m512i na = _mm512_setzero_si512(), nb = _mm512_setzero_si512();
     for (ptrdiff_t o = 0; o < len; o += 8) {
         const ptrdiff_t l = len - o < 8 ? len - o : 8;
         const __mmask8 k = (__mmask8)((1u << l) - 1u);
@@ -210,8 +215,10 @@ FXC_T512 static FXC_INL void fxc_emit(const fxc_params *P, const int32_t *v, ptr
         if (out)
             fxc_rq8(P, a, o0 + o, k, out + m * O + o0 + o, &na, &nb);
     }
-    counts[1] += na;
-    counts[2] += nb;
+    if (out) {
+        counts[1] += _mm512_reduce_add_epi64(na);
+        counts[2] += _mm512_reduce_add_epi64(nb);
+    }
 }
 
 /* Exact dense sums with vpdpbusd over MR pixels x NV vectors of 16 channels.  xb [..][C4] int8 (raw codes;
@@ -548,11 +555,59 @@ FXC_CLONES static void fxc_pad_i16(const fxc_params *P, const int8_t *x, int16_t
 /*
  * The fused layer.  x [N][H][W][C] int8; w: dense [O][KH][KW][C], depthwise [KH][KW][C] (TFLite, int8);
  * acc_out [M][O] int64 or NULL; out [M][O] int8 or NULL (needs rq_mult); counts[3] += overflows, above,
- * below.  Returns 0, or -1 when memory ran out (nothing written then).
+ * below.  Returns 0; 1 when the layer needs per-add fitting and peradd_ok is 0 (nothing done); -1 when memory
+ * ran out (nothing counted then).
  */
-static int fxc_run(const fxc_params *P, const int8_t *x, const int8_t *w, int64_t *acc_out, int8_t *out,
+/* Largest |x - zx| over the input (the exactness bound of fxc_run). */
+FXC_CLONES static int64_t fxc_xmax(const int8_t *x, ptrdiff_t n, int zx)
+{
+    int lo = 127, hi = -128;
+    for (ptrdiff_t i = 0; i < n; i++) {
+        lo = x[i] < lo ? x[i] : lo;
+        hi = x[i] > hi ? x[i] : hi;
+    }
+    const int64_t a = (int64_t)hi - zx, b = (int64_t)zx - lo;
+    return a > b ? a : b;
+}
+
+/* base[m]: offset of pixel m's window (its top-left tap) in an [N][Hb][Wb][Cs] buffer. */
+static void fxc_bases(const fxc_params *P, ptrdiff_t *base, ptrdiff_t Hb, ptrdiff_t Wb, ptrdiff_t Cs)
+{
+    ptrdiff_t m = 0;
+    for (ptrdiff_t n = 0; n < P->N; n++)
+        for (ptrdiff_t p = 0; p < P->OH; p++)
+            for (ptrdiff_t q = 0; q < P->OW; q++)
+                base[m++] = ((n * Hb + p * P->sh) * Wb + q * P->sw) * Cs;
+}
+
+static int fxc_run(const fxc_params *P0, const int8_t *x, const int8_t *w, int64_t *acc_out, int8_t *out,
                    int64_t *counts)
 {
+    fxc_params Pm = *P0;
+    const fxc_params *P = &Pm;
+    {   /* exact when max_o (max|x - zx| sum_k |w[o,k]| + |bias[o]|) bounds every partial sum inside the
+           accumulator (and int32): no fit, no count, any order */
+        const ptrdiff_t K = P->KH * P->KW * (P->depthwise ? 1 : P->C);
+        const int64_t xmax = P->N * P->H * P->W * P->C ? fxc_xmax(x, P->N * P->H * P->W * P->C, P->x_zp) : 0;
+        const int64_t limit = (P->word >= 32 ? (INT64_C(1) << 31) : (INT64_C(1) << (P->word - 1))) - 1;
+        int64_t bound = 0;
+        for (ptrdiff_t o = 0; o < P->O; o++) {
+            int64_t sw = 0;
+            for (ptrdiff_t k = 0; k < K; k++) {
+                const int v = P->depthwise ? w[k * P->C + o] : w[o * K + k];
+                sw += v < 0 ? -v : v;
+            }
+            const int64_t b = P->bias ? (P->bias[o] < 0 ? -(int64_t)P->bias[o] : P->bias[o]) : 0;
+            bound = xmax * sw + b > bound ? xmax * sw + b : bound;
+        }
+        if (bound <= limit)
+            Pm.mode = FXC_EXACT;
+        else if (!P->peradd_ok || P->word > 31)
+            return 1;                                 /* not modelled: the caller runs its general path */
+    }
+    Pm.mult32 = 1;
+    for (ptrdiff_t o = 0; o < P->O && P->rq_mult; o++)
+        Pm.mult32 &= P->rq_mult[o] >= INT32_MIN && P->rq_mult[o] <= INT32_MAX;
     const ptrdiff_t C = P->C, O = P->O, T = P->KH * P->KW, M = P->N * P->OH * P->OW;
     if (!P->rq_mult)
         out = NULL;
@@ -571,10 +626,7 @@ static int fxc_run(const fxc_params *P, const int8_t *x, const int8_t *w, int64_
         ptrdiff_t *base = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * (size_t)(M + T));
         if (!base) return -1;
         ptrdiff_t *tapoff = base + M;
-        for (ptrdiff_t m = 0; m < M; m++) {
-            const ptrdiff_t n = m / (P->OH * P->OW), r = m % (P->OH * P->OW), p = r / P->OW, q = r % P->OW;
-            base[m] = ((n * Hb + p * P->sh) * Wb + q * P->sw) * C4;
-        }
+        fxc_bases(P, base, Hb, Wb, C4);
         for (ptrdiff_t i = 0; i < P->KH; i++)
             for (ptrdiff_t j = 0; j < P->KW; j++)
                 tapoff[i * P->KW + j] = (i * P->dh * Wb + j * P->dw) * C4;
@@ -622,10 +674,7 @@ static int fxc_run(const fxc_params *P, const int8_t *x, const int8_t *w, int64_
             int16_t *b16 = (int16_t *)calloc((size_t)(nob * 64), sizeof(int16_t));
             if ((!direct16 && !xs) || !w16 || !b16) { free(xs); free(w16); free(b16); free(base); return -1; }
             if (direct16) {   /* windows index the input itself */
-                for (ptrdiff_t m = 0; m < M; m++) {
-                    const ptrdiff_t n = m / (P->OH * P->OW), r = m % (P->OH * P->OW), p = r / P->OW, q = r % P->OW;
-                    base[m] = ((n * P->H + p * P->sh) * P->W + q * P->sw) * C;
-                }
+                fxc_bases(P, base, P->H, P->W, C);
                 for (ptrdiff_t i = 0; i < P->KH; i++)
                     for (ptrdiff_t j = 0; j < P->KW; j++)
                         tapoff[i * P->KW + j] = (i * P->dh * P->W + j * P->dw) * C;

@@ -23,6 +23,7 @@ cdef extern from "_conv_int8.h" nogil:
         const int64_t* rq_shift
         int lo, hi
         int impl
+        int peradd_ok
     int fxc_run(const fxc_params* P, const int8_t* x, const int8_t* w, int64_t* acc_out, int8_t* out,
                 int64_t* counts)
     int fxc_have_avx512()
@@ -34,8 +35,10 @@ def have_avx512() -> bool:
 
 
 def run(const int8_t[:, :, :, ::1] x, const int8_t[::1] w, object bias, tuple geometry, int depthwise,
-        int x_zp, int mode, int word, int bias_init, object rq, int lo, int hi, int impl, bint want_acc=True):
-    """``(acc [M, O] int64 or None, out [M, O] int8 or None, overflows, above, below)``.
+        int x_zp, int mode, int word, int bias_init, object rq, int lo, int hi, int impl, bint want_acc=True,
+        bint peradd_ok=True):
+    """``(acc [M, O] int64 or None, out [M, O] int8 or None, overflows, above, below)``, or None when the
+    layer can overflow and ``peradd_ok`` is False (or ``word`` > 31): the kernel does not model it.
 
     ``geometry = (KH, KW, O, OH, OW, sh, sw, dh, dw, pt, pl)``; ``w`` flattened (dense [O, KH, KW, C],
     depthwise [KH, KW, C]); ``bias`` int32 [O] or None; ``rq`` None or four int64 [O] arrays
@@ -49,7 +52,7 @@ def run(const int8_t[:, :, :, ::1] x, const int8_t[::1] w, object bias, tuple ge
     P.N, P.H, P.W, P.C = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
     P.KH, P.KW, P.O, P.OH, P.OW, P.sh, P.sw, P.dh, P.dw, P.pt, P.pl = geometry
     P.depthwise, P.x_zp, P.mode, P.word, P.bias_init = depthwise, x_zp, mode, word, bias_init
-    P.lo, P.hi, P.impl = lo, hi, impl
+    P.lo, P.hi, P.impl, P.peradd_ok = lo, hi, impl, peradd_ok
     P.bias = NULL
     P.rq_mult = P.rq_add = P.rq_nudge = P.rq_shift = NULL
     if bias is not None:
@@ -78,8 +81,10 @@ def run(const int8_t[:, :, :, ::1] x, const int8_t[::1] w, object bias, tuple ge
     counts[0] = counts[1] = counts[2] = 0
     with nogil:
         rc = fxc_run(&P, &x[0, 0, 0, 0], &w[0], accp, outp, counts)
-    if rc != 0:
+    if rc < 0:
         raise MemoryError("fxpsim conv_int8: out of memory")
+    if rc == 1:
+        return None
     return acc, out, int(counts[0]), int(counts[1]), int(counts[2])
 
 

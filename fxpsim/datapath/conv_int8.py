@@ -26,6 +26,8 @@ output, depthwise multiplier 1, ``zero_point="subtract"``, no K-tiling, no produ
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..core.fixed import Overflow
@@ -52,13 +54,18 @@ def lut2(a: np.ndarray, b: np.ndarray, table: np.ndarray) -> np.ndarray:
     return _k.lut2(a, b, table)
 
 
+@functools.lru_cache(maxsize=1024)
 def _requant_constants(requant, bits: int, zp: int, n_out: int):
     """The fused output-stage constants broadcast to ``n_out`` channels, or None (the kind has none)."""
     consts = _fused_constants(requant, int(bits), int(zp))
     if consts is None or len(consts[0]) not in (1, n_out):
         return None
-    return tuple(None if c is None else np.ascontiguousarray(np.broadcast_to(c, (n_out,)), np.int64)
-                 for c in consts)
+    out = tuple(None if c is None else np.ascontiguousarray(np.broadcast_to(c, (n_out,)), np.int64)
+                for c in consts)
+    for c in out:
+        if c is not None:
+            c.flags.writeable = False
+    return out
 
 
 def fused(op: str, x, w, bias, *, requant, x_zp, w_zp, out_spec, fmt, overflow, order, bias_at,
@@ -70,22 +77,24 @@ def fused(op: str, x, w, bias, *, requant, x_zp, w_zp, out_spec, fmt, overflow, 
     ``(dtype, zero point, act_min, act_max)``, ``fmt`` the accumulator ``Format``, ``pads`` explicit);
     ``w`` in TFLite's layout. ``need_acc=False`` may return ``acc=None`` (a graph run without a trace);
     ``impl=1`` forces the portable kernel (tests). Returns ``(out, acc, overflows, above, below)`` with
-    ``above``/``below`` None when the output stage ran in numpy.
+    ``above``/``below`` None when the output stage ran in numpy. The exactness bound of the module docstring
+    is evaluated by the kernel (on the data of ``x``).
     """
     if _k is None or _overflow_log_active():
         return None
     x, w = np.asarray(x), np.asarray(w)
     if x.dtype != np.int8 or w.dtype != np.int8 or out_spec[0] != np.int8 or zero_point != "subtract" \
-            or product_shift or np.any(np.asarray(w_zp) != 0):
+            or product_shift or x.size == 0:
+        return None
+    if (np.ndim(w_zp) == 0 and w_zp != 0) or (np.ndim(w_zp) and np.any(np.asarray(w_zp) != 0)):
         return None
     mode = _MODES.get(Overflow.parse(overflow))
-    if mode is None or x.size == 0:
+    if mode is None:
         return None
     if op == "fully_connected":
         n_out, k = w.shape
         x4 = x.reshape(-1, 1, 1, k)
         kh = kw = 1
-        abs_w = np.abs(w.astype(np.int32)).sum(axis=1)
         depthwise, out_hw = 0, (1, 1)
     else:
         c = x.shape[3]
@@ -95,31 +104,28 @@ def fused(op: str, x, w, bias, *, requant, x_zp, w_zp, out_spec, fmt, overflow, 
         x4 = x
         kh, kw = w.shape[1:3]
         n_out = w.shape[3] if depthwise else w.shape[0]
-        abs_w = np.abs(w.astype(np.int32)).sum(axis=(0, 1, 2) if depthwise else (1, 2, 3))
         k = kh * kw * (1 if depthwise else c)
         out_hw = tuple((n + p0 + p1 - (kk - 1) * d - 1) // s + 1
                        for n, kk, s, d, (p0, p1) in zip(x.shape[1:3], (kh, kw), stride, dilation, pads))
     if tile_k is not None and tile_k < k:
         return None
+    if np.ndim(w_zp) and np.shape(w_zp) != (n_out,):
+        return None                          # the general path reports the bad zero point
+    if bias is not None and bias.size and (int(bias.min()) < -(1 << 31) or int(bias.max()) >= 1 << 31):
+        return None                          # a bias beyond int32 can only come with a wide accumulator
     word = int(fmt.word)
-    xmax = max(abs(int(x.max()) - int(x_zp)), abs(int(x.min()) - int(x_zp)))
-    bound = int((abs_w.astype(np.int64) * xmax).max(initial=0))
-    if bias is not None:
-        bound = int((abs_w.astype(np.int64) * xmax + np.abs(bias)).max(initial=0))
-    if bound <= min(1 << (word - 1), 1 << 31) - 1:
-        mode, bits = 0, min(word, 32)        # exact: no partial sum can leave the accumulator
-    elif order == "sequential" and word <= 31:
-        bits = word
-    else:
-        return None
+    bits = min(word, 32)                     # word > 31: only exact sums (in int32) are modelled
     _, zp, lo, hi = out_spec
-    rq = _requant_constants(requant, bits, zp, n_out)
+    rq = _requant_constants(requant, bits, int(zp), int(n_out))
     b32 = None if bias is None else np.ascontiguousarray(bias, np.int32)
     geometry = (int(kh), int(kw), int(n_out), int(out_hw[0]), int(out_hw[1]), int(stride[0]), int(stride[1]),
                 int(dilation[0]), int(dilation[1]), int(pads[0][0]), int(pads[1][0]))
-    acc, out, overflows, above, below = _k.run(
-        np.ascontiguousarray(x4), np.ascontiguousarray(w).reshape(-1), b32, geometry, depthwise, int(x_zp),
-        mode, bits, int(bias_at == "init"), rq, int(lo), int(hi), int(impl), bool(need_acc))
+    res = _k.run(np.ascontiguousarray(x4), np.ascontiguousarray(w).reshape(-1), b32, geometry, depthwise,
+                 int(x_zp), mode, word, int(bias_at == "init"), rq, int(lo), int(hi), int(impl), bool(need_acc),
+                 order == "sequential" and word <= 31)
+    if res is None:
+        return None
+    acc, out, overflows, above, below = res
     shape = x.shape[:-1] + (n_out,) if op == "fully_connected" else (x.shape[0],) + out_hw + (n_out,)
     if out is None:                           # an output stage without fused constants: numpy, as before
         out = requant._output_codes(acc, bits, zp, lo, hi, out_spec[0])

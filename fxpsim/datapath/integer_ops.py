@@ -304,11 +304,11 @@ def quantized_fully_connected(x, w, bias=None, *, requant: Requantizer, x_zp=0, 
     _mac_knobs(zero_point, tile_k, product_shift)
     fold = zero_point == "fold"
     z = _check_zero_point(x_zp, np.iinfo(x.dtype), "x_zp")
-    wo = _offset(w, w_zp, "w_zp", channel_axis=0, narrow=True)
     fast = _fast("fully_connected", x, w, b, requant, z, w_zp, out_spec, fmt, overflow, order, bias_at,
                  zero_point, tile_k, product_shift, need_acc)
     if fast is not None:
         return fast
+    wo = _offset(w, w_zp, "w_zp", channel_axis=0, narrow=True)
     xo = _offset(x, 0 if fold else z, "x_zp", narrow=True)
     clipped = 0
     if fold:
@@ -394,12 +394,12 @@ def _conv(x, w_hwio, groups, bias, requant, x_zp, out_zp, stride, padding, dilat
     _mac_knobs(zero_point, tile_k, product_shift)
     fold = zero_point == "fold"
     z = _check_zero_point(x_zp, np.iinfo(x.dtype), "x_zp")
-    wo = np.ascontiguousarray(w_offset(w_hwio))
     if op is not None:
         fast = _fast(op, x, w_raw, b, requant, z, w_zp, out_spec, fmt, overflow, order, bias_at, zero_point,
                      tile_k, product_shift, need_acc, {"stride": stride, "pads": pads, "dilation": dilation})
         if fast is not None:
             return fast
+    wo = np.ascontiguousarray(w_offset(w_hwio))
     xo = _offset(x, 0 if fold else z, "x_zp", narrow=True)
     clipped = 0
     if fold:   # raw codes: padded taps hold the zero point, so x - z_x = 0 there as in the subtract form
@@ -537,7 +537,7 @@ def quantized_add(x1, x2, *, scale1: float, zp1: int, scale2: float, zp2: int, o
     if rounding not in ("double", "single"):
         raise ValueError(f"rounding must be 'double' or 'single', got {rounding!r}")
     dtype, zp, lo, hi = _output_spec(out_zp, act_min, act_max, out_dtype)
-    params = tflite_add_params(scale1, scale2, out_scale, left_shift, single)
+    params = _add_params(scale1, scale2, out_scale, left_shift, single)
     if a.dtype == b.dtype == dtype == np.int8 and _fused.available() and a.size * b.size:
         # int8 x int8 -> int8: every output is one of 65536, tabulated once by the arithmetic below
         z1 = _check_zero_point(zp1, np.iinfo(np.int8), "zp1")
@@ -547,6 +547,19 @@ def quantized_add(x1, x2, *, scale1: float, zp1: int, scale2: float, zp2: int, o
         b8 = np.ascontiguousarray(np.broadcast_to(b, shape)).reshape(-1)
         return _fused.lut2(a8, b8, table).reshape(shape)
     return _add_codes(a, b, zp1, zp2, params, left_shift, rounding, shape, zp, lo, hi, dtype)
+
+
+def _add_params(scale1, scale2, out_scale, left_shift, single):
+    """:func:`~fxpsim.requantize.tflite_add_params`, cached for hashable (Python or numpy scalar) arguments."""
+    try:
+        return _add_params_cached(scale1, scale2, out_scale, left_shift, single)
+    except TypeError:                     # unhashable (an array): validated and computed uncached
+        return tflite_add_params(scale1, scale2, out_scale, left_shift, single)
+
+
+@functools.lru_cache(maxsize=1024)
+def _add_params_cached(scale1, scale2, out_scale, left_shift, single):
+    return tflite_add_params(scale1, scale2, out_scale, left_shift, single)
 
 
 def _add_codes(a, b, zp1, zp2, params, left_shift, rounding, shape, zp, lo, hi, dtype):

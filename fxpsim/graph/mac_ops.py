@@ -115,17 +115,28 @@ def _mac_knobs(node, dp) -> dict:
             "rounding": node.attrs.get("product_rounding", "half_up")}
 
 
+def _mac_static(graph, node):
+    """What a MAC node's run reads from the graph alone (tensors never change after build), cached per graph:
+    ``(bspec, xspec, yspec, act, (lo, hi), w_zp)``."""
+    cache = graph.__dict__.setdefault("_mac_static", {})
+    got = cache.get(node.name)
+    if got is None or got[0] is not node:
+        wspec = _spec(graph, node.inputs[1])
+        bspec = _spec(graph, node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+        act = node.attrs.get("activation", "none")
+        wz = wspec.zero_point
+        got = cache[node.name] = (node, (bspec, _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0]), act,
+                                         _clamp_codes(graph, node, node.outputs[0], act),
+                                         (wz if wz.size > 1 else int(wz[0])) if np.any(wz) else 0))
+    return got[1]
+
+
 def _mac_run(graph, node, ins, dp, trace):
     from ..datapath.requantize import Requantizer as _R
     x, w = ins[0], ins[1]
-    wspec, bspec = _spec(graph, node.inputs[1]), (_spec(graph, node.inputs[2]) if len(node.inputs) > 2
-                                                  and node.inputs[2] else None)
-    xspec, yspec = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
-    act = node.attrs.get("activation", "none")
-    lo, hi = _clamp_codes(graph, node, node.outputs[0], act)
-    wz = wspec.zero_point
+    bspec, xspec, yspec, act, (lo, hi), w_zp = _mac_static(graph, node)
     common = dict(requant=requantizer_for(graph, node, dp), x_zp=int(xspec.zero_point[0]),
-                  w_zp=(wz if wz.size > 1 else int(wz[0])) if np.any(wz) else 0, out_zp=int(yspec.zero_point[0]),
+                  w_zp=w_zp, out_zp=int(yspec.zero_point[0]),
                   act_min=lo, act_max=hi, out_dtype=yspec.dtype, acc=Format.integer(dp.accumulator_bits),
                   overflow=_overflow_name(dp.accumulator_overflow), order=dp.accumulator_order,
                   bias_at="init" if dp.bias_add == "preload" else "end")
