@@ -150,17 +150,38 @@ def _point_record(point: dict, config: HardwareConfig) -> dict:
 
 def _run_chunk(graph, x, y, reference, configs: list) -> list:
     """Worker: simulate each config; returns the network metrics (+ seconds) for each."""
-    out = []
-    for config in configs:
-        t0 = time.perf_counter()
-        net = graph if isinstance(graph, IntegerGraph) else convert(graph, config)
-        codes, traces, _ = net.run(x, config, trace=True)
-        metrics = network_metrics(net, codes, reference, y, sum(t["overflows"] for t in traces.values()))
-        metrics["layer_overflows"] = ";".join(f"{name}={t['overflows']}" for name, t in traces.items()
-                                              if t["acc"] is not None)
-        metrics["seconds"] = time.perf_counter() - t0
-        out.append(metrics)
-    return out
+    return [_run_point(graph, x, y, reference, config)[0] for config in configs]
+
+
+def _run_point(graph, x, y, reference, config, keep: bool = False, start=None):
+    """Simulate one config: ``(metrics, (tensors, traces) or None)``.  ``keep``: also return every tensor
+    and trace; ``start = (j, tensors, traces)``: nodes before ``j`` are provably the same as in the run those
+    tensors and traces come from, so only nodes ``j`` on run (the rest as :meth:`IntegerGraph.run` does)."""
+    from ..graph.ir import node_datapath
+    from ..graph.ops import run_node
+    t0 = time.perf_counter()
+    net = graph if isinstance(graph, IntegerGraph) else convert(graph, config)
+    if start is None:
+        codes, traces, kept = net.run(x, config, trace=True, keep=keep)
+    else:
+        j, tensors, ref_traces = start
+        values = {**{k: t.data for k, t in net.tensors.items() if t.is_constant}, **tensors}
+        traces = {}
+        for i, node in enumerate(net.nodes):
+            if i < j:
+                traces[node.name] = ref_traces[node.name]
+                continue
+            ins = [values[t] if t else None for t in node.inputs]
+            outs, traces[node.name] = run_node(net, node, ins, node_datapath(config, node, i), True)
+            for t, v in zip(node.outputs, outs):
+                values[t] = v
+        outputs = [values[t] for t in net.outputs]
+        codes, kept = (outputs[0] if len(outputs) == 1 else outputs), None
+    metrics = network_metrics(net, codes, reference, y, sum(t["overflows"] for t in traces.values()))
+    metrics["layer_overflows"] = ";".join(f"{name}={t['overflows']}" for name, t in traces.items()
+                                          if t["acc"] is not None)
+    metrics["seconds"] = time.perf_counter() - t0
+    return metrics, ((kept, traces) if keep else None)
 
 
 #: Fields that may differ between a point and the run it reuses (see ``sweep(skip_exact=...)``).
@@ -193,17 +214,20 @@ def _node_needs(net, exact: dict) -> dict | None:
     return need
 
 
-def _provably_exact(graph, x, configs: list, is_graph: bool) -> dict:
-    """``{point index: index of the point it reuses}``: points equal to the widest accumulator of their group
-    (same config but for :data:`_ACC_FIELDS`) at which every node that reads the accumulator is provably
-    exact (and so is the widest point)."""
+def _provably_exact(graph, x, configs: list, is_graph: bool):
+    """``(reuse, prefix)``: ``reuse = {point index: (index of the point it reuses, its number of nodes)}`` for
+    points equal to the
+    widest accumulator of their group (same config but for :data:`_ACC_FIELDS`) at which every node that
+    reads the accumulator is provably exact (and so is the widest point); ``prefix = {point index: (index of
+    that point, j)}`` for the others whose first ``j > 0`` nodes are (in graph order: their inputs are then
+    the exact run's too)."""
     from .width_sweep import exact_widths
     groups: dict = {}
     for i, c in enumerate(configs):
         flat = c.to_flat_dict()
         key = repr(sorted((k, repr(v)) for k, v in flat.items() if k not in _ACC_FIELDS))
         groups.setdefault(key, []).append(i)
-    reuse = {}
+    reuse, prefix = {}, {}
     for members in groups.values():
         if len(members) < 2:
             continue
@@ -215,22 +239,28 @@ def _provably_exact(graph, x, configs: list, is_graph: bool) -> dict:
             continue
         clipped = any(int(v) for v in net.meta.get("bias_clipped", {}).values())
 
-        def exact(c, ref_self=False):
-            for idx, bits in need.items():
-                nd = net.nodes[idx]
+        def first_inexact(c, ref_self=False):
+            """Index of the first node (graph order) not provably exact on ``c``; len(nodes) if none."""
+            for idx in sorted(need):
+                bits, nd = need[idx], net.nodes[idx]
                 nc, nr = c.for_node(nd, idx), rc.for_node(nd, idx)
                 if nc.tile_k or nc.zero_point != "subtract" or nc.accumulator_bits < bits:
-                    return False        # tiles / a folded bias: not what the bounds cover; or too narrow
+                    return idx          # tiles / a folded bias: not what the bounds cover; or too narrow
                 if not ref_self and nc.bias_bits != nr.bias_bits and (clipped or nc.bias_bits < bits):
-                    return False        # a bias register that could hold the bias differently
-            return True
+                    return idx          # a bias register that could hold the bias differently
+            return len(net.nodes)
 
-        if not exact(rc, True):
+        if first_inexact(rc, True) < len(net.nodes):
             continue
         for i in members:
-            if i != ref and exact(configs[i]):
-                reuse[i] = ref
-    return reuse
+            if i == ref:
+                continue
+            j = first_inexact(configs[i])
+            if j == len(net.nodes):
+                reuse[i] = (ref, j)
+            elif j > 0:
+                prefix[i] = (ref, j)
+    return reuse, prefix
 
 
 def _fail(message: str):
@@ -277,7 +307,10 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
         these inputs (every partial sum and bias fits, so no add overflows and the network equals the widest
         point's, which then is exact too): their records are the widest point's, with ``seconds`` 0 and
         ``reused_from`` naming it (empty for simulated points), and a note says how many.  ``False``
-        simulates every point.
+        simulates every point.  Points run in this process (``processes=1``, or a small sweep) also start
+        from the first node that is not provably exact at their width: the nodes before it (all provably
+        exact, so fed the exact tensors) take the widest point's tensors and traces (``reused_nodes`` counts
+        them; 0 for a point simulated from the start, every node for a reused one).
 
     Sweeping ``accumulator_bits`` narrows the bias register with it (``bias_bits = min(bias_bits,
     accumulator_bits)``): a bias that no longer fits saturates, and the result's notes say so.
@@ -334,29 +367,39 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
     if processes is not None and (not isinstance(processes, int) or processes < 1):
         raise ValueError(f"processes must be a positive int, got {processes!r}")
     workers = processes or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-    reuse = _provably_exact(graph, x, configs, is_graph) if skip_exact else {}
+    reuse, prefix = _provably_exact(graph, x, configs, is_graph) if skip_exact else ({}, {})
     bar = None
     if progress:
         from tqdm.auto import tqdm
         bar = tqdm(total=len(configs), desc="sweep", unit="config")
     results: list = [None] * len(configs)
     pending = [i for i in range(len(configs)) if i not in reuse]
+    refs = {ref for ref, _ in prefix.values()}      # in-process runs keep these points' tensors
+    kept: dict = {}
+    started: dict = {}                              # point -> (point, j): nodes before j taken from that run
     if bar is not None and reuse:
         bar.update(len(reuse))
     try:
         if executor is None and processes is None:
             # auto: time one point here; small sweeps stay in this process (a worker costs ~1 s to start)
-            first = pending.pop(0)
-            results[first] = _run_chunk(graph, x, y, reference, [configs[first]])[0]
+            first = next((i for i in pending if i in refs), pending[0])    # a point others start from
+            pending.remove(first)
+            results[first], kept[first] = _run_point(graph, x, y, reference, configs[first], keep=first in refs)
             if bar is not None:
                 bar.update(1)
             if workers == 1 or results[first]["seconds"] * len(pending) < AUTO_POOL_SECONDS:
                 workers = 1
         if executor is None and (workers == 1 or len(pending) <= 1):
-            for i in pending:
-                results[i] = _run_chunk(graph, x, y, reference, [configs[i]])[0]
+            # in this process: the points others start from first, keeping their tensors and traces
+            for i in sorted(pending, key=lambda i: i not in refs):
+                start = None
+                if i in prefix and kept.get(prefix[i][0]) is not None:
+                    start = (prefix[i][1],) + kept[prefix[i][0]]
+                    started[i] = prefix[i]
+                results[i], kept[i] = _run_point(graph, x, y, reference, configs[i], keep=i in refs, start=start)
                 if bar is not None:
                     bar.update(1)
+            kept.clear()
         elif pending:
             own = executor is None
             if own:
@@ -378,18 +421,23 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
     finally:
         if bar is not None:
             bar.close()
-    for i, ref in reuse.items():
+    for i, (ref, _) in reuse.items():
         results[i] = dict(results[ref], seconds=0.0)
     records = [{**_point_record(p, c), **r} for p, c, r in zip(points, configs, results)]
     if skip_exact:
+        taken = {**reuse, **started}
         for i, rec in enumerate(records):
-            rec["reused_from"] = configs[reuse[i]].name if i in reuse else ""
+            rec["reused_from"] = configs[taken[i][0]].name if i in taken else ""
+            rec["reused_nodes"] = taken[i][1] if i in taken else 0
     notes = []
     if reuse:
-        refs = sorted({reuse[i] for i in reuse})
-        notes.append(f"{len(reuse)} of {len(configs)} points not simulated: every MAC node is provably exact at their "
-                     f"accumulator width on these inputs (exact_widths: all partial sums and biases fit), so their "
-                     f"records are those of {', '.join(repr(configs[r].name) for r in refs)} (column reused_from)")
+        names = sorted({configs[r].name for r, _ in reuse.values()})
+        notes.append(f"{len(reuse)} of {len(configs)} points not simulated: every node that reads the accumulator "
+                     f"is provably exact at their width on these inputs (exact_widths: all partial sums and biases "
+                     f"fit), so their records are those of {', '.join(map(repr, names))} (column reused_from)")
+    if started:
+        notes.append(f"{len(started)} points ran from the first node not provably exact on: the nodes before it "
+                     "(column reused_nodes) take the exact run's tensors")
     if any("accumulator_bits" in g for g in grids):
         narrowed = sorted({c.bias_bits for c in configs if c.bias_bits < base.bias_bits})
         if narrowed:
