@@ -591,6 +591,8 @@ def _workers() -> int:
 
 #: Most threads :func:`node_sweep` runs node x mode sweeps on (besides the one running the inference).
 SWEEP_WORKERS = 2
+#: Nodes whose sweeps may be under way while the inference goes on (each holds its operands and exact sums).
+SWEEP_INFLIGHT = 2
 
 
 def _node_sweep(graph, x, widths, modes, datapath, nodes) -> NodeSweepResult:
@@ -598,7 +600,7 @@ def _node_sweep(graph, x, widths, modes, datapath, nodes) -> NodeSweepResult:
     res = NodeSweepResult()
     workers = _workers()
     pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
-    pending = []
+    pending, inflight = [], []
     try:
         # the exact inference, node by node: a swept MAC node's output comes from the exact accumulators the
         # sweep needs anyway (when its own datapath provably cannot overflow), every other node runs as usual;
@@ -628,6 +630,10 @@ def _node_sweep(graph, x, widths, modes, datapath, nodes) -> NodeSweepResult:
                 if pool is not None:
                     nd.threads = 1
                     tasks = [pool.submit(_sweep_node, nd, widths, [m]) for m in fast_modes]
+                    inflight.append(tasks)
+                    while len(inflight) > SWEEP_INFLIGHT:   # bounded memory: a few nodes' data alive at once
+                        for t in inflight.pop(0):
+                            t.result()
                 else:
                     tasks = [_Done(_sweep_node(nd, widths, fast_modes))]
             slow = modes if nd is None else [m for m in modes if m not in _FAST_MODES]
