@@ -17,7 +17,9 @@ redundant work:
   partial sums within range -- has none at any wider width (the exact partial sums do not depend on ``W``,
   and neither does a saturated bias get further from them), so it leaves the per-add work for good; wrapping,
   saturation and ``saturate_zero`` overflow on exactly the same outputs (the first event is the first
-  partial sum out of range), so that information is shared between the modes;
+  partial sum out of range), so each mode learns it on its own at no extra cost, and the modes of a node run
+  as separate tasks on a small thread pool (:data:`SWEEP_WORKERS`) while the exact inference goes on (the
+  kernels release the GIL and run on one thread each, so the numbers never depend on the threads);
 * ``overflow_at="end"``: the exact accumulators fitted once (no per-add work at all);
 * requantization (the node's own :func:`~fxpsim.graph.mac_ops.requantizer_for`) only for accumulators that
   differ from the exact ones, through a per-channel table of every ``W``-bit accumulator's output code while
@@ -26,6 +28,8 @@ redundant work:
 :func:`exact_widths` is the cheap part alone: per MAC node, the width from which the node is provably exact
 on the given inputs (every partial sum and the bias fit), so that a full-network sweep can skip every wider
 point of that node (and every point at which all nodes are exact: the network then equals the exact one).
+:func:`fxpsim.hardware.sweep` does both (``skip_exact``): it reuses the widest run at the points where every
+node is provably exact, and starts the other points from the first node that is not.
 
 Knobs the fast path does not model (``zero_point="fold"``, K-tiling, an accumulator LSB coarser than the
 products', modes other than saturate / wrap / saturate_zero) make that node fall back to running it with
