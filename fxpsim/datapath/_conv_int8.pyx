@@ -36,9 +36,10 @@ def have_avx512() -> bool:
 
 def run(const int8_t[:, :, :, ::1] x, const int8_t[::1] w, object bias, tuple geometry, int depthwise,
         int x_zp, int mode, int word, int bias_init, object rq, int lo, int hi, int impl, bint want_acc=True,
-        bint peradd_ok=True):
+        bint peradd_ok=True, object acc_buf=None):
     """``(acc [M, O] int64 or None, out [M, O] int8 or None, overflows, above, below)``, or None when the
     layer can overflow and ``peradd_ok`` is False (or ``word`` > 31): the kernel does not model it.
+    ``acc_buf``: an int64 C-contiguous [M, O] array to write the accumulators into (else a new one).
 
     ``geometry = (KH, KW, O, OH, OW, sh, sw, dh, dw, pt, pl)``; ``w`` flattened (dense [O, KH, KW, C],
     depthwise [KH, KW, C]); ``bias`` int32 [O] or None; ``rq`` None or four int64 [O] arrays
@@ -63,7 +64,7 @@ def run(const int8_t[:, :, :, ::1] x, const int8_t[::1] w, object bias, tuple ge
     cdef int64_t* accp = NULL
     acc = None
     if want_acc or rq is None:
-        acc = np.empty((M, P.O), np.int64)
+        acc = np.empty((M, P.O), np.int64) if acc_buf is None else acc_buf
         accv = acc
         accp = &accv[0, 0]
     cdef int8_t[:, ::1] outv

@@ -27,6 +27,8 @@ output, depthwise multiplier 1, ``zero_point="subtract"``, no K-tiling, no produ
 from __future__ import annotations
 
 import functools
+import sys
+import threading
 
 import numpy as np
 
@@ -66,6 +68,36 @@ def _requant_constants(requant, bits: int, zp: int, n_out: int):
         if c is not None:
             c.flags.writeable = False
     return out
+
+
+class _Pool:
+    """Reusable int64 accumulator buffers (the traces' ``acc``): a buffer is handed out again only when this
+    pool holds its sole reference (whoever received it, or any view of it, has let it go), so a caller can
+    never see its array change; it saves the page faults of fresh allocations on every traced run.  At
+    most ``limit`` bytes are kept."""
+
+    def __init__(self, limit: int = 1 << 29):
+        self.limit, self.free, self.lock = limit, {}, threading.Lock()
+
+    def take(self, shape) -> np.ndarray:
+        n = int(np.prod(shape))
+        with self.lock:
+            for buf in self.free.get(n, ()):
+                if sys.getrefcount(buf) == 3:       # the list, the loop variable, getrefcount's argument
+                    return buf.reshape(shape)
+            if n * 8 * 2 > self.limit:
+                return np.empty(shape, np.int64)
+            bufs = self.free.setdefault(n, [])
+            total = sum(b.nbytes for v in self.free.values() for b in v)
+            while bufs and total + n * 8 > self.limit:    # keep the pool under its limit
+                total -= bufs.pop(0).nbytes
+            buf = np.empty(n, np.int64)
+            if total + n * 8 <= self.limit:
+                bufs.append(buf)
+            return buf.reshape(shape)
+
+
+_POOL = _Pool()
 
 
 def fused(op: str, x, w, bias, *, requant, x_zp, w_zp, out_spec, fmt, overflow, order, bias_at,
@@ -120,9 +152,11 @@ def fused(op: str, x, w, bias, *, requant, x_zp, w_zp, out_spec, fmt, overflow, 
     b32 = None if bias is None else np.ascontiguousarray(bias, np.int32)
     geometry = (int(kh), int(kw), int(n_out), int(out_hw[0]), int(out_hw[1]), int(stride[0]), int(stride[1]),
                 int(dilation[0]), int(dilation[1]), int(pads[0][0]), int(pads[1][0]))
+    m_rows = int(x4.shape[0]) * int(out_hw[0]) * int(out_hw[1])
+    acc_buf = _POOL.take((m_rows, int(n_out))) if (need_acc or rq is None) else None
     res = _k.run(np.ascontiguousarray(x4), np.ascontiguousarray(w).reshape(-1), b32, geometry, depthwise,
                  int(x_zp), mode, word, int(bias_at == "init"), rq, int(lo), int(hi), int(impl), bool(need_acc),
-                 order == "sequential" and word <= 31)
+                 order == "sequential" and word <= 31, acc_buf)
     if res is None:
         return None
     acc, out, overflows, above, below = res

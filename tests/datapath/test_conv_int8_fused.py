@@ -410,3 +410,25 @@ def test_add_table_matches_big_integer_model(seed, kind, broadcast):
         general = quantized_add(x1, x2, scale1=s1, zp1=z1, scale2=s2, zp2=z2, out_scale=so, out_zp=zo,
                                 act_min=lo, act_max=hi, rounding=kind)
     np.testing.assert_array_equal(general, got)
+
+
+def test_reused_accumulator_buffers_never_change_what_a_caller_holds():
+    rng = np.random.default_rng(11)
+    w = rng.integers(-128, 128, (9, 3, 3, 5)).astype(np.int8)
+    rq = Requantizer.tflite(0.02, 0.005, 0.5, kind="single")
+    kw = dict(requant=rq, x_zp=0, out_zp=0, acc=16, overflow="saturate", padding="SAME")
+    xs = [rng.integers(-128, 128, (4, 6, 6, 5)).astype(np.int8) for _ in range(3)]
+    first = quantized_conv2d(xs[0], w, None, **kw)
+    kept_acc, kept_copy = first.acc, first.acc.copy()
+    view = quantized_conv2d(xs[1], w, None, **kw).acc[1:3]     # only a view of the second one is held
+    view_copy = view.copy()
+    del first
+    for x in xs:                                               # later runs reuse only released buffers
+        again = quantized_conv2d(x, w, None, **kw)
+        assert not np.shares_memory(again.acc, kept_acc) and not np.shares_memory(again.acc, view)
+    np.testing.assert_array_equal(kept_acc, kept_copy)
+    np.testing.assert_array_equal(view, view_copy)
+    a1 = quantized_conv2d(xs[2], w, None, **kw).acc
+    a2 = quantized_conv2d(xs[2], w, None, **kw).acc
+    assert not np.shares_memory(a1, a2)
+    np.testing.assert_array_equal(a1, a2)
