@@ -36,10 +36,10 @@ def have_avx512() -> bool:
 
 def run(const int8_t[:, :, :, ::1] x, const int8_t[::1] w, object bias, tuple geometry, int depthwise,
         int x_zp, int mode, int word, int bias_init, object rq, int lo, int hi, int impl, bint want_acc=True,
-        bint peradd_ok=True, object acc_buf=None):
+        bint peradd_ok=True, object acc_buf=None, object out_buf=None):
     """``(acc [M, O] int64 or None, out [M, O] int8 or None, overflows, above, below)``, or None when the
     layer can overflow and ``peradd_ok`` is False (or ``word`` > 31): the kernel does not model it.
-    ``acc_buf``: an int64 C-contiguous [M, O] array to write the accumulators into (else a new one).
+    ``acc_buf``, ``out_buf``: int64 / int8 C-contiguous [M, O] arrays to write into (else new ones).
 
     ``geometry = (KH, KW, O, OH, OW, sh, sw, dh, dw, pt, pl)``; ``w`` flattened (dense [O, KH, KW, C],
     depthwise [KH, KW, C]); ``bias`` int32 [O] or None; ``rq`` None or four int64 [O] arrays
@@ -76,7 +76,7 @@ def run(const int8_t[:, :, :, ::1] x, const int8_t[::1] w, object bias, tuple ge
         if rq[2] is not None:
             n_ = rq[2]
             P.rq_nudge = &n_[0]
-        out = np.empty((M, P.O), np.int8)
+        out = np.empty((M, P.O), np.int8) if out_buf is None else out_buf
         outv = out
         outp = &outv[0, 0]
     counts[0] = counts[1] = counts[2] = 0

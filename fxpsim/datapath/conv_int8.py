@@ -71,29 +71,30 @@ def _requant_constants(requant, bits: int, zp: int, n_out: int):
 
 
 class _Pool:
-    """Reusable int64 accumulator buffers (the traces' ``acc``): a buffer is handed out again only when this
-    pool holds its sole reference (whoever received it, or any view of it, has let it go), so a caller can
-    never see its array change; it saves the page faults of fresh allocations on every traced run.  At
-    most ``limit`` bytes are kept."""
+    """Reusable output buffers (the int8 outputs and the traces' int64 ``acc``): a buffer is handed out again
+    only when this pool holds its sole reference (whoever received it, or any view of it, has let it go), so
+    a caller never sees its array change; it saves the page faults (zeroing) of fresh allocations on every
+    run.  At most ``limit`` bytes are kept."""
 
     def __init__(self, limit: int = 1 << 29):
         self.limit, self.free, self.lock = limit, {}, threading.Lock()
 
-    def take(self, shape) -> np.ndarray:
-        n = int(np.prod(shape))
+    def take(self, shape, dtype) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape)) * dtype.itemsize
+        key = (nbytes, dtype.str)
         with self.lock:
-            for buf in self.free.get(n, ()):
+            for buf in self.free.get(key, ()):
                 if sys.getrefcount(buf) == 3:       # the list, the loop variable, getrefcount's argument
                     return buf.reshape(shape)
-            if n * 8 * 2 > self.limit:
-                return np.empty(shape, np.int64)
-            bufs = self.free.setdefault(n, [])
-            total = sum(b.nbytes for v in self.free.values() for b in v)
-            while bufs and total + n * 8 > self.limit:    # keep the pool under its limit
-                total -= bufs.pop(0).nbytes
-            buf = np.empty(n, np.int64)
-            if total + n * 8 <= self.limit:
-                bufs.append(buf)
+            buf = np.empty(nbytes // dtype.itemsize, dtype)   # the owner: every view of it references it
+            if 2 * nbytes <= self.limit:
+                bufs = self.free.setdefault(key, [])
+                total = sum(b.nbytes for v in self.free.values() for b in v)
+                while bufs and total + nbytes > self.limit:    # keep the pool under its limit
+                    total -= bufs.pop(0).nbytes
+                if total + nbytes <= self.limit:
+                    bufs.append(buf)
             return buf.reshape(shape)
 
 
@@ -153,10 +154,11 @@ def fused(op: str, x, w, bias, *, requant, x_zp, w_zp, out_spec, fmt, overflow, 
     geometry = (int(kh), int(kw), int(n_out), int(out_hw[0]), int(out_hw[1]), int(stride[0]), int(stride[1]),
                 int(dilation[0]), int(dilation[1]), int(pads[0][0]), int(pads[1][0]))
     m_rows = int(x4.shape[0]) * int(out_hw[0]) * int(out_hw[1])
-    acc_buf = _POOL.take((m_rows, int(n_out))) if (need_acc or rq is None) else None
+    acc_buf = _POOL.take((m_rows, int(n_out)), np.int64) if (need_acc or rq is None) else None
+    out_buf = None if rq is None else _POOL.take((m_rows, int(n_out)), np.int8)
     res = _k.run(np.ascontiguousarray(x4), np.ascontiguousarray(w).reshape(-1), b32, geometry, depthwise,
                  int(x_zp), mode, word, int(bias_at == "init"), rq, int(lo), int(hi), int(impl), bool(need_acc),
-                 order == "sequential" and word <= 31, acc_buf)
+                 order == "sequential" and word <= 31, acc_buf, out_buf)
     if res is None:
         return None
     acc, out, overflows, above, below = res

@@ -420,13 +420,16 @@ def test_reused_accumulator_buffers_never_change_what_a_caller_holds():
     xs = [rng.integers(-128, 128, (4, 6, 6, 5)).astype(np.int8) for _ in range(3)]
     first = quantized_conv2d(xs[0], w, None, **kw)
     kept_acc, kept_copy = first.acc, first.acc.copy()
+    kept_out, kept_out_copy = first.out[0], first.out[0].copy()     # a view of the int8 output
     view = quantized_conv2d(xs[1], w, None, **kw).acc[1:3]     # only a view of the second one is held
     view_copy = view.copy()
     del first
     for x in xs:                                               # later runs reuse only released buffers
         again = quantized_conv2d(x, w, None, **kw)
         assert not np.shares_memory(again.acc, kept_acc) and not np.shares_memory(again.acc, view)
+        assert not np.shares_memory(again.out, kept_out)
     np.testing.assert_array_equal(kept_acc, kept_copy)
+    np.testing.assert_array_equal(kept_out, kept_out_copy)
     np.testing.assert_array_equal(view, view_copy)
     a1 = quantized_conv2d(xs[2], w, None, **kw).acc
     a2 = quantized_conv2d(xs[2], w, None, **kw).acc
