@@ -44,6 +44,9 @@ cdef extern from "_accumulate.h" nogil:
                            int64_t* cnt, int64_t* scratch, Py_ssize_t nrows, Py_ssize_t K, Py_ssize_t N,
                            int mode, int64_t lo, int64_t hi, int sh)
     int fxa_have_clones()
+    int fxa_vnni_level()
+    void fxa_vnni16_rows(const int32_t* a, Py_ssize_t lda, const int32_t* bh, const int32_t* bl, int64_t* out,
+                         Py_ssize_t ldo, Py_ssize_t nrows, Py_ssize_t KP, Py_ssize_t nslab2)
     int fxa_i16_level()
     void fxa_mac_rows_u64(const uint64_t* a, const uint64_t* b, const uint64_t* init, int64_t* out,
                           int64_t* cnt, Py_ssize_t nrows, Py_ssize_t K, Py_ssize_t N, int mode,
@@ -428,6 +431,34 @@ def mac_wrap64(const uint64_t[:, ::1] a, const uint64_t[:, ::1] b, int64_t[:, ::
         nr = min(chunk, (c // per_batch) * M + M - r)
         fxa_mac_rows_u64(&a[r, 0] if K > 0 else NULL, &b[r // M, 0] if K > 0 else NULL, NULL,
                          &out[r, 0], NULL, nr, K, N, FXA_EXACT, 0, 0, 0)
+
+
+def vnni_level():
+    """1 when this CPU has AVX512-VNNI (and the kernel was compiled), else 0."""
+    return fxa_vnni_level()
+
+
+def mac_vnni16(const int32_t[:, ::1] a, const int32_t[:, :, ::1] bh, const int32_t[:, :, ::1] bl,
+               int64_t[:, ::1] out, int nthreads):
+    """out[r, :32 S] += sum_k a[r, k] b[k, :] exactly, for int16 data (``vpdpwssd``).
+
+    ``a``: [R, KP] int32, each the int16 pair (a[2k], a[2k+1]) (K padded to even with 0);
+    ``bh``, ``bl``: [2S, KP, 16] int32 pairs of b's high (``(b - bl) >> 8``) and low (``b & 255``) parts,
+    slabs of 16 columns (N padded with zero columns to 32 S); ``out``: [R, >= 32 S] int64, added to.
+    Needs ``vnni_level()``; rows are split between threads (each output is written by one).
+    """
+    cdef Py_ssize_t R = a.shape[0], KP = a.shape[1], S2 = bh.shape[0] // 2, c, r, nr, chunk = 64
+    if not fxa_vnni_level():
+        raise RuntimeError("mac_vnni16: this CPU has no AVX512-VNNI")
+    if bh.shape[0] != bl.shape[0] or bh.shape[0] % 2 or bh.shape[1] != KP or bl.shape[1] != KP \
+            or bh.shape[2] != 16 or bl.shape[2] != 16 or out.shape[0] != R or out.shape[1] < 32 * S2:
+        raise ValueError("mac_vnni16: shapes do not match")
+    if R == 0 or S2 == 0 or KP == 0:
+        return
+    for c in prange((R + chunk - 1) // chunk, nogil=True, schedule="dynamic", num_threads=nthreads):
+        r = c * chunk
+        nr = min(chunk, R - r)
+        fxa_vnni16_rows(&a[r, 0], KP, &bh[0, 0, 0], &bl[0, 0, 0], &out[r, 0], out.shape[1], nr, KP, S2)
 
 
 cdef inline int64_t aligned_product(int64_t x, int64_t y, int shift, int rnd) noexcept nogil:

@@ -74,6 +74,9 @@ _COUNT_SCRATCH_BYTES = 1 << 26  # overflow counts up to this size reuse a per-th
 last_path = ""
 _SIMD16 = _k.simd16_level() > 0      # 16-bit-lane kernel usable on this CPU
 _SIMD512 = _k.simd16_level() >= 2    # the AVX-512BW kernels (16-bit and int16-operand 32-bit lanes)
+_VNNI = _k.vnni_level() > 0         # AVX512-VNNI: exact int16 sums (vpdpwssd), see _vnni_sums
+_VNNI_MIN_ROWS = 16                 # fewer output rows: packing b costs more than the products
+_VNNI_THREAD_MACS = 1 << 25         # fewer MACs: one thread (a parallel region costs more)
 _FAST_MODES = {
     Overflow.SATURATE: _k.FAST_SATURATE, Overflow.ERROR: _k.FAST_SATURATE,
     Overflow.SATURATE_SYMMETRIC: _k.FAST_SATURATE, Overflow.SATURATE_ZERO: _k.FAST_ZERO,
@@ -358,8 +361,9 @@ def _exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, threads, mod64=False):
     reduced modulo 2^W once equals the per-add wrapped accumulator of any width W <= 64).
 
     Float BLAS computes sums that are exact in any summation order: float32 while the partial sums of a
-    K chunk stay within 2^24, float64 within 2^53 (chunk sums added in int64, wrapping); otherwise an
-    unsigned 64-bit integer kernel (``mac_wrap64``).
+    K chunk stay within 2^24; int16 operands beyond that, on a CPU with AVX512-VNNI: exact integer sums
+    (``_vnni_sums``); float64 within 2^53 (chunk sums added in int64, wrapping); otherwise an unsigned 64-bit
+    integer kernel (``mac_wrap64``).
     """
     nb, m, kk = a3.shape
     n = b3.shape[2]
@@ -369,16 +373,23 @@ def _exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, threads, mod64=False):
     small = nb * m * kk * n <= _SMALL_EXACT and threads == 1
     exact_k32 = (1 << 24) // pmax if pmax else kk       # products per chunk exact in float32 / float64
     exact_k64 = (1 << 53) // pmax if pmax else kk
+    # float32 (twice float64's speed) when all of K is exact in it, or in chunks big enough that the
+    # extra BLAS calls and int64 additions cost nothing (long-K, few-column products stay float64)
+    f32_chunks_ok = exact_k32 >= kk or (exact_k32 >= _MIN_BLAS_CHUNK and nb * m * n * exact_k32 >= _F32_CHUNK_MACS)
+    f32 = f32_chunks_ok and max(amax, bmax) <= 1 << 24
     if kk * pmax <= _I32 and max(amax, bmax) <= _I32 and small and not mod64:
         last_path = "exact32"  # see _SMALL_EXACT
         out, _ = _run_sequential(_k.mac_fast, a3, b3, rpb, None, 0, np.int32, _k.FAST_EXACT, 0, 0, 0, threads,
                                  counts=False)
         out = out.reshape(nb, m, n)
+    elif (_VNNI and not f32 and nb * m >= _VNNI_MIN_ROWS and n and kk and _fits_int16(a_rng)
+          and _fits_int16(b_rng) and kk < 1 << 32):
+        # int16 operands whose sums float32 cannot hold (in K chunks worth a BLAS call): exact integer sums
+        # at several times float64 BLAS's rate (two vpdpwssd streams, b split into high and low bytes)
+        last_path = "vnni16"
+        out = _vnni_sums(a3, b3, threads)
     elif min(exact_k64, kk) >= min(kk, _MIN_BLAS_CHUNK) and max(amax, bmax) <= 1 << 53:
-        # float32 (twice float64's speed) when all of K is exact in it, or in chunks big enough that the
-        # extra BLAS calls and int64 additions cost nothing (long-K, few-column products stay float64)
-        f32_chunks_ok = exact_k32 >= kk or (exact_k32 >= _MIN_BLAS_CHUNK and nb * m * n * exact_k32 >= _F32_CHUNK_MACS)
-        ftype = np.float32 if f32_chunks_ok and max(amax, bmax) <= 1 << 24 else np.float64
+        ftype = np.float32 if f32 else np.float64
         exact_k = max(1, min(kk, exact_k32 if ftype is np.float32 else exact_k64))
         last_path = f"blas{np.dtype(ftype).itemsize * 8}"
         # float copies of a and b: K in chunks when they would exceed the temporaries' limit or the float
@@ -422,6 +433,60 @@ def _exact_sums(a3, b3, rpb, shift, init3, a_rng, b_rng, threads, mod64=False):
         out += init3
     return out
 
+
+def _fits_int16(rng) -> bool:
+    return -(1 << 15) <= rng[0] and rng[1] < 1 << 15
+
+
+def _vnni_pairs_b(b2: np.ndarray):
+    """b [K, N] (int16 values) -> its high and low parts ``(b - (b & 255)) >> 8`` and ``b & 255`` as
+    ``mac_vnni16`` reads them: [N' / 16, K' / 2, 16] int32 pairs of k, K' even, N' a multiple of 32."""
+    k, n = b2.shape
+    kp, npad = (k + 1) // 2, -(-n // 32) * 32
+    # [slab, kp, 16 columns, 2 (k even / odd)] int16, filled from b in one strided copy each
+    low = np.zeros((npad // 16, kp, 16, 2), np.int16)
+    src = np.zeros((2 * kp, npad), np.int16) if (k % 2 or n != npad) else None
+    if src is not None:
+        src[:k, :n] = b2
+    else:
+        src = b2 if b2.dtype == np.int16 else b2.astype(np.int16)
+    low[...] = src.reshape(kp, 2, npad // 16, 16).transpose(2, 0, 3, 1)
+    high = low >> 8                                     # (b - (b & 255)) >> 8 == b >> 8 (arithmetic)
+    low &= np.int16(255)
+    return high.view(np.int32).reshape(npad // 16, kp, 16), low.view(np.int32).reshape(npad // 16, kp, 16), npad
+
+
+def _vnni_sums(a3, b3, threads):
+    """Exact int64 sums a @ b of int16-range operands by ``mac_vnni16`` ([nb, m, n])."""
+    nb, m, kk = a3.shape
+    n = b3.shape[2]
+    kp = (kk + 1) // 2
+    shared = b3.shape[0] == 1
+    rows = nb * m if shared else m
+    nthreads = 1 if nb * m * kk * n < _VNNI_THREAD_MACS else int(threads)
+    npad = -(-n // 32) * 32
+    out = np.zeros((nb, m, n), np.int64)
+    for i in range(1 if shared else nb):
+        high, low, _ = _vnni_pairs_b(b3[i])
+        a2 = a3.reshape(nb * m, kk) if shared else a3[i]
+        if a2.dtype == np.int16 and a2.flags.c_contiguous and kk % 2 == 0:
+            ap = a2
+        else:
+            ap = _scratch("vnni_a", (rows, 2 * kp), np.int16)
+            ap[:, :kk] = a2
+            ap[:, kk:] = 0
+        if npad == n:                                   # the kernel adds into the result itself
+            acc = out.reshape(nb * m, n) if shared else out[i]
+        else:
+            acc = _scratch("vnni_out", (rows, npad), np.int64)
+            acc.fill(0)
+        _k.mac_vnni16(ap.view(np.int32), high, low, acc, nthreads)
+        if npad != n:
+            if shared:
+                out.reshape(nb * m, n)[...] = acc[:, :n]
+            else:
+                out[i] = acc[:, :n]
+    return out
 
 def _wrap64_kernel(a2, bs, ini, out, cnt, rpb, mode, lo, hi, sh, nthreads):
     """``mac_wrap64`` in the calling convention of ``_run_sequential`` (int64 lanes; K chunks add up through
