@@ -64,6 +64,8 @@ typedef struct {
     int impl;               /* 0: fastest available, 1: portable scalar only */
     int peradd_ok;          /* per-add fitting may be modelled (sequential order, word <= 31) */
     int mult32;             /* set by fxc_run: every rq_mult fits int32 (one vpmuldq per 8 lanes) */
+    const int64_t *rq16;    /* set by fxc_run: the constants in even/odd lane pairs, per 16 channels
+                               [mult, add, nudge, shift] x [even, odd] x 8, when every y fits int32; or NULL */
 } fxc_params;
 
 /* ------------------------------------------------------------------ portable kernel */
@@ -199,13 +201,75 @@ FXC_T512 static FXC_INL void fxc_rq8(const fxc_params *P, __m512i a, ptrdiff_t o
     _mm512_mask_cvtepi64_storeu_epi8(dst, k, y);
 }
 
-/* Emit len (<= 64) final accumulators v of pixel m, channels o0..: store them (acc_out) and/or their
- * output codes (out; counts[1], counts[2] += above, below). */
+/* The output stage of 16 accumulators (int32 lanes) of channels 16g.. (mask k) on 32-bit lanes: even and
+ * odd lanes each through one vpmuldq (int64 products), then back to int32 (every y fits int32, checked by
+ * fxc_run); counts in na / nb (int32 lanes). */
+FXC_T512 static FXC_INL void fxc_rq16(const fxc_params *P, __m512i a, ptrdiff_t g, __mmask16 k, int8_t *dst,
+                                      __m512i *na, __m512i *nb)
+{
+    const int64_t *c = P->rq16 + g * 64;
+    const __m512i ve = _mm512_mul_epi32(a, _mm512_loadu_si512((const void *)c));
+    const __m512i vo = _mm512_mul_epi32(_mm512_srli_epi64(a, 32), _mm512_loadu_si512((const void *)(c + 8)));
+    __m512i ye = _mm512_add_epi64(ve, _mm512_loadu_si512((const void *)(c + 16)));
+    __m512i yo = _mm512_add_epi64(vo, _mm512_loadu_si512((const void *)(c + 24)));
+    if (P->rq_nudge) {
+        const __m512i h = _mm512_set1_epi64(INT64_C(1) << 30), z = _mm512_setzero_si512();
+        ye = _mm512_mask_add_epi64(ye, _mm512_cmplt_epi64_mask(_mm512_add_epi64(ve, h), z), ye,
+                                   _mm512_loadu_si512((const void *)(c + 32)));
+        yo = _mm512_mask_add_epi64(yo, _mm512_cmplt_epi64_mask(_mm512_add_epi64(vo, h), z), yo,
+                                   _mm512_loadu_si512((const void *)(c + 40)));
+    }
+    ye = _mm512_srav_epi64(ye, _mm512_loadu_si512((const void *)(c + 48)));
+    yo = _mm512_srav_epi64(yo, _mm512_loadu_si512((const void *)(c + 56)));
+    __m512i y = _mm512_mask_blend_epi32((__mmask16)0xAAAA, ye, _mm512_slli_epi64(yo, 32));
+    const __m512i lo = _mm512_set1_epi32(P->lo), hi = _mm512_set1_epi32(P->hi), one = _mm512_set1_epi32(1);
+    *na = _mm512_mask_add_epi32(*na, _mm512_mask_cmpgt_epi32_mask(k, y, hi), *na, one);
+    *nb = _mm512_mask_add_epi32(*nb, _mm512_mask_cmplt_epi32_mask(k, y, lo), *nb, one);
+    y = _mm512_min_epi32(_mm512_max_epi32(y, lo), hi);
+    _mm512_mask_cvtepi32_storeu_epi8(dst, k, y);
+}
+
+/* Clip counters of a kernel: above / below act_max / act_min in int32 (fxc_rq16) and int64 (fxc_rq8) lanes,
+ * reduced once at the end (fxc_cnt_flush). */
+typedef struct { __m512i a32, b32, a64, b64; } fxc_cnt;
+
+FXC_T512 static FXC_INL void fxc_cnt_init(fxc_cnt *c)
+{
+    c->a32 = c->b32 = c->a64 = c->b64 = _mm512_setzero_si512();
+}
+
+FXC_T512 static FXC_INL void fxc_cnt_flush(const fxc_cnt *c, int64_t *counts)
+{
+    const __m512i a = _mm512_add_epi64(_mm512_add_epi64(_mm512_cvtepu32_epi64(_mm512_castsi512_si256(c->a32)),
+                                                        _mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(c->a32, 1))), c->a64);
+    const __m512i b = _mm512_add_epi64(_mm512_add_epi64(_mm512_cvtepu32_epi64(_mm512_castsi512_si256(c->b32)),
+                                                        _mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(c->b32, 1))), c->b64);
+    counts[1] += _mm512_reduce_add_epi64(a);
+    counts[2] += _mm512_reduce_add_epi64(b);
+}
+
+/* Emit len (<= 64) final accumulators v of pixel m, channels o0.. (o0 a multiple of 16): store them
+ * (acc_out) and/or their output codes (out; the clips counted in cv). */
 FXC_T512 static FXC_INL void fxc_emit(const fxc_params *P, const int32_t *v, ptrdiff_t m, ptrdiff_t o0,
-                                      ptrdiff_t len, int64_t *acc_out, int8_t *out, int64_t *counts)
+                                      ptrdiff_t len, int64_t *acc_out, int8_t *out, fxc_cnt *cv)
 {
     const ptrdiff_t O = P->O;
-    __m512i na = _mm512_setzero_si512(), nb = _mm512_setzero_si512();
+    if (P->rq16) {
+        for (ptrdiff_t o = 0; o < len; o += 16) {
+            const ptrdiff_t l = len - o < 16 ? len - o : 16;
+            const __mmask16 k = (__mmask16)((1u << l) - 1u);
+            const __m512i a = _mm512_maskz_loadu_epi32(k, v + o);
+            if (acc_out) {
+                int64_t *d = acc_out + m * O + o0 + o;
+                _mm512_mask_storeu_epi64(d, (__mmask8)(k & 0xFF), _mm512_cvtepi32_epi64(_mm512_castsi512_si256(a)));
+                if (l > 8)
+                    _mm512_mask_storeu_epi64(d + 8, (__mmask8)(k >> 8), _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(a, 1)));
+            }
+            if (out)
+                fxc_rq16(P, a, (o0 + o) / 16, k, out + m * O + o0 + o, &cv->a32, &cv->b32);
+        }
+        return;
+    }
     for (ptrdiff_t o = 0; o < len; o += 8) {
         const ptrdiff_t l = len - o < 8 ? len - o : 8;
         const __mmask8 k = (__mmask8)((1u << l) - 1u);
@@ -213,11 +277,7 @@ FXC_T512 static FXC_INL void fxc_emit(const fxc_params *P, const int32_t *v, ptr
         if (acc_out)
             _mm512_mask_storeu_epi64(acc_out + m * O + o0 + o, k, a);
         if (out)
-            fxc_rq8(P, a, o0 + o, k, out + m * O + o0 + o, &na, &nb);
-    }
-    if (out) {
-        counts[1] += _mm512_reduce_add_epi64(na);
-        counts[2] += _mm512_reduce_add_epi64(nb);
+            fxc_rq8(P, a, o0 + o, k, out + m * O + o0 + o, &cv->a64, &cv->b64);
     }
 }
 
@@ -265,6 +325,8 @@ FXC_T512 static void fxc_dense_vnni(const fxc_params *P, const int8_t *xb, const
 {
     const ptrdiff_t O = P->O, M = P->N * P->OH * P->OW, nob = (O + 63) / 64;
     int32_t tmp[8 * 64] __attribute__((aligned(64)));
+    fxc_cnt cv;
+    fxc_cnt_init(&cv);
     const int MR = O <= 32 ? 8 : 4;
     for (ptrdiff_t m0 = 0; m0 < M; m0 += MR) {
         const ptrdiff_t mr = M - m0 < MR ? M - m0 : MR;
@@ -291,10 +353,11 @@ FXC_T512 static void fxc_dense_vnni(const fxc_params *P, const int8_t *xb, const
                     const __m512i c = _mm512_loadu_si512((const void *)(corr + o0 + 16 * j));
                     _mm512_storeu_si512((void *)(v + 16 * j), _mm512_sub_epi32(_mm512_loadu_si512((const void *)(v + 16 * j)), c));
                 }
-                fxc_emit(P, v, m0 + r, o0, len, acc_out, out, counts);
+                fxc_emit(P, v, m0 + r, o0, len, acc_out, out, &cv);
             }
         }
     }
+    fxc_cnt_flush(&cv, counts);
 }
 
 /* One per-add step on 32 int16 lanes: s = saturating, w = wrapping sum; a lane overflowed iff they differ. */
@@ -367,6 +430,8 @@ FXC_T512 static int64_t fxc_dense_p16(const fxc_params *P, const int16_t *xs, co
     int16_t tmp[4 * 64] __attribute__((aligned(64)));
     int32_t v32[64] __attribute__((aligned(64)));
     int64_t total = 0;
+    fxc_cnt cv;
+    fxc_cnt_init(&cv);
     for (ptrdiff_t m0 = 0; m0 < M; m0 += 4) {
         const ptrdiff_t mr = M - m0 < 4 ? M - m0 : 4;
         ptrdiff_t b4[4];
@@ -388,10 +453,11 @@ FXC_T512 static int64_t fxc_dense_p16(const fxc_params *P, const int16_t *xs, co
                 for (int j = 0; j < 2 * nv; j++)
                     _mm512_storeu_si512((void *)(v32 + 16 * j),
                                         _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)(tmp + r * 64 + 16 * j))));
-                fxc_emit(P, v32, m0 + r, o0, len, acc_out, out, counts);
+                fxc_emit(P, v32, m0 + r, o0, len, acc_out, out, &cv);
             }
         }
     }
+    fxc_cnt_flush(&cv, counts);
     return total;
 }
 
@@ -408,6 +474,8 @@ FXC_T512 static FXC_INL int64_t fxc_dw_body(const fxc_params *P, const int8_t *x
     const __m512i one = _mm512_set1_epi16(1), zx = _mm512_set1_epi16((int16_t)P->x_zp);
     __m512i ovsum = _mm512_setzero_si512();
     int64_t total = 0;
+    fxc_cnt cv;
+    fxc_cnt_init(&cv);
     /* a lane of ovsum gains at most 2 (T + 1) per 32-channel block: flush it before 2^30 */
     const ptrdiff_t flush = (ptrdiff_t)1 << 30 > 2 * (T + 1) * (Cp / 32) ? ((ptrdiff_t)1 << 30) / (2 * (T + 1) * (Cp / 32)) : 1;
     int32_t v32[32] __attribute__((aligned(64)));
@@ -469,10 +537,11 @@ FXC_T512 static FXC_INL int64_t fxc_dw_body(const fxc_params *P, const int8_t *x
 #undef FXC_DW_PRODUCT
             _mm512_store_si512((void *)v32, lo);
             _mm512_store_si512((void *)(v32 + 16), hi);
-            fxc_emit(P, v32, m, c0, len, acc_out, out, counts);
+            fxc_emit(P, v32, m, c0, len, acc_out, out, &cv);
         }
       }
     }
+    fxc_cnt_flush(&cv, counts);
     return total + _mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_castsi512_si256(ovsum)),
                                                             _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(ovsum, 1))));
 }
@@ -585,6 +654,7 @@ static int fxc_run(const fxc_params *P0, const int8_t *x, const int8_t *w, int64
 {
     fxc_params Pm = *P0;
     const fxc_params *P = &Pm;
+    int64_t accmax;                                   /* |accumulator| <= accmax */
     {   /* exact when max_o (max|x - zx| sum_k |w[o,k]| + |bias[o]|) bounds every partial sum inside the
            accumulator (and int32): no fit, no count, any order */
         const ptrdiff_t K = P->KH * P->KW * (P->depthwise ? 1 : P->C);
@@ -604,6 +674,8 @@ static int fxc_run(const fxc_params *P0, const int8_t *x, const int8_t *w, int64
             Pm.mode = FXC_EXACT;
         else if (!P->peradd_ok || P->word > 31)
             return 1;                                 /* not modelled: the caller runs its general path */
+        Pm.rq16 = NULL;
+        accmax = P->mode == FXC_EXACT ? bound : (INT64_C(1) << (P->word - 1));
     }
     Pm.mult32 = 1;
     for (ptrdiff_t o = 0; o < P->O && P->rq_mult; o++)
@@ -613,6 +685,30 @@ static int fxc_run(const fxc_params *P0, const int8_t *x, const int8_t *w, int64
         out = NULL;
 #if FXC_AVX512
     const int fast = P->impl == 0 && fxc_have_avx512();
+    int64_t *rq16 = NULL;
+    /* the 32-bit output stage when every y = R(a) + z fits int32 (and its int32 clip counters cannot wrap) */
+    if (fast && out && P->mult32 && M * ((O + 15) / 16) < (INT64_C(1) << 31)) {
+        int ok = 1;
+        for (ptrdiff_t o = 0; o < O && ok; o++) {
+            const __int128 m = P->rq_mult[o] < 0 ? -(__int128)P->rq_mult[o] : P->rq_mult[o];
+            const __int128 ad = P->rq_add[o] < 0 ? -(__int128)P->rq_add[o] : P->rq_add[o];
+            const __int128 nu = P->rq_nudge ? (P->rq_nudge[o] < 0 ? -(__int128)P->rq_nudge[o] : P->rq_nudge[o]) : 0;
+            const __int128 ymax = ((m * accmax + ad + nu + (1 << 30)) >> P->rq_shift[o]) + 1;
+            ok = ymax < ((__int128)1 << 31) - 1 && P->rq_shift[o] >= 0 && P->rq_shift[o] < 64;
+        }
+        const ptrdiff_t ng = (O + 15) / 16;
+        rq16 = ok ? (int64_t *)calloc((size_t)(ng * 64), sizeof(int64_t)) : NULL;
+        if (rq16) {
+            for (ptrdiff_t o = 0; o < O; o++) {
+                int64_t *c = rq16 + (o / 16) * 64 + ((o % 16) & 1) * 8 + (o % 16) / 2;
+                c[0] = P->rq_mult[o];
+                c[16] = P->rq_add[o];
+                c[32] = P->rq_nudge ? P->rq_nudge[o] : 0;
+                c[48] = P->rq_shift[o];
+            }
+            Pm.rq16 = rq16;
+        }
+    }
     const ptrdiff_t Hp = (P->OH - 1) * P->sh + (P->KH - 1) * P->dh + 1;
     const ptrdiff_t Wp = (P->OW - 1) * P->sw + (P->KW - 1) * P->dw + 1;
     const int dense_exact = fast && !P->depthwise && P->mode == FXC_EXACT;
@@ -624,7 +720,7 @@ static int fxc_run(const fxc_params *P0, const int8_t *x, const int8_t *w, int64
         const ptrdiff_t C4 = dense_exact ? (C + 3) / 4 * 4 : C;
         const ptrdiff_t Hb = direct ? P->H : Hp, Wb = direct ? P->W : Wp;
         ptrdiff_t *base = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * (size_t)(M + T));
-        if (!base) return -1;
+        if (!base) { free(rq16); return -1; }
         ptrdiff_t *tapoff = base + M;
         fxc_bases(P, base, Hb, Wb, C4);
         for (ptrdiff_t i = 0; i < P->KH; i++)
@@ -636,7 +732,7 @@ static int fxc_run(const fxc_params *P0, const int8_t *x, const int8_t *w, int64
             int8_t *xb = direct ? NULL : (int8_t *)malloc((size_t)(P->N * Hp * Wp * C4) + 64);
             int8_t *wq = (int8_t *)calloc((size_t)(nob * T * Q * 256), 1);
             int32_t *corr = (int32_t *)calloc((size_t)(nob * 64), sizeof(int32_t));
-            if ((!direct && !xb) || !wq || !corr) { free(xb); free(wq); free(corr); free(base); return -1; }
+            if ((!direct && !xb) || !wq || !corr) { free(xb); free(wq); free(corr); free(base); free(rq16); return -1; }
             if (!direct)
                 fxc_pad_i8(P, x, xb, Hp, Wp, C4, (int8_t)P->x_zp);
             for (ptrdiff_t o = 0; o < O; o++) {
@@ -657,7 +753,7 @@ static int fxc_run(const fxc_params *P0, const int8_t *x, const int8_t *w, int64
             int16_t *w16 = (int16_t *)calloc((size_t)(T * Cp), sizeof(int16_t));
             int16_t *b16 = (int16_t *)calloc((size_t)Cp, sizeof(int16_t));
             ptrdiff_t *tt = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * (size_t)(2 * T));
-            if (!w16 || !b16 || !tt) { free(w16); free(b16); free(tt); free(base); return -1; }
+            if (!w16 || !b16 || !tt) { free(w16); free(b16); free(tt); free(base); free(rq16); return -1; }
             /* per-add (W = 16): the bias is in the 16-bit range (checked by the caller); the exact sums add
                the int32 bias themselves */
             for (ptrdiff_t o = 0; o < O && P->bias && P->mode != FXC_EXACT; o++)
@@ -672,7 +768,7 @@ static int fxc_run(const fxc_params *P0, const int8_t *x, const int8_t *w, int64
             int16_t *xs = direct16 ? NULL : (int16_t *)malloc(sizeof(int16_t) * (size_t)(P->N * Hp * Wp * C + 32));
             int16_t *w16 = (int16_t *)calloc((size_t)(nob * T * C * 64), sizeof(int16_t));
             int16_t *b16 = (int16_t *)calloc((size_t)(nob * 64), sizeof(int16_t));
-            if ((!direct16 && !xs) || !w16 || !b16) { free(xs); free(w16); free(b16); free(base); return -1; }
+            if ((!direct16 && !xs) || !w16 || !b16) { free(xs); free(w16); free(b16); free(base); free(rq16); return -1; }
             if (direct16) {   /* windows index the input itself */
                 fxc_bases(P, base, P->H, P->W, C);
                 for (ptrdiff_t i = 0; i < P->KH; i++)
@@ -690,8 +786,11 @@ static int fxc_run(const fxc_params *P0, const int8_t *x, const int8_t *w, int64
             free(xs); free(w16); free(b16);
         }
         free(base);
+        free(rq16);
         return 0;
     }
+    free(rq16);
+    Pm.rq16 = NULL;
 #endif
     int32_t *wt = (int32_t *)malloc(sizeof(int32_t) * (size_t)(T * C * (P->depthwise ? 1 : O)) + 4);
     int32_t *scratch = (int32_t *)malloc(sizeof(int32_t) * (size_t)(2 * O) + 8);
