@@ -233,8 +233,11 @@ def _provably_exact(graph, x, configs: list, is_graph: bool):
             continue
         ref = max(members, key=lambda i: (configs[i].accumulator_bits, -i))
         rc = configs[ref]
-        net = graph if is_graph else convert(graph, rc)
-        need = _node_needs(net, exact_widths(net, x, rc))
+        try:
+            net = graph if is_graph else convert(graph, rc)
+            need = _node_needs(net, exact_widths(net, x, rc))
+        except Exception:               # the point itself fails: its own run reports why, nothing reused
+            continue
         if need is None:
             continue
         clipped = any(int(v) for v in net.meta.get("bias_clipped", {}).values())
