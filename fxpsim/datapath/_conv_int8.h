@@ -350,6 +350,7 @@ static int fxc_run(const fxc_params *P0, const int8_t *x, const int8_t *w, int64
         }
         free(base);
         free(rq16);
+        _mm_sfence();                                 /* order the streaming stores before returning */
         return 0;
     }
     free(rq16);

@@ -90,9 +90,17 @@ FXC_T512 static FXC_INL void fxc_emit(const fxc_params *P, const int32_t *v, ptr
             const __m512i a = _mm512_maskz_loadu_epi32(k, v + o);
             if (acc_out) {
                 int64_t *d = acc_out + m * O + o0 + o;
-                _mm512_mask_storeu_epi64(d, (__mmask8)(k & 0xFF), _mm512_cvtepi32_epi64(_mm512_castsi512_si256(a)));
-                if (l > 8)
-                    _mm512_mask_storeu_epi64(d + 8, (__mmask8)(k >> 8), _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(a, 1)));
+                const __m512i a0 = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(a));
+                const __m512i a1 = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(a, 1));
+                if (l == 16 && ((uintptr_t)d & 63) == 0) {   /* whole cache lines: streaming stores (the
+                                                                 accumulators are not read back here) */
+                    _mm512_stream_si512((void *)d, a0);
+                    _mm512_stream_si512((void *)(d + 8), a1);
+                } else {
+                    _mm512_mask_storeu_epi64(d, (__mmask8)(k & 0xFF), a0);
+                    if (l > 8)
+                        _mm512_mask_storeu_epi64(d + 8, (__mmask8)(k >> 8), a1);
+                }
             }
             if (out)
                 fxc_rq16(P, a, (o0 + o) / 16, k, out + m * O + o0 + o, &cv->a32, &cv->b32);
@@ -103,8 +111,13 @@ FXC_T512 static FXC_INL void fxc_emit(const fxc_params *P, const int32_t *v, ptr
         const ptrdiff_t l = len - o < 8 ? len - o : 8;
         const __mmask8 k = (__mmask8)((1u << l) - 1u);
         const __m512i a = _mm512_cvtepi32_epi64(_mm256_maskz_loadu_epi32(k, v + o));
-        if (acc_out)
-            _mm512_mask_storeu_epi64(acc_out + m * O + o0 + o, k, a);
+        if (acc_out) {
+            int64_t *d = acc_out + m * O + o0 + o;
+            if (l == 8 && ((uintptr_t)d & 63) == 0)
+                _mm512_stream_si512((void *)d, a);
+            else
+                _mm512_mask_storeu_epi64(d, k, a);
+        }
         if (out)
             fxc_rq8(P, a, o0 + o, k, out + m * O + o0 + o, &cv->a64, &cv->b64);
     }

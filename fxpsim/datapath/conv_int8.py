@@ -84,17 +84,21 @@ class _Pool:
         nbytes = int(np.prod(shape)) * dtype.itemsize
         key = (nbytes, dtype.str)
         with self.lock:
-            for buf in self.free.get(key, ()):
-                if sys.getrefcount(buf) == 3:       # the list, the loop variable, getrefcount's argument
+            for owner, buf in self.free.get(key, ()):
+                # free when only this pool refers to the owner (the list's tuple, the loop variable,
+                # getrefcount's argument) and to the aligned view (the tuple, the loop variable, the argument)
+                if sys.getrefcount(owner) == 4 and sys.getrefcount(buf) == 3:
                     return buf.reshape(shape)
-            buf = np.empty(nbytes // dtype.itemsize, dtype)   # the owner: every view of it references it
+            owner = np.empty(nbytes + 64, np.uint8)           # the owner: every view of it references it
+            start = -owner.ctypes.data % 64                    # 64-byte aligned (whole cache lines)
+            buf = owner[start:start + nbytes].view(dtype)
             if 2 * nbytes <= self.limit:
                 bufs = self.free.setdefault(key, [])
-                total = sum(b.nbytes for v in self.free.values() for b in v)
+                total = sum(b.nbytes for v in self.free.values() for _, b in v)
                 while bufs and total + nbytes > self.limit:    # keep the pool under its limit
-                    total -= bufs.pop(0).nbytes
+                    total -= bufs.pop(0)[1].nbytes
                 if total + nbytes <= self.limit:
-                    bufs.append(buf)
+                    bufs.append((owner, buf))
             return buf.reshape(shape)
 
 
