@@ -201,7 +201,8 @@ def layers(draw):
     kind = draw(st.sampled_from(["double", "single"]))
     per_channel = draw(st.booleans())
     sw = rng.uniform(0.001, 0.02, n_out) if per_channel else 0.005
-    out_scale = draw(st.sampled_from([0.05, 0.5, 5.0, 50.0, 500.0]))
+    # multipliers below 1 (the usual case) and above 1 (left shifts, products beyond int32 in the output stage)
+    out_scale = draw(st.sampled_from([0.00002, 0.0005, 0.05, 0.5, 5.0, 50.0, 500.0]))
     rq = Requantizer.tflite(0.02, sw, out_scale, kind=kind)
     lo = draw(st.integers(-128, 0))
     hi = draw(st.integers(lo, 127))
@@ -316,9 +317,19 @@ def test_bad_inputs_fall_back_or_raise_and_never_mutate(monkeypatch):
         np.testing.assert_array_equal(res.out, want.out)
     # a per-channel weight zero point, an int16 output, folding, tiling, a product shift: the general path
     for extra in (dict(w_zp=np.arange(5)), dict(out_dtype=np.int16), dict(zero_point="fold"), dict(tile_k=4),
-                  dict(product_shift=1), dict(order="tree", acc=16, overflow="saturate")):
-        _, taken = _with_impl(monkeypatch, 0, "conv2d", x, w, None, **{**kw, **extra})
+                  dict(product_shift=1), dict(order="tree", acc=16, overflow="saturate"),
+                  dict(acc=16, overflow="saturate_symmetric"), dict(acc=32, overflow="wrap", bias_at="init")):
+        args = (x, w, np.full(5, 2 ** 31 - 1000, np.int32) if extra.get("bias_at") else None)
+        _, taken = _with_impl(monkeypatch, 0, "conv2d", *args, **{**kw, **extra})
         assert not taken, extra
+        want_extra = _general(monkeypatch, "conv2d", *args, **{**kw, **extra})
+        got_extra = _call("conv2d", *args, **{**kw, **extra})
+        np.testing.assert_array_equal(got_extra.out, want_extra.out)
+        assert got_extra.overflows == want_extra.overflows
+    # a depth multiplier of 2: the general path
+    wdm = rng.integers(-128, 128, (1, 3, 3, 16)).astype(np.int8)
+    _, taken = _with_impl(monkeypatch, 0, "depthwise_conv2d", x, wdm, None, **kw)
+    assert not taken
     with pytest.raises(TypeError):
         quantized_conv2d(x.astype(np.float32), w, None, **kw)
     with pytest.raises(ValueError):
