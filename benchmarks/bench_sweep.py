@@ -122,6 +122,7 @@ def main():
     parser.add_argument("--no-loop", action="store_true", help="skip the naive loop")
     parser.add_argument("--no-memory", action="store_true", help="skip the memory measurement (a subprocess)")
     parser.add_argument("--no-full", action="store_true", help="skip the full-network sweeps")
+    parser.add_argument("--workers", type=int, default=None, help="node_sweep(workers=...) (default: its default)")
     args = parser.parse_args()
     import fxpsim
     from fxpsim.hardware.width_sweep import node_sweep
@@ -146,7 +147,7 @@ def main():
             t_inf = min(t_inf, best_time(lambda: graph.run(x), repeat=1))
             with blas_one():
                 t_inf = min(t_inf, best_time(lambda: graph.run(x), repeat=1))
-            t_sweep = min(t_sweep, best_time(lambda: node_sweep(graph, x), repeat=1))
+            t_sweep = min(t_sweep, best_time(lambda: node_sweep(graph, x, workers=args.workers), repeat=1))
         t_loop = float("nan")
         if not args.no_loop:
             t_loop = best_time(lambda: naive_loop(graph, x, loop_widths), repeat=1, budget=0)

@@ -18,7 +18,7 @@ redundant work:
   and neither does a saturated bias get further from them), so it leaves the per-add work for good; wrapping,
   saturation and ``saturate_zero`` overflow on exactly the same outputs (the first event is the first
   partial sum out of range), so each mode learns it on its own at no extra cost, and the modes of a node run
-  as separate tasks on a small thread pool (:data:`SWEEP_WORKERS`) while the exact inference goes on (the
+  as separate tasks on a small thread pool (``workers``) while the exact inference goes on (the
   kernels release the GIL and run on one thread each, so the numbers never depend on the threads);
 * ``overflow_at="end"``: the exact accumulators fitted once (no per-add work at all);
 * requantization (the node's own :func:`~fxpsim.graph.mac_ops.requantizer_for`) only for accumulators that
@@ -528,7 +528,7 @@ def _sweep_node(nd: _Node, widths, modes):
 
 
 def node_sweep(graph, x, widths=range(8, 33), overflows=("saturate", "wrap"), datapath=None, *,
-               nodes=None) -> NodeSweepResult:
+               nodes=None, workers: int | None = None) -> NodeSweepResult:
     """Per MAC node, every accumulator width and overflow mode, without running the node at every point.
 
     Parameters
@@ -549,6 +549,10 @@ def node_sweep(graph, x, widths=range(8, 33), overflows=("saturate", "wrap"), da
         whenever that accumulator cannot overflow there, which the sweep checks to skip the node's run).
     nodes : iterable of str, optional
         Only these MAC nodes (default all).
+    workers : int, optional
+        Threads sweeping nodes (one task per node and overflow mode) while this thread runs the exact
+        inference; default :data:`SWEEP_WORKERS` (1: no pool).  More help where cores are idle; the numbers
+        never change, the memory grows (up to ``SWEEP_INFLIGHT`` nodes' data alive at once).
 
     Returns
     -------
@@ -566,7 +570,7 @@ def node_sweep(graph, x, widths=range(8, 33), overflows=("saturate", "wrap"), da
     if not modes:
         raise ValueError("overflows must name at least one overflow mode")
     with _one_blas_thread():
-        res = _node_sweep(graph, x, widths, modes, datapath, nodes)
+        res = _node_sweep(graph, x, widths, modes, datapath, nodes, _workers(workers))
     res.seconds = time.perf_counter() - t0
     return res
 
@@ -583,26 +587,30 @@ def _one_blas_thread():
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def _workers() -> int:
+def _workers(workers) -> int:
     """Threads that sweep nodes while the exact inference goes on (the per-add kernels release the GIL;
     each call then runs on one thread, so the thread count never changes a number)."""
+    workers = SWEEP_WORKERS if workers is None else workers
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive int, got {workers!r}")
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):          # pragma: no cover - not Linux
         cores = os.cpu_count() or 1
-    return max(1, min(SWEEP_WORKERS, cores))
+    return max(1, min(workers, cores))
 
 
-#: Most threads :func:`node_sweep` runs node x mode sweeps on (besides the one running the inference).
-SWEEP_WORKERS = 2
+#: Default ``workers`` of :func:`node_sweep`: 1, the sweep in the calling thread.  More threads overlap the
+#: modes of a node and the next node's inference; on the 2-core shared machine of this round's measurements
+#: that was no faster (MobileNetV2: 284 ms on one thread, 311 ms on two) and held more memory (61 vs 35 MiB).
+SWEEP_WORKERS = 1
 #: Nodes whose sweeps may be under way while the inference goes on (each holds its operands and exact sums).
 SWEEP_INFLIGHT = 2
 
 
-def _node_sweep(graph, x, widths, modes, datapath, nodes) -> NodeSweepResult:
+def _node_sweep(graph, x, widths, modes, datapath, nodes, workers) -> NodeSweepResult:
     want = None if nodes is None else set(nodes)
     res = NodeSweepResult()
-    workers = _workers()
     pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
     pending, inflight = [], []
     try:

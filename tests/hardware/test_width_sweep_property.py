@@ -5,7 +5,8 @@ chain, random zero points, biases and scales), picks datapath knobs (bias preloa
 sequential or tree order, overflow at every add or at the end, requantization scheme) and a few widths,
 and compares every record of :func:`node_sweep` with ``run_node`` on
 ``dataclasses.replace(datapath, accumulator_bits=W, accumulator_overflow=mode)`` fed the exact graph's
-tensors -- the same independent loop as ``test_node_sweep.py``, written again here.  ``exact_widths`` must
+tensors -- the same independent loop as ``test_node_sweep.py``, written again here (on one thread and on a pool of
+two: the numbers must not depend on it).  ``exact_widths`` must
 be a width from which that loop sees no overflow and no changed output.
 """
 from __future__ import annotations
@@ -80,15 +81,15 @@ def _loop(graph, x, datapath, widths, modes):
        with_bias=st.booleans(), wide_x=st.booleans(),
        bias_add=st.sampled_from(["after", "preload"]), order=st.sampled_from(["sequential", "tree"]),
        at=st.sampled_from(["add", "add", "end"]), scheme=st.sampled_from(["tflite-double", "tflite-single", "float"]),
-       widths=st.lists(st.integers(8, 32), min_size=1, max_size=4, unique=True))
+       widths=st.lists(st.integers(8, 32), min_size=1, max_size=4, unique=True), workers=st.sampled_from([1, 2]))
 def test_node_sweep_equals_every_width_run(seed, c_in, c_mid, k_dense, hw, batch, with_bias, wide_x, bias_add,
-                                           order, at, scheme, widths):
+                                           order, at, scheme, widths, workers):
     rng = np.random.default_rng(seed)
     graph = _graph(rng, c_in, c_mid, k_dense, hw, with_bias, wide_x)
     x = rng.integers(-128, 128, (batch, hw, hw, c_in)).astype(np.int8)
     dp = Datapath(accumulator_order=order, overflow_at=at, bias_add=bias_add, requantization=scheme)
     modes = ("saturate", "wrap", "saturate_zero")
-    res = node_sweep(graph, x, widths=widths, overflows=modes, datapath=dp)
+    res = node_sweep(graph, x, widths=widths, overflows=modes, datapath=dp, workers=workers)
     want = _loop(graph, x, dp, sorted(widths), modes)
     for (name, w, mode), (ovf, bad, mx, total) in want.items():
         r = res.record(name, w, mode)
@@ -103,3 +104,15 @@ def test_node_sweep_equals_every_width_run(seed, c_in, c_mid, k_dense, hw, batch
         for (name, w, mode), (ovf, bad, _, _) in got.items():
             if w >= bound[name]:
                 assert ovf == 0 and bad == 0, (name, w, mode, bound[name])
+
+
+def test_workers_pool_gives_the_same_records_and_checks_its_argument():
+    rng = np.random.default_rng(11)
+    graph = _graph(rng, 3, 50, 49, 6, True, True)
+    x = rng.integers(-128, 128, (4, 6, 6, 3)).astype(np.int8)
+    one = node_sweep(graph, x, workers=1)
+    two = node_sweep(graph, x, workers=2)
+    assert one.records == two.records and one.exact_from == two.exact_from and one.bound_bits == two.bound_bits
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="workers"):
+            node_sweep(graph, x, widths=[8], workers=bad)
