@@ -23,6 +23,13 @@ output, depthwise multiplier 1, ``zero_point="subtract"``, no K-tiling, no produ
   \min(2^{W-1}, 2^{31}) - 1` bounds every partial sum in any order (``exact``: no fit, no count), or
 * saturates or wraps after every add in ``sequential`` order with :math:`W \le 31` (then
   :math:`|a| + |p| < 2^{31}` for 8-bit operands, :math:`|p| \le 255 \cdot 128`).
+
+The int8 outputs and the int64 accumulators (asked for by traces) are written into buffers of a small pool
+(:class:`_Pool`): a buffer is reused only when nothing outside the pool references it any more, so results a
+caller holds never change, while repeated runs skip the page faults (and the kernel zeroing) of fresh
+allocations; the accumulators go out with streaming stores. :func:`lut2` serves
+:func:`~fxpsim.datapath.integer_ops.quantized_add`: an int8 x int8 -> int8 elementwise op read from a table
+of its 65536 results.
 """
 from __future__ import annotations
 

@@ -13,6 +13,11 @@ convolution.)
 All integer arithmetic is done on numpy arrays whose intermediate values are proven to
 fit (int64; zero-point offsets of the operands in the narrowest type that holds every
 possible difference, int16 for 8-bit codes), so no step depends on C overflow rules.
+
+Fast paths, taken only where they give the same bits (counts included): int8 convolutions, depthwise
+convolutions and fully connected layers with zero weight zero points run on the fused C kernel of
+:mod:`fxpsim.datapath.conv_int8` (MAC, per-add overflow, TFLite output stage in one pass); an int8 ADD reads
+a table of its 65536 results, built once per parameter set by the numpy arithmetic below.
 """
 from __future__ import annotations
 
