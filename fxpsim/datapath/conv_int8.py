@@ -27,7 +27,8 @@ output, depthwise multiplier 1, ``zero_point="subtract"``, no K-tiling, no produ
 The int8 outputs and the int64 accumulators (asked for by traces) are written into buffers of a small pool
 (:class:`_Pool`): a buffer is reused only when nothing outside the pool references it any more, so results a
 caller holds never change, while repeated runs skip the page faults (and the kernel zeroing) of fresh
-allocations; the accumulators go out with streaming stores. :func:`lut2` serves
+allocations (at most 512 MiB kept; :func:`release_buffers` frees them or sets the cap); the accumulators go out
+with streaming stores. :func:`lut2` serves
 :func:`~fxpsim.datapath.integer_ops.quantized_add`: an int8 x int8 -> int8 elementwise op read from a table
 of its 65536 results.
 """
@@ -43,7 +44,7 @@ from ..core.fixed import Overflow
 from ..core.fixed import _logging as _overflow_log_active
 from .requantize import _fused_constants
 
-__all__ = ["fused", "available", "lut2"]
+__all__ = ["fused", "available", "lut2", "release_buffers"]
 
 try:
     from . import _conv_int8 as _k
@@ -110,6 +111,15 @@ class _Pool:
 
 
 _POOL = _Pool()
+
+
+def release_buffers(limit: int | None = None) -> None:
+    """Drop the pool's reusable buffers (arrays handed out stay valid); ``limit``: new cap in bytes
+    (default 512 MiB; 0 turns the reuse off)."""
+    with _POOL.lock:
+        _POOL.free.clear()
+        if limit is not None:
+            _POOL.limit = int(limit)
 
 
 def fused(op: str, x, w, bias, *, requant, x_zp, w_zp, out_spec, fmt, overflow, order, bias_at,

@@ -446,3 +446,9 @@ def test_reused_accumulator_buffers_never_change_what_a_caller_holds():
     a2 = quantized_conv2d(xs[2], w, None, **kw).acc
     assert not np.shares_memory(a1, a2)
     np.testing.assert_array_equal(a1, a2)
+    conv_int8.release_buffers(0)                  # no reuse at all: still the same numbers
+    try:
+        np.testing.assert_array_equal(quantized_conv2d(xs[2], w, None, **kw).acc, a1)
+        assert not conv_int8._POOL.free
+    finally:
+        conv_int8.release_buffers(1 << 29)
