@@ -157,9 +157,9 @@ def quantize_multiplier(real, *, single_rounding: bool = False):
     carry = m == (1 << 31)
     m = np.where(carry, 1 << 30, m)
     e = np.where(carry, e + 1, e)
-    tiny = e < -31
+    tiny = e < -31                  # (r = 0 needs no case: frexp(0) = (0, 0))
     m = np.where(tiny, 0, m)
-    e = np.where(tiny | (m == 0), 0, e)
+    e = np.where(tiny, 0, e)
     if single_rounding:
         big = e > 30
         m = np.where(big, INT32_MAX, m)
@@ -667,7 +667,7 @@ def _narrow_multiplier(real, bits: int):
     carry = m == (1 << bits)
     m, e = np.where(carry, 1 << (bits - 1), m), np.where(carry, e + 1, e).astype(np.int64)
     tiny = e < -31
-    return np.where(tiny, 0, m), np.where(tiny | (m == 0), 0, e)
+    return np.where(tiny, 0, m), np.where(tiny, 0, e)           # frexp(0) = (0, 0): no case for r = 0
 
 
 def _shift_round(v: np.ndarray, shifts: np.ndarray, rounding) -> np.ndarray:

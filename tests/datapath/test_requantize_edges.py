@@ -587,3 +587,103 @@ def test_output_codes_channel_count_mismatch_takes_the_general_path():
     acc = np.arange(6, dtype=np.int64).reshape(3, 2) * 1000
     with pytest.raises(ValueError, match="per channel"):
         rq._output_codes(acc, 16, 0, -128, 127, np.int8)
+
+
+# --------------------------------------------------------------------------- second round (mutmut survivors)
+def test_result_dtypes_are_int64():
+    assert requantize_shift(np.array([5, -5], np.int8), 1).dtype == np.int64
+    assert requantize_shift(np.array([[5, -5]]), [1, 2]).dtype == np.int64
+    assert requantize_float(np.array([5, -5], np.int16), 0.5).dtype == np.int64
+    assert multiply_by_quantized_multiplier(np.array([5], np.int32), 1 << 30, 0).dtype == np.int64
+    assert Requantizer("single", multiplier=129, shift=9, multiplier_bits=8)(np.array([3])).dtype == np.int64
+
+
+def test_scale_checks_hold_under_numpy_raise_mode():
+    # the float32 rounding of a scale may overflow or underflow; that is a ValueError of ours,
+    # not a numpy FloatingPointError, whatever np.seterr says
+    with np.errstate(all="raise"):
+        for bad in (1e39, 1e-50):
+            with pytest.raises(ValueError, match="positive and finite"):
+                activation_range("relu", bad, 0)
+            with pytest.raises(ValueError, match="positive and finite"):
+                Requantizer.tflite(bad, 1.0, 1.0)
+        assert activation_range("relu6", 0.5, 0) == (0, 12)
+
+
+def test_from_real_defaults():
+    rq = Requantizer.from_real(0.3)
+    assert (rq.kind, rq.multiplier_bits, rq.final_rounding) == ("double", 31, None)
+    assert (rq.multiplier[0], rq.shift[0]) == ref_quantize_multiplier(0.3)
+    assert Requantizer.from_real(0.3, kind="float").rounding.value == "half_away"
+    sh = Requantizer.from_real([0.125, 3.0], kind="shift")
+    assert sh.shift == (-3, 2) and sh.rounding.value == "half_away"
+    assert sh(np.array([[12, 1], [-12, -1]])).tolist() == [[2, 4], [-2, -4]]      # 1.5 -> 2, -1.5 -> -2 (away)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        Requantizer.from_real(0.3, kind="triple")
+
+
+def test_single_rounding_accepts_a_zero_multiplier():
+    # a real multiplier below 2^-32 quantizes to (0, 0); single rounding must accept m = 0
+    assert quantize_multiplier(1e-12, single_rounding=True) == (0, 0)
+    rq = Requantizer("single", multiplier=(0, 1 << 30), shift=(0, -1))
+    assert rq(np.array([[123456, 4], [-7, -4]])).tolist() == [[0, 1], [0, -1]]     # 4 / 4 = 1; -4 / 4 = -1
+    assert Requantizer.tflite(1e-6, 1e-6, 1.0, kind="single").multiplier == (0,)
+
+
+def test_final_rounded_path_accepts_the_whole_int32_range():
+    rq = Requantizer("double", multiplier=(1 << 30, INT32_MIN), shift=(-1, 0), final_rounding="floor")
+    acc = np.array([[INT32_MIN, INT32_MIN], [INT32_MAX, INT32_MAX], [-3, 5]])
+    want = per_element(acc, 1, lambda v, c: model_requantizer(v, "double", m=(1 << 30, INT32_MIN)[c], s=(-1, 0)[c],
+                                                              final="floor"))
+    np.testing.assert_array_equal(rq(acc), want)
+    assert rq(acc)[0, 1] == INT32_MAX                              # SRDHM(-2^31, -2^31) saturates
+    rq = Requantizer("single", multiplier=100, shift=3, multiplier_bits=8, final_rounding="half_even")
+    assert rq(np.array([INT32_MIN])).tolist() == [model_requantizer(INT32_MIN, "single", m=100, s=3, final="half_even",
+                                                                    bits=8)]
+
+
+def test_narrow_single_total_of_one_rounds_by_two():
+    # shift = b - 1: the product is divided by 2^1 (rounded), not shifted; beside a channel with
+    # shift = b (a plain product) and one with shift = b + 1 (a left shift)
+    for final in (None, "half_even", "floor"):
+        rq = Requantizer("single", multiplier=(129, 129, 129), shift=(7, 8, 9), multiplier_bits=8,
+                         final_rounding=final)
+        acc = np.array([[1, 1, 1], [-1, -1, -1], [3, 3, 3], [-5, 7, -9]])
+        want = per_element(acc, 1, lambda v, c: model_requantizer(v, "single", m=129, s=(7, 8, 9)[c], final=final,
+                                                                  bits=8))
+        np.testing.assert_array_equal(rq(acc), want, err_msg=str(final))
+        assert want[0].tolist() == [round_fraction(F(129, 2), final or "half_up"), 129, 258]
+        only = Requantizer("single", multiplier=129, shift=7, multiplier_bits=8, final_rounding=final)
+        assert only(np.array([1, -1, 3])).tolist() == [round_fraction(F(v * 129, 2), final or "half_up")
+                                                      for v in (1, -1, 3)]
+
+
+@pytest.mark.parametrize("extra", [dict(final_rounding="floor"), dict(multiplier_bits=16)])
+def test_final_rounded_path_argument_errors(extra):
+    m = (1 << 14, 3 << 13, 1 << 15) if extra.get("multiplier_bits") else (1 << 30, 3 << 29, INT32_MAX)
+    rq = Requantizer("double", multiplier=m, shift=(-1, -2, -3), **extra)
+    _raises(lambda: rq(np.array([1.5, 2.0])), TypeError, r"acc must be an integer array, got dtype float64")
+    _raises(lambda: rq(np.zeros((4, 2), np.int64)), ValueError,
+            r"multiplier must be a scalar or have one value per channel \(2 along axis 1\); got shape \(3,\)")
+    _raises(lambda: rq(np.int64(5)), ValueError, r"multiplier: a scalar accumulator takes one value, got shape \(3,\)")
+    _raises(lambda: rq(np.zeros((3, 2), np.int64), axis=2), ValueError,
+            r"axis 2 is out of range for an array of 2 dimensions")
+    acc = np.arange(-12, 12, dtype=np.int64).reshape(3, 8) * 977
+    np.testing.assert_array_equal(rq(acc, axis=0), per_element(acc, 0, lambda v, c: model_requantizer(
+        v, "double", m=m[c], s=(-1, -2, -3)[c], final=extra.get("final_rounding"), bits=extra.get("multiplier_bits", 31))))
+
+
+def test_output_codes_three_dimensional_accumulators():
+    acc = (np.arange(-48, 48, dtype=np.int64) * 12345).reshape(2, 12, 4)
+    for rq in (Requantizer("double", multiplier=(1 << 30, 1518500250, INT32_MAX, 1395864371), shift=(-1, 0, -9, -4)),
+               Requantizer("single", multiplier=(1 << 30, 1518500250, INT32_MAX, 1395864371), shift=(-1, 0, -9, -4)),
+               Requantizer("shift", shift=(-1, 0, -9, -4), rounding="half_even"),
+               Requantizer("float", scale=(0.5, 1.0, 0.002, 0.0625))):
+        got = rq._output_codes(acc, 24, 2, -128, 127, np.int8)
+        want = per_element(acc, 2, lambda v, c: min(max(_model_for(rq, c, v) + 2, -128), 127))
+        np.testing.assert_array_equal(got, want, err_msg=rq.kind)
+    # channels must be the last axis: 12 parameters against a last axis of 4 is an error, also when
+    # the second axis happens to have 12 entries
+    rq = Requantizer("double", multiplier=(1 << 30,) * 12, shift=(-1,) * 12)
+    with pytest.raises(ValueError, match="per channel"):
+        rq._output_codes(acc, 24, 0, -128, 127, np.int8)
