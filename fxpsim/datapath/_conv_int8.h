@@ -311,6 +311,20 @@ static int fxc_run(const fxc_params *P0, const int8_t *x, const int8_t *w, int64
             }
             fxc_dense_vnni(P, direct ? x : xb, wq, corr, base, tapoff, T, Q, acc_out, out, counts);
             free(xb); free(wq); free(corr);
+        } else if (P->depthwise && C <= 16) {
+            int16_t *w2 = (int16_t *)calloc((size_t)(T * 32 + 32), sizeof(int16_t));
+            const int8_t **tp = (const int8_t **)malloc(sizeof(const int8_t *) * (size_t)(2 * T));
+            int8_t zxbuf[16];
+            if (!w2 || !tp) { free(w2); free(tp); free(base); free(rq16); return -1; }
+            memset(zxbuf, (int8_t)P->x_zp, sizeof zxbuf);
+            int16_t *b2 = w2 + T * 32;
+            for (ptrdiff_t t = 0; t < T; t++)
+                for (ptrdiff_t c = 0; c < C; c++)
+                    w2[t * 32 + c] = w2[t * 32 + 16 + c] = w[t * C + c];
+            for (ptrdiff_t c = 0; c < C && P->bias && P->mode != FXC_EXACT; c++)   /* W = 16: fits int16 */
+                b2[c] = b2[16 + c] = (int16_t)P->bias[c];
+            counts[0] += fxc_dw_pair(P, x, w2, b2, T, acc_out, out, counts, tp, zxbuf);
+            free(w2); free(tp);
         } else if (P->depthwise) {
             const ptrdiff_t Cp = (C + 31) / 32 * 32;
             int16_t *w16 = (int16_t *)calloc((size_t)(T * Cp), sizeof(int16_t));

@@ -28,6 +28,10 @@ cdef extern from "_conv_int8.h" nogil:
                 int64_t* counts)
     int fxc_have_avx512()
 
+# named here too (it is included by _conv_int8.h) so that a change to it rebuilds this module
+cdef extern from "_conv_int8_avx512.h":
+    pass
+
 
 def have_avx512() -> bool:
     """True when the AVX-512 (BW, DQ, VL, VNNI) kernels run on this CPU."""

@@ -5,6 +5,7 @@
  */
 #ifndef FXPSIM_CONV_INT8_AVX512_H
 #define FXPSIM_CONV_INT8_AVX512_H
+#if FXC_AVX512
 
 #define FXC_T512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")))
 #define FXC_INL __attribute__((always_inline)) inline
@@ -388,6 +389,96 @@ FXC_T512 static FXC_INL int64_t fxc_dw_body(const fxc_params *P, const int8_t *x
                                                             _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(ovsum, 1))));
 }
 
+/* Depthwise with C <= 16: two pixels per register (lanes 0..15 pixel m, 16..31 pixel m + 1).  Every tap is
+ * visited; a tap outside the image reads zx (from zxbuf), a zero product, which neither changes an
+ * accumulator in range nor overflows, so the per-add results and counts are those of skipping it.
+ * w2 [T][32]: the tap's C weights twice (zero padded); b2 [32]: the 16-bit bias twice (per-add). */
+FXC_T512 static FXC_INL int64_t fxc_dw_pair_body(const fxc_params *P, const int8_t *x, const int16_t *w2,
+                                                 const int16_t *b2, ptrdiff_t T, int64_t *acc_out, int8_t *out,
+                                                 int64_t *counts, const int8_t **tp, const int8_t *zxbuf,
+                                                 int EXACT, int SAT)
+{
+    const ptrdiff_t C = P->C, M = P->N * P->OH * P->OW;
+    const __m512i one = _mm512_set1_epi16(1), zx = _mm512_set1_epi16((int16_t)P->x_zp);
+    const __mmask16 kc = (__mmask16)((1u << C) - 1u);
+    const __mmask32 km = (__mmask32)kc | ((__mmask32)kc << 16);
+    __m512i ovsum = _mm512_setzero_si512();
+    int64_t total = 0;
+    const ptrdiff_t flush = ((ptrdiff_t)1 << 30) / (2 * (T + 1)) > 2 ? ((ptrdiff_t)1 << 30) / (2 * (T + 1)) : 2;
+    fxc_cnt cv;
+    fxc_cnt_init(&cv);
+    int32_t v32[32] __attribute__((aligned(64)));
+    const __m512i b32 = P->bias && EXACT ? _mm512_maskz_loadu_epi32(kc, P->bias) : _mm512_setzero_si512();
+    for (ptrdiff_t m = 0; m < M; m += 2) {
+        if ((m / 2) % flush == flush - 1) {
+            total += _mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_castsi512_si256(ovsum)),
+                                                              _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(ovsum, 1))));
+            ovsum = _mm512_setzero_si512();
+        }
+        const int two = m + 1 < M;
+        for (int h = 0; h < 2; h++) {               /* the taps of pixels m and m + 1 (or m again) */
+            const ptrdiff_t mm = m + (h && two), n = mm / (P->OH * P->OW), r = mm % (P->OH * P->OW);
+            const ptrdiff_t ihb = (r / P->OW) * P->sh - P->pt, iwb = (r % P->OW) * P->sw - P->pl;
+            for (ptrdiff_t i = 0, t = 0; i < P->KH; i++)
+                for (ptrdiff_t j = 0; j < P->KW; j++, t++) {
+                    const ptrdiff_t ih = ihb + i * P->dh, iw = iwb + j * P->dw;
+                    tp[h * T + t] = (ih < 0 || ih >= P->H || iw < 0 || iw >= P->W) ? zxbuf
+                                    : x + ((n * P->H + ih) * P->W + iw) * C;
+                }
+        }
+        __m512i lo, hi;
+#define FXC_DW2_PRODUCT(t)                                                                          \
+    _mm512_mullo_epi16(_mm512_maskz_sub_epi16(km, _mm512_cvtepi8_epi16(_mm256_inserti128_si256(      \
+        _mm256_castsi128_si256(_mm_maskz_loadu_epi8(kc, tp[t])), _mm_maskz_loadu_epi8(kc, tp[T + t]), 1)), zx), \
+        _mm512_loadu_si512((const void *)(w2 + (t) * 32)))
+        if (EXACT) {
+            lo = b32;
+            hi = b32;
+            for (ptrdiff_t t = 0; t < T; t++) {
+                const __m512i pr = FXC_DW2_PRODUCT(t);
+                lo = _mm512_add_epi32(lo, _mm512_cvtepi16_epi32(_mm512_castsi512_si256(pr)));
+                hi = _mm512_add_epi32(hi, _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(pr, 1)));
+            }
+        } else {
+            __m512i acc = (P->bias && P->bias_init) ? _mm512_loadu_si512((const void *)b2) : _mm512_setzero_si512();
+            __m512i ov = _mm512_setzero_si512();
+            for (ptrdiff_t t = 0; t < T; t++) {
+                const __m512i pr = FXC_DW2_PRODUCT(t);
+                FXC_P16_STEP(acc, ov, pr)
+            }
+            if (P->bias && !P->bias_init) {
+                const __m512i b = _mm512_loadu_si512((const void *)b2);
+                FXC_P16_STEP(acc, ov, b)
+            }
+            if (!two)                                 /* pixel m again in the upper half: not counted */
+                ov = _mm512_maskz_mov_epi16((__mmask32)0xFFFF, ov);
+            ovsum = _mm512_add_epi32(ovsum, _mm512_madd_epi16(ov, one));
+            lo = _mm512_cvtepi16_epi32(_mm512_castsi512_si256(acc));
+            hi = _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(acc, 1));
+        }
+#undef FXC_DW2_PRODUCT
+        _mm512_store_si512((void *)v32, lo);
+        _mm512_store_si512((void *)(v32 + 16), hi);
+        fxc_emit(P, v32, m, 0, C, acc_out, out, &cv);
+        if (two)
+            fxc_emit(P, v32 + 16, m + 1, 0, C, acc_out, out, &cv);
+    }
+    fxc_cnt_flush(&cv, counts);
+    return total + _mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_castsi512_si256(ovsum)),
+                                                            _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(ovsum, 1))));
+}
+
+FXC_T512 static int64_t fxc_dw_pair(const fxc_params *P, const int8_t *x, const int16_t *w2, const int16_t *b2,
+                                    ptrdiff_t T, int64_t *acc_out, int8_t *out, int64_t *counts,
+                                    const int8_t **tp, const int8_t *zxbuf)
+{
+    if (P->mode == FXC_EXACT)
+        return fxc_dw_pair_body(P, x, w2, b2, T, acc_out, out, counts, tp, zxbuf, 1, 0);
+    if (P->mode == FXC_SAT)
+        return fxc_dw_pair_body(P, x, w2, b2, T, acc_out, out, counts, tp, zxbuf, 0, 1);
+    return fxc_dw_pair_body(P, x, w2, b2, T, acc_out, out, counts, tp, zxbuf, 0, 0);
+}
+
 FXC_T512 static int64_t fxc_dw_avx512(const fxc_params *P, const int8_t *x, const int16_t *w16,
                                       const int16_t *b16, ptrdiff_t T, ptrdiff_t Cp, int64_t *acc_out, int8_t *out,
                                       int64_t *counts, ptrdiff_t *toff, ptrdiff_t *tw)
@@ -466,4 +557,5 @@ static void fxc_bases(const fxc_params *P, ptrdiff_t *base, ptrdiff_t Hb, ptrdif
                 base[m++] = ((n * Hb + p * P->sh) * Wb + q * P->sw) * Cs;
 }
 
+#endif /* FXC_AVX512 */
 #endif /* FXPSIM_CONV_INT8_AVX512_H */

@@ -452,3 +452,24 @@ def test_reused_accumulator_buffers_never_change_what_a_caller_holds():
         assert not conv_int8._POOL.free
     finally:
         conv_int8.release_buffers(1 << 29)
+
+
+@pytest.mark.parametrize("c", [1, 5, 16, 17])
+@pytest.mark.parametrize("overflow", ["saturate", "wrap"])
+def test_depthwise_pairs_of_pixels_odd_counts(monkeypatch, c, overflow):
+    """Depthwise with at most 16 channels runs two pixels per register: an odd pixel count leaves the last
+    pixel alone, whose overflows must be counted once."""
+    rng = np.random.default_rng(c)
+    x = rng.choice(np.array([-128, 127], np.int8), (1, 3, 3, c))
+    w = rng.choice(np.array([-128, 127], np.int8), (1, 3, 3, c))
+    bias = rng.integers(-30000, 30000, c).astype(np.int32)
+    rq = Requantizer.tflite(0.02, 0.005, 5.0, kind="single")
+    for bias_at in ("init", "end"):
+        kw = dict(requant=rq, x_zp=-1, out_zp=0, acc=16, overflow=overflow, bias_at=bias_at, padding="SAME",
+                  act_min=-128, act_max=127)
+        expected = _expected("depthwise_conv2d", x, w, bias, kw)
+        assert expected[2] > 0
+        for impl in (0, 1):
+            res, taken = _with_impl(monkeypatch, impl, "depthwise_conv2d", x, w, bias, **kw)
+            assert taken
+            _assert_same(res, expected)
