@@ -61,7 +61,10 @@ def _extensions():
     exts = []
     for pyx in sorted(glob.glob(os.path.join("fxpsim", "**", "*.pyx"), recursive=True)):
         name = os.path.splitext(pyx)[0].replace(os.sep, ".")
-        exts.append(Extension(name, [pyx], include_dirs=[np.get_include(), os.path.dirname(pyx)],
+        # every C header beside the .pyx (and its .pxd files) is a dependency: editing one rebuilds the module
+        here = os.path.dirname(pyx)
+        depends = sorted(glob.glob(os.path.join(here, "*.h")) + glob.glob(os.path.join(here, "*.pxd")))
+        exts.append(Extension(name, [pyx], include_dirs=[np.get_include(), here], depends=depends,
                               extra_compile_args=compile_args, extra_link_args=link_args,
                               define_macros=macros))
     return cythonize(exts, compiler_directives={"language_level": "3"})
