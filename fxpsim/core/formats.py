@@ -217,9 +217,8 @@ class Format:
                                  f"[{lo}, {hi}]")
             limits.append(_floor_log2(Fraction(abs(code)) / abs(Fraction(bound))))
         frac = min(limits) if limits else word + 1000 - (1 if signed else 0)
-        if frac < -_MAX_FRAC:
-            raise ValueError(f"no {word}-bit format with |frac| <= {_MAX_FRAC} holds [{lo}, {hi}]")
-        return cls(word, min(frac, _MAX_FRAC), signed)
+        # |frac| <= 1137 here (codes below 2^64, finite bounds in [2^-1074, 2^1024)): within _MAX_FRAC
+        return cls(word, frac, signed)
 
     # -- properties
     @property
