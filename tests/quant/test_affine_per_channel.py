@@ -265,3 +265,73 @@ def test_fake_quant_observer_updates_only_while_training():
     q.observer.frozen = True
     q(np.array([-100.0, 100.0], np.float32))
     assert (q.min.tolist(), q.max.tolist()) == (-8.0, 7.9375)
+
+
+# --------------------------------------------------------------------------- second round
+def test_fake_quant_per_channel_narrow_range():
+    # narrow range: codes 1..255; [-63.5, 63.5] -> s = 127/254 = 0.5, z = 128; [0, 127] -> s = 0.5, z = 1
+    q = FakeQuant(min=[-63.5, 0.0], max=[63.5, 127.0], axis=0, narrow_range=True, learnable=True)
+    x = np.array([[-100.0, 0.3, 63.75], [0.25, 200.0, -0.5]], np.float32)
+    want = [[float(model_fake_quant(v, 0.5, z, 1, 255)[0]) for v in row] for row, z in zip(x.tolist(), (128, 1))]
+    assert q(x).tolist() == want == [[-63.5, 0.5, 63.5], [0.5, 127.0, 0.0]]
+    dx = q.backward(np.ones_like(x))
+    assert dx.tolist() == [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]
+    assert q.grads["min"].tolist() == [1.0, 1.0] and q.grads["max"].tolist() == [1.0, 1.0]
+    form = q.integer_form(x)
+    assert form.quant_min == 1 and form.zero_point.ravel().tolist() == [128, 1]
+    assert form.codes.tolist() == [[1, 129, 255], [2, 255, 1]]
+
+
+def test_integer_form_axis_is_none_per_tensor():
+    assert FakeQuant().integer_form(np.zeros(3, np.float32)).axis is None
+    assert AffineQuantizer().integer_form(np.zeros(3, np.float32)).axis is None
+
+
+def test_lsq_gradient_scale_edge_counts():
+    # one element per channel, quant range [0, 1]: gamma = 1 / sqrt(1 * 1) = 1
+    x = np.array([[0.25, 3.0]], np.float32)
+    q = AffineQuantizer(scale=[0.5, 0.5], zero_point=[0, 0], quant_min=0, quant_max=1, axis=1, learnable=True)
+    q(x)
+    q.backward(np.ones_like(x))
+    assert q.grads["scale"].tolist() == [float(model_affine_grads(float(v), 1, 0.5, 0, 0, 1, Fraction(1))[1])
+                                         for v in x.ravel()] == [-0.5, 1.0]
+    # a single channel of two elements: gamma = 1 / sqrt(2) (irrational: compared to float32 precision)
+    x = np.array([[0.25], [3.0]], np.float32)
+    q = AffineQuantizer(scale=[0.5], zero_point=[0], quant_min=0, quant_max=1, axis=1, learnable=True)
+    q(x)
+    q.backward(np.ones_like(x))
+    total = float(sum(model_affine_grads(float(v), 1, 0.5, 0, 0, 1, Fraction(1))[1] for v in x.ravel()))
+    assert abs(q.grads["scale"][0] - total / math.sqrt(2)) <= 2 ** -23 * total
+    q = AffineQuantizer(scale=0.5, zero_point=0, quant_min=0, quant_max=1, learnable=True)
+    q(np.array([3.0], np.float32))
+    q.backward(np.ones(1, np.float32))
+    assert q.grads["scale"].tolist() == float(model_affine_grads(3.0, 1, 0.5, 0, 0, 1, Fraction(1))[1])
+
+
+def test_observers_update_parameters_in_place_and_per_channel():
+    from fxpsim.quant import observers
+
+    q = FakeQuant(min=-1.0, max=1.0, observer="minmax", learnable=True)
+    before = q.parameters()["min"]
+    q(np.array([-8.0, 7.9375], np.float32))
+    assert q.parameters()["min"] is before and before.tolist() == -8.0        # optimizers keep their reference
+    # a per-channel observer replaces the single starting value by one per channel
+    obs = observers.get({"class_name": "minmax", "config": {"axis": 0}})
+    q = FakeQuant(min=-1.0, max=1.0, axis=0, observer=obs)
+    x = np.array([[-8.0, 7.9375], [0.0, 31.875]], np.float32)
+    y = q(x)
+    assert q.min.tolist() == [-8.0, 0.0] and q.max.tolist() == [7.9375, 31.875]
+    assert y.tolist() == x.tolist()                                            # on the grid of each channel
+    a = AffineQuantizer(observer="minmax", quant_min=0, quant_max=16, learnable=True)
+    sc = a.parameters()["scale"]
+    a(np.array([-4.0, 0.0, 12.0], np.float32))
+    assert a.parameters()["scale"] is sc and sc.tolist() == 1.0
+
+
+def test_affine_observer_symmetric_flag_reaches_the_observer():
+    x = np.array([-4.0, 12.0], np.float32)
+    sym = AffineQuantizer(observer="minmax", symmetric=True, quant_min=-8, quant_max=7)
+    sym(x)
+    asym = AffineQuantizer(observer="minmax", quant_min=-8, quant_max=7)
+    asym(x)
+    assert sym.zero_point.tolist() == 0 and asym.zero_point.tolist() != 0
