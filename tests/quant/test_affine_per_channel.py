@@ -335,3 +335,26 @@ def test_affine_observer_symmetric_flag_reaches_the_observer():
     asym = AffineQuantizer(observer="minmax", quant_min=-8, quant_max=7)
     asym(x)
     assert sym.zero_point.tolist() == 0 and asym.zero_point.tolist() != 0
+
+
+def test_narrow_range_reaches_codes_and_gradients():
+    # per tensor: [-63.5, 63.5] on codes 1..255 is s = 0.5, z = 128; code = 1 + floor((v + 63.5) / 0.5 + 1/2)
+    n = FakeQuant(min=-63.5, max=63.5, narrow_range=True)
+    x = np.array([-100.0, 0.25, 1.0, 63.375], np.float32)
+    want = [1 + int(((model_fake_quant(v, 0.5, 128, 1, 255)[0] + Fraction(127, 2)) / Fraction(1, 2))) for v in x.tolist()]
+    assert n.integer_form(x).codes.tolist() == want == [1, 129, 130, 255]
+    # per channel: 63.375 and -63.625 lie inside / outside [-63.5, 63.5] (the wide-range grid would be
+    # [-63.75, 63.25] with s = 127/255: the opposite)
+    q = FakeQuant(min=[-63.5, 0.0], max=[63.5, 127.0], axis=0, narrow_range=True)
+    xc = np.array([[63.375, -63.625], [127.0, 0.0]], np.float32)
+    q(xc)
+    assert q.backward(np.ones_like(xc)).tolist() == [[1.0, 0.0], [1.0, 1.0]]
+
+
+def test_learnable_zero_points_round_half_to_even():
+    # a learnable (float) zero point is rounded half to even (std::nearbyint) before use
+    q = AffineQuantizer(scale=[1.0, 1.0], zero_point=[2.5, 3.5], axis=0, learnable=True)
+    x = np.array([[0.0, 1.0], [0.0, 1.0]], np.float32)
+    form = q.integer_form(x)
+    assert form.zero_point.ravel().tolist() == [2, 4] and form.codes.tolist() == [[2, 3], [4, 5]]
+    assert q.zero_point.dtype == np.float32 and q.zero_point.tolist() == [2.5, 3.5]
