@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Mutation testing of one fxpsim module with mutmut (3.x), in a throw-away copy of the checkout.
 #
-#   tools/mutation/run_mutmut.sh MODULE TEST [TEST ...]
+#   tools/mutation/run_mutmut.sh MODULE TEST [TEST ...]      (a TEST may be a pytest option: --deselect=...)
 #   tools/mutation/run_mutmut.sh fxpsim/datapath/requantize.py tests/datapath/test_requantize.py
 #
 # Why a copy: mutmut rewrites the sources it mutates into ./mutants/ and needs its settings in
@@ -55,8 +55,9 @@ fi
 find fxpsim -name '*.so' -print0 | tar -c --null -T - -f - | tar -x -C "$workdir" -f -
 
 test -f "$workdir/$module" || { echo "no such module: $module" >&2; exit 2; }
-for t in "$@"; do
-    test -e "$workdir/$t" || { echo "no such test path: $t" >&2; exit 2; }
+for t in "$@"; do     # test paths, or pytest options such as --deselect=PATH::TEST
+    case "$t" in -*) continue ;; esac
+    test -e "$workdir/${t%%::*}" || { echo "no such test path: $t" >&2; exit 2; }
 done
 
 toml_list() {   # "a" "b" -> ["a", "b"]
