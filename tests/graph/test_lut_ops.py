@@ -20,8 +20,14 @@ from fxpsim import nn
 from fxpsim.graph.ir import Datapath, IntegerGraph, Node, TensorSpec
 from reference import round_fraction
 
+def _np_exp(v: float) -> float:
+    """numpy's float64 exp (the function the tables evaluate), +inf beyond its range without a warning."""
+    with np.errstate(over="ignore"):
+        return float(np.exp(np.float64(v)))
+
+
 F64 = {
-    "sigmoid": lambda v: 1.0 / (1.0 + float(np.exp(np.float64(-v)))),
+    "sigmoid": lambda v: 1.0 / (1.0 + _np_exp(-v)),
     "tanh": lambda v: float(np.tanh(v)),
     "hard_swish": lambda v: v * min(max(v + 3.0, 0.0), 6.0) / 6.0,
 }
