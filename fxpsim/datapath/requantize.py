@@ -528,6 +528,9 @@ class Requantizer:
         if isinstance(self.multiplier_bits, bool) or not isinstance(self.multiplier_bits, (int, np.integer)) or \
                 not 2 <= self.multiplier_bits <= 31:
             raise ValueError(f"Requantizer: multiplier_bits must be an int in 2..31, got {self.multiplier_bits!r}")
+        if self.kind in ("shift", "float") and (self.final_rounding is not None or self.multiplier_bits != 31):
+            raise ValueError(f"Requantizer: kind {self.kind!r} has no fixed-point multiplier; final_rounding and "
+                             f"multiplier_bits apply to 'double'/'single' only (its rounding is 'rounding')")
         for name in ("multiplier", "shift", "scale"):
             value = getattr(self, name)
             object.__setattr__(self, name, tuple(np.atleast_1d(np.asarray(value)).tolist()))

@@ -687,3 +687,11 @@ def test_output_codes_three_dimensional_accumulators():
     rq = Requantizer("double", multiplier=(1 << 30,) * 12, shift=(-1,) * 12)
     with pytest.raises(ValueError, match="per channel"):
         rq._output_codes(acc, 24, 0, -128, 127, np.int8)
+
+
+@pytest.mark.parametrize("kind, kw", [("shift", {"shift": (3,)}), ("float", {"scale": (0.25,)})])
+@pytest.mark.parametrize("extra", [{"final_rounding": "half_even"}, {"multiplier_bits": 16}])
+def test_shift_and_float_requantizers_refuse_multiplier_knobs(kind, kw, extra):
+    """They would be ignored (found by mutation testing): a clear error instead."""
+    with pytest.raises(ValueError, match="no fixed-point multiplier"):
+        Requantizer(kind, **kw, **extra)
