@@ -279,6 +279,22 @@ cdef fxa_sweep_out* _sweep_outs(Sweep sw, Py_ssize_t n_chunks) except? NULL:
     return <fxa_sweep_out*>&sw.outs[0, 0]
 
 
+def _partition(Py_ssize_t R, Py_ssize_t M, Py_ssize_t chunk, Py_ssize_t N, bint slabbed, bint sweeping,
+               int nthreads):
+    """How ``mac_fast16`` / ``mac_fast32m`` split their work into tasks: ``(per_batch, n_rc, n_slabs, n_sc,
+    spc)``: row chunks per batch and in all, 64-column slabs, slab groups per row chunk and slabs per group
+    (a sweep with few row chunks splits the slabs between threads too)."""
+    cdef Py_ssize_t per_batch = (M + chunk - 1) // chunk
+    cdef Py_ssize_t n_rc = per_batch * (R // M)
+    cdef Py_ssize_t n_slabs = N // 64 if slabbed else 1
+    cdef Py_ssize_t n_sc = 1, spc
+    if sweeping and slabbed and n_rc < 2 * nthreads and n_slabs > 1:
+        n_sc = min(n_slabs, max(1, (4 * nthreads) // n_rc))
+    spc = (n_slabs + n_sc - 1) // n_sc
+    n_sc = (n_slabs + spc - 1) // spc
+    return per_batch, n_rc, n_slabs, n_sc, spc
+
+
 def mac_fast16(const int16_t[:, ::1] a, const int16_t[:, ::1] b, const int16_t[:, ::1] init,
                int64_t[:, ::1] out, int64_t[:, ::1] cnt, Py_ssize_t rows_per_batch, int mode,
                int16_t lo, int16_t hi, int sh, int nthreads, int level=-1, rows=None, slabs=None,
@@ -326,14 +342,7 @@ def mac_fast16(const int16_t[:, ::1] a, const int16_t[:, ::1] b, const int16_t[:
         rp = &idx[0]
     if sidx is not None:
         sp = &sidx[0]
-    per_batch = (M + chunk - 1) // chunk
-    n_rc = per_batch * (R // M)
-    n_slabs = N // 64 if sp != NULL else 1
-    if sweep is not None and sp != NULL and n_rc < 2 * nthreads and n_slabs > 1:
-        # few kernel rows (the transposed and products layouts): the slabs are split between threads too
-        n_sc = min(n_slabs, max(1, (4 * nthreads) // n_rc))
-    spc = (n_slabs + n_sc - 1) // n_sc
-    n_sc = (n_slabs + spc - 1) // spc
+    per_batch, n_rc, n_slabs, n_sc, spc = _partition(R, M, chunk, N, sp != NULL, sweep is not None, nthreads)
     if sweep is not None:
         swp = &sweep.s
         so = _sweep_outs(sweep, n_rc * n_sc)
@@ -388,14 +397,7 @@ def mac_fast32m(const int16_t[:, ::1] a, const int16_t[:, ::1] b, const int32_t[
         rp = &idx[0]
     if sidx is not None:
         sp = &sidx[0]
-    per_batch = (M + chunk - 1) // chunk
-    n_rc = per_batch * (R // M)
-    n_slabs = N // 64 if sp != NULL else 1
-    if sweep is not None and sp != NULL and n_rc < 2 * nthreads and n_slabs > 1:
-        # few kernel rows (the transposed and products layouts): the slabs are split between threads too
-        n_sc = min(n_slabs, max(1, (4 * nthreads) // n_rc))
-    spc = (n_slabs + n_sc - 1) // n_sc
-    n_sc = (n_slabs + spc - 1) // spc
+    per_batch, n_rc, n_slabs, n_sc, spc = _partition(R, M, chunk, N, sp != NULL, sweep is not None, nthreads)
     if sweep is not None:
         swp = &sweep.s
         so = _sweep_outs(sweep, n_rc * n_sc)
