@@ -19,6 +19,10 @@
 #   TIMEOUT_MULTIPLIER, TIMEOUT_CONSTANT  mutmut's per-mutant time limit (default 60 x the
 #             clean run + 20 s: a niced run on a busy machine is slow, not hung)
 #
+# OpenMP runs on one thread (OMP_THREAD_LIMIT=1, BLAS likewise): mutmut forks every mutant's process
+# from a parent that has run the tests, and a libgomp thread pool does not survive a fork (the child
+# hangs in its first parallel region until the timeout).  Threads never change a result here.
+#
 # Output: mutmut's progress, then "mutmut results" (surviving and untested mutants, by name)
 # and a one-line summary; the copy stays in WORKDIR for "mutmut show NAME" / "mutmut browse".
 # Scores are recorded by hand in tools/mutation/README.md.
@@ -82,7 +86,7 @@ cd "$workdir"
 start=$(date +%s)
 # mutmut draws a spinner with carriage returns: the raw log goes to mutmut-run.log, and only
 # the lines that are not spinner frames (plus the last frame: the final counts) are shown
-nice -n "$niceness" mutmut run --max-children "$jobs" > mutmut-run.log 2>&1 || echo "mutmut run: exit $?"
+OMP_THREAD_LIMIT=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 nice -n "$niceness" mutmut run --max-children "$jobs" > mutmut-run.log 2>&1 || echo "mutmut run: exit $?"
 python3 - <<'PY'
 import re
 lines = open("mutmut-run.log", encoding="utf-8", errors="replace").read().replace("\r", "\n").split("\n")
