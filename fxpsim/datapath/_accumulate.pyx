@@ -11,6 +11,7 @@ Kernels (the vectorised loops are C in ``_accumulate.h``; rows run in parallel, 
 ``mac_fast16``    the same on 16-bit lanes with saturating adds (AVX-512BW/AVX2 intrinsics)
 ``mac_fast32m``   the same on 32-bit lanes from int16 operands (vpmaddwd products, AVX-512BW)
 ``mac_wrap64``    exact sums modulo 2^64 (unsigned lanes: wrapping by definition)
+``mac_mul32``     the same for int32 operands: register-blocked AVX-512 VPMULDQ + VPADDQ (``_accumulate_w32.h``)
 ``Sweep``         the sweep mode of the AVX-512BW kernels: results scored in place against exact
                   accumulators and reference codes (fxpsim.hardware.node_sweep)
 ``tree_fast``     balanced adder-tree order on int32/int64 lanes, vectorised across output columns
@@ -22,6 +23,13 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint64_t
 import numpy as np
 
 from fxpsim.core._kernels cimport (fx_i128, overflow128, shift_round)
+
+cdef extern from "_accumulate_w32.h" nogil:
+    enum:
+        FXA_W32_JB
+    int fxa_w32_level()
+    void fxa_w32_rows(const int32_t* a, Py_ssize_t lda, const int64_t* b, int64_t* out, Py_ssize_t ldo,
+                      Py_ssize_t nrows, Py_ssize_t K, Py_ssize_t N, int level, int add)
 
 cdef extern from "_accumulate.h" nogil:
     enum:
@@ -433,6 +441,63 @@ def mac_wrap64(const uint64_t[:, ::1] a, const uint64_t[:, ::1] b, int64_t[:, ::
         nr = min(chunk, (c // per_batch) * M + M - r)
         fxa_mac_rows_u64(&a[r, 0] if K > 0 else NULL, &b[r // M, 0] if K > 0 else NULL, NULL,
                          &out[r, 0], NULL, nr, K, N, FXA_EXACT, 0, 0, 0)
+
+
+def mul32_level():
+    """1 when ``mac_mul32`` has its AVX-512 kernel on this CPU, 0: only the portable one."""
+    return fxa_w32_level()
+
+
+def mul32_slab_width():
+    """Columns per packed slab of the right operand of ``mac_mul32``."""
+    return FXA_W32_JB
+
+
+def mac_mul32(const int32_t[:, :] a, const int64_t[:, ::1] b, int64_t[:, ::1] out, Py_ssize_t rows_per_batch,
+              int nthreads, int level, bint add=False):
+    """out[r] := sum_k a[r, k] * b[r // M][k] modulo 2^64 for int32 operands (int64 bit patterns); with ``add``,
+    out[r] += that sum (modulo 2^64: a K chunk's sums added to the previous chunks').
+
+    ``b``: [B, ceil(N / S) * K * S] int64, b's columns in slabs of S = ``mul32_slab_width()`` ([N / S, K, S],
+    zero padded), each value an int32 sign-extended.  Every product is exact on 64 bits and int64 adds wrap
+    modulo 2^64, so this is the low 64 bits of the exact sum.  ``a``'s rows may be strided (elements
+    contiguous).  ``level`` 1: the AVX-512 kernel (needs
+    ``mul32_level()``), 0: the portable one (same bits).  Row chunks and, for few rows, column slabs are
+    split between threads (each output is written by one).
+    """
+    cdef Py_ssize_t R = a.shape[0], K = a.shape[1], N = out.shape[1], M = rows_per_batch
+    cdef Py_ssize_t S = FXA_W32_JB, chunk = 48, per_batch, nslab, n_rc, n_sc, spc, t, c, r, nr, s0, s1, lda, ldo
+    if level > 0 and not fxa_w32_level():
+        raise RuntimeError("mac_mul32: level 1 needs AVX-512F/BW/DQ")
+    nslab = (N + S - 1) // S
+    if M <= 0 or R % M or out.shape[0] != R or b.shape[0] != (1 if M == R or R == 0 else R // M) \
+            or b.shape[1] != nslab * K * S:
+        raise ValueError("mac_mul32: shapes do not match")
+    if K > 0 and a.strides[1] != sizeof(int32_t):
+        raise ValueError("mac_mul32: the elements of a's rows must be contiguous")
+    if R == 0 or N == 0:
+        return
+    if K == 0:
+        if not add:
+            out[:, :] = 0
+        return
+    lda = a.strides[0] // sizeof(int32_t)
+    ldo = out.strides[0] // sizeof(int64_t)
+    per_batch = (M + chunk - 1) // chunk
+    n_rc = per_batch * (R // M)
+    n_sc = 1                                    # few row chunks: split the column slabs too
+    if nthreads > 1 and n_rc < 4 * nthreads:
+        n_sc = min(nslab, (4 * nthreads + n_rc - 1) // n_rc)
+    spc = (nslab + n_sc - 1) // n_sc
+    n_sc = (nslab + spc - 1) // spc
+    for t in prange(n_rc * n_sc, nogil=True, schedule="dynamic", num_threads=nthreads):
+        c = t // n_sc
+        s0 = (t % n_sc) * spc
+        s1 = min(nslab, s0 + spc)
+        r = (c // per_batch) * M + (c % per_batch) * chunk
+        nr = min(chunk, (c // per_batch) * M + M - r)
+        fxa_w32_rows(&a[r, 0], lda, &b[r // M, s0 * K * S], &out[r, s0 * S], ldo, nr, K,
+                     min(N - s0 * S, (s1 - s0) * S), level, add)
 
 
 def vnni_level():
