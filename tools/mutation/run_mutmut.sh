@@ -74,7 +74,7 @@ cat >> "$workdir/pyproject.toml" <<EOF
 [tool.mutmut]
 source_paths = $(toml_list "$module")
 pytest_add_cli_args_test_selection = $(toml_list "$@")
-also_copy = ["fxpsim", "tests", "benchmarks"]   # benchmarks/models: model files some tests load
+also_copy = ["fxpsim", "tests", "benchmarks", "tools"]   # model files and fixture generators some tests load
 pytest_add_cli_args = ["-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
 use_git_change_detection = false
 # generous: the machine is shared and the run is niced, so a starved test must not read as a timeout
