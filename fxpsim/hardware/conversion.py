@@ -38,7 +38,11 @@ def _round_half_away(v):
 
 
 def _pow2_ceil(v: np.ndarray) -> np.ndarray:
-    return np.exp2(np.ceil(np.log2(v)))
+    """The smallest power of two :math:`\\ge v` (positive ``v``), exactly: with :math:`v = m 2^e`,
+    :math:`m \\in [1/2, 1)` (``frexp``), it is :math:`v` when :math:`m = 1/2`, else :math:`2^e` (a float ``log2``
+    rounds :math:`\\log_2(2^k (1 + 2^{-52}))` to ``k``, a power below ``v``)."""
+    m, e = np.frexp(np.asarray(v, dtype=np.float64))
+    return np.where(m == 0.5, np.ldexp(0.5, e), np.ldexp(1.0, e))
 
 
 def activation_params(lo: float, hi: float, config: HardwareConfig) -> tuple[float, int]:
@@ -46,7 +50,8 @@ def activation_params(lo: float, hi: float, config: HardwareConfig) -> tuple[flo
 
     Asymmetric: :math:`s = (hi - lo)/(q_{max} - q_{min})`, :math:`z = \\mathrm{clamp}(q_{min} -
     \\mathrm{round}(lo / s))` (round half away) (the range is first widened to hold 0, as TFLite's converter does);
-    symmetric: :math:`s = \\max(|lo|, |hi|) / q_{max}`, :math:`z = 0`. With the ``shift`` scheme the scale
+    symmetric: :math:`s = \\max(|lo|, |hi|) / q_{max}` (unsigned codes: :math:`s = hi / q_{max}`, negatives clip to 0;
+    :math:`1 / q_{max}` when :math:`hi < 10^{-12}`), :math:`z = 0`. With the ``shift`` scheme the scale
     is rounded up to a power of two; a fixed ``activation_format`` gives :math:`s = 2^{-f}`, :math:`z = 0`.
     """
     qmin, qmax = _code_range(config.activation_bits, config.activation_signed)
@@ -56,7 +61,10 @@ def activation_params(lo: float, hi: float, config: HardwareConfig) -> tuple[flo
     if hi - lo < 1e-12:
         hi = lo + 1.0  # a constant tensor (e.g. a dead ReLU layer): any scale represents it
     if config.activation_symmetric:
-        scale = (max(-lo, hi) if config.activation_signed else hi) / qmax  # unsigned: negatives clip to 0
+        top = max(-lo, hi) if config.activation_signed else hi      # unsigned: negatives clip to 0
+        if top < 1e-12:
+            top = 1.0   # unsigned codes of a range with nothing above 0: every code is 0, any scale will do
+        scale = top / qmax
         if "shift" in _schemes(config):
             scale = float(_pow2_ceil(np.float64(scale)))
         return float(np.float32(scale)), 0
@@ -355,11 +363,9 @@ def _product_shift(config: HardwareConfig, name: str) -> int:
 def _bias_codes(bias: np.ndarray, acc_scale: np.ndarray, config: HardwareConfig):
     """Bias codes :math:`\\mathrm{sat}(\\mathrm{round}(b / (s_{acc} 2^{shift})))` in the ``bias_bits`` register
     and how many saturated."""
-    wide = from_float(bias / (acc_scale * 2.0 ** config.bias_shift), Format.integer(62),
-                      rounding=config.rounding, overflow="saturate").raw
-    lo, hi = _code_range(config.bias_bits, True)
-    codes = np.clip(wide, lo, hi)
-    return codes, int(np.count_nonzero(codes != wide))
+    codes = from_float(bias / (acc_scale * 2.0 ** config.bias_shift), Format.integer(config.bias_bits),
+                       rounding=config.rounding, overflow="saturate")
+    return codes.raw, int(codes.overflows)
 
 
 def _check_tflite_width(config: HardwareConfig, where: str = "") -> None:
