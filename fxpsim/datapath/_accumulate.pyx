@@ -287,20 +287,20 @@ cdef fxa_sweep_out* _sweep_outs(Sweep sw, Py_ssize_t n_chunks) except? NULL:
     return <fxa_sweep_out*>&sw.outs[0, 0]
 
 
-def _partition(Py_ssize_t R, Py_ssize_t M, Py_ssize_t chunk, Py_ssize_t N, bint slabbed, bint sweeping,
-               int nthreads):
-    """How ``mac_fast16`` / ``mac_fast32m`` split their work into tasks: ``(per_batch, n_rc, n_slabs, n_sc,
-    spc)``: row chunks per batch and in all, 64-column slabs, slab groups per row chunk and slabs per group
-    (a sweep with few row chunks splits the slabs between threads too)."""
+def _partition(Py_ssize_t R, Py_ssize_t M, Py_ssize_t chunk, Py_ssize_t n_slabs, bint split, int nthreads):
+    """How the slabbed kernels (``mac_fast16``, ``mac_fast32m``, ``mac_mul32``) split R rows, in batches of M
+    sharing one b, and ``n_slabs`` column slabs into tasks: ``(per_batch, n_rc, n_sc, spc)``, i.e. row chunks
+    of ``chunk`` rows per batch and in all, slab groups per row chunk and slabs per group.  Task t covers row
+    chunk t // n_sc and slab group t % n_sc; every output belongs to exactly one task.  With ``split`` and
+    fewer than 4 row chunks per thread, the slabs are spread over about 4 tasks per thread too."""
     cdef Py_ssize_t per_batch = (M + chunk - 1) // chunk
     cdef Py_ssize_t n_rc = per_batch * (R // M)
-    cdef Py_ssize_t n_slabs = N // 64 if slabbed else 1
     cdef Py_ssize_t n_sc = 1, spc
-    if sweeping and slabbed and n_rc < 2 * nthreads and n_slabs > 1:
-        n_sc = min(n_slabs, max(1, (4 * nthreads) // n_rc))
+    if split and n_rc < 4 * nthreads and n_slabs > 1:
+        n_sc = min(n_slabs, (4 * nthreads + n_rc - 1) // n_rc)
     spc = (n_slabs + n_sc - 1) // n_sc
     n_sc = (n_slabs + spc - 1) // spc
-    return per_batch, n_rc, n_slabs, n_sc, spc
+    return per_batch, n_rc, n_sc, spc
 
 
 def mac_fast16(const int16_t[:, ::1] a, const int16_t[:, ::1] b, const int16_t[:, ::1] init,
@@ -350,7 +350,8 @@ def mac_fast16(const int16_t[:, ::1] a, const int16_t[:, ::1] b, const int16_t[:
         rp = &idx[0]
     if sidx is not None:
         sp = &sidx[0]
-    per_batch, n_rc, n_slabs, n_sc, spc = _partition(R, M, chunk, N, sp != NULL, sweep is not None, nthreads)
+    n_slabs = N // 64 if sp != NULL else 1
+    per_batch, n_rc, n_sc, spc = _partition(R, M, chunk, n_slabs, sp != NULL and sweep is not None, nthreads)
     if sweep is not None:
         swp = &sweep.s
         so = _sweep_outs(sweep, n_rc * n_sc)
@@ -405,7 +406,8 @@ def mac_fast32m(const int16_t[:, ::1] a, const int16_t[:, ::1] b, const int32_t[
         rp = &idx[0]
     if sidx is not None:
         sp = &sidx[0]
-    per_batch, n_rc, n_slabs, n_sc, spc = _partition(R, M, chunk, N, sp != NULL, sweep is not None, nthreads)
+    n_slabs = N // 64 if sp != NULL else 1
+    per_batch, n_rc, n_sc, spc = _partition(R, M, chunk, n_slabs, sp != NULL and sweep is not None, nthreads)
     if sweep is not None:
         swp = &sweep.s
         so = _sweep_outs(sweep, n_rc * n_sc)
@@ -483,13 +485,7 @@ def mac_mul32(const int32_t[:, :] a, const int64_t[:, ::1] b, int64_t[:, ::1] ou
         return
     lda = a.strides[0] // sizeof(int32_t)
     ldo = out.strides[0] // sizeof(int64_t)
-    per_batch = (M + chunk - 1) // chunk
-    n_rc = per_batch * (R // M)
-    n_sc = 1                                    # few row chunks: split the column slabs too
-    if nthreads > 1 and n_rc < 4 * nthreads:
-        n_sc = min(nslab, (4 * nthreads + n_rc - 1) // n_rc)
-    spc = (nslab + n_sc - 1) // n_sc
-    n_sc = (nslab + spc - 1) // spc
+    per_batch, n_rc, n_sc, spc = _partition(R, M, chunk, nslab, nthreads > 1, nthreads)
     for t in prange(n_rc * n_sc, nogil=True, schedule="dynamic", num_threads=nthreads):
         c = t // n_sc
         s0 = (t % n_sc) * spc
