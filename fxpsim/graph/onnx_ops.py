@@ -39,6 +39,15 @@ uint8 (code + 128) before fusing it, which changes the float32 rounding of QLine
 QLinearAveragePool (their output zero point is added before rounding).
 ``broadcast``: which operand is constant along onnxruntime's innermost broadcast span (``"none"``,
 ``"a_scalar"``, ``"b_scalar"``): QLinearAdd's formula depends on it.
+
+``u8s8_pairs`` (MAC ops that onnxruntime runs with its uint8 x int8 integer kernel): ``"exact"`` (the
+default; CPUs with VNNI, ARM) or ``"saturate16"`` (x86-64 with AVX2 and no VNNI: the raw products of
+adjacent reduction elements summed in int16 with saturation,
+:math:`\mathrm{acc} = \sum_j \mathrm{sat}_{16}(a_{2j} w_{2j} + a_{2j+1} w_{2j+1}) - z_a \sum w - z_w \sum a
++ K z_a z_w`, :mod:`fxpsim.datapath.x86_pairs`). ``"saturate16"`` is onnxruntime's kernel, not a datapath
+knob: it runs only on onnxruntime's datapath (native requantization, int32 wrapping accumulator) and is
+refused with a ValueError on any other. On a MAC node, ``u8_shift`` means that onnxruntime multiplies the
+int8 activation codes + 128 (its int8 -> uint8 rewrite), which matters only for the pair saturation.
 """
 from __future__ import annotations
 
@@ -47,6 +56,7 @@ import numpy as np
 from ..core.fixed import FixedArray, Format, Overflow, from_float, from_raw
 from ..datapath import accumulate as _acc
 from ..datapath import onnx_ops as K
+from ..datapath import x86_pairs as _x86
 from ..datapath.integer_ops import quantized_add
 from ..datapath.requantize import (Requantizer, multiply_by_quantized_multiplier, quantize_multiplier,
                                    requantize_float, requantize_shift)
@@ -473,6 +483,8 @@ def _mac_run(graph, node, ins, dp, trace):
     refuse_unmodelled_knobs(node, dp, "onnxruntime semantics")
     x_zp, w_zp = _mac_zero_points(graph, node)
     acc, overflows = _integer_mac(graph, node, ins, dp, x_zp, w_zp, _bias_input(node, ins))
+    if node.attrs.get("u8s8_pairs", "exact") == "saturate16":
+        acc = _saturate_pairs(node, ins, dp, x_zp, acc)
     if integer_out:
         out = K.wrap_int32(acc).astype(y.dtype)
         pre, lo, hi = None, None, None
@@ -493,6 +505,40 @@ def _mac_run(graph, node, ins, dp, trace):
                 "clipped": 0 if pre is None else _clipped(pre, lo, hi),
                 "adds": int(acc.size) * (k + (bias and getattr(dp, "bias_add", "after") != "preload"))}
     return [out], info
+
+
+def _saturate_pairs(node, ins, dp, x_zp, acc):
+    """The accumulator of onnxruntime's AVX2 uint8 x int8 kernel (``u8s8_pairs="saturate16"``): the exact
+    int32 sum plus the excess of the int16-saturated pair sums (:mod:`fxpsim.datapath.x86_pairs`) on the raw
+    codes onnxruntime multiplies (activation codes + 128 where it converted int8 to uint8, ``u8_shift``),
+    wrapped to int32. Only on onnxruntime's own datapath: the saturation belongs to its kernel."""
+    if not is_onnxruntime_datapath(dp):
+        raise ValueError(f"node {node.name!r} ({node.op}) reproduces onnxruntime's x86 AVX2 uint8 x int8 kernel "
+                         "(u8s8_pairs='saturate16'), which exists only on onnxruntime's datapath (native "
+                         "requantization, int32 wrapping accumulator); import the model with cpu='exact' to run "
+                         "it on other datapaths")
+    shift = 128 if node.attrs.get("u8_shift") else 0
+    a = ins[0].astype(np.int32) + shift
+    if node.op in ("qlinear_conv", "conv_integer"):
+        exc = _x86.conv2d_excess(a, ins[1], stride=_pair(node.attrs, "stride"), padding=_pads(node.attrs),
+                                 dilation=_pair(node.attrs, "dilation"), groups=int(node.attrs.get("group", 1)),
+                                 pad_value=int(x_zp) + shift)
+    else:
+        exc = _x86.matmul_excess(a, ins[1])
+    return K.wrap_int32(acc + exc)
+
+
+def _check_pairs(graph, node):
+    pairs = node.attrs.get("u8s8_pairs", "exact")
+    if pairs not in _x86.U8S8_PAIRS:
+        raise ValueError(f"node {node.name!r}: u8s8_pairs must be one of {_x86.U8S8_PAIRS}, got {pairs!r}")
+    if pairs == "exact":
+        return
+    x, w = _spec(graph, node.inputs[0]), _spec(graph, node.inputs[1])
+    x_u8 = x.bits == 8 and (not x.signed or bool(node.attrs.get("u8_shift")))
+    if node.attrs.get("ort_kernel", "qlinear") == "float" or not x_u8 or not (w.bits == 8 and w.signed):
+        raise ValueError(f"node {node.name!r}: u8s8_pairs='saturate16' applies to onnxruntime's integer kernel "
+                         "with uint8 activations (or int8 ones it shifted to uint8, u8_shift) and int8 weights")
 
 
 def _mac_float(graph, node, ins):
@@ -557,6 +603,7 @@ def _mac_check(graph, node):
             raise ValueError(f"node {node.name!r}: the bias must be a constant of shape ({w.data.shape[0]},)")
     if node.attrs.get("ort_kernel", "qlinear") not in ("qlinear", "float"):
         raise ValueError(f"node {node.name!r}: ort_kernel must be 'qlinear' or 'float'")
+    _check_pairs(graph, node)
 
 
 def _mac_count(graph, node) -> int:

@@ -28,6 +28,24 @@ Float32 kernels depend on the CPU (FMA, AVX2: as on any x86-64 from 2013 on) and
 more columns than rows and large K, on onnxruntime's thread count (``FXPSIM_ORT_THREADS``, default the
 usable cores); ``IntegerGraph.run`` splits batches above 256 samples, which onnxruntime does not.
 
+The uint8 x int8 integer kernels depend on the CPU too. With VNNI (AVX512-VNNI, AVX-VNNI) and on ARM they
+accumulate exactly; on x86-64 with AVX2 and no VNNI, MLAS sums the raw products of adjacent reduction
+elements in int16 **with saturation** (``vpmaddubsw``):
+
+.. math::
+
+    \mathrm{acc} = \sum_j \mathrm{sat}_{16}(a_{2j} w_{2j} + a_{2j+1} w_{2j+1})
+                 - z_a \sum_k w_k - z_w \sum_k a_k + K z_a z_w \pmod{2^{32}}
+
+on the stored codes (activations a uint8, or int8 + 128 after onnxruntime's int8 -> uint8 rewrite; weights w
+int8), pairs in index order along K (a convolution: ``(kh, kw, c)`` per group). It hits QLinearConv (except
+depthwise), QLinearMatMul, QGemm, MatMulInteger and the QDQ groups fused into them once a pair exceeds
+32767 (e.g. 255 * 127 * 2); uint8 x uint8 and int8 x int8 are exact everywhere. ``import_onnx(path,
+cpu=...)`` picks the flavour: ``"exact"`` (the default: the same graph on every host, and what the stored
+fixtures record), ``"avx2"``, or ``"host"`` (:func:`onnxruntime_cpu` detects it). The flavour is recorded in
+``meta["onnxruntime"]["cpu"]`` and on each affected node (``u8s8_pairs``); verified live on an AVX2 CPU
+without VNNI (onnxruntime 1.32) and on one with AVX512-VNNI.
+
 The model's own layout and types are kept at the boundary: ``graph.run(x)`` takes and returns what
 ``InferenceSession.run`` takes and returns (NCHW, float32 for a QDQ model with float inputs). Inside, images
 are NHWC (weights OIHW -> OHWI), with ``transpose`` nodes at the inputs/outputs and before a Flatten/Reshape
@@ -40,26 +58,44 @@ import os
 
 import numpy as np
 
+from ..datapath import x86_pairs as _x86
 from ..graph import onnx_ops as _onnx_graph_ops  # noqa: F401  (registers the ONNX graph ops)
 from ..graph.ir import IntegerGraph, Node, TensorSpec
 from .onnx_nodes import _F32_EPS, _FLOAT_TYPES, _MS, SUPPORTED_OPS, _ONode, _require_onnx, _unsupported, _Val
 from .onnx_qdq import QDQConversions
 from .onnx_qoperator import QOperatorConversions
 
-__all__ = ["import_onnx", "SUPPORTED_OPS", "ONNXRUNTIME_DATAPATH"]
+__all__ = ["import_onnx", "SUPPORTED_OPS", "ONNXRUNTIME_DATAPATH", "ONNXRUNTIME_CPUS", "onnxruntime_cpu"]
 
 #: The datapath an imported graph records: onnxruntime's CPU kernels.
 ONNXRUNTIME_DATAPATH = {"name": "onnxruntime-cpu", "accumulator_bits": 32, "accumulator_overflow": "wrap",
                         "accumulator_order": "sequential", "overflow_at": "add", "bias_add": "after",
                         "requantization": "native", "rounding": "half_even", "activation_clamp": True}
 
+#: The ``cpu`` flavours of :func:`import_onnx`, with the ``u8s8_pairs`` their uint8 x int8 MAC nodes get.
+ONNXRUNTIME_CPUS = {"exact": "exact", "avx2": "saturate16"}
+
+
+def onnxruntime_cpu(flags=None, machine=None) -> str:
+    """The flavour of onnxruntime's uint8 x int8 kernels on this host (or on a CPU with the given
+    ``/proc/cpuinfo`` ``flags`` and ``platform.machine()``): ``"avx2"`` on x86-64 with AVX2 and neither
+    AVX512-VNNI nor AVX-VNNI (int16-saturating pair sums), ``"exact"`` elsewhere (VNNI, ARM, other CPUs).
+
+    Verified live: AVX2 without VNNI (AMD EPYC, onnxruntime 1.32) saturates, AVX512-VNNI is exact. Inferred
+    from MLAS's kernel dispatch, not measured: AVX-512BW without VNNI (Skylake-SP) also runs ``vpmaddubsw``
+    kernels and saturates (it has AVX2, so it is reported as ``"avx2"``); AVX-VNNI alone is exact. See
+    :func:`fxpsim.datapath.x86_pairs.host_u8s8_pairs`."""
+    pairs = _x86.host_u8s8_pairs(flags, machine)
+    return next(cpu for cpu, p in ONNXRUNTIME_CPUS.items() if p == pairs)
+
 
 class _Importer(QDQConversions, QOperatorConversions):
     """Reads one ONNX model: onnxruntime's rewrites, then every node into the graph being built (the node
     conversions are in :mod:`fxpsim.io.onnx_qdq` and :mod:`fxpsim.io.onnx_qoperator`)."""
 
-    def __init__(self, model, path: str):
+    def __init__(self, model, path: str, cpu: str = "exact"):
         onnx = _require_onnx()
+        self.cpu = cpu
         from onnx import helper, numpy_helper
         self.onnx, self.helper, self.nh = onnx, helper, numpy_helper
         self.path = path
@@ -462,6 +498,7 @@ class _Importer(QDQConversions, QOperatorConversions):
                 raise _unsupported(n, f"domain {n.domain!r}")
             self._convert(n)
         outputs = [self._graph_output(o) for o in self.outputs]
+        self._mark_u8s8()
         tensors = []
         for name, s in self.specs.items():
             scale = s["scale"]
@@ -470,9 +507,27 @@ class _Importer(QDQConversions, QOperatorConversions):
         meta = {"source": self.path, "format": "onnx", "opset": self.opset, "datapath": dict(ONNXRUNTIME_DATAPATH),
                 "onnxruntime": {"reproduces": "onnxruntime CPU execution provider, default session options "
                                               "(graph optimization level ORT_ENABLE_ALL), x86-64 with FMA",
-                                "float_nodes": self.float_nodes}}
+                                "cpu": self.cpu, "float_nodes": self.float_nodes}}
         gname = os.path.splitext(os.path.basename(self.path))[0] or "onnx"
         return IntegerGraph(tensors, self.gnodes, [self.env_in[i] for i in self.inputs], outputs, gname, meta)
+
+    def _mark_u8s8(self):
+        """``u8s8_pairs`` on every MAC node that onnxruntime runs with its uint8 x int8 integer kernel (uint8
+        activations, or int8 ones it shifted to uint8, times int8 weights; not a depthwise convolution,
+        whose kernel is exact on every CPU): the ``cpu`` flavour's pair arithmetic."""
+        pairs = ONNXRUNTIME_CPUS[self.cpu]
+        for node in self.gnodes:
+            if node.op not in ("qlinear_conv", "qlinear_matmul", "matmul_integer", "conv_integer") \
+                    or node.attrs.get("ort_kernel", "qlinear") != "qlinear":
+                continue
+            x, w = self.specs[node.inputs[0]], self.specs[node.inputs[1]]
+            x_u8 = x["bits"] == 8 and (not x["signed"] or bool(node.attrs.get("u8_shift")))
+            if not (x_u8 and w["bits"] == 8 and w["signed"]):
+                continue
+            if node.op in ("qlinear_conv", "conv_integer") and _x86.is_depthwise(
+                    int(node.attrs.get("group", 1)), x["shape"][-1], w["data"].shape[0]):
+                continue
+            node.attrs["u8s8_pairs"] = pairs
 
     def _declare_inputs(self):
         self.env_in = {}
@@ -556,7 +611,7 @@ class _Importer(QDQConversions, QOperatorConversions):
         return v.g
 
 
-def import_onnx(path) -> IntegerGraph:
+def import_onnx(path, *, cpu: str = "exact") -> IntegerGraph:
     """Read a quantized ``.onnx`` model into an :class:`~fxpsim.graph.IntegerGraph`.
 
     Parameters
@@ -566,12 +621,18 @@ def import_onnx(path) -> IntegerGraph:
         ``onnxruntime.quantization.quantize_static`` or a PyTorch export) or a QOperator model (QLinearConv,
         QLinearMatMul, QGemm, QLinearAdd, QLinearMul, QLinear pools, QLinearConcat, MatMulInteger, ConvInteger);
         uint8 or int8 activations, per-tensor or per-channel weights. :data:`SUPPORTED_OPS` lists the ops.
+    cpu : {"exact", "avx2", "host"}
+        Which onnxruntime CPU the graph reproduces. ``"exact"`` (default): uint8 x int8 products accumulate
+        exactly, as on CPUs with VNNI and on ARM. ``"avx2"``: x86-64 with AVX2 but no VNNI, whose uint8 x int8
+        kernels saturate the sum of each pair of adjacent products to int16 (module docstring; such nodes get
+        ``u8s8_pairs="saturate16"``, which runs only on onnxruntime's own datapath). ``"host"``: the flavour
+        of this machine's onnxruntime (:func:`onnxruntime_cpu`).
 
     Returns
     -------
     IntegerGraph
-        Runs bit for bit as onnxruntime's CPU execution provider with default session options on its default
-        datapath (``meta["datapath"]``: ``requantization="native"``, int32 wrapping accumulator), and on any
+        Runs bit for bit as onnxruntime's CPU execution provider (on a CPU of the ``cpu`` flavour) with
+        default session options on its default datapath (``meta["datapath"]``: ``requantization="native"``, int32 wrapping accumulator), and on any
         other datapath (``graph.run(x, fxpsim.preset("int8-acc16-sat"))``). Inputs and outputs keep the
         model's layout and types. ``meta["onnxruntime"]["float_nodes"]`` lists the nodes onnxruntime runs in
         float32 (QDQ groups its optimizer does not fuse).
@@ -583,9 +644,13 @@ def import_onnx(path) -> IntegerGraph:
     FileNotFoundError
         No such file.
     ValueError
-        A damaged or truncated file, a float (non-quantized) model, or an op, type or pattern outside the
-        supported set (the message names the op, the node and the supported ops).
+        A damaged or truncated file, a float (non-quantized) model, an op, type or pattern outside the
+        supported set (the message names the op, the node and the supported ops), or an unknown ``cpu``.
     """
+    if cpu == "host":
+        cpu = onnxruntime_cpu()
+    if cpu not in ONNXRUNTIME_CPUS:
+        raise ValueError(f"cpu must be 'exact', 'avx2' or 'host', got {cpu!r}")
     onnx = _require_onnx()
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -607,4 +672,4 @@ def import_onnx(path) -> IntegerGraph:
             load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
         except Exception as exc:  # noqa: BLE001
             raise ValueError(f"{path}: cannot read the external tensor data ({exc})") from None
-    return _Importer(model, path).build()
+    return _Importer(model, path, cpu).build()

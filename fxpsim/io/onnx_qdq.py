@@ -312,9 +312,10 @@ class QDQConversions:
                 raise _unsupported(n, f"onnxruntime runs it in float32 with {exc}, which fxpsim does not reproduce") \
                     from None
         g = self._out_name(q, (w.shape[0], oh, ow), scale, zp, dtype)
-        self._add_node("qlinear_conv", [src.g, w_g] + ([b_g] if b_g else []), [g],
-                       {"stride": strides, "padding": pads, "dilation": dil, "group": group, "ort_kernel": kernel},
-                       name=n.name)
+        attrs = {"stride": strides, "padding": pads, "dilation": dil, "group": group, "ort_kernel": kernel}
+        if fused and src.dtype == np.int8:
+            attrs["u8_shift"] = True          # onnxruntime multiplies the codes + 128 (QDQS8ToU8)
+        self._add_node("qlinear_conv", [src.g, w_g] + ([b_g] if b_g else []), [g], attrs, name=n.name)
         self._note(n.name, n, fused, why)
 
     # ---------------- MatMul / Gemm
@@ -361,9 +362,10 @@ class QDQConversions:
         if not fused and alpha != 1.0:
             raise _unsupported(n, "a float Gemm with alpha != 1")
         g = self._out_name(q, src.shape[:-1] + (w.shape[0],), scale, zp, dtype)
-        self._add_node("qlinear_matmul", [src.g, w_g] + ([b_g] if b_g else []), [g],
-                       {"alpha": alpha, "ort_kernel": "qlinear" if fused else "float", "onnx_op": n.op},
-                       name=n.name)
+        attrs = {"alpha": alpha, "ort_kernel": "qlinear" if fused else "float", "onnx_op": n.op}
+        if fused and src.dtype == np.int8 and x_t == np.uint8:
+            attrs["u8_shift"] = True          # onnxruntime multiplies the codes + 128 (QDQS8ToU8)
+        self._add_node("qlinear_matmul", [src.g, w_g] + ([b_g] if b_g else []), [g], attrs, name=n.name)
         self._note(n.name, n, fused, why)
 
     # ---------------- Add / Mul

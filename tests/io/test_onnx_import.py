@@ -4,7 +4,9 @@
   hand-built QLinear graphs, outputs and intermediates stored by onnxruntime 1.32 with default options);
 * live against onnxruntime (when installed) on fresh seeded inputs: the fixtures, freshly quantized models,
   and hand-built QDQ graphs that exercise onnxruntime's fusion rules (groups it fuses, groups it leaves in
-  float32, its int8 -> uint8 rewrite, broadcasting, Relu/Clip removal, back-to-back Q/DQ pairs);
+  float32, its int8 -> uint8 rewrite, broadcasting, Relu/Clip removal, back-to-back Q/DQ pairs), each
+  imported with the host's CPU flavour (``cpu="host"``: int16-saturating uint8 x int8 pairs on AVX2 without
+  VNNI, see ``test_onnx_avx2.py``);
 * other datapaths: a conv model on 16-bit saturating and wrapping accumulators against a Python-integer model;
 * errors: unsupported ops, damaged files, float models, a missing ``onnx`` package.
 """
@@ -395,7 +397,7 @@ def _random_feed(spec_type, shape, rng):
 
 
 def _live_compare(path, seed, batches=(1, 5)):
-    g = import_onnx(path)
+    g = import_onnx(path, cpu="host")
     sess = _session(path)
     rng = np.random.default_rng(seed)
     for b in batches:
