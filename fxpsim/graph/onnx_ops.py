@@ -43,7 +43,7 @@ QLinearAveragePool (their output zero point is added before rounding).
 ``u8s8_pairs`` (MAC ops that onnxruntime runs with its uint8 x int8 integer kernel): ``"exact"`` (the
 default; CPUs with VNNI, ARM) or ``"saturate16"`` (x86-64 with AVX2 and no VNNI: the raw products of
 adjacent reduction elements summed in int16 with saturation,
-:math:`\mathrm{acc} = \sum_j \mathrm{sat}_{16}(a_{2j} w_{2j} + a_{2j+1} w_{2j+1}) - z_a \sum w - z_w \sum a
+:math:`\\mathrm{acc} = \\sum_j \\mathrm{sat}_{16}(a_{2j} w_{2j} + a_{2j+1} w_{2j+1}) - z_a \\sum w - z_w \\sum a
 + K z_a z_w`, :mod:`fxpsim.datapath.x86_pairs`). ``"saturate16"`` is onnxruntime's kernel, not a datapath
 knob: it runs only on onnxruntime's datapath (native requantization, int32 wrapping accumulator) and is
 refused with a ValueError on any other. On a MAC node, ``u8_shift`` means that onnxruntime multiplies the

@@ -34,17 +34,18 @@ elements in int16 **with saturation** (``vpmaddubsw``):
 
 .. math::
 
-    \mathrm{acc} = \sum_j \mathrm{sat}_{16}(a_{2j} w_{2j} + a_{2j+1} w_{2j+1})
-                 - z_a \sum_k w_k - z_w \sum_k a_k + K z_a z_w \pmod{2^{32}}
+    \\mathrm{acc} = \\sum_j \\mathrm{sat}_{16}(a_{2j} w_{2j} + a_{2j+1} w_{2j+1})
+                 - z_a \\sum_k w_k - z_w \\sum_k a_k + K z_a z_w \\pmod{2^{32}}
 
 on the stored codes (activations a uint8, or int8 + 128 after onnxruntime's int8 -> uint8 rewrite; weights w
 int8), pairs in index order along K (a convolution: ``(kh, kw, c)`` per group). It hits QLinearConv (except
 depthwise), QLinearMatMul, QGemm, MatMulInteger and the QDQ groups fused into them once a pair exceeds
-32767 (e.g. 255 * 127 * 2); uint8 x uint8 and int8 x int8 are exact everywhere. ``import_onnx(path,
-cpu=...)`` picks the flavour: ``"exact"`` (the default: the same graph on every host, and what the stored
-fixtures record), ``"avx2"``, or ``"host"`` (:func:`onnxruntime_cpu` detects it). The flavour is recorded in
-``meta["onnxruntime"]["cpu"]`` and on each affected node (``u8s8_pairs``); verified live on an AVX2 CPU
-without VNNI (onnxruntime 1.32) and on one with AVX512-VNNI.
+32767 (e.g. 255 * 127 * 2); ConvInteger, depthwise QLinearConv, uint8 x uint8 and int8 x int8 are exact
+everywhere. ``import_onnx(path, cpu=...)`` picks the flavour: ``"exact"`` (the default: the same graph on
+every host, and what the stored fixtures record), ``"avx2"``, or ``"host"`` (:func:`onnxruntime_cpu`
+detects it). The flavour is recorded in ``meta["onnxruntime"]["cpu"]`` and on each affected node
+(``u8s8_pairs``). Verified live with onnxruntime 1.32 on an AVX2 CPU without VNNI (saturating) and on one
+with AVX512-VNNI (exact).
 
 The model's own layout and types are kept at the boundary: ``graph.run(x)`` takes and returns what
 ``InferenceSession.run`` takes and returns (NCHW, float32 for a QDQ model with float inputs). Inside, images
@@ -513,18 +514,19 @@ class _Importer(QDQConversions, QOperatorConversions):
 
     def _mark_u8s8(self):
         """``u8s8_pairs`` on every MAC node that onnxruntime runs with its uint8 x int8 integer kernel (uint8
-        activations, or int8 ones it shifted to uint8, times int8 weights; not a depthwise convolution,
-        whose kernel is exact on every CPU): the ``cpu`` flavour's pair arithmetic."""
+        activations, or int8 ones it shifted to uint8, times int8 weights): the ``cpu`` flavour's pair
+        arithmetic. Not on a depthwise convolution nor on ConvInteger, which onnxruntime computes exactly
+        on AVX2 as well (measured)."""
         pairs = ONNXRUNTIME_CPUS[self.cpu]
         for node in self.gnodes:
-            if node.op not in ("qlinear_conv", "qlinear_matmul", "matmul_integer", "conv_integer") \
+            if node.op not in ("qlinear_conv", "qlinear_matmul", "matmul_integer") \
                     or node.attrs.get("ort_kernel", "qlinear") != "qlinear":
                 continue
             x, w = self.specs[node.inputs[0]], self.specs[node.inputs[1]]
             x_u8 = x["bits"] == 8 and (not x["signed"] or bool(node.attrs.get("u8_shift")))
             if not (x_u8 and w["bits"] == 8 and w["signed"]):
                 continue
-            if node.op in ("qlinear_conv", "conv_integer") and _x86.is_depthwise(
+            if node.op == "qlinear_conv" and _x86.is_depthwise(
                     int(node.attrs.get("group", 1)), x["shape"][-1], w["data"].shape[0]):
                 continue
             node.attrs["u8s8_pairs"] = pairs
@@ -632,8 +634,10 @@ def import_onnx(path, *, cpu: str = "exact") -> IntegerGraph:
     -------
     IntegerGraph
         Runs bit for bit as onnxruntime's CPU execution provider (on a CPU of the ``cpu`` flavour) with
-        default session options on its default datapath (``meta["datapath"]``: ``requantization="native"``, int32 wrapping accumulator), and on any
-        other datapath (``graph.run(x, fxpsim.preset("int8-acc16-sat"))``). Inputs and outputs keep the
+        default session options on its default datapath (``meta["datapath"]``: ``requantization="native"``,
+        int32 wrapping accumulator), and on any other datapath
+        (``graph.run(x, fxpsim.preset("int8-acc16-sat"))``; not with ``cpu="avx2"`` when a node has
+        ``u8s8_pairs="saturate16"``: a ValueError). Inputs and outputs keep the
         model's layout and types. ``meta["onnxruntime"]["float_nodes"]`` lists the nodes onnxruntime runs in
         float32 (QDQ groups its optimizer does not fuse).
 
