@@ -265,6 +265,15 @@ def test_import_records_the_flavour_on_the_nodes_it_affects(tmp_path):
     assert _import(tmp_path, "qgemm_u8s8_pt", "exact").meta["onnxruntime"]["cpu"] == "exact"
 
 
+def test_saved_avx2_graph_reads_back(tmp_path):
+    from fxpsim.graph import load_graph
+    case = "qdq_conv_s8"
+    g = _import(tmp_path, case, "avx2")
+    back = load_graph(g.save(tmp_path / "g"))
+    assert [n.attrs.get("u8s8_pairs") for n in back.nodes] == [n.attrs.get("u8s8_pairs") for n in g.nodes]
+    assert _differ(back.run(STORED[f"input:{case}"]), STORED[f"output:{case}"]) == 0
+
+
 def test_saturate16_off_onnxruntimes_datapath_is_refused_not_ignored(tmp_path):
     g = _import(tmp_path, "qlinearconv_u8s8_pt", "avx2")
     x = STORED["input:qlinearconv_u8s8_pt"]
