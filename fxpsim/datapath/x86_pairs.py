@@ -13,8 +13,8 @@ saturation** before they are widened and accumulated in int32. With the stored c
 (an odd :math:`K` ends with a lone product, which never saturates). This equals the exact int32 sum plus
 the *excess* :math:`\\sum_j (\\mathrm{sat}_{16}(p_j) - p_j)`, which is what :func:`matmul_excess` and
 :func:`conv2d_excess` compute; :mod:`fxpsim.graph.onnx_ops` adds it to the accumulator of nodes whose
-``u8s8_pairs`` attribute is ``"saturate16"``. CPUs with AVX512-VNNI or AVX-VNNI (``vpdpbusd``), ARM and the
-uint8 x uint8 / int8 x int8 kernels accumulate exactly (``"exact"``).
+``u8s8_pairs`` attribute is ``"saturate16"``. CPUs with AVX512-VNNI or AVX-VNNI (``vpdpbusd``), ARM, the
+uint8 x uint8 / int8 x int8 kernels and onnxruntime's ConvInteger accumulate exactly (``"exact"``).
 
 The pairs run along the reduction axis as onnxruntime lays it out: ``k`` in index order for a matrix
 product; for a convolution the im2col order of onnxruntime's NHWC kernels, ``(kh, kw, c)`` within one
