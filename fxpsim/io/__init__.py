@@ -9,7 +9,7 @@ from .memfile import read_csv_codes, read_mem, read_mem_header, write_csv_codes,
 
 # public name -> module of this package that defines it (imported on first use)
 _LAZY = {"import_model": "models", "import_tflite": "tflite", "import_onnx": "onnx",
-         "export_vectors": "vectors", "compare": "compare"}
+         "onnxruntime_cpu": "onnx", "export_vectors": "vectors", "compare": "compare"}
 
 __all__: list = ["write_mem", "read_mem", "read_mem_header", "write_csv_codes", "read_csv_codes"] + list(_LAZY)
 

@@ -296,3 +296,10 @@ def test_saturate16_on_a_node_it_cannot_apply_to_is_refused():
     with pytest.raises(ValueError, match="u8s8_pairs must be one of"):
         g = _integer_graph("matmul_integer", (3,), w, False, {"u8s8_pairs": "sat", "_out": (2,)})
         g.run(np.zeros((1, 3), np.uint8))
+
+
+def test_host_detection_is_public_in_fxpsim_io():
+    """``fxpsim.io.onnxruntime_cpu`` is the importer's detector, reachable without importing onnx first."""
+    import fxpsim.io
+    assert fxpsim.io.onnxruntime_cpu is onnxruntime_cpu
+    assert "onnxruntime_cpu" in fxpsim.io.__all__
