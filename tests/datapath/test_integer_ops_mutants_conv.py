@@ -279,11 +279,13 @@ def test_fused_int8_calls_vs_loop_model(p):
 
 
 # --------------------------------------------------------------------------- hand tables
-def _dw_column(xs, ws, **kw):
-    """A depthwise (K, 1) kernel over a (K, 1) image with the same taps in both of its two channels: the
-    products of ``_conv1x1`` in (u, v) order, once per channel (two groups: the grouped paths)."""
-    x = np.repeat(np.asarray(xs, np.int16).reshape(1, -1, 1, 1), 2, axis=3)
-    w = np.repeat(np.asarray(ws, np.int16).reshape(1, -1, 1, 1), 2, axis=3)
+def _dw_column(xs, ws, swap=True, **kw):
+    """A depthwise (K, 1) kernel over a (K, 1) image with two channels: the products of ``_conv1x1`` in (u, v)
+    order once per channel (two groups: the grouped paths); the second channel has x and w swapped (the same
+    products from other operands) unless ``swap`` is False."""
+    xs, ws = np.asarray(xs, np.int16).reshape(1, -1, 1, 1), np.asarray(ws, np.int16).reshape(1, -1, 1, 1)
+    x = np.concatenate([xs, ws if swap else xs], axis=3)
+    w = np.concatenate([ws, xs if swap else ws], axis=3)
     kw.setdefault("requant", rq_shift0())
     kw.setdefault("out_dtype", np.int32)
     return quantized_depthwise_conv2d(x, w, **kw)
@@ -498,7 +500,7 @@ def test_fold_bias_register_width(bias_bits, folded, clipped, depthwise):
     the sum of x (w - z_w) = 2*5 + 3*5 + ... then adds to it."""
     xs, ws = [2, 3, 4, 5], [6, 6, 6, 6]          # w - z_w = 5 with z_w = 1
     kw = dict(acc=12, x_zp=6, w_zp=1, zero_point="fold", bias_bits=bias_bits, bias_at="init")
-    res = (_dw_column if depthwise else _conv1x1)(xs, ws, **kw)
+    res = _dw_column(xs, ws, swap=False, **kw) if depthwise else _conv1x1(xs, ws, **kw)
     c = 2 if depthwise else 1
     assert res.acc.reshape(-1).tolist() == [folded + 5 * sum(xs)] * c
     assert res.bias_clipped == clipped * c
