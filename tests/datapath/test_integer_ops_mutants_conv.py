@@ -632,6 +632,8 @@ def test_dilated_kernel_width_error_and_padding_that_fits():
         _small(dilation=(1, 4), padding=((0, 0), (0, 1)))
     with pytest.raises(ValueError, match=r"the dilated kernel \(5\) is larger than the padded input height \(4\)"):
         _small(dilation=(4, 1), padding=((0, 1), (0, 0)))
+    with pytest.raises(ValueError, match=r"the dilated kernel \(5\) is larger than the padded input height \(4\)"):
+        _small(dilation=(4, 1), padding=((1, 0), (0, 0)))
     assert _small(dilation=(1, 4), padding=((0, 0), (1, 1))).acc.shape == (1, 2, 1, 2)   # 3 + 2 = 5 fits
     assert _small(dilation=2, padding="valid").acc.shape == (1, 1, 1, 2)                 # 3 = (2 - 1) * 2 + 1
     assert _small(padding=[[0, 1], [1, 0]]).acc.shape == (1, 3, 3, 2)                    # lists accepted
