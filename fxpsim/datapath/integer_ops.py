@@ -33,7 +33,7 @@ from ..core.fixed import _logging as _overflow_log_active
 from . import conv_int8 as _fused
 from .requantize import (
     Requantizer, _check_range, _check_zero_point, _iinfo, _wrap_int32, multiply_by_quantized_multiplier,
-    tflite_add_params,
+    requantize_shift, tflite_add_params,
 )
 
 __all__ = [
@@ -165,7 +165,10 @@ def _finish(acc: FixedArray, bias, bias_at: str, overflow, requant: Requantizer,
     raw = acc.raw
     if bias is not None and bias_at == "end":
         total = raw + bias                 # exact: |acc|, |bias| < 2^62
-        if (_overflow_log_active() or int(total.min()) < acc.fmt.min_code
+        lo = acc.fmt.min_code              # saturate_symmetric refuses the most negative code too
+        if acc.fmt.signed and Overflow.parse(overflow) is Overflow.SATURATE_SYMMETRIC:
+            lo = -acc.fmt.max_code
+        if (_overflow_log_active() or int(total.min()) < lo
                 or int(total.max()) > acc.fmt.max_code):  # an add overflows (or is logged): fit it
             full = from_raw(np.broadcast_to(bias, acc.shape).copy(), Format.integer(acc.fmt.word))
             fitted = (acc + full).cast(acc.fmt, overflow=overflow)
@@ -180,7 +183,8 @@ _MAC_KNOBS_DOC = """zero_point : {"subtract", "fold"}
         ``"subtract"`` (default): the multipliers see :math:`x - z_x` (padded taps are 0).
         ``"fold"``: the int8 x int8 form of TFLite and most NPUs, :math:`\\sum_k x_k (w_k - z_w) +
         (b - z_x \\sum_k (w_k - z_w))`: raw input codes (padded taps hold :math:`z_x`), the zero-point term
-        folded into the bias (saturated to ``bias_bits``). Equal when nothing overflows; the partial sums
+        folded into the bias (saturated to ``bias_bits``; with ``product_shift`` the term is rounded onto the
+        accumulator LSB with ``rounding``). Equal when nothing overflows or rounds; the partial sums
         differ, so under saturation the results do.
     bias_bits : int, optional
         Width of the register holding the folded bias (default: the accumulator's).
@@ -204,10 +208,15 @@ def _mac_knobs(zero_point, tile_k, product_shift):
         raise ValueError(f"product_shift must be an int in 0..62, got {product_shift!r}")
 
 
-def _fold_bias(b, x_zp: int, w_sums: np.ndarray, fmt: Format, bias_bits):
-    """``b - z_x * sum_k w'_k`` saturated into a ``bias_bits`` register (default: the accumulator's) and
-    into the accumulator; ``(bias, how many saturated)``."""
-    folded = (np.zeros(w_sums.shape, np.int64) if b is None else b) - int(x_zp) * w_sums.astype(np.int64)
+def _fold_bias(b, x_zp: int, w_sums: np.ndarray, fmt: Format, bias_bits, shift: int = 0, rounding="half_up"):
+    """``b - round(z_x * sum_k w'_k / 2^shift)`` saturated into a ``bias_bits`` register (default: the
+    accumulator's) and into the accumulator; ``(bias, how many saturated)``.  The zero-point term is in
+    product LSBs and the bias in accumulator LSBs (2^``product_shift`` products): the term is rounded onto
+    the accumulator LSB with the products' ``rounding``, as a precomputed folded bias would be."""
+    term = int(x_zp) * w_sums.astype(np.int64)
+    if shift:
+        term = requantize_shift(term, int(shift), rounding, out=Format.integer(64))
+    folded = (np.zeros(w_sums.shape, np.int64) if b is None else b) - term
     bits = fmt.word if bias_bits is None else min(int(bias_bits), fmt.word)
     lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
     clipped = np.clip(folded, lo, hi)
@@ -239,7 +248,7 @@ def _accumulate_rows(op, xo, wk, init, fmt, overflow, order, tile_k, tile_acc, s
         tile_ovf += int(r.overflows)
         tiles.append(raw)
     stack = np.stack(tiles, axis=-1)                # [R, O, T] tile sums in accumulator LSBs
-    ini = None if init is None else np.broadcast_to(np.asarray(init, np.int64), (n_rows, n_out))
+    ini = None if init is None else np.broadcast_to(np.asarray(init, np.int64), out_shape).reshape(n_rows, n_out)
     wide = _datapath_sum(stack, axis=-1, acc=Format.integer(fmt.word), overflow=overflow, init=ini)
     return FixedArray(wide.raw.reshape(out_shape), Format.integer(fmt.word),
                       overflows=int(wide.overflows) + tile_ovf), tile_ovf
@@ -317,7 +326,7 @@ def quantized_fully_connected(x, w, bias=None, *, requant: Requantizer, x_zp=0, 
     xo = _offset(x, 0 if fold else z, "x_zp", narrow=True)
     clipped = 0
     if fold:
-        b, clipped = _fold_bias(b, z, wo.sum(axis=1, dtype=np.int64), fmt, bias_bits)
+        b, clipped = _fold_bias(b, z, wo.sum(axis=1, dtype=np.int64), fmt, bias_bits, product_shift, rounding)
     init = np.broadcast_to(b, x.shape[:-1] + (w.shape[0],)) if (b is not None and bias_at == "init") else None
     tile_ovf = 0
     if tile_k is not None and tile_k < w.shape[1]:
@@ -408,7 +417,8 @@ def _conv(x, w_hwio, groups, bias, requant, x_zp, out_zp, stride, padding, dilat
     xo = _offset(x, 0 if fold else z, "x_zp", narrow=True)
     clipped = 0
     if fold:   # raw codes: padded taps hold the zero point, so x - z_x = 0 there as in the subtract form
-        b, clipped = _fold_bias(b, z, wo.sum(axis=(0, 1, 2), dtype=np.int64), fmt, bias_bits)
+        b, clipped = _fold_bias(b, z, wo.sum(axis=(0, 1, 2), dtype=np.int64), fmt, bias_bits,
+                                product_shift, rounding)
         (t, bo), (le, r) = pads
         if t or bo or le or r:
             xp = np.full((x.shape[0], x.shape[1] + t + bo, x.shape[2] + le + r, x.shape[3]), z, dtype=xo.dtype)
@@ -543,7 +553,7 @@ def quantized_add(x1, x2, *, scale1: float, zp1: int, scale2: float, zp2: int, o
         raise ValueError(f"rounding must be 'double' or 'single', got {rounding!r}")
     dtype, zp, lo, hi = _output_spec(out_zp, act_min, act_max, out_dtype)
     params = _add_params(scale1, scale2, out_scale, left_shift, single)
-    if a.dtype == b.dtype == dtype == np.int8 and _fused.available() and a.size * b.size:
+    if a.dtype == b.dtype == dtype == np.int8 and _fused.available():
         # int8 x int8 -> int8: every output is one of 65536, tabulated once by the arithmetic below
         z1 = _check_zero_point(zp1, np.iinfo(np.int8), "zp1")
         z2 = _check_zero_point(zp2, np.iinfo(np.int8), "zp2")

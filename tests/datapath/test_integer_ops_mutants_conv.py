@@ -53,8 +53,9 @@ def ref_layer(x, w, *, depthwise, bias=None, x_zp=0, w_zp=0, stride=(1, 1), pads
     layout) or a depthwise convolution (``w`` (1, KH, KW, C*M), output channel o = cM + m sees channel c).
 
     Per output: the K products in (u, v, c) order, :math:`p = (x - z_x)(w - z_w)` (padded taps 0) or, folded,
-    :math:`p = x (w - z_w)` (padded taps hold z_x) with the bias :math:`b - z_x \\sum (w - z_w)` clipped to
-    ``bias_bits``; each product rounded to :math:`2^{-shift}`; summed sequentially or by the pairwise tree,
+    :math:`p = x (w - z_w)` (padded taps hold z_x) with the bias :math:`b - z_x \\sum (w - z_w)` (that term
+    rounded to :math:`2^{-shift}` like a product) clipped to ``bias_bits``; each product rounded to
+    :math:`2^{-shift}`; summed sequentially or by the pairwise tree,
     fitted after every add; with tiles: each tile from 0 in the tile accumulator, then the tile sums added one
     by one into the main accumulator (preloaded with the bias for ``init``); ``end``: one more fitted add.
     """
@@ -81,7 +82,8 @@ def ref_layer(x, w, *, depthwise, bias=None, x_zp=0, w_zp=0, stride=(1, 1), pads
     for o in range(n_out):
         b = None if bias is None else int(bias[o])
         if zero_point == "fold":
-            folded = (b or 0) - x_zp * sum(t[3] for t in wprime(o))
+            term = round_fraction(Fraction(x_zp * sum(t[3] for t in wprime(o)), 1 << shift), rounding)
+            folded = (b or 0) - term
             b = min(bhi, max(blo, folded))
             clipped += b != folded
         biases.append(b)
@@ -174,14 +176,6 @@ def layer_cases(draw, fused=False):
     zero_point = draw(st.sampled_from(["subtract", "fold"]))
     with_bias = draw(st.booleans())
     shift = draw(st.sampled_from([0, 0, 1, 3]))
-    # kept apart, each by its own strict xfail below: fold with product_shift, saturate_symmetric at the final
-    # bias add, K-tiling with a preloaded bias
-    if overflow == "saturate_symmetric":
-        bias_at = "init"
-    if zero_point == "fold":
-        shift = 0
-    if tile_k is not None and tile_k < k_total and bias_at == "init":
-        zero_point, with_bias = "subtract", False
     if fused:
         zero_point, shift, tile_k = "subtract", 0, draw(st.sampled_from([None, k_total, k_total + 3]))
     return dict(
@@ -666,9 +660,7 @@ def test_shape_errors():
             fn(np.zeros((1, 2, 2, 2), np.int8), w4, requant=rq, x_zp=-129)
 
 
-# --------------------------------------------------------------------------- deviations (strict xfails)
-@pytest.mark.xfail(strict=True, reason="BUG: _accumulate_rows broadcasts the preloaded bias to (rows, O), but "
-                                       "_conv passes it as (N, OH, OW, O): K-tiling + bias_at='init' raises")
+# --------------------------------------------------------------------------- three bugs the triage found (fixed)
 @pytest.mark.parametrize("depthwise", [False, True])
 def test_k_tiling_with_a_preloaded_bias(depthwise):
     x = np.full((1, 2, 2, 1), 10, np.int16)
@@ -678,8 +670,6 @@ def test_k_tiling_with_a_preloaded_bias(depthwise):
     assert res.acc.reshape(-1).tolist() == [195, 195]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: _finish fits the bias_at='end' sum only when it leaves the format's "
-                                       "code range; saturate_symmetric excludes the minimum code too")
 def test_end_bias_add_saturate_symmetric():
     """-100 + -28 = -128 in an 8-bit symmetric-saturating accumulator: -127 and one overflow (as with init)."""
     init = _conv1x1([-100], [1], [-28], acc=8, overflow="saturate_symmetric", bias_at="init")
@@ -688,8 +678,6 @@ def test_end_bias_add_saturate_symmetric():
     assert (end.acc.reshape(-1).tolist(), end.overflows) == ([-127], 1)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: _fold_bias subtracts z_x * sum(w - z_w) in product LSBs from a bias "
-                                       "in accumulator LSBs (2^product_shift products)")
 def test_fold_with_product_shift():
     """Products and the folded term all multiples of 4, product_shift=2: no rounding anywhere, so the fold form
     must equal the subtract form: sum (x - z_x)(w - z_w) / 4 + b."""
@@ -735,3 +723,14 @@ def test_defaults(depthwise, case):
     want, _, _ = ref_outputs(acc, rq, 0, -128, 127)
     assert res.out.dtype == np.int8
     np.testing.assert_array_equal(res.out, want)
+
+
+@pytest.mark.parametrize("rounding, term", [("half_up", 3), ("floor", 2), ("ceil", 3), ("half_even", 2)])
+def test_fold_term_is_rounded_like_a_product(rounding, term):
+    """z_x * sum(w') = 5 * 2 = 10 product LSBs = 2.5 accumulator LSBs (product_shift 2): the folded bias
+    b - round(2.5) with the products' rounding (x = z_x: every folded product is z_x * w, so the sum is that
+    term too, rounded per product: 5 * 2 / 4 = 2.5 rounds the same way)."""
+    res = _conv1x1([5], [2], [100], acc=40, x_zp=5, product_shift=2, zero_point="fold", rounding=rounding)
+    assert res.acc.reshape(-1).tolist() == [100 - term + term]
+    res = _conv1x1([0], [2], [100], acc=40, x_zp=5, product_shift=2, zero_point="fold", rounding=rounding)
+    assert res.acc.reshape(-1).tolist() == [100 - term]
