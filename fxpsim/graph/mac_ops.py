@@ -86,7 +86,8 @@ def _partial_peaks(graph, node, ins, bias, dp, knobs) -> dict:
     a, w2, _ = mac_rows(node.op, xo, wo, **geometry)
     if fold:
         from ..datapath.integer_ops import _fold_bias
-        bias, _ = _fold_bias(bias, zx, w2.sum(axis=1), Format.integer(dp.accumulator_bits), knobs["bias_bits"])
+        bias, _ = _fold_bias(bias, zx, w2.sum(axis=1), Format.integer(dp.accumulator_bits), knobs["bias_bits"],
+                             knobs["product_shift"], knobs["rounding"])
     preload = dp.bias_add == "preload"
     return running_sum_peak(a, w2, bias if preload else None, order=dp.accumulator_order, tile_k=knobs["tile_k"],
                             shift=knobs["product_shift"], rounding=knobs["rounding"],

@@ -585,3 +585,31 @@ def test_exact_datapath_drops_every_accumulator_limit():
     acc = net.run(x, plain.with_layer("fc", accumulator_bits=10).exact_datapath(32), trace="peaks")[1]["fc"]["acc"]
     expect = (x.astype(int) - zx) @ (w.astype(int) - w_zp[:, None]).T + bias
     np.testing.assert_array_equal(acc, expect)
+
+
+@pytest.mark.parametrize("bits, mode", [(32, "wrap"), (13, "saturate"), (13, "wrap")])
+@pytest.mark.parametrize("rounding", ["half_up", "floor"])
+def test_fold_with_a_product_shift_rounds_the_zero_point_term(bits, mode, rounding):
+    """Folded zero point on an accumulator whose LSB is 2^2 products: the bias becomes
+    b - round(z_x sum(w - z_w) / 4) (the term rounded like a product), the taps x (w - z_w) / 4 rounded one by
+    one; the traced accumulator, overflow count and exact partial-sum peak follow that model."""
+    x, w, w_zp, bias, zx = _fc_case(seed=5)
+    bias = bias // 8                                     # within 13 bits: no bias clipped before the fold
+    net = _fc_graph(w, w_zp, bias, zx)
+    net.nodes[0].attrs.update(product_shift=2, product_rounding=rounding)
+    cfg = HardwareConfig(accumulator_bits=bits, bias_bits=bits, accumulator_overflow=mode, bias_add="preload",
+                         requantization="float", zero_point="fold")
+    _, traces, _ = net.run(x, cfg, trace="peaks")
+    blo, bhi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    accs, ovf, peak = [], 0, 0
+    for row in x.astype(int).tolist():
+        for j in range(w.shape[0]):
+            wj = [int(v) - int(w_zp[j]) for v in w[j]]
+            b = _clamp(int(bias[j]) - _round_shift(zx * sum(wj), 2, rounding), blo, bhi)
+            a, n_ovf, _, pk, _ = _ref_mac(list(zip(row, wj)), b, bits=bits, mode=mode, shift=2, rounding=rounding)
+            accs.append(a)
+            ovf, peak = ovf + n_ovf, max(peak, pk)
+    tr = traces["fc"]
+    np.testing.assert_array_equal(tr["acc"].reshape(-1), accs)
+    assert tr["overflows"] == ovf and tr["partial_peak"] == peak
+    assert (ovf > 0) == (bits < 32)
