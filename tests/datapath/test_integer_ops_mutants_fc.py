@@ -522,12 +522,7 @@ def test_fully_connected_tiled_bias_init_with_batch_dimensions():
 
 
 # --------------------------------------------------------------------------- fully connected: bad input
-def _fc(**kw):
-    args = dict(x=np.zeros((2, 4), np.int8), w=np.ones((3, 4), np.int8), bias=np.zeros(3, np.int32),
-                requant=Requantizer("double", multiplier=1 << 30, shift=-4))
-    args.update(kw)
-    x, w, b = args.pop("x"), args.pop("w"), args.pop("bias")
-    return quantized_fully_connected(x, w, b, **args)
+from test_integer_ops import _fc  # noqa: E402  (the same default layer as the older bad-input tests)
 
 
 @pytest.mark.parametrize("kw, exc, match", [

@@ -376,6 +376,26 @@ def _fc_case(seed=0, k=40, o=4, n=6):
     return x, w, w_zp, bias, -37
 
 
+def _ref_fc(x, w, w_zp, bias, zx, *, bits, mode, fold, shift=0, rounding="half_up"):
+    """(accumulators, overflows, exact partial-sum peak) of the FC of ``_fc_graph`` on a preloaded ``bits``
+    accumulator: subtract form taps (x - z_x, w - z_w) from b, or folded taps (x, w - z_w) from
+    b - round(z_x sum(w - z_w) / 2^shift) saturated to the bias register; products rounded by ``shift``."""
+    blo, bhi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    accs, ovf, peak = [], 0, 0
+    for row in x.astype(int).tolist():
+        for j in range(w.shape[0]):
+            wj = [int(v) - int(w_zp[j]) for v in w[j]]
+            if fold:
+                taps, b = list(zip(row, wj)), _clamp(int(bias[j]) - _round_shift(zx * sum(wj), shift, rounding),
+                                                     blo, bhi)
+            else:
+                taps, b = [(v - zx, u) for v, u in zip(row, wj)], int(bias[j])
+            a, n_ovf, _, pk, _ = _ref_mac(taps, b, bits=bits, mode=mode, shift=shift, rounding=rounding)
+            accs.append(a)
+            ovf, peak = ovf + n_ovf, max(peak, pk)
+    return accs, ovf, peak
+
+
 @pytest.mark.parametrize("zero_point", ["subtract", "fold"])
 @pytest.mark.parametrize("bits, mode", [(32, "wrap"), (16, "saturate"), (17, "wrap")])
 def test_zero_point_handling_matches_reference(zero_point, bits, mode):
@@ -386,18 +406,7 @@ def test_zero_point_handling_matches_reference(zero_point, bits, mode):
     cfg = HardwareConfig(accumulator_bits=bits, bias_bits=bits, accumulator_overflow=mode, bias_add="preload",
                          requantization="float", zero_point=zero_point)
     _, traces, _ = net.run(x, cfg, trace="peaks")
-    blo, bhi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-    accs, ovf, peak = [], 0, 0
-    for row in x.astype(int).tolist():
-        for j in range(w.shape[0]):
-            wj = [int(v) - int(w_zp[j]) for v in w[j]]
-            if zero_point == "fold":
-                taps, b = list(zip(row, wj)), _clamp(int(bias[j]) - zx * sum(wj), blo, bhi)
-            else:
-                taps, b = [(v - zx, u) for v, u in zip(row, wj)], int(bias[j])
-            a, n_ovf, _, pk, _ = _ref_mac(taps, b, bits=bits, mode=mode)
-            accs.append(a)
-            ovf, peak = ovf + n_ovf, max(peak, pk)
+    accs, ovf, peak = _ref_fc(x, w, w_zp, bias, zx, bits=bits, mode=mode, fold=zero_point == "fold")
     tr = traces["fc"]
     np.testing.assert_array_equal(tr["acc"].reshape(-1), accs)
     assert tr["overflows"] == ovf and tr["partial_peak"] == peak
@@ -600,15 +609,7 @@ def test_fold_with_a_product_shift_rounds_the_zero_point_term(bits, mode, roundi
     cfg = HardwareConfig(accumulator_bits=bits, bias_bits=bits, accumulator_overflow=mode, bias_add="preload",
                          requantization="float", zero_point="fold")
     _, traces, _ = net.run(x, cfg, trace="peaks")
-    blo, bhi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-    accs, ovf, peak = [], 0, 0
-    for row in x.astype(int).tolist():
-        for j in range(w.shape[0]):
-            wj = [int(v) - int(w_zp[j]) for v in w[j]]
-            b = _clamp(int(bias[j]) - _round_shift(zx * sum(wj), 2, rounding), blo, bhi)
-            a, n_ovf, _, pk, _ = _ref_mac(list(zip(row, wj)), b, bits=bits, mode=mode, shift=2, rounding=rounding)
-            accs.append(a)
-            ovf, peak = ovf + n_ovf, max(peak, pk)
+    accs, ovf, peak = _ref_fc(x, w, w_zp, bias, zx, bits=bits, mode=mode, fold=True, shift=2, rounding=rounding)
     tr = traces["fc"]
     np.testing.assert_array_equal(tr["acc"].reshape(-1), accs)
     assert tr["overflows"] == ovf and tr["partial_peak"] == peak
