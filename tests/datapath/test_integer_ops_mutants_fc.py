@@ -23,40 +23,15 @@ from fxpsim.datapath.integer_ops import (
     IntegerResult, quantized_add, quantized_average_pool2d, quantized_fully_connected,
 )
 from fxpsim.datapath.requantize import Requantizer
-from reference import accumulate, accumulate_tree, overflow_int, ref_quantize_multiplier, round_fraction
+from reference import (accumulate, accumulate_tree, overflow_int, ref_mbqm, ref_quantize_multiplier, ref_rdbpot,
+                       ref_srdhm, ref_wrap32, round_fraction)
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
 # --------------------------------------------------------------------------- gemmlowp, from its definitions
-def wrap32(v: int) -> int:
-    return ((v + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
-
-
-def srdhm(a: int, b: int) -> int:
-    """SaturatingRoundingDoublingHighMul: (a b + nudge) / 2^31 truncated toward zero."""
-    if a == b == INT32_MIN:
-        return INT32_MAX
-    ab = a * b
-    num = ab + ((1 << 30) if ab >= 0 else 1 - (1 << 30))
-    q = abs(num) >> 31
-    return q if num >= 0 else -q
-
-
-def rdbpot(x: int, e: int) -> int:
-    """RoundingDivideByPOT: mask / remainder / threshold form (ties away from zero)."""
-    mask = (1 << e) - 1
-    rem = x & mask
-    threshold = (mask >> 1) + (1 if x < 0 else 0)
-    return (x >> e) + (1 if rem > threshold else 0)
-
-
-def mbqm(x: int, m: int, s: int, rounding: str) -> int:
-    """MultiplyByQuantizedMultiplier (double: SRDHM then RDBPOT; single: one rounding, half up)."""
-    if rounding == "single":
-        total = 31 - s
-        return wrap32((x * m + (1 << (total - 1))) >> total)
-    return rdbpot(srdhm(wrap32(x << max(s, 0)), m), max(-s, 0))
+# gemmlowp's SRDHM / RDBPOT / MultiplyByQuantizedMultiplier from their definitions: tests/reference.py
+wrap32, srdhm, rdbpot, mbqm = ref_wrap32, ref_srdhm, ref_rdbpot, ref_mbqm
 
 
 def f32(v: float) -> float:
