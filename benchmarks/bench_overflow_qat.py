@@ -3,7 +3,7 @@
 The demo network of ``fxpsim demo`` (conv 16, pool, conv 32, pool, dense 10; 8-bit fake quantization of
 weights and activations with observers), batch 32, Adam, on the digits training split (1,437 images). Both
 runs train the same model from the same weights on the same batches, one thread (BLAS, OpenMP, the
-datapath kernels). The overflow-aware run wraps every layer with :func:`fxpsim.nn.datapath_qat.datapath_aware`
+datapath kernels). The overflow-aware run wraps every layer with :func:`fxpsim.hardware.qat.datapath_aware`
 for a 14-bit saturating accumulator (``int8-acc16-sat`` with ``accumulator_bits = 14``), so every forward
 pass accumulates on the per-add kernels; once as it is and once with the overflow penalty of the example's
 recipe (one more exact sum per layer). Prints the best of ``--repeat`` epochs (after a warm-up epoch) of each
@@ -24,7 +24,7 @@ import time  # noqa: E402
 
 from fxpsim.hardware import preset  # noqa: E402
 from fxpsim.nn import small_cnn  # noqa: E402
-from fxpsim.nn.datapath_qat import datapath_aware  # noqa: E402
+from fxpsim.hardware.qat import datapath_aware  # noqa: E402
 from fxpsim.nn.datasets import load_digits  # noqa: E402
 from fxpsim.nn.train import Adam, fit  # noqa: E402
 

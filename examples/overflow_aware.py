@@ -11,7 +11,7 @@ on the 360 test images, computed bit for bit on the converted integer graph.
 * float: the same CNN without quantizers;
 * plain QAT: trained without the accumulator, then run on each accumulator;
 * overflow-aware QAT: trained from the same initial weights through each target accumulator
-  (:func:`fxpsim.nn.datapath_qat.datapath_aware`, ``overflow_grad="mask"``, overflow penalty 3 with margin
+  (:func:`fxpsim.hardware.qat.datapath_aware`, ``overflow_grad="mask"``, overflow penalty 3 with margin
   0.75), one network per width and mode;
 * constrained (A2Q): :func:`fxpsim.quant.accumulator_aware.constrain_accumulators` for each width, checked
   for zero overflow events on every output's adversarial input on the exact datapath;
@@ -41,7 +41,7 @@ from fxpsim.datapath.accumulate import matmul
 from fxpsim.hardware import convert, preset, sweep
 from fxpsim.hardware.mixed_precision import search, sensitivity
 from fxpsim.nn import quantization_scheme, small_cnn
-from fxpsim.nn.datapath_qat import datapath_aware
+from fxpsim.hardware.qat import datapath_aware
 from fxpsim.nn.datasets import load_digits
 from fxpsim.nn.train import Adam, CosineLR, evaluate, fit
 from fxpsim.quant.accumulator_aware import constrain_accumulators, worst_case_sums

@@ -1,16 +1,21 @@
 """fxpsim: bit-accurate fixed-point and quantized-accelerator simulation.
 
-Subpackages, imports flowing down this list only (``shared/ARCHITECTURE.md``):
+Subpackages; each imports only those above it in this list (``docs/architecture.md`` is the guide, and
+``tests/test_architecture.py`` keeps it true):
 
-``core``      Format, rounding/overflow modes, FixedArray, exact float->code and code->code kernels
-``datapath``  accumulators that overflow at every add (matmul/conv), requantization, integer op kernels
-``quant``     TF/PyTorch-exact fake quantization, quantizer classes with STE gradients, observers
-``nn``        layers, training loop, data sets
-``graph``     the integer graph every network becomes
-``io``        readers and writers of other tools' formats
-``hardware``  HardwareConfig and presets, conversion, simulate, sweep
-``report``    reports (text, JSON, Markdown, HTML) and plots
-``cli``       the ``fxpsim`` command
+``core``       Format, rounding/overflow modes, FixedArray, exact float->code and code->code kernels
+``datapath``   accumulators that overflow at every add (matmul/conv), requantization, integer op kernels,
+               the arithmetic of each runtime (``datapath.tflite``, ``datapath.onnxruntime``)
+``quant``      TF/PyTorch-exact fake quantization, quantizer classes with STE gradients, observers
+``nn``         layers, training loop, data sets
+``graph``      the integer graph every network becomes, its core op set, float extraction
+``frontends``  models made elsewhere, one folder per format (``frontends.tflite``, ``frontends.onnx``)
+``rtl``        golden vectors, memory files, SystemVerilog headers, MAC model, compare and locator
+``report``     per-node records and their renderings (text, JSON, Markdown, HTML), plots
+``hardware``   HardwareConfig and presets, conversion, simulate, sweeps, overflow-aware QAT, search
+``cli``        the ``fxpsim`` command
+
+``help(fxpsim)`` lists the subpackages; ``dir(fxpsim)`` every public name.
 
 Every public name is re-exported here lazily (``fxpsim.matmul``, ``fxpsim.simulate``, ...), so
 ``import fxpsim`` stays fast: matplotlib and the optional format readers load only when used.
@@ -19,9 +24,12 @@ from __future__ import annotations
 
 import importlib
 
-__version__ = "0.2.0"
+from . import _compat
+from ._version import __version__
 
-_SUBPACKAGES = ("core", "datapath", "quant", "nn", "graph", "io", "hardware", "report")
+_compat.install()   # old module paths (fxpsim.frontends.onnx.importer, ...) keep working
+
+_SUBPACKAGES = ("core", "datapath", "quant", "nn", "graph", "frontends", "rtl", "report", "hardware")
 # Modules users reach as ``fxpsim.<name>`` (the README names them), kept where they now live.
 _MODULE_ALIASES = {"train": "nn.train", "datasets": "nn.datasets", "requantize": "datapath.requantize",
                    "integer_layers": "datapath.integer_ops", "plots": "report.plots"}
@@ -30,7 +38,7 @@ _MODULE_ALIASES = {"train": "nn.train", "datasets": "nn.datasets", "requantize":
 def __getattr__(name: str):
     if name.startswith("_"):          # private names go through the import system
         raise AttributeError(name)
-    if name in _SUBPACKAGES or name == "cli":
+    if name in _SUBPACKAGES or name in ("cli", "io"):
         return importlib.import_module(f".{name}", __name__)
     if name in _MODULE_ALIASES:
         module = importlib.import_module(f".{_MODULE_ALIASES[name]}", __name__)

@@ -67,7 +67,7 @@ def _str_list(text: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from ._version import __version__
     parser = _Parser(prog="fxpsim", description="Bit-accurate simulation of quantized neural networks on "
                      "fixed-point accelerators: per-layer error and overflow reports, accumulator sweeps.")
     parser.add_argument("--version", action="version", version=f"fxpsim {__version__}")
@@ -189,7 +189,7 @@ def _load_model(path: str):
                 return load_graph(path)
             from .nn.train import load_model
             return load_model(path)
-        from .io.models import import_model
+        from .frontends import import_model
         return import_model(path)
     except ImportError as exc:
         raise UsageError(f"cannot read {path}: {exc}") from None
@@ -465,7 +465,7 @@ def cmd_demo(args) -> int:
 
 def cmd_export_vectors(args) -> int:
     from .hardware.conversion import convert
-    from .io.vectors import export_vectors
+    from .rtl.vectors import export_vectors
     _check_out(args.out)
     formats = [f.strip().lower() for f in args.format.split(",") if f.strip()]
     traces = []                          # --mac-trace NODE:IDX[,IDX..] (node names may contain ':') or NODE
@@ -503,7 +503,7 @@ def cmd_export_vectors(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from .io.compare import compare
+    from .rtl.compare import compare
     pairs = [r for r in args.rtl if "=" in r and not os.path.isdir(r)]
     if pairs and len(pairs) != len(args.rtl) or (not pairs and len(args.rtl) != 1):
         raise UsageError("--rtl takes one dump directory, or one or more NODE/ROLE=FILE entries")

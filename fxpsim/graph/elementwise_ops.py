@@ -13,7 +13,7 @@ kernels, bit for bit.
     / s_y)` as TFLite computes it, through a :class:`~fxpsim.datapath.requantize.Requantizer` (so
     ``multiplier_bits`` and ``requantization_rounding`` apply). ``concat``: inputs on the output grid are
     copied; others are requantized as the ``QUANTIZE`` op the TFLite converter inserts before the
-    concatenation (:func:`~fxpsim.datapath.tflite_ops.requantize_tflite`).
+    concatenation (:func:`~fxpsim.datapath.tflite.requantize_tflite`).
 ``float``: one rounding of the real result, with the datapath's ``rounding``:
     :math:`y = \\mathrm{round}\\big(\\sum_i (x_i - z_i)\\,\\mathrm{fl}_{64}(s_i / s_y)\\big) + z_y` for ``add``
     (two terms) and ``concat`` (one per input), :math:`\\mathrm{round}((a - z_a)(b - z_b)\\,
@@ -33,7 +33,7 @@ import numpy as np
 from ..core.fixed import Format, from_float
 from ..datapath.integer_ops import quantized_add
 from ..datapath.requantize import Requantizer, requantize_shift
-from ..datapath.tflite_ops import requantize_params, requantize_tflite
+from ..datapath.tflite import requantize_params, requantize_tflite
 from .ops import Op, _clamp_codes, _float_activation, _no_trace, _rounding_name, _spec, register_op
 
 __all__ = ["rescale_sum"]

@@ -19,6 +19,7 @@ graph (no pickles); :func:`load_graph` reads it back bit for bit and reports a d
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import zipfile
@@ -460,7 +461,7 @@ class IntegerGraph:
     def summary(self) -> str:
         """A table of nodes: op, input and output shapes and types, scales, MACs per sample, and the
         worst-case accumulator bits each MAC node needs (see :meth:`accumulator_bits_needed`)."""
-        from ..report.render import format_table
+        from .._text import format_table
         rows = []
         for i, n in enumerate(self.nodes):
             acts = [self.tensors[t] for t in n.inputs if t and not self.tensors[t].is_constant]
@@ -483,9 +484,10 @@ class IntegerGraph:
         return f"{head}\n{table}\n{notes}"
 
     def export_vectors(self, directory, x, datapath=None, **options) -> dict:
-        """Golden vectors of every node for an RTL testbench (:func:`fxpsim.io.vectors.export_vectors`)."""
-        from ..io.vectors import export_vectors
-        return export_vectors(self, directory, x, datapath, **options)
+        """Golden vectors of every node for an RTL testbench: :func:`fxpsim.rtl.export_vectors` on this graph.
+
+        The graph does not import the RTL layer above it; this convenience looks it up by name when called."""
+        return importlib.import_module("fxpsim.rtl").export_vectors(self, directory, x, datapath, **options)
 
     # ------------------------------------------------------------------ files
     def to_json(self) -> dict:

@@ -316,5 +316,5 @@ def run_node_isolated(graph, node, reference_inputs, datapath, trace: bool = Tru
             codes = from_float(r / spec.scale.reshape(shape), Format.integer(62), rounding=rounding).raw
             lo, hi = spec.code_range
             ins.append(np.clip(codes + spec.zero_point.reshape(shape), lo, hi).astype(spec.dtype))
-    from ..graph.ir import node_datapath
+    from .ir import node_datapath
     return run_node(graph, node, ins, node_datapath(datapath, node, index), trace)

@@ -5,7 +5,7 @@ An op is an :class:`Op` registered in :data:`OPS` by :func:`register_op`: ``run(
 datapath, trace) -> (outputs, trace)`` computes the codes on a datapath; ``run_float(graph, node, inputs)``
 the real values from real inputs; ``check(graph, node)`` validates the node when the graph is built;
 ``macs`` and ``worst_case_sum`` describe its cost and accumulator needs. Importers register the ops of their
-formats in their own modules (e.g. :mod:`fxpsim.graph.tflite_ops`); this module holds the core set:
+formats in their own modules (e.g. :mod:`fxpsim.frontends.tflite.ops`); this module holds the core set:
 
 =====================  =========================================================================
 op                     attributes
@@ -56,21 +56,19 @@ class Op:
 OPS: dict[str, Op] = {}
 
 
-# Modules of this package that register the ops of imported formats; loaded when a graph names one of
-# their ops (e.g. a saved imported graph read back by ``load_graph``).
-_OP_MODULES = ("tflite_ops", "onnx_ops")
+#: The modules that register the op families of imported formats (each frontend's ``ops``). The graph
+#: imports none of them: :func:`find_op` loads them by name, on demand, when a graph names an op no loaded
+#: module registered (a saved imported graph read back by ``load_graph``, a graph unpickled in a worker).
+#: A new frontend adds its line here.
+OP_PROVIDERS = ("fxpsim.frontends.tflite.ops", "fxpsim.frontends.onnx.ops")
 
 
 def find_op(name: str) -> Op | None:
     """The :class:`Op` called ``name``, loading the importers' op modules when needed (``None`` if unknown)."""
     if name not in OPS:
         import importlib
-        for module in _OP_MODULES:
-            try:
-                importlib.import_module(f"{__package__}.{module}")
-            except ModuleNotFoundError as exc:
-                if exc.name != f"{__package__}.{module}":
-                    raise
+        for module in OP_PROVIDERS:
+            importlib.import_module(module)
             if name in OPS:
                 break
     return OPS.get(name)

@@ -339,7 +339,7 @@ class HardwareConfig:
         node (e.g. a graph without LOGISTIC/TANH/HARD_SWISH/SOFTMAX). Raises :class:`ConfigError` as a run
         would: for a selector that matches no node, or a per-node LUT override on an op without a table."""
         from ..datapath.lut import LUT_OPS
-        from ..graph import tflite_ops  # noqa: F401  (registers the TFLite activation ops as LUT ops)
+        from ..frontends.tflite import ops as tflite_ops  # noqa: F401  (registers the TFLite activation ops as LUT ops)
         self.check_selectors(graph)
         out = {}
         for i, node in enumerate(graph.nodes):

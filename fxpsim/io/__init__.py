@@ -1,22 +1,21 @@
-"""Readers and writers of other tools' formats: ``.tflite`` and ``.onnx`` models (:func:`import_model`),
-``$readmemh``/``$readmemb`` files (:mod:`.memfile`), golden vectors and RTL dumps.
-
-The format readers load lazily: ``import fxpsim`` never imports ``tflite``, ``flatbuffers`` or ``onnx``.
+"""The old home of the format readers and the RTL files, kept so that code written for it keeps working:
+the model readers now live in :mod:`fxpsim.frontends` (one folder per format) and the RTL verification in
+:mod:`fxpsim.rtl`.  ``fxpsim.io.<name>`` gives the same objects; the old submodule paths
+(``fxpsim.io.onnx``, ``fxpsim.io.vectors``, ...) are aliases (:data:`fxpsim._compat.MOVED`).
 """
 import importlib
 
-from .memfile import read_csv_codes, read_mem, read_mem_header, write_csv_codes, write_mem
+# public name -> the package that defines it now (imported on first use)
+_NOW = {"import_model": "frontends", "import_tflite": "frontends", "import_onnx": "frontends",
+        "onnxruntime_cpu": "frontends", "export_vectors": "rtl", "compare": "rtl", "write_mem": "rtl",
+        "read_mem": "rtl", "read_mem_header": "rtl", "write_csv_codes": "rtl", "read_csv_codes": "rtl"}
 
-# public name -> module of this package that defines it (imported on first use)
-_LAZY = {"import_model": "models", "import_tflite": "tflite", "import_onnx": "onnx",
-         "onnxruntime_cpu": "onnx", "export_vectors": "vectors", "compare": "compare"}
-
-__all__: list = ["write_mem", "read_mem", "read_mem_header", "write_csv_codes", "read_csv_codes"] + list(_LAZY)
+__all__: list = list(_NOW)
 
 
 def __getattr__(name: str):
-    if name in _LAZY:
-        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    if name in _NOW:
+        value = getattr(importlib.import_module(f"fxpsim.{_NOW[name]}"), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -254,7 +254,7 @@ class AccumulatorAwareQuantizer(Quantizer):
 
     def scale_grads(self, ds: np.ndarray) -> dict:
         """Gradients of the parameters for a gradient ``ds`` on the per-channel scale (what
-        :class:`fxpsim.nn.datapath_qat.DatapathAware` hands over for saturated sums)."""
+        :class:`fxpsim.hardware.qat.DatapathAware` hands over for saturated sums)."""
         if self.log_scale is None:
             return {}
         ds = np.asarray(ds, np.float64)

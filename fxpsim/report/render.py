@@ -46,6 +46,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from .._text import format_table, format_value as _fmt  # noqa: F401  (format_table is public here too)
+
 __all__ = ["LayerRecord", "Report", "REPORT_SCHEMA", "REPORT_SCHEMA_VERSION"]
 
 REPORT_SCHEMA = "fxpsim.report"
@@ -110,33 +112,6 @@ def _from_json_float(value: Any) -> Any:
     if isinstance(value, str) and value in ("inf", "-inf", "nan"):
         return float(value)
     return value
-
-
-def _fmt(value: Any, digits: int = 4) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        if math.isnan(value):
-            return "nan"
-        if value != 0 and (abs(value) >= 1e6 or abs(value) < 1e-3):
-            return f"{value:.{digits - 1}e}"
-        return f"{value:.{digits}g}" if abs(value) >= 1 else f"{value:.{digits}f}".rstrip("0").rstrip(".") or "0"
-    return str(value)
-
-
-def format_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
-    """A plain-text table: numeric columns right-aligned, text columns left-aligned."""
-    cells = [[_fmt(v) for v in row] for row in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    text = [any(isinstance(row[i], str) for row in rows) for i in range(len(headers))]
-
-    def join(values):
-        return "  ".join(v.ljust(w) if t else v.rjust(w) for v, w, t in zip(values, widths, text)).rstrip()
-    return "\n".join([join(headers), join(["-" * w for w in widths])] + [join(r) for r in cells])
 
 
 def write_csv(records: Iterable[dict], path: str | os.PathLike) -> str:
@@ -214,7 +189,7 @@ class Report:
 
     # ----- data ---------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
-        from .. import __version__
+        from .._version import __version__
         return _json_safe({
             "schema": REPORT_SCHEMA, "schema_version": REPORT_SCHEMA_VERSION, "title": self.title,
             "created": self.created, "fxpsim_version": __version__, "config": self.config,

@@ -5,7 +5,7 @@ The model here builds each table and applies it one code at a time in Python int
 indexing by floor division, interpolation ``(slope * t + 2^(r-1)) // 2^r`` (TFLite's ``lut_lookup``),
 softmax's saturating sum in a Python loop and its division as an exact fraction rounded half up. Only the
 real function itself is evaluated in float64 numpy, as the module documents (``fl64(f(x_k) / s_y)``).
-LiteRT's own arithmetic comes from fxpsim's LiteRT-exact kernels (:mod:`fxpsim.datapath.tflite_ops`, checked
+LiteRT's own arithmetic comes from fxpsim's LiteRT-exact kernels (:mod:`fxpsim.datapath.tflite`, checked
 live against LiteRT in ``tests/io`` and on the recorded vectors in ``tests/datapath/test_tflite_ops.py``).
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fxpsim.datapath import lut
-from fxpsim.datapath import tflite_ops as K
+from fxpsim.datapath import tflite as K
 from reference import round_fraction
 
 def _exp_or_inf(x):

@@ -1,4 +1,4 @@
-"""Tests of fxpsim.datapath.tflite_ops against LiteRT itself, hand tables and big-integer references.
+"""Tests of fxpsim.datapath.tflite against LiteRT itself, hand tables and big-integer references.
 
 The vectors (``tests/vectors/tflite_ops``, made by ``tools/fixtures/tflite_ops``) hold single-op int8
 models converted by TensorFlow and run by LiteRT with its reference kernels (``BUILTIN_REF``), its
@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fxpsim.datapath import tflite_ops as T
+from fxpsim.datapath import tflite as T
 from fxpsim.datapath.integer_ops import quantized_add
 from fxpsim.datapath.requantize import INT32_MAX, INT32_MIN, activation_range, quantize_multiplier
 from reference import ref_mbqm, ref_rdbpot, ref_srdhm, ref_wrap32, round_fraction

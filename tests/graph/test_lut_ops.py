@@ -77,8 +77,8 @@ def test_trained_clip_narrows_the_table():
 
 def test_sigmoid_table_on_tflite_grid_is_within_one_lsb_of_the_tflite_lookup():
     """On TFLite's LOGISTIC grid (output 1/256, zero point -128) the exact table differs from LiteRT's
-    float32-built table (fxpsim.datapath.tflite_ops, verified live against LiteRT) by at most one code."""
-    from fxpsim.datapath.tflite_ops import logistic_params, quantized_logistic
+    float32-built table (fxpsim.datapath.tflite, verified live against LiteRT) by at most one code."""
+    from fxpsim.datapath.tflite import logistic_params, quantized_logistic
     g = one_node_graph("sigmoid", 8, True, 0.0625, 3, 8, True, 1 / 256, -128)
     codes = np.arange(-128, 128).reshape(-1, 4).astype(np.int8)
     ours = g.run(codes).reshape(-1).astype(int)

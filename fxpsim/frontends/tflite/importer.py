@@ -1,0 +1,532 @@
+"""Import a full-integer (int8) ``.tflite`` model as an :class:`~fxpsim.graph.IntegerGraph`.
+
+:func:`import_tflite` reads the flatbuffer with the ``tflite`` package (the generated schema classes;
+``pip install fxpsim[tflite]``) and maps every operator onto the graph's ops: the MAC ops of
+:mod:`fxpsim.graph.ops` (``conv2d``, ``depthwise_conv2d``, ``fully_connected``, which accumulate through
+the datapath the graph runs on) and the TFLite element-wise, pooling, reduction and activation ops of
+:mod:`fxpsim.frontends.tflite.ops` (integer semantics of LiteRT's kernels). The graph's
+``meta["datapath"]`` records LiteRT's own arithmetic, so ``graph.run(x)`` reproduces LiteRT bit for bit;
+``graph.run(x, fxpsim.preset("int8-acc16-sat"))`` runs the same network on another accumulator.
+
+Layout: the graph runs a batch on axis 0 and its tensor shapes are per sample (TFLite's batch dimension
+of 1 is dropped); the shape arithmetic Keras emits for a dynamic batch (SHAPE -> STRIDED_SLICE -> PACK ->
+RESHAPE) is evaluated at import for batch 1 and folded into static reshapes. Graph tensors carry the
+TFLite tensor names (made unique with ``#<index>`` where needed); ``meta["tflite_tensors"]`` maps each
+graph tensor to its TFLite tensor index.
+
+Kernel sets (``kernels=``): ``"reference"`` (``OpResolverType.BUILTIN_REF``), ``"builtin"`` (the
+optimized builtin kernels, ``BUILTIN_WITHOUT_DEFAULT_DELEGATES``) and ``"xnnpack"`` (``BUILTIN``: the
+XNNPACK delegate). Where a kernel set's arithmetic is not reproduced for an op of the model, the import
+raises ``ValueError`` naming the op (see ``docs/tflite_kernels.md``).
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from . import ops as _tflite_graph_ops  # noqa: F401  (registers the TFLite graph ops)
+from ...graph.ir import IntegerGraph, Node, TensorSpec
+from .reader import (_ACTIVATIONS, _FLOAT32, _INT8, _INT16, _INT32, _TYPE_NAMES, _UINT8, _const_value,
+                            _read_model)
+from .shape_ops import ShapeOps
+
+__all__ = ["import_tflite", "SUPPORTED_OPS", "KERNEL_SETS", "litert_datapath"]
+
+#: Builtin operators the importer maps (int8 models from the TF converter).
+SUPPORTED_OPS = (
+    "ADD", "AVERAGE_POOL_2D", "CONCATENATION", "CONV_2D", "DEPTHWISE_CONV_2D", "DEQUANTIZE", "EXPAND_DIMS",
+    "FULLY_CONNECTED", "HARD_SWISH", "LEAKY_RELU", "LOGISTIC", "MAX_POOL_2D", "MEAN", "MUL", "PACK", "PAD",
+    "PADV2", "QUANTIZE", "RELU", "RELU6", "RELU_N1_TO_1", "RESHAPE", "SHAPE", "SOFTMAX", "SQUEEZE",
+    "STRIDED_SLICE", "SUB", "TANH",
+)
+KERNEL_SETS = ("reference", "builtin", "xnnpack")
+
+
+def litert_datapath(kernels: str = "reference") -> dict:
+    """The ``meta["datapath"]`` of an imported graph: LiteRT's arithmetic for the kernel set ``kernels``.
+
+    Every kernel set accumulates in int32 (two's complement wrap) and adds the bias after the dot product.
+    CONV_2D and DEPTHWISE_CONV_2D requantize with gemmlowp's two roundings (``"tflite-double"``) in all
+    three sets. FULLY_CONNECTED differs: the reference kernel requantizes in float64,
+    ``round(acc * (s_x s_w / s_y))`` half away from zero (``dense_requantization = "float"``), the
+    optimized builtin kernel and XNNPACK with the fixed-point multiplier.
+    """
+    if kernels not in KERNEL_SETS:
+        raise ValueError(f"kernels must be one of {KERNEL_SETS}, got {kernels!r}")
+    if kernels == "reference":
+        requant, dense = "tflite-double", "float"
+    else:
+        requant, dense = "native", None
+    return {"name": f"litert-{kernels}", "accumulator_bits": 32, "accumulator_overflow": "wrap",
+            "accumulator_order": "sequential", "overflow_at": "add", "bias_add": "after",
+            "requantization": requant, "dense_requantization": dense, "rounding": "half_away",
+            "activation_clamp": True}
+
+
+# ============================================================================ graph building
+class _Builder(ShapeOps):
+    """Turns the parsed model into graph tensors and nodes, one TFLite operator at a time."""
+
+    def __init__(self, model: dict, path: str, kernels: str):
+        self.m, self.path, self.kernels = model, path, kernels
+        self.t = model["tensors"]
+        self.specs: dict[str, TensorSpec] = {}
+        self.nodes: list[Node] = []
+        self.names: dict[int, str] = {}          # TFLite index -> graph tensor name
+        self.shape: dict[int, tuple] = {}        # TFLite index -> runtime shape (batch 1)
+        self.static: dict[int, np.ndarray] = {}  # TFLite index -> value known at import
+        self.folded: dict[int, int] = {}         # folded tensor index -> operator index
+        used: dict[str, int] = {}
+        for t in self.t:
+            used[t["name"]] = used.get(t["name"], 0) + 1
+        self._unique = {t["index"]: (t["name"] if t["name"] and used[t["name"]] == 1 else
+                                     f"{t['name'] or 'tensor'}#{t['index']}") for t in self.t}
+        self._taken = set(self._unique.values())
+        for t in self.t:
+            v = _const_value(t)
+            if v is not None:
+                self.static[t["index"]] = v
+                self.shape[t["index"]] = tuple(v.shape)
+
+    # ------------------------------------------------------------------ helpers
+    def where(self, op) -> str:
+        outs = ", ".join(repr(self.t[i]["name"]) for i in op["outputs"] if i >= 0)
+        return f"operator {op['index']} ({op['op']}, output {outs})"
+
+    def fresh(self, base: str) -> str:
+        name, k = base, 1
+        while name in self._taken:
+            k += 1
+            name = f"{base}#{k}"
+        self._taken.add(name)
+        return name
+
+    def tinfo(self, i: int) -> dict:
+        return self.t[i]
+
+    def type_name(self, i: int) -> str:
+        return _TYPE_NAMES.get(self.t[i]["type"], str(self.t[i]["type"]))
+
+    def per_sample(self, i: int, op=None) -> tuple:
+        shape = self.shape[i]
+        if len(shape) < 1 or shape[0] != 1:
+            raise ValueError(f"{self.path}: {self.where(op) if op else 'tensor'}: tensor {self.t[i]['name']!r} "
+                             f"has shape {list(shape)}, which does not keep the batch on axis 0 with size 1 "
+                             f"(fxpsim graphs run a batch on axis 0)")
+        return tuple(int(d) for d in shape[1:])
+
+    def quant(self, i: int, op, *, per_tensor=True) -> tuple:
+        t = self.t[i]
+        if t["scale"] is None:
+            raise ValueError(f"{self.path}: {self.where(op)}: tensor {t['name']!r} has no quantization "
+                             f"parameters (a float or unquantized tensor where int8 codes are needed)")
+        if per_tensor and t["scale"].size != 1:
+            raise ValueError(f"{self.path}: {self.where(op)}: tensor {t['name']!r} is quantized per channel "
+                             f"where the op needs one scale")
+        return t["scale"], t["zero_point"]
+
+    def check_int8(self, i: int, op):
+        t = self.t[i]
+        if t["type"] == _INT8:
+            return
+        what = {_INT16: "int16 activations (16x8 quantization) are not supported; convert with int8 "
+                        "activations",
+                _UINT8: "uint8 tensors (legacy quantization) are not supported; convert with int8",
+                _FLOAT32: "a float32 tensor: float (non-quantized or dynamic-range) models are not supported; "
+                          "convert with full-integer quantization (TFLITE_BUILTINS_INT8)"}.get(t["type"])
+        raise ValueError(f"{self.path}: {self.where(op)}: tensor {t['name']!r} is {self.type_name(i)}: "
+                         f"{what or 'only int8 activations are supported'}")
+
+    def activation_tensor(self, i: int, op=None) -> str:
+        """The graph name of an activation (int8 or float) tensor, declaring it on first use."""
+        if i in self.names:
+            return self.names[i]
+        if i in self.static:
+            return self.constant(i, op)
+        raise ValueError(f"{self.path}: {self.where(op) if op else 'the model'} reads tensor "
+                         f"{self.t[i]['name']!r}, which no earlier operator computes")
+
+    def declare(self, i: int, op, shape: tuple, *, float_ok=False) -> str:
+        """Declare the graph tensor of TFLite activation ``i`` with runtime ``shape`` (batch 1 on axis 0)."""
+        t = self.t[i]
+        self.shape[i] = tuple(int(d) for d in shape)
+        ps = self.per_sample(i, op)
+        if t["type"] == _FLOAT32 and float_ok:
+            spec = TensorSpec(self._unique[i], 0, True, ps)
+        else:
+            self.check_int8(i, op)
+            s, z = self.quant(i, op)
+            spec = TensorSpec(self._unique[i], 8, True, ps, s.astype(np.float64), z)
+        self.specs[spec.name] = spec
+        self.names[i] = spec.name
+        return spec.name
+
+    def constant(self, i: int, op, *, axis=None) -> str:
+        """A constant TFLite tensor (weights, bias, an int8 operand) as a graph constant."""
+        if i in self.names:
+            return self.names[i]
+        t = self.t[i]
+        v = self.static[i]
+        if t["type"] not in (_INT8, _INT32):
+            raise ValueError(f"{self.path}: {self.where(op)}: constant {t['name']!r} of type {self.type_name(i)} "
+                             f"where int8 codes or int32 biases are needed")
+        bits = 8 if t["type"] == _INT8 else 32
+        scale = zp = None
+        ax = None
+        if t["scale"] is not None and np.all(t["scale"] > 0):
+            scale, zp = t["scale"].astype(np.float64), t["zero_point"]
+            if scale.size > 1:
+                ax = t["qdim"] if axis is None else axis
+        spec = TensorSpec(self._unique[i], bits, True, tuple(v.shape), scale, zp, ax, v)
+        self.specs[spec.name] = spec
+        self.names[i] = spec.name
+        return spec.name
+
+    def node(self, op, graph_op: str, inputs: list, outputs: list, attrs: dict | None = None, suffix=""):
+        name = f"op{op['index']}:{op['op']}{suffix}"
+        self.nodes.append(Node(name, graph_op, inputs, outputs, dict(attrs or {}, tflite_op=op["op"],
+                                                                     tflite_index=op["index"])))
+
+    def mac_op(self, core: str) -> str:
+        """The graph op of a MAC node: the core op for the reference kernels; for the optimized sets the
+        ``tflite_*`` wrapper that requantizes as that kernel set does on the graph's ``"native"`` datapath."""
+        return core if self.kernels == "reference" else f"tflite_{core}"
+
+    def check_xnnpack_scale(self, op, x: int, w: int, y: int):
+        """XNNPACK refuses MAC ops whose requantization scale fl32(s_x s_w) / s_y reaches 256 (LiteRT then fails
+        to prepare the delegate); fxpsim does not guess what runs instead."""
+        if self.kernels != "xnnpack":
+            return
+        sx, sy = np.float32(self.t[x]["scale"][0]), np.float32(self.t[y]["scale"][0])
+        scale = (sx * self.t[w]["scale"].astype(np.float32)) / sy
+        if np.any(scale >= np.float32(256)):
+            raise ValueError(f"{self.path}: {self.where(op)}: kernels='xnnpack': a requantization scale "
+                             f"s_x s_w / s_y of {float(scale.max()):.4g} >= 256, which XNNPACK does not take; "
+                             f"its arithmetic for this op is not reproduced")
+
+    def activation(self, op) -> str:
+        code = op["options"].get("activation", 0)
+        act = _ACTIVATIONS.get(code, f"code {code}")
+        if act not in ("none", "relu", "relu6", "relu_n1_to_1"):
+            raise ValueError(f"{self.path}: {self.where(op)}: fused activation {act.upper()} is not supported "
+                             f"(NONE, RELU, RELU6, RELU_N1_TO_1 are)")
+        return act
+
+    def static_of(self, i: int, op, what: str) -> np.ndarray:
+        if i < 0 or i not in self.static:
+            raise ValueError(f"{self.path}: {self.where(op)}: the {what} must be known at import (a constant or "
+                             f"shape arithmetic on static shapes); tensor "
+                             f"{self.t[i]['name'] if i >= 0 else '(none)'!r} is computed at run time")
+        return self.static[i]
+
+    # ------------------------------------------------------------------ the model
+    def build(self) -> IntegerGraph:
+        m = self.m
+        if m["subgraphs"] != 1:
+            pass  # only subgraph 0 runs (control-flow ops that call others are not supported)
+        has_int8 = any(t["type"] == _INT8 and t["index"] not in self.static for t in self.t)
+        if not has_int8:
+            kinds = sorted({self.type_name(t["index"]) for t in self.t if t["index"] not in self.static})
+            if any(t["type"] == _INT16 for t in self.t if t["index"] not in self.static):
+                raise ValueError(f"{self.path}: int16 activations (16x8 quantization) are not supported; "
+                                 f"convert with int8 activations")
+            raise ValueError(f"{self.path}: a float (non-quantized) model: its activations are {', '.join(kinds)}; "
+                             f"fxpsim imports full-integer int8 models (TFLiteConverter with "
+                             f"representative_dataset and TFLITE_BUILTINS_INT8)")
+        graph_inputs = []
+        for i in m["inputs"]:
+            t = self.t[i]
+            if t["type"] not in (_INT8, _FLOAT32):
+                self.check_int8(i, {"index": "-", "op": "graph input", "outputs": [i]})
+            self.declare(i, {"index": "-", "op": "graph input", "outputs": [i]}, tuple(t["shape"]), float_ok=True)
+            graph_inputs.append(self.names[i])
+        for op in m["ops"]:
+            handler = getattr(self, f"op_{op['op']}", None)
+            if handler is None or op["op"] not in SUPPORTED_OPS:
+                raise ValueError(
+                    f"{self.path}: {self.where(op)}: op {op['op']} is not supported by fxpsim.import_tflite "
+                    f"(supported: {', '.join(SUPPORTED_OPS)})")
+            self._check_kernel(op)
+            handler(op)
+        graph_outputs = []
+        for i in m["outputs"]:
+            if i not in self.names:
+                raise ValueError(f"{self.path}: graph output {self.t[i]['name']!r} is "
+                                 f"{'a constant or shape arithmetic' if i in self.static else 'never computed'}")
+            graph_outputs.append(self.names[i])
+        tmap = {name: int(i) for i, name in self.names.items()}
+        meta = {"source": os.fspath(self.path), "format": "tflite", "kernels": self.kernels,
+                "datapath": litert_datapath(self.kernels), "tflite_tensors": tmap,
+                "tflite_folded": {str(k): int(v) for k, v in sorted(self.folded.items())},
+                "tflite_ops": [o["op"] for o in m["ops"]]}
+        name = os.path.splitext(os.path.basename(os.fspath(self.path)))[0] or "tflite"
+        return IntegerGraph(list(self.specs.values()), self.nodes, graph_inputs, graph_outputs, name, meta)
+
+    def _check_kernel(self, op):
+        from .ops import kernel_support
+        problem = kernel_support(op["op"], self.kernels)
+        if problem:
+            raise ValueError(f"{self.path}: {self.where(op)}: kernels={self.kernels!r}: {problem}")
+
+    # ------------------------------------------------------------------ MAC ops
+    def _conv_common(self, op, depthwise: bool):
+        o = op["options"]
+        x, w, b = (op["inputs"] + [-1, -1, -1])[:3]
+        y = op["outputs"][0]
+        self.check_int8(x, op)
+        xn = self.activation_tensor(x, op)
+        if w not in self.static:
+            raise ValueError(f"{self.path}: {self.where(op)}: the weights must be a constant tensor")
+        wt = self.t[w]
+        if wt["type"] != _INT8:
+            raise ValueError(f"{self.path}: {self.where(op)}: weights of type {self.type_name(w)} are not "
+                             f"supported (int8 weights are)")
+        wv = self.static[w]
+        if wv.ndim != 4:
+            raise ValueError(f"{self.path}: {self.where(op)}: weights of shape {list(wv.shape)} (4-D expected)")
+        self.quant(w, op, per_tensor=False)
+        n, h, wd, c = self.shape[x]
+        stride = (int(o["stride_h"]) or 1, int(o["stride_w"]) or 1)
+        dil = (int(o["dilation_h"]) or 1, int(o["dilation_w"]) or 1)
+        k = wv.shape[1:3]
+        if depthwise:
+            if wv.shape[0] != 1 or wv.shape[3] % c:
+                raise ValueError(f"{self.path}: {self.where(op)}: depthwise weights {list(wv.shape)} do not match "
+                                 f"{c} input channels")
+            out_c = wv.shape[3]
+            axis = 3
+        else:
+            if wv.shape[3] != c:
+                raise ValueError(f"{self.path}: {self.where(op)}: grouped convolution (weights {list(wv.shape)}, "
+                                 f"{c} input channels) is not supported")
+            out_c = wv.shape[0]
+            axis = 0
+        if self.t[w]["scale"].size > 1 and self.t[w]["qdim"] != axis:
+            raise ValueError(f"{self.path}: {self.where(op)}: per-channel weight scales along axis "
+                             f"{self.t[w]['qdim']} (expected {axis})")
+        padding = "SAME" if int(o["padding"]) == 0 else "VALID"
+        out_hw = []
+        for size, kk, s, d in zip((h, wd), k, stride, dil):
+            ke = (kk - 1) * d + 1
+            out_hw.append(-(-size // s) if padding == "SAME" else (size - ke) // s + 1)
+        if min(out_hw) < 1:
+            raise ValueError(f"{self.path}: {self.where(op)}: the kernel is larger than the input")
+        wn = self.constant(w, op, axis=axis)
+        ins = [xn, wn]
+        if b >= 0:
+            ins.append(self._bias(b, op, out_c))
+        yn = self.declare(y, op, (n, out_hw[0], out_hw[1], out_c))
+        self.check_xnnpack_scale(op, x, w, y)
+        self.node(op, self.mac_op("depthwise_conv2d" if depthwise else "conv2d"), ins, [yn],
+                  {"stride": list(stride), "dilation": list(dil), "padding": padding,
+                   "activation": self.activation(op)})
+
+    def _bias(self, b: int, op, n_out: int) -> str:
+        if b not in self.static:
+            raise ValueError(f"{self.path}: {self.where(op)}: the bias must be a constant tensor")
+        t = self.t[b]
+        if t["type"] != _INT32:
+            raise ValueError(f"{self.path}: {self.where(op)}: a bias of type {self.type_name(b)} is not supported "
+                             f"(int32 biases are)")
+        if self.static[b].size != n_out:
+            raise ValueError(f"{self.path}: {self.where(op)}: the bias has {self.static[b].size} values for "
+                             f"{n_out} outputs")
+        if self.static[b].shape != (n_out,):
+            self.static[b] = self.static[b].reshape(n_out)
+        return self.constant(b, op, axis=0)
+
+    def op_CONV_2D(self, op):
+        self._conv_common(op, depthwise=False)
+
+    def op_DEPTHWISE_CONV_2D(self, op):
+        self._conv_common(op, depthwise=True)
+
+    def op_FULLY_CONNECTED(self, op):
+        o = op["options"]
+        x, w, b = (op["inputs"] + [-1, -1, -1])[:3]
+        y = op["outputs"][0]
+        self.check_int8(x, op)
+        if int(o.get("weights_format", 0)) != 0:
+            raise ValueError(f"{self.path}: {self.where(op)}: shuffled weights formats are not supported")
+        if w not in self.static or self.t[w]["type"] != _INT8 or self.static[w].ndim != 2:
+            raise ValueError(f"{self.path}: {self.where(op)}: the weights must be a constant int8 [O, K] tensor")
+        self.quant(w, op, per_tensor=False)
+        wv = self.static[w]
+        n_out, k = wv.shape
+        xn = self.activation_tensor(x, op)
+        xs = self.shape[x]
+        if o.get("keep_num_dims"):
+            if xs[-1] != k:
+                raise ValueError(f"{self.path}: {self.where(op)}: input {list(xs)} does not end in K = {k}")
+            out_shape = tuple(xs[:-1]) + (n_out,)
+        else:
+            if int(np.prod(xs)) != k:
+                raise ValueError(f"{self.path}: {self.where(op)}: input {list(xs)} holds {int(np.prod(xs))} values "
+                                 f"per batch of 1, not K = {k}: FULLY_CONNECTED would fold rows into the batch, "
+                                 f"which fxpsim graphs (batch on axis 0) do not support")
+            if tuple(xs) != (1, k):
+                flat = self.fresh(f"{self._unique[x]}/flatten")
+                sx, zx = self.quant(x, op)
+                self.specs[flat] = TensorSpec(flat, 8, True, (k,), sx.astype(np.float64), zx)
+                self.node(op, "reshape", [xn], [flat], {"shape": [k]}, suffix="/input_reshape")
+                xn = flat
+            out_shape = (1, n_out)
+        ins = [xn, self.constant(w, op, axis=0)]
+        if b >= 0:
+            ins.append(self._bias(b, op, n_out))
+        yn = self.declare(y, op, out_shape)
+        self.check_xnnpack_scale(op, x, w, y)
+        self.node(op, self.mac_op("fully_connected"), ins, [yn], {"activation": self.activation(op)})
+
+    # ------------------------------------------------------------------ pooling
+    def _pool(self, op, graph_op):
+        o = op["options"]
+        x, y = op["inputs"][0], op["outputs"][0]
+        self.check_int8(x, op)
+        n, h, w, c = self.shape[x]
+        k = (int(o["filter_h"]), int(o["filter_w"]))
+        s = (int(o["stride_h"]) or 1, int(o["stride_w"]) or 1)
+        padding = "SAME" if int(o["padding"]) == 0 else "VALID"
+        out_hw = [(-(-size // st) if padding == "SAME" else (size - kk) // st + 1) for size, kk, st in
+                  zip((h, w), k, s)]
+        if min(out_hw) < 1:
+            raise ValueError(f"{self.path}: {self.where(op)}: the pool window is larger than the input")
+        xn = self.activation_tensor(x, op)
+        yn = self.declare(y, op, (n, out_hw[0], out_hw[1], c))
+        (sx, zx), (sy, zy) = self.quant(x, op), self.quant(y, op)
+        if float(sx[0]) != float(sy[0]) or int(zx[0]) != int(zy[0]):
+            raise ValueError(f"{self.path}: {self.where(op)}: {op['op']} with different input and output "
+                             f"quantization is not supported (TFLite requires them equal)")
+        self.node(op, graph_op, [xn], [yn], {"pool_size": list(k), "stride": list(s), "padding": padding,
+                                            "activation": self.activation(op)})
+
+    def op_AVERAGE_POOL_2D(self, op):
+        self._pool(op, "avg_pool2d")
+
+    def op_MAX_POOL_2D(self, op):
+        self._pool(op, "max_pool2d")
+
+    # ------------------------------------------------------------------ element-wise
+    def _binary(self, op, graph_op):
+        a, b = op["inputs"][:2]
+        y = op["outputs"][0]
+        for i in (a, b):
+            self.check_int8(i, op)
+            self.quant(i, op)
+        an, bn = self.activation_tensor(a, op), self.activation_tensor(b, op)
+        try:
+            shape = np.broadcast_shapes(self.shape[a], self.shape[b])
+        except ValueError:
+            raise ValueError(f"{self.path}: {self.where(op)}: input shapes {list(self.shape[a])} and "
+                             f"{list(self.shape[b])} do not broadcast") from None
+        if a in self.static and b in self.static:
+            raise ValueError(f"{self.path}: {self.where(op)}: both inputs are constants (not folded by fxpsim)")
+        yn = self.declare(y, op, shape)
+        self.node(op, graph_op, [an, bn], [yn], {"activation": self.activation(op)})
+
+    def op_ADD(self, op):
+        self._binary(op, "tflite_add" if self.kernels == "xnnpack" else "add")
+
+    def op_SUB(self, op):
+        self._binary(op, "tflite_sub")
+
+    def op_MUL(self, op):
+        self._binary(op, "tflite_mul")
+
+    def _unary(self, op, graph_op, attrs=None, out_float=False):
+        x, y = op["inputs"][0], op["outputs"][0]
+        xt = self.t[x]
+        if not (out_float or graph_op == "tflite_quantize") or xt["type"] != _FLOAT32:
+            self.check_int8(x, op)
+        xn = self.activation_tensor(x, op)
+        yn = self.declare(y, op, self.shape[x], float_ok=out_float)
+        self.node(op, graph_op, [xn], [yn], attrs or {})
+
+    def op_LOGISTIC(self, op):
+        self._unary(op, "tflite_logistic")
+
+    def op_TANH(self, op):
+        self._unary(op, "tflite_tanh")
+
+    def op_HARD_SWISH(self, op):
+        self._unary(op, "tflite_hard_swish")
+
+    def op_LEAKY_RELU(self, op):
+        self._unary(op, "tflite_leaky_relu", {"alpha": float(np.float32(op["options"]["alpha"]))})
+
+    def op_RELU(self, op):
+        self._unary(op, "tflite_relu", {"activation": "relu"})
+
+    def op_RELU6(self, op):
+        self._unary(op, "tflite_relu", {"activation": "relu6"})
+
+    def op_RELU_N1_TO_1(self, op):
+        self._unary(op, "tflite_relu", {"activation": "relu_n1_to_1"})
+
+    def op_SOFTMAX(self, op):
+        self._unary(op, "tflite_softmax", {"beta": float(np.float32(op["options"]["beta"]))})
+
+    def op_QUANTIZE(self, op):
+        x, y = op["inputs"][0], op["outputs"][0]
+        xt = self.t[x]
+        self.check_int8(y, op)
+        if xt["type"] == _FLOAT32:
+            xn = self.activation_tensor(x, op)
+            yn = self.declare(y, op, self.shape[x])
+            self.node(op, "tflite_quantize", [xn], [yn])
+        else:
+            self.check_int8(x, op)
+            self.quant(x, op)
+            xn = self.activation_tensor(x, op)
+            yn = self.declare(y, op, self.shape[x])
+            self.node(op, "tflite_requantize", [xn], [yn])
+
+    def op_DEQUANTIZE(self, op):
+        x, y = op["inputs"][0], op["outputs"][0]
+        self.check_int8(x, op)
+        if self.t[y]["type"] != _FLOAT32:
+            raise ValueError(f"{self.path}: {self.where(op)}: DEQUANTIZE to {self.type_name(y)} is not supported")
+        xn = self.activation_tensor(x, op)
+        yn = self.declare(y, op, self.shape[x], float_ok=True)
+        self.node(op, "tflite_dequantize", [xn], [yn])
+
+
+def import_tflite(path, *, kernels: str = "reference") -> IntegerGraph:
+    """Import an int8 ``.tflite`` model as an :class:`~fxpsim.graph.IntegerGraph` that runs bit for bit as
+    LiteRT does.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A full-integer quantized TFLite flatbuffer (int8 activations and weights, int32 biases; float or
+        int8 graph inputs and outputs).
+    kernels : {"reference", "builtin", "xnnpack"}
+        The LiteRT kernel set to reproduce: ``OpResolverType.BUILTIN_REF``,
+        ``BUILTIN_WITHOUT_DEFAULT_DELEGATES`` or ``BUILTIN`` (XNNPACK). An op whose arithmetic differs in
+        that kernel set in a way fxpsim does not reproduce raises ``ValueError``.
+
+    Returns
+    -------
+    IntegerGraph
+        Per-sample tensor shapes (TFLite's batch of 1 dropped), TFLite tensor names,
+        ``meta = {"source", "format": "tflite", "kernels", "datapath", "tflite_tensors", ...}``.
+        ``graph.run(x)`` (no datapath) runs LiteRT's arithmetic; any other datapath (``fxpsim.preset(...)``)
+        changes the accumulator and the requantization of the MAC ops.
+
+    Raises
+    ------
+    ImportError
+        Without the ``tflite`` package (``pip install fxpsim[tflite]``).
+    ValueError
+        A damaged or truncated file, a float (non-quantized) or int16-activation model, or an op fxpsim
+        does not map (the message names the op, the operator index and output tensor, and the supported
+        list).
+    """
+    if kernels not in KERNEL_SETS:
+        raise ValueError(f"kernels must be one of {KERNEL_SETS}, got {kernels!r}")
+    path = os.fspath(path)
+    with open(path, "rb") as fh:
+        buf = fh.read()
+    model = _read_model(buf, path)
+    return _Builder(model, path, kernels).build()
