@@ -34,7 +34,7 @@ from ..core.fixed import Format, from_float
 from ..datapath.integer_ops import quantized_add
 from ..datapath.requantize import Requantizer, requantize_shift
 from ..datapath.tflite import requantize_params, requantize_tflite
-from .ops import Op, _clamp_codes, _float_activation, _no_trace, _rounding_name, _spec, register_op
+from .registry import Op, _clamp_codes, _float_activation, _no_trace, _rounding_name, _spec, register_op
 
 __all__ = ["rescale_sum"]
 

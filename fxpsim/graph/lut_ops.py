@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..datapath import lut as _lut
-from .ops import Op, _clamp_codes, _float_clip, _no_trace, _rounding_name, _spec, register_op
+from .registry import Op, _clamp_codes, _float_clip, _no_trace, _rounding_name, _spec, register_op
 
 __all__ = ["LUT_FUNCTION"]
 

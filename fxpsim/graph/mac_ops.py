@@ -11,7 +11,7 @@ from ..core.fixed import FixedArray, Format
 from ..datapath.integer_ops import quantized_conv2d, quantized_depthwise_conv2d, quantized_fully_connected
 from ..datapath.requantize import Requantizer
 from ..nn import conv as float_conv
-from .ops import (Op, _clamp_codes, _float_activation, _float_clip, _overflow_name, _pads, _padding, _pair,
+from .registry import (Op, _clamp_codes, _float_activation, _float_clip, _overflow_name, _pads, _padding, _pair,
                   _rounding_name, _spec, register_op, run_node)
 
 __all__ = ["requantizer_for", "exact_accumulator", "run_node_isolated", "MAC_OPS"]
