@@ -7,21 +7,23 @@ or code -> code of another format) is
 
 with ``round`` one of :class:`Rounding` and ``fit`` one of :class:`Overflow`, computed exactly
 (no double rounding) by the Cython kernels in ``fxpsim._core``.
+
+Overflow logging is in :mod:`fxpsim.core.overflow_logging`, the input checks in
+:mod:`fxpsim.core.fixed_checks` and the formats of exact results in :mod:`fxpsim.core.format_growth`;
+their names are importable from here too.
 """
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import functools
 import math
 import operator
-from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 
 from . import _core
+from .fixed_checks import _check_seed, _checked_codes, _float_input, _raise_if_error, _seed_word
+from .format_growth import _align_shifts, _grown_format, _int_bits_as, _integer_array_format, result_format
 from .formats import MAX_WORD, Format, Overflow, Rounding, _as_format, check_modes
+from .overflow_logging import OverflowLog, _logging, _range, overflow_log, record_overflow
 
 __all__ = [
     "Format", "Rounding", "Overflow", "FixedArray", "from_float", "from_raw", "quantize",
@@ -29,149 +31,6 @@ __all__ = [
 ]
 
 _MAX_EXACT_WORD = 127        # exact intermediates live on 128-bit signed integers in the kernels
-
-
-# --------------------------------------------------------------------------- overflow logging
-@dataclass
-class _LogEntry:
-    count: int = 0
-    calls: int = 0
-    min: float = math.inf
-    max: float = -math.inf
-
-
-class OverflowLog:
-    """Overflow events collected by :func:`overflow_log`, by operation name.
-
-    ``log[name]`` has ``count`` (overflowed elements or adds), ``calls``, and ``min`` / ``max``
-    of the exact values the operation was asked to represent (as MATLAB's fipref logging).
-    """
-
-    def __init__(self):
-        self.entries: dict[str, _LogEntry] = {}
-
-    def add(self, op: str, count: int, lo: float, hi: float) -> None:
-        e = self.entries.setdefault(op, _LogEntry())
-        e.count += int(count)
-        e.calls += 1
-        e.min, e.max = min(e.min, _as_float(lo)), max(e.max, _as_float(hi))
-
-    def __getitem__(self, op: str) -> _LogEntry:
-        return self.entries[op]
-
-    def __contains__(self, op: str) -> bool:
-        return op in self.entries
-
-    @property
-    def total(self) -> int:
-        return sum(e.count for e in self.entries.values())
-
-    def as_dict(self) -> dict:
-        return {k: vars(v).copy() for k, v in self.entries.items()}
-
-    def __repr__(self) -> str:
-        return f"OverflowLog({self.as_dict()})"
-
-
-def _as_float(value) -> float:
-    """``float(value)``, with ±inf for exact values (huge ints, Fractions) beyond float64's range."""
-    try:
-        return float(value)
-    except OverflowError:
-        return math.inf if value > 0 else -math.inf
-
-
-_ACTIVE_LOGS: contextvars.ContextVar[tuple] = contextvars.ContextVar("fxpsim_logs", default=())
-
-
-@contextlib.contextmanager
-def overflow_log() -> Iterator[OverflowLog]:
-    """Collect overflow counts and value ranges of every fxpsim operation inside the block.
-
-    >>> with overflow_log() as log:                     # doctest: +SKIP
-    ...     from_float([1.0, 300.0], "Q7.8")
-    >>> log["from_float"].count                         # doctest: +SKIP
-    1
-    """
-    log = OverflowLog()
-    token = _ACTIVE_LOGS.set(_ACTIVE_LOGS.get() + (log,))
-    try:
-        yield log
-    finally:
-        _ACTIVE_LOGS.reset(token)
-
-
-def record_overflow(op: str, count: int, lo: float, hi: float) -> None:
-    """Add an event to every active :func:`overflow_log` (used by the datapath layer too)."""
-    for log in _ACTIVE_LOGS.get():
-        log.add(op, count, lo, hi)
-
-
-def _logging() -> bool:
-    return bool(_ACTIVE_LOGS.get())
-
-
-# --------------------------------------------------------------------------- helpers
-def _float_input(x, where: str) -> np.ndarray:
-    arr = np.asarray(x)
-    if arr.dtype == object or arr.dtype.kind in "USVcMm":
-        raise TypeError(f"{where}: expected real numbers, got an array of dtype {arr.dtype}")
-    if arr.dtype.kind not in "fiub":
-        raise TypeError(f"{where}: unsupported dtype {arr.dtype}")
-    if arr.dtype.kind == "f" and arr.dtype.itemsize > 8:
-        _check_float64_exact(arr, where)
-    return np.array(arr, dtype=np.float64, order="C", copy=None)   # keeps 0-d shapes
-
-
-def _check_float64_exact(arr: np.ndarray, where: str) -> None:
-    """Extended-precision input (np.longdouble): accepted only where every value is a float64.
-
-    The kernels quantize float64 exactly; going through float64 first would round twice (a value
-    just above a tie, 2^-9 + 2^-70, would become the tie itself and round the wrong way).
-    """
-    as64 = arr.astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        lost = (as64.astype(arr.dtype) != arr) & ~np.isnan(arr)
-    if lost.any():
-        first = tuple(int(i) for i in np.unravel_index(int(np.argmax(lost)), arr.shape))
-        raise TypeError(f"{where}: x has dtype {arr.dtype} (extended precision) and {int(lost.sum())} "
-                        f"value(s) that float64 cannot hold exactly (first at index {first}); fxpsim "
-                        f"rounds float64 values exactly, and converting them first would round twice. "
-                        f"Pass x.astype(np.float64) to accept that rounding, or exact integer codes "
-                        f"through from_raw")
-
-
-def _check_seed(seed) -> None:
-    """``seed``: None or a non-negative int (checked before any work, whatever the rounding mode)."""
-    if seed is None:
-        return
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed must be None or a non-negative int, got {type(seed).__name__} {seed!r}")
-    if seed < 0:
-        raise ValueError(f"seed must be None or a non-negative int, got {seed}")
-
-
-def _seed_word(seed) -> int:
-    _check_seed(seed)
-    if seed is None:
-        return int(np.random.SeedSequence().generate_state(1, np.uint64)[0])
-    return int(np.random.SeedSequence(int(seed)).generate_state(1, np.uint64)[0])
-
-
-def _value_text(value) -> str:
-    """A format limit for messages: the float, or ``c*2^e`` when float64 cannot show it."""
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, int):
-        shift = (value & -value).bit_length() - 1
-        return f"{value >> shift}*2^{shift}"
-    return f"{value.numerator}*2^-{value.denominator.bit_length() - 1}"
-
-
-def _raise_if_error(o: Overflow, count: int, op: str, fmt: Format):
-    if o is Overflow.ERROR and count:
-        raise ValueError(f"{op}: {count} element(s) overflow {fmt} "
-                         f"[{_value_text(fmt.min_value)}, {_value_text(fmt.max_value)}] and overflow='error'")
 
 
 # --------------------------------------------------------------------------- arrays
@@ -382,40 +241,7 @@ class FixedArray:
         return self._new(np.asarray(self._raw.sum(axis=axis, dtype=dtype)), fmt)
 
 
-def _range(values: np.ndarray):
-    finite = values[np.isfinite(values)] if values.size else values
-    if finite.size == 0:
-        return math.nan, math.nan
-    return float(finite.min()), float(finite.max())
-
-
-def _checked_codes(raw, fmt: Format, where: str) -> np.ndarray:
-    arr = np.asarray(raw)
-    if arr.dtype == object or arr.dtype.kind not in "iub":
-        raise TypeError(f"{where}: raw codes must be an integer array, got dtype {arr.dtype}"
-                        + ("; use from_float for real values" if arr.dtype.kind == "f" else ""))
-    if arr.size:
-        lo, hi = int(arr.min()), int(arr.max())
-        if lo < fmt.min_code or hi > fmt.max_code:
-            bad = lo if lo < fmt.min_code else hi
-            idx = np.unravel_index(int(np.argmax(arr == bad)), arr.shape)
-            raise ValueError(f"{where}: code {bad} at index {tuple(map(int, idx))} does not fit {fmt} "
-                             f"(codes {fmt.min_code}..{fmt.max_code})")
-    dtype = np.uint64 if fmt._u64 else np.int64
-    return np.array(arr, dtype=dtype, copy=True)
-
-
 _OP_SYMBOL = {"add": "+", "sub": "-", "mul": "*"}
-
-
-def _integer_array_format(arr: np.ndarray) -> Format:
-    """Format.integer of the fewest bits that hold every value of an integer array."""
-    if arr.size == 0:
-        return Format(1, 0, arr.dtype.kind == "i")
-    lo, hi = int(arr.min()), int(arr.max())
-    if arr.dtype.kind == "u":
-        return Format(max(hi.bit_length(), 1), 0, False)
-    return Format(max(hi.bit_length(), (-lo - 1).bit_length() if lo < 0 else 0) + 1, 0, True)
 
 
 def _as_fixed(value, where: str = ""):
@@ -467,25 +293,6 @@ def _broadcast(a: FixedArray, b: FixedArray):
     return FixedArray(ra, a.fmt, _trusted=True), FixedArray(rb, b.fmt, _trusted=True)
 
 
-def _align_shifts(fa: Format, fb: Format):
-    frac = max(fa.frac, fb.frac)
-    return frac - fa.frac, frac - fb.frac
-
-
-def _int_bits_as(fmt: Format, signed: bool) -> int:
-    return fmt.int_bits + (1 if signed and not fmt.signed else 0)
-
-
-def result_format(op: str, fa: Format, fb: Format) -> tuple[int, int, bool]:
-    """(word, frac, signed) of the exact result of ``a op b`` (word may exceed 64)."""
-    if op == "mul":
-        return fa.word + fb.word, fa.frac + fb.frac, fa.signed or fb.signed
-    signed = fa.signed or fb.signed or op == "sub"
-    frac = max(fa.frac, fb.frac)
-    ints = max(_int_bits_as(fa, signed), _int_bits_as(fb, signed)) + 1
-    return ints + frac, frac, signed
-
-
 def _exact_binary(op: str, a: FixedArray, b: FixedArray, out_fmt: Format | None = None,
                   rounding="half_up", overflow="saturate", seed=None) -> FixedArray:
     word, frac, signed = result_format(op, a.fmt, b.fmt)
@@ -517,11 +324,6 @@ def _exact_binary(op: str, a: FixedArray, b: FixedArray, out_fmt: Format | None 
 
 
 _OP_CODE = {"add": 0, "sub": 1, "mul": 2}
-
-
-@functools.lru_cache(maxsize=4096)
-def _grown_format(word: int, frac: int, signed: bool) -> Format:
-    return Format(word, frac, signed)
 
 
 def add(a, b, fmt=None, rounding="half_up", overflow="saturate", *, seed=None) -> FixedArray:

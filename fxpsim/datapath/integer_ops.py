@@ -17,12 +17,14 @@ possible difference, int16 for 8-bit codes), so no step depends on C overflow ru
 Fast paths, taken only where they give the same bits (counts included): int8 convolutions, depthwise
 convolutions and fully connected layers with zero weight zero points run on the fused C kernel of
 :mod:`fxpsim.datapath.conv_int8` (MAC, per-add overflow, TFLite output stage in one pass); an int8 ADD reads
-a table of its 65536 results, built once per parameter set by the numpy arithmetic below.
+a table of its 65536 results, built once per parameter set by the numpy arithmetic of
+:mod:`fxpsim.datapath.integer_add`.
+
+The add and the average pooling are in :mod:`fxpsim.datapath.integer_add` and
+:mod:`fxpsim.datapath.integer_pool`, the result type and the argument checks in
+:mod:`fxpsim.datapath.integer_layer_args`; all are importable from here too.
 """
 from __future__ import annotations
-
-import functools
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -31,132 +33,19 @@ from .accumulate import matmul as _datapath_matmul
 from ..core.fixed import FixedArray, Format, Overflow, from_raw
 from ..core.fixed import _logging as _overflow_log_active
 from . import conv_int8 as _fused
-from .requantize import (
-    Requantizer, _check_range, _check_zero_point, _iinfo, _wrap_int32, multiply_by_quantized_multiplier,
-    requantize_shift, tflite_add_params,
+from .integer_add import quantized_add
+from .integer_checks import _check_zero_point
+from .integer_layer_args import (  # noqa: F401
+    IntegerResult, _acc_format, _bias, _check_requant, _clamp_range, _common, _explicit_padding, _mac_knobs,
+    _offset, _operand, _output_spec, _pair,
 )
+from .integer_pool import quantized_average_pool2d
+from .requantize import Requantizer, requantize_shift
 
 __all__ = [
     "IntegerResult", "quantized_fully_connected", "quantized_conv2d", "quantized_depthwise_conv2d",
     "quantized_add", "quantized_average_pool2d",
 ]
-
-
-@dataclass(frozen=True)
-class IntegerResult:
-    """Output of an integer layer kernel.
-
-    Attributes
-    ----------
-    out : ndarray
-        Output codes in the output dtype (after zero point and activation clamp).
-    acc : ndarray of int64
-        Accumulator codes the requantizer saw (after bias), channels last.
-    overflows : int
-        Accumulator overflow events (each add that overflowed, the bias add included); with K-tiling the
-        tile accumulators' events too.
-    tile_overflows : int
-        With K-tiling: the events of the tile accumulators alone (included in ``overflows``).
-    bias_clipped : int
-        With ``zero_point="fold"``: folded biases that saturated into the bias register.
-    above, below : int or None
-        From the fused int8 kernel (:mod:`fxpsim.datapath.conv_int8`): how many requantized values
-        :math:`R(a) + z_y` were above ``act_max`` / below ``act_min`` before the clamp (None: not counted).
-    """
-
-    out: np.ndarray
-    acc: np.ndarray
-    overflows: int
-    tile_overflows: int = 0
-    bias_clipped: int = 0
-    above: int | None = None
-    below: int | None = None
-
-
-def _operand(a, name: str, ndim: int):
-    arr = np.asarray(a)
-    if arr.dtype == np.bool_ or arr.dtype.kind not in "iu" or arr.dtype.itemsize > 4:
-        raise TypeError(f"{name} must be an integer array of at most 32 bits (int8, uint8, int16, "
-                        f"int32...), got dtype {arr.dtype}")
-    if arr.ndim != ndim:
-        raise ValueError(f"{name} must have {ndim} dimensions, got shape {arr.shape}")
-    if arr.size == 0:
-        raise ValueError(f"{name} is empty (shape {arr.shape})")
-    return arr
-
-
-def _narrow_dtype(lo: int, hi: int):
-    """The narrowest of int16/int32/int64 holding [lo, hi] (narrow operands: less memory traffic)."""
-    return next(t for t in (np.int16, np.int32, np.int64) if np.iinfo(t).min <= lo and hi <= np.iinfo(t).max)
-
-
-def _offset(arr: np.ndarray, zp, name: str, channel_axis: int | None = None, narrow: bool = False) -> np.ndarray:
-    """``arr - zp``, exact, in int64 or (``narrow``) the narrowest signed type holding every
-    possible difference (int16 for 8-bit codes); ``zp`` scalar, or per channel along ``channel_axis``."""
-    info = np.iinfo(arr.dtype)
-    zps = np.asarray(zp)
-    if zps.ndim == 0:
-        z = _check_zero_point(zp, info, name)
-        dtype = _narrow_dtype(int(info.min) - z, int(info.max) - z) if narrow else np.int64
-        return np.subtract(arr, z, dtype=dtype) if z else arr.astype(dtype)
-    if channel_axis is None or zps.ndim != 1 or zps.shape[0] != arr.shape[channel_axis]:
-        raise ValueError(f"{name} must be a scalar{'' if channel_axis is None else ' or one per channel'}"
-                         f", got shape {zps.shape}")
-    for z in zps.tolist():
-        _check_zero_point(int(z), info, name)
-    shape = [1] * arr.ndim
-    shape[channel_axis] = -1
-    dtype = _narrow_dtype(int(info.min) - int(zps.max()), int(info.max) - int(zps.min())) if narrow else np.int64
-    return arr.astype(dtype) - zps.astype(dtype).reshape(shape)
-
-
-def _clamp_range(act_min, act_max, info) -> tuple[int, int]:
-    """The activation clamp, defaulting to the output type's range, validated against it."""
-    lo = int(info.min) if act_min is None else act_min
-    hi = int(info.max) if act_max is None else act_max
-    for name, v in (("act_min", lo), ("act_max", hi)):
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-            raise TypeError(f"{name} must be an int, got {v!r}")
-    if not info.min <= lo <= hi <= info.max:
-        raise ValueError(f"need {info.min} <= act_min <= act_max <= {info.max}, got act_min={lo}, act_max={hi}")
-    return int(lo), int(hi)
-
-
-def _acc_format(acc) -> Format:
-    fmt = Format.integer(int(acc)) if isinstance(acc, (int, np.integer)) else acc
-    if not isinstance(fmt, Format):
-        raise TypeError(f"acc must be a Format or an int (accumulator bits), got {acc!r}")
-    if fmt.frac != 0 or not fmt.signed or fmt.word > 62:
-        raise ValueError(f"acc must be a signed integer format of at most 62 bits, got {fmt}")
-    return fmt
-
-
-def _bias(bias, n_out: int, fmt: Format):
-    if bias is None:
-        return None
-    b = np.asarray(bias)
-    if b.dtype == np.bool_ or b.dtype.kind not in "iu":
-        raise TypeError(f"bias must be an integer array (int32), got dtype {b.dtype}")
-    if b.shape != (n_out,):
-        raise ValueError(f"bias must have shape ({n_out},), one value per output channel; got {b.shape}")
-    b = b.astype(np.int64)
-    _check_range(b, fmt.min_code, fmt.max_code, f"bias (accumulator {fmt})")
-    return b
-
-
-def _check_requant(requant, n_out: int) -> Requantizer:
-    if not isinstance(requant, Requantizer):
-        raise TypeError(f"requant must be a Requantizer, got {type(requant).__name__}")
-    if requant.channels not in (1, n_out):
-        raise ValueError(f"requant has {requant.channels} channels; the layer has {n_out} outputs")
-    return requant
-
-
-def _output_spec(out_zp, act_min, act_max, out_dtype) -> tuple:
-    """Validated ``(dtype, zero point, act_min, act_max)`` of a layer's output."""
-    info = _iinfo(out_dtype, "out_dtype")
-    zp = _check_zero_point(out_zp, info, "out_zp")
-    return (info.dtype, zp) + _clamp_range(act_min, act_max, info)
 
 
 def _finish(acc: FixedArray, bias, bias_at: str, overflow, requant: Requantizer, out_spec) -> IntegerResult:
@@ -196,16 +85,6 @@ _MAC_KNOBS_DOC = """zero_point : {"subtract", "fold"}
         An accumulator whose LSB is :math:`2^{\\text{product\\_shift}}` product LSBs (fewer fraction bits):
         every product is rounded onto it (``rounding``) before it is added; ``acc``/``bias`` codes and the
         returned accumulator are in that LSB."""
-
-
-def _mac_knobs(zero_point, tile_k, product_shift):
-    if zero_point not in ("subtract", "fold"):
-        raise ValueError(f"zero_point must be 'subtract' or 'fold', got {zero_point!r}")
-    if tile_k is not None and (isinstance(tile_k, bool) or not isinstance(tile_k, (int, np.integer)) or tile_k < 1):
-        raise ValueError(f"tile_k must be a positive int or None, got {tile_k!r}")
-    if isinstance(product_shift, bool) or not isinstance(product_shift, (int, np.integer)) or \
-            not 0 <= product_shift <= 62:
-        raise ValueError(f"product_shift must be an int in 0..62, got {product_shift!r}")
 
 
 def _fold_bias(b, x_zp: int, w_sums: np.ndarray, fmt: Format, bias_bits, shift: int = 0, rounding="half_up"):
@@ -252,15 +131,6 @@ def _accumulate_rows(op, xo, wk, init, fmt, overflow, order, tile_k, tile_acc, s
     wide = _datapath_sum(stack, axis=-1, acc=Format.integer(fmt.word), overflow=overflow, init=ini)
     return FixedArray(wide.raw.reshape(out_shape), Format.integer(fmt.word),
                       overflows=int(wide.overflows) + tile_ovf), tile_ovf
-
-
-def _common(bias_at, overflow, order):
-    if bias_at not in ("end", "init"):
-        raise ValueError(f"bias_at must be 'end' (TFLite: bias added after the sum) or 'init' "
-                         f"(accumulator preloaded with the bias), got {bias_at!r}")
-    Overflow.parse(overflow)
-    if order not in ("sequential", "tree"):
-        raise ValueError(f"order must be 'sequential' or 'tree', got {order!r}")
 
 
 def quantized_fully_connected(x, w, bias=None, *, requant: Requantizer, x_zp=0, w_zp=0, out_zp=0,
@@ -357,37 +227,6 @@ def _with(res: IntegerResult, tile_overflows: int, bias_clipped: int) -> Integer
     if not (tile_overflows or bias_clipped):
         return res
     return IntegerResult(res.out, res.acc, res.overflows, tile_overflows, bias_clipped)
-
-
-def _pair(v, name: str) -> tuple[int, int]:
-    pair = (v, v) if isinstance(v, (int, np.integer)) else tuple(v)
-    if len(pair) != 2 or not all(isinstance(p, (int, np.integer)) and p >= 1 for p in pair):
-        raise ValueError(f"{name} must be a positive int or a pair of them, got {v!r}")
-    return int(pair[0]), int(pair[1])
-
-
-def _explicit_padding(padding, in_hw, k_hw, stride, dilation):
-    """TF/TFLite padding as ((top, bottom), (left, right)); SAME puts the odd pixel after."""
-    if isinstance(padding, str):
-        mode = padding.upper()
-        if mode == "VALID":
-            return ((0, 0), (0, 0))
-        if mode != "SAME":
-            raise ValueError(f"padding must be 'SAME', 'VALID' or ((t, b), (l, r)), got {padding!r}")
-        pads = []
-        for n, k, s, d in zip(in_hw, k_hw, stride, dilation):
-            out = -(-n // s)
-            total = max((out - 1) * s + (k - 1) * d + 1 - n, 0)
-            pads.append((total // 2, total - total // 2))
-        return tuple(pads)
-    try:
-        (t, b), (l, r) = padding
-        pads = ((int(t), int(b)), (int(l), int(r)))
-    except (TypeError, ValueError):
-        raise ValueError(f"padding must be 'SAME', 'VALID' or ((t, b), (l, r)), got {padding!r}") from None
-    if min(min(p) for p in pads) < 0:
-        raise ValueError(f"padding must be non-negative, got {padding!r}")
-    return pads
 
 
 def _conv(x, w_hwio, groups, bias, requant, x_zp, out_zp, stride, padding, dilation, act_min, act_max,
@@ -523,133 +362,6 @@ def quantized_depthwise_conv2d(x, w, bias=None, *, requant: Requantizer, x_zp=0,
                  act_max, out_dtype, acc, overflow, order, bias_at,
                  lambda k: _offset(k, w_zp, "w_zp", channel_axis=3, narrow=True), zero_point, bias_bits, tile_k,
                  tile_acc, product_shift, rounding, "depthwise_conv2d", w, w_zp, need_acc)
-
-
-def quantized_add(x1, x2, *, scale1: float, zp1: int, scale2: float, zp2: int, out_scale: float,
-                  out_zp: int, act_min=None, act_max=None, out_dtype=np.int8, left_shift: int = 20,
-                  rounding: str = "double") -> np.ndarray:
-    r"""Integer elementwise add (TFLite ``ADD``, int8), numpy broadcasting.
-
-    With ``(m1, s1, m2, s2, mo, so) =`` :func:`~fxpsim.requantize.tflite_add_params` and
-    :math:`\mathrm{MBQM}` = :func:`~fxpsim.requantize.multiply_by_quantized_multiplier` (int32 arithmetic):
-
-    .. math::
-
-        v_i = \mathrm{MBQM}((x_i - z_i)\,2^{L},\ m_i, s_i),\qquad
-        y = \mathrm{clamp}\big(\mathrm{MBQM}(v_1 + v_2,\ m_o, s_o) + z_y\big)
-
-    Returns
-    -------
-    ndarray of ``out_dtype``
-    """
-    a = _operand(x1, "x1", np.ndim(x1))
-    b = _operand(x2, "x2", np.ndim(x2))
-    try:
-        shape = np.broadcast_shapes(a.shape, b.shape)
-    except ValueError:
-        raise ValueError(f"x1 {a.shape} and x2 {b.shape} do not broadcast") from None
-    single = rounding == "single"
-    if rounding not in ("double", "single"):
-        raise ValueError(f"rounding must be 'double' or 'single', got {rounding!r}")
-    dtype, zp, lo, hi = _output_spec(out_zp, act_min, act_max, out_dtype)
-    params = _add_params(scale1, scale2, out_scale, left_shift, single)
-    if a.dtype == b.dtype == dtype == np.int8 and _fused.available():
-        # int8 x int8 -> int8: every output is one of 65536, tabulated once by the arithmetic below
-        z1 = _check_zero_point(zp1, np.iinfo(np.int8), "zp1")
-        z2 = _check_zero_point(zp2, np.iinfo(np.int8), "zp2")
-        table = _add_table(params, z1, z2, int(left_shift), rounding, zp, lo, hi)
-        a8 = np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1)
-        b8 = np.ascontiguousarray(np.broadcast_to(b, shape)).reshape(-1)
-        return _fused.lut2(a8, b8, table).reshape(shape)
-    return _add_codes(a, b, zp1, zp2, params, left_shift, rounding, shape, zp, lo, hi, dtype)
-
-
-def _add_params(scale1, scale2, out_scale, left_shift, single):
-    """:func:`~fxpsim.requantize.tflite_add_params`, cached for hashable (Python or numpy scalar) arguments."""
-    try:
-        return _add_params_cached(scale1, scale2, out_scale, left_shift, single)
-    except TypeError:                     # unhashable (an array): validated and computed uncached
-        return tflite_add_params(scale1, scale2, out_scale, left_shift, single)
-
-
-@functools.lru_cache(maxsize=1024)
-def _add_params_cached(scale1, scale2, out_scale, left_shift, single):
-    return tflite_add_params(scale1, scale2, out_scale, left_shift, single)
-
-
-def _add_codes(a, b, zp1, zp2, params, left_shift, rounding, shape, zp, lo, hi, dtype):
-    """TFLite's ADD arithmetic (see :func:`quantized_add`) on numpy arrays."""
-    m1, s1, m2, s2, mo, so = params
-    v1 = multiply_by_quantized_multiplier(_wrap_int32(_offset(a, zp1, "zp1") << left_shift), m1, s1, rounding)
-    v2 = multiply_by_quantized_multiplier(_wrap_int32(_offset(b, zp2, "zp2") << left_shift), m2, s2, rounding)
-    raw = multiply_by_quantized_multiplier(_wrap_int32(np.broadcast_to(v1, shape) + v2), mo, so, rounding)
-    return np.clip(raw + zp, lo, hi).astype(dtype)
-
-
-@functools.lru_cache(maxsize=256)
-def _add_table(params, zp1, zp2, left_shift, rounding, zp, lo, hi) -> np.ndarray:
-    """The 65536 int8 outputs of :func:`_add_codes` for every pair of int8 inputs, at index
-    ``(a + 128) * 256 + (b + 128)`` (read only)."""
-    codes = np.arange(-128, 128, dtype=np.int8)
-    table = _add_codes(np.repeat(codes, 256), np.tile(codes, 256), zp1, zp2, params, left_shift, rounding,
-                       (65536,), zp, lo, hi, np.int8)
-    table.flags.writeable = False
-    return table
-
-
-def quantized_average_pool2d(x, pool_size, *, stride=None, padding="VALID", act_min=None, act_max=None,
-                             acc=32, overflow="wrap") -> IntegerResult:
-    r"""Integer average pooling (TFLite ``AVERAGE_POOL_2D``, int8: same scale and zero point in and out).
-
-    The window sum :math:`S` (padded pixels excluded, :math:`c` = number of valid pixels) runs
-    through :func:`fxpsim.datapath.conv2d` (a depthwise all-ones kernel) with accumulator ``acc``;
-    then, as TFLite's reference kernel, with truncating integer division:
-
-    .. math::
-
-        y = \begin{cases} \operatorname{trunc}\big((S + \lfloor c/2 \rfloor)/c\big) & S > 0 \\
-        \operatorname{trunc}\big((S - \lfloor c/2 \rfloor)/c\big) & S \le 0\end{cases}
-        \quad = \mathrm{round\_half\_away}(S / c)
-
-    Parameters
-    ----------
-    x : ndarray of int, shape (N, H, W, C)
-    pool_size, stride : int or (int, int)
-        ``stride`` defaults to ``pool_size``.
-    padding : "SAME", "VALID" or ((top, bottom), (left, right))
-    act_min, act_max : int, optional
-        Clamp (default: the dtype range of ``x``).
-    acc : Format or int
-    overflow : str
-
-    Returns
-    -------
-    IntegerResult
-        ``out`` of shape (N, OH, OW, C) and dtype of ``x``.
-    """
-    x = _operand(x, "x", 4)
-    lo, hi = _clamp_range(act_min, act_max, np.iinfo(x.dtype))
-    k = _pair(pool_size, "pool_size")
-    stride = k if stride is None else _pair(stride, "stride")
-    fmt = _acc_format(acc)
-    Overflow.parse(overflow)
-    pads = _explicit_padding(padding, x.shape[1:3], k, stride, (1, 1))
-    for n, kk, (p0, p1), axis in zip(x.shape[1:3], k, pads, ("height", "width")):
-        if n + p0 + p1 < kk:
-            raise ValueError(f"pool_size {kk} is larger than the padded input {axis} ({n + p0 + p1})")
-        if max(p0, p1) >= kk:
-            raise ValueError(f"padding {(p0, p1)} leaves windows without any input pixel ({axis})")
-    c = x.shape[3]
-    ones = np.ones(k + (1, c), dtype=np.int64)
-    a = _datapath_conv2d(x.astype(np.int64), ones, acc=fmt, stride=stride, padding=pads, groups=c,
-                         overflow=overflow)
-    valid = np.ones((1,) + x.shape[1:3] + (1,), dtype=np.int64)
-    count = _datapath_conv2d(valid, np.ones(k + (1, 1), dtype=np.int64), acc=Format.integer(32),
-                             stride=stride, padding=pads).raw
-    s = a.raw
-    num = np.where(s > 0, s + count // 2, s - count // 2)
-    avg = np.sign(num) * (np.abs(num) // count)       # C division truncates toward zero
-    return IntegerResult(np.clip(avg, lo, hi).astype(x.dtype), s, int(a.overflows))
 
 
 quantized_fully_connected.__doc__ = quantized_fully_connected.__doc__.replace("{knobs}", _MAC_KNOBS_DOC)

@@ -17,18 +17,32 @@ It also derives TFLite's parameters (:func:`quantize_multiplier`,
 :func:`activation_range`, :func:`tflite_add_params`).  The integer layer kernels
 that use a :class:`Requantizer` live in :mod:`fxpsim.integer_layers`.
 
+TFLite's fixed-point multiplier itself (:func:`quantize_multiplier`, gemmlowp's SRDHM / RDBPOT,
+:func:`multiply_by_quantized_multiplier`) is in :mod:`fxpsim.datapath.fixed_point_multiplier`, the
+parameters in :mod:`fxpsim.datapath.tflite_params`, the argument checks in
+:mod:`fxpsim.datapath.integer_checks` and the fused output stage in
+:mod:`fxpsim.datapath.requantize_fused`; all are importable from here too.
+
 All integer arithmetic is done on int64 numpy arrays whose intermediate values are
 proven to fit (bounds in each docstring), so no step depends on C overflow rules.
 """
 from __future__ import annotations
 
-import functools
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..core.fixed import FixedArray, Format, Rounding, from_float
+from .fixed_point_multiplier import (  # noqa: F401
+    _rdbpot, _srdhm, multiply_by_quantized_multiplier, quantize_multiplier, rounding_divide_by_pot,
+    saturating_rounding_doubling_high_mul,
+)
+from .integer_checks import (  # noqa: F401
+    INT32_MAX, INT32_MIN, _check_range, _check_zero_point, _iinfo, _int32_array, _int_array, _norm_axis,
+    _per_channel, _wrap_int32,
+)
+from .requantize_fused import _fused_apply, _fused_constants, _tiled_constants
+from .tflite_params import _float32, activation_range, tflite_add_params  # noqa: F401
 
 __all__ = [
     "quantize_multiplier", "saturating_rounding_doubling_high_mul", "rounding_divide_by_pot",
@@ -36,270 +50,7 @@ __all__ = [
     "activation_range", "tflite_add_params", "Requantizer",
 ]
 
-INT32_MIN = -(1 << 31)
-INT32_MAX = (1 << 31) - 1
 _KINDS = ("double", "single", "shift", "float")
-
-
-# --------------------------------------------------------------------------- validation
-def _int_array(a, name: str) -> np.ndarray:
-    """``a`` as an int64 array (callers never write into it, so inputs are never modified)."""
-    arr = np.asarray(a)
-    if arr.dtype == np.bool_ or arr.dtype.kind not in "iu":
-        raise TypeError(f"{name} must be an integer array, got dtype {arr.dtype}")
-    if arr.dtype == np.uint64 and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
-        raise ValueError(f"{name} has values above 2**63 - 1")
-    return arr.astype(np.int64, copy=False)
-
-
-def _check_range(arr: np.ndarray, lo: int, hi: int, name: str) -> None:
-    if arr.size and (int(arr.min()) < lo or int(arr.max()) > hi):
-        raise ValueError(f"{name} must lie in [{lo}, {hi}]; got values in "
-                         f"[{int(arr.min())}, {int(arr.max())}]")
-
-
-def _int32_array(a, name: str) -> np.ndarray:
-    arr = _int_array(a, name)
-    _check_range(arr, INT32_MIN, INT32_MAX, f"{name} (int32)")
-    return arr
-
-
-def _wrap_int32(v: np.ndarray) -> np.ndarray:
-    """Two's-complement wrap of int64 values to int32 (what a C ``int32_t`` cast does)."""
-    return ((v + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
-
-
-def _per_channel(values, n_channels: int, ndim: int, axis: int, name: str) -> np.ndarray:
-    """Reshape a scalar or a 1-D per-channel parameter so it broadcasts along ``axis``."""
-    arr = np.asarray(values)
-    if arr.ndim == 0:
-        return arr
-    if ndim == 0:
-        if arr.shape != (1,):
-            raise ValueError(f"{name}: a scalar accumulator takes one value, got shape {arr.shape}")
-        return arr.reshape(())
-    if arr.ndim != 1 or arr.shape[0] not in (1, n_channels):
-        raise ValueError(f"{name} must be a scalar or have one value per channel "
-                         f"({n_channels} along axis {axis}); got shape {arr.shape}")
-    shape = [1] * ndim
-    shape[axis] = arr.shape[0]
-    return arr.reshape(shape)
-
-
-def _norm_axis(axis: int, ndim: int) -> int:
-    if ndim == 0:
-        return 0
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"axis {axis} is out of range for an array of {ndim} dimensions")
-    return axis % ndim
-
-def _iinfo(dtype, name):
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        raise TypeError(f"{name} must be a numpy integer dtype, got {dtype!r}") from None
-    if dt.kind not in "iu" or dt.itemsize > 4:
-        raise TypeError(f"{name} must be an integer dtype of at most 32 bits, got {dt}")
-    return np.iinfo(dt)
-
-
-def _check_zero_point(zp, info, name: str) -> int:
-    if isinstance(zp, (bool, np.bool_)) or not isinstance(zp, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {zp!r}")
-    if not int(info.min) <= int(zp) <= int(info.max):
-        raise ValueError(f"{name}={int(zp)} is out of range for {info.dtype} [{info.min}, {info.max}]")
-    return int(zp)
-
-
-# --------------------------------------------------------------------------- gemmlowp primitives
-def quantize_multiplier(real, *, single_rounding: bool = False):
-    r"""Split a real multiplier into a Q31 significand and a power-of-two exponent (TFLite).
-
-    .. math::
-
-        q, e = \mathrm{frexp}(r),\quad \tfrac12 \le |q| < 1,\qquad
-        m = \mathrm{round\_half\_away}(q \cdot 2^{31}),\qquad r \approx m \cdot 2^{e - 31}
-
-    If rounding carries to :math:`m = 2^{31}`, then :math:`m = 2^{30}` and :math:`e = e + 1`.
-    Multipliers with :math:`e < -31` (about :math:`|r| < 2^{-32}`) become ``(0, 0)``, as does
-    :math:`r = 0`.  ``single_rounding=True`` adds the ``TFLITE_SINGLE_ROUNDING`` rules: ``r``
-    must be non-negative and :math:`e > 30` saturates to ``(2**31 - 1, 30)``.
-
-    Parameters
-    ----------
-    real : float or array_like of float
-        Finite real multiplier(s); an array gives per-channel results.
-    single_rounding : bool
-        Apply the single-rounding build's restrictions.
-
-    Returns
-    -------
-    multiplier, shift : int, int or ndarray of int32, ndarray of int32
-        ``shift`` is the exponent (positive = left shift, negative = right shift).
-
-    Examples
-    --------
-    >>> quantize_multiplier(0.0012)
-    (1319413953, -9)
-    >>> quantize_multiplier(1 - 2.0 ** -40)      # rounds up to 2^31: carried into the exponent
-    (1073741824, 1)
-    """
-    r = np.asarray(real, dtype=np.float64)
-    if not np.all(np.isfinite(r)):
-        raise ValueError("quantize_multiplier: the real multiplier must be finite")
-    if single_rounding and np.any(r < 0):
-        raise ValueError("quantize_multiplier: single rounding needs a non-negative multiplier")
-    q, e = np.frexp(r)
-    e = e.astype(np.int64)
-    # |q * 2^31| < 2^31 is exact in float64 and has ulp <= 2^-22, so floor(|x| + 0.5) is exact.
-    mag = np.floor(np.abs(q) * 2.0 ** 31 + 0.5)
-    m = (np.sign(q) * mag).astype(np.int64)
-    carry = m == (1 << 31)
-    m = np.where(carry, 1 << 30, m)
-    e = np.where(carry, e + 1, e)
-    tiny = e < -31                  # (r = 0 needs no case: frexp(0) = (0, 0))
-    m = np.where(tiny, 0, m)
-    e = np.where(tiny, 0, e)
-    if single_rounding:
-        big = e > 30
-        m = np.where(big, INT32_MAX, m)
-        e = np.where(big, 30, e)
-    if r.ndim == 0:
-        return int(m), int(e)
-    return m.astype(np.int32), e.astype(np.int32)
-
-
-def saturating_rounding_doubling_high_mul(a, b) -> np.ndarray:
-    r"""gemmlowp's ``SaturatingRoundingDoublingHighMul`` on int32 values.
-
-    .. math::
-
-        \mathrm{SRDHM}(a, b) = \begin{cases} 2^{31}-1 & a = b = -2^{31} \\
-        \operatorname{trunc}\!\left(\dfrac{ab + \nu}{2^{31}}\right), &
-        \nu = 2^{30} \text{ if } ab \ge 0 \text{ else } 1 - 2^{30} \end{cases}
-
-    i.e. :math:`\lfloor ab / 2^{31} + 1/2 \rfloor`: :math:`2ab / 2^{32}` rounded to nearest with
-    ties toward :math:`+\infty` (the negative nudge with a truncating division sends negative ties
-    toward zero).  Intermediates: :math:`|ab + \nu| \le 2^{62} + 2^{30}` fits int64.
-
-    Parameters
-    ----------
-    a, b : array_like of int
-        int32 values (broadcast together).
-
-    Returns
-    -------
-    ndarray of int64
-        Values in the int32 range.
-    """
-    return _srdhm(_int32_array(a, "a"), _int32_array(b, "b"))
-
-
-def _srdhm(a64: np.ndarray, b64: np.ndarray) -> np.ndarray:
-    r""":func:`saturating_rounding_doubling_high_mul` on validated int64 arrays.
-
-    Computed as :math:`\min(\lfloor (ab + 2^{30}) / 2^{31} \rfloor, 2^{31} - 1)`: for
-    :math:`ab < 0`, :math:`\operatorname{trunc}((ab + 1 - 2^{30}) / 2^{31}) =
-    \lceil (ab - 2^{30} + 1) / 2^{31} \rceil = \lfloor (ab + 2^{30}) / 2^{31} \rfloor`, and only
-    :math:`a = b = -2^{31}` reaches :math:`2^{31}`.
-    """
-    return np.minimum((a64 * b64 + (1 << 30)) >> 31, INT32_MAX)
-
-
-def rounding_divide_by_pot(x, exponent) -> np.ndarray:
-    r"""gemmlowp's ``RoundingDivideByPOT``: :math:`x / 2^e` rounded half away from zero.
-
-    .. math::
-
-        \mathrm{mask} = 2^e - 1,\quad \rho = x \,\&\, \mathrm{mask},\quad
-        \theta = \lfloor \mathrm{mask}/2 \rfloor + [x < 0],\quad
-        \mathrm{RDBPOT}(x, e) = \lfloor x / 2^e \rfloor + [\rho > \theta]
-
-    Parameters
-    ----------
-    x : array_like of int
-        int32 values.
-    exponent : int or array_like of int
-        ``0 <= exponent <= 31`` (broadcast against ``x``).
-
-    Returns
-    -------
-    ndarray of int64
-    """
-    e = _int_array(exponent, "exponent")
-    _check_range(e, 0, 31, "exponent")
-    return _rdbpot(_int32_array(x, "x"), e)
-
-
-def _rdbpot(x64: np.ndarray, e) -> np.ndarray:
-    r""":func:`rounding_divide_by_pot` on validated int64 arrays.
-
-    Computed as :math:`\lfloor (x + \lfloor 2^{e-1} \rfloor - [x < 0][e > 0]) / 2^e \rfloor`
-    (ties up for :math:`x \ge 0`, down for :math:`x < 0`), equal to the mask/threshold form.
-    """
-    e = np.asarray(e, dtype=np.int64)
-    if e.ndim == 0 and int(e) == 0:
-        return x64
-    half = (np.int64(1) << e) >> 1
-    return (x64 + half - ((x64 < 0) & (e > 0))) >> e
-
-
-def multiply_by_quantized_multiplier(acc, multiplier, shift, rounding: str = "double",
-                                     axis: int = -1) -> np.ndarray:
-    r"""TFLite's ``MultiplyByQuantizedMultiplier``: :math:`\mathrm{acc}\cdot m \cdot 2^{s-31}`.
-
-    ``rounding="double"`` (TFLite's default build, two roundings):
-
-    .. math::
-
-        y = \mathrm{RDBPOT}\big(\mathrm{SRDHM}(\mathrm{wrap}_{32}(\mathrm{acc}\cdot 2^{\max(s,0)}),
-        \, m),\ \max(-s, 0)\big)
-
-    where :math:`\mathrm{wrap}_{32}` is the int32 wrap of TFLite's ``x * (1 << left_shift)``.
-    ``rounding="single"`` (``TFLITE_SINGLE_ROUNDING``), with :math:`t = 31 - s`:
-
-    .. math::
-
-        y = \mathrm{wrap}_{32}\big(\lfloor (\mathrm{acc}\cdot m + 2^{t-1}) / 2^t \rfloor\big)
-
-    (round half up; :math:`|\mathrm{acc}\cdot m| < 2^{62}`, so int64 is exact).
-
-    Parameters
-    ----------
-    acc : array_like of int
-        Accumulator values in the int32 range.
-    multiplier, shift : int or 1-D array_like of int
-        From :func:`quantize_multiplier`; 1-D arrays are per channel along ``axis``.
-        ``-31 <= shift <= 30``; ``multiplier`` in int32 (``>= 0`` for single rounding).
-    rounding : {"double", "single"}
-    axis : int
-        Channel axis of ``acc`` for per-channel parameters.
-
-    Returns
-    -------
-    ndarray of int64
-        int32-range values, shape of ``acc``.
-    """
-    x = _int_array(acc, "acc")
-    if x.size and (int(x.min()) < INT32_MIN or int(x.max()) > INT32_MAX):
-        raise ValueError("multiply_by_quantized_multiplier: acc must fit int32 (gemmlowp arithmetic); "
-                         "use an accumulator of at most 32 bits, or requantize with kind 'shift' or "
-                         f"'float' (got values in [{int(x.min())}, {int(x.max())}])")
-    ax = _norm_axis(axis, x.ndim)
-    n_ch = x.shape[ax] if x.ndim else 1
-    m = _per_channel(_int32_array(multiplier, "multiplier"), n_ch, x.ndim, ax, "multiplier")
-    s = _per_channel(_int_array(shift, "shift"), n_ch, x.ndim, ax, "shift")
-    _check_range(s, -31, 30, "shift")
-    if rounding == "double":
-        left = np.maximum(s, 0)
-        shifted = _wrap_int32(x << left) if np.any(left) else x
-        return _rdbpot(_srdhm(shifted, m), np.maximum(-s, 0))
-    if rounding == "single":
-        if np.any(m < 0):
-            raise ValueError("multiply_by_quantized_multiplier: single rounding needs multiplier >= 0")
-        total = 31 - s
-        return _wrap_int32((x * m + (np.int64(1) << (total - 1))) >> total)
-    raise ValueError(f"rounding must be 'double' or 'single', got {rounding!r}")
 
 
 # --------------------------------------------------------------------------- other requantizers
@@ -381,94 +132,6 @@ def requantize_float(acc, scale, rounding="half_away", *, axis: int = -1, out: F
     ax = _norm_axis(axis, x.ndim)
     sc = _per_channel(sc, x.shape[ax] if x.ndim else 1, x.ndim, ax, "scale")
     return from_float(x.astype(np.float64) * sc, out, rounding=rounding, overflow=overflow).raw
-
-
-# --------------------------------------------------------------------------- parameters
-def _float32(x, name: str) -> np.ndarray:
-    """Positive finite scale(s) rounded to float32, as TFLite stores them."""
-    try:
-        arr = np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a real number or an array of them, got {x!r}") from None
-    with np.errstate(over="ignore", under="ignore"):
-        arr32 = arr.astype(np.float32)
-    if arr.size == 0 or not (np.all(np.isfinite(arr32)) and np.all(arr32 > 0)):
-        raise ValueError(f"{name} must be positive and finite (as a float32), got {x!r}")
-    return arr32
-
-
-def activation_range(activation: str = "none", scale: float = 1.0, zero_point: int = 0,
-                     dtype=np.int8) -> tuple[int, int]:
-    r"""TFLite's quantized fused-activation clamp ``(act_min, act_max)``.
-
-    With :math:`Q(f) = z + \mathrm{round\_half\_away}(f \oslash s)` (the division in float32,
-    as TFLite's ``CalculateActivationRangeQuantized``) and the type range
-    :math:`[q_{min}, q_{max}]`: ``"none"`` :math:`[q_{min}, q_{max}]`; ``"relu"``
-    :math:`[\max(q_{min}, Q(0)), q_{max}]`; ``"relu6"`` :math:`[\max(q_{min}, Q(0)),
-    \min(q_{max}, Q(6))]`; ``"relu_n1_to_1"`` :math:`[\max(q_{min}, Q(-1)), \min(q_{max}, Q(1))]`.
-
-    Parameters
-    ----------
-    activation : {"none", "relu", "relu6", "relu_n1_to_1"}
-        Case-insensitive; TFLite's option names (``"RELU6"``) are accepted.
-    scale : float
-        Output scale (rounded to float32 as TFLite stores it).
-    zero_point : int
-        Output zero point, inside the type range.
-    dtype : numpy integer dtype
-        Output type (default int8).
-
-    Returns
-    -------
-    (int, int)
-    """
-    info = _iinfo(dtype, "dtype")
-    s = _float32(scale, "scale")
-    zp = _check_zero_point(zero_point, info, "zero_point")
-    name = str(activation).lower()
-
-    def q(f: float) -> int:
-        v = float(np.float32(f) / s)              # float32 division, as TFLite
-        v = min(max(v, -2.0 ** 40), 2.0 ** 40)    # beyond any type range (and never inf)
-        return zp + int(math.copysign(math.floor(abs(v) + 0.5), v))
-
-    lo, hi = int(info.min), int(info.max)
-    if name == "none":
-        return lo, hi
-    if name == "relu":
-        return max(lo, q(0.0)), hi
-    if name == "relu6":
-        return max(lo, q(0.0)), min(hi, q(6.0))
-    if name == "relu_n1_to_1":
-        return max(lo, q(-1.0)), min(hi, q(1.0))
-    raise ValueError(f"activation must be 'none', 'relu', 'relu6' or 'relu_n1_to_1', got {activation!r}")
-
-
-def tflite_add_params(scale1: float, scale2: float, out_scale: float, left_shift: int = 20,
-                      single_rounding: bool = False) -> tuple[int, int, int, int, int, int]:
-    r"""TFLite's int8 ADD multipliers ``(m1, s1, m2, s2, m_out, s_out)``.
-
-    .. math::
-
-        S = 2\max(s_1, s_2),\quad r_i = s_i / S,\quad r_{out} = S / (2^{L} s_{out})
-
-    each turned into ``(m, s)`` by :func:`quantize_multiplier` (``QuantizeMultiplierSmallerThanOneExp``:
-    :math:`0 < r < 1`, :math:`s \le 0`).  Scales are rounded to float32 first (TFLite stores them so).
-    """
-    s1, s2, so = (float(v) for v in (_float32(scale1, "scale1"), _float32(scale2, "scale2"),
-                                       _float32(out_scale, "out_scale")))
-    if not isinstance(left_shift, (int, np.integer)) or not 0 <= left_shift <= 30:
-        raise ValueError(f"left_shift must be an int in [0, 30], got {left_shift!r}")
-    twice_max = 2.0 * max(s1, s2)
-    params = []
-    for name, real in (("input1", s1 / twice_max), ("input2", s2 / twice_max),
-                       ("output", twice_max / (float(1 << left_shift) * so))):
-        if not 0.0 < real < 1.0:
-            raise ValueError(f"tflite_add_params: the {name} multiplier {real!r} is not in (0, 1); "
-                             "the scales are too far apart for TFLite's ADD")
-        m, s = quantize_multiplier(real, single_rounding=single_rounding)
-        params += [m, s]
-    return tuple(params)
 
 
 @dataclass(frozen=True)
@@ -681,76 +344,3 @@ def _shift_round(v: np.ndarray, shifts: np.ndarray, rounding) -> np.ndarray:
         sel = shifts == value
         out[sel] = FixedArray(v[sel], Format(64, int(value))).cast(Format.integer(64), rounding=rounding).raw
     return out
-
-
-def _fused_apply(x: np.ndarray, y: np.ndarray, mult, add, nudge, shift) -> None:
-    """``y = (x * mult + add - [x * mult < -2^30] * nudge) >> shift`` (see :func:`_fused_constants`)."""
-    np.multiply(x, mult, out=y)
-    if nudge is not None:
-        y += 1 << 30
-        sign = y >> 63                  # -1 where x * mult + 2^30 < 0, else 0
-        sign &= nudge                   # nudge holds -2^31 (or 0 for channels without it)
-        y += sign
-        y += add - (1 << 30)
-    else:
-        y += add
-    y >>= shift
-
-
-@functools.lru_cache(maxsize=256)
-def _tiled_constants(rq: Requantizer, acc_bits: int, zero_point: int, rep: int):
-    """:func:`_fused_constants` repeated ``rep`` times (per-channel rows of ``rep`` pixels)."""
-    return tuple(None if c is None else np.tile(c, rep)
-                 for c in _fused_constants(rq, acc_bits, zero_point))
-
-
-@functools.lru_cache(maxsize=256)
-def _fused_constants(rq: Requantizer, acc_bits: int, zero_point: int):
-    r"""Per-channel ``(multiplier, addend, nudge, shift)`` of :meth:`Requantizer._output_codes`, or None.
-
-    For an accumulator :math:`x` with :math:`|x| \le 2^{W-1}` (``W = acc_bits`` :math:`\le 32`):
-
-    ``double`` (:math:`\ell = \max(s, 0)`, :math:`r = \max(-s, 0)`, :math:`h = \lfloor 2^{r-1} \rfloor`):
-    when :math:`W - 1 + \ell \le 31` the int32 wrap of :math:`x 2^{\ell}` is the identity and
-    :math:`\mathrm{SRDHM}` never saturates (:math:`m > -2^{31}`), so with :math:`p = x\,m\,2^{\ell}`,
-    :math:`v = \lfloor (p + 2^{30}) / 2^{31} \rfloor` and
-    :math:`\mathrm{RDBPOT}(v, r) = \lfloor (v + h - [v < 0][r > 0]) / 2^r \rfloor`; since
-    :math:`\lfloor \lfloor a / 2^{31} \rfloor / 2^r \rfloor = \lfloor a / 2^{31+r} \rfloor` and
-    :math:`v < 0 \Leftrightarrow p < -2^{30}`,
-
-    .. math:: y + z = \big\lfloor (p + 2^{30} + h 2^{31} + z 2^{31+r}
-              - [p < -2^{30}][r > 0]\, 2^{31}) / 2^{31+r} \big\rfloor .
-
-    ``single`` (:math:`t = 31 - s`): when the int32 wrap is the identity over the whole range of
-    :math:`x`, :math:`y + z = \lfloor (x m + 2^{t-1} + z 2^t) / 2^t \rfloor`.
-
-    Every intermediate is bounded in exact integers here; None when any could leave int64.
-    """
-    if rq.kind not in ("double", "single") or not 1 <= acc_bits <= 32 or rq.final_rounding is not None \
-            or rq.multiplier_bits != 31:
-        return None
-    top = 1 << (acc_bits - 1)                       # |x| <= top
-    mults, adds, nudges, shifts = [], [], [], []
-    for m, s in zip(rq.multiplier, rq.shift):
-        if rq.kind == "double":
-            left, right = max(s, 0), max(-s, 0)
-            if acc_bits - 1 + left > 31 or m == INT32_MIN:
-                return None
-            mult = m << left
-            add = (1 << 30) + (((1 << right) >> 1) << 31) + (zero_point << (31 + right))
-            nudge = -(1 << 31) if right else 0
-            shift = 31 + right
-        else:
-            t = 31 - s
-            lo_y, hi_y = (-top * m + (1 << (t - 1))) >> t, ((top - 1) * m + (1 << (t - 1))) >> t
-            if lo_y < INT32_MIN or hi_y > INT32_MAX:
-                return None                         # the int32 wrap could act
-            mult, add, nudge, shift = m, (1 << (t - 1)) + (zero_point << t), 0, t
-        if top * abs(mult) + abs(add) + (1 << 30) + abs(nudge) >= 1 << 63:
-            return None
-        mults.append(mult)
-        adds.append(add)
-        nudges.append(nudge)
-        shifts.append(shift)
-    nudge = np.array(nudges, np.int64) if any(nudges) else None
-    return (np.array(mults, np.int64), np.array(adds, np.int64), nudge, np.array(shifts, np.int64))
