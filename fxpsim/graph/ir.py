@@ -15,56 +15,22 @@ line) reads this one structure.
   datapath settings the graph runs on, per node (:func:`node_datapath`).
 
 Files: :meth:`IntegerGraph.save` writes one ``.npz`` holding the constants and a JSON description of the
-graph (no pickles); :func:`load_graph` reads it back bit for bit and reports a damaged file clearly.
+graph (no pickles); :func:`load_graph` reads it back bit for bit and reports a damaged file clearly (both in
+:mod:`fxpsim.graph.serialize`). The datapath knobs (:class:`Datapath`, :func:`node_datapath`) live in
+:mod:`fxpsim.graph.datapath_settings`; all of these are importable from here.
 """
 from __future__ import annotations
 
 import importlib
-import json
-import os
-import zipfile
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .datapath_settings import EXACT_DATAPATH, Datapath, node_datapath
+from .serialize import GRAPH_FORMAT, GRAPH_FORMAT_VERSION, graph_to_json, load_graph, save_graph  # noqa: F401
+
 __all__ = ["TensorSpec", "Node", "IntegerGraph", "load_graph", "EXACT_DATAPATH", "Datapath", "node_datapath"]
-
-GRAPH_FORMAT = "fxpsim-integer-graph"
-GRAPH_FORMAT_VERSION = 1
-
-
-@dataclass(frozen=True)
-class Datapath:
-    """The run-time knobs of an integer datapath (the fields of the same name in
-    :class:`fxpsim.HardwareConfig`, which can be passed wherever a ``Datapath`` is expected).
-
-    The default is the exact reference datapath: a 32-bit accumulator that wraps as int32 C arithmetic
-    does (no int8 network reaches it), TFLite's double-rounding requantization. ``requantization =
-    "native"`` means the arithmetic of the runtime an imported graph came from (its ops define it).
-    """
-
-    name: str = "exact-int32"
-    accumulator_bits: int = 32
-    accumulator_overflow: str = "wrap"
-    accumulator_order: str = "sequential"
-    overflow_at: str = "add"
-    bias_add: str = "after"
-    requantization: str = "tflite-double"
-    dense_requantization: str | None = None
-    rounding: str = "half_up"
-    activation_clamp: bool = True
-
-
-EXACT_DATAPATH = Datapath()
-_DATAPATH_FIELDS = tuple(Datapath.__dataclass_fields__)
-
-
-def node_datapath(datapath, node: "Node", index: int):
-    """The datapath settings of one node: ``datapath.for_node(node, index)`` when the settings have per-node
-    overrides (:meth:`fxpsim.HardwareConfig.for_node`), otherwise ``datapath`` itself."""
-    for_node = getattr(datapath, "for_node", None)
-    return for_node(node, index) if for_node is not None else datapath
 
 
 def _plain(value):
@@ -491,49 +457,9 @@ class IntegerGraph:
 
     # ------------------------------------------------------------------ files
     def to_json(self) -> dict:
-        return {"format": GRAPH_FORMAT, "version": GRAPH_FORMAT_VERSION, "name": self.name, "meta": self.meta,
-                "inputs": self.inputs, "outputs": self.outputs,
-                "tensors": [t.to_json() for t in self.tensors.values()],
-                "nodes": [n.to_json() for n in self.nodes]}
+        return graph_to_json(self)
 
     def save(self, path) -> str:
         """Write the graph to ``path`` (``.npz``: the constants' codes and ``graph.json``; no pickles).
         Returns the path written."""
-        path = os.fspath(path)
-        if not path.endswith(".npz"):
-            path += ".npz"
-        arrays = {f"const/{k}": t.data for k, t in self.tensors.items() if t.is_constant}
-        text = json.dumps(self.to_json(), sort_keys=True)
-        arrays["graph.json"] = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
-        with open(path, "wb") as fh:
-            np.savez_compressed(fh, **arrays)
-        return path
-
-
-def load_graph(path) -> IntegerGraph:
-    """Read a graph written by :meth:`IntegerGraph.save`; a damaged or foreign file raises ``ValueError``."""
-    path = os.fspath(path)
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            files = dict(npz.items())
-    except FileNotFoundError:
-        raise
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
-        raise ValueError(f"{path}: not an fxpsim graph file (unreadable npz: {exc})") from None
-    if "graph.json" not in files:
-        raise ValueError(f"{path}: not an fxpsim graph file (no graph.json inside)")
-    try:
-        desc = json.loads(files["graph.json"].tobytes().decode("utf-8"))
-        if desc.get("format") != GRAPH_FORMAT:
-            raise ValueError(f"format {desc.get('format')!r}")
-        if desc.get("version") != GRAPH_FORMAT_VERSION:
-            raise ValueError(f"version {desc.get('version')!r}, this fxpsim reads {GRAPH_FORMAT_VERSION}")
-        tensors = []
-        for t in desc["tensors"]:
-            data = files[f"const/{t['name']}"] if t.get("constant") else None
-            tensors.append(TensorSpec(t["name"], t["bits"], t["signed"], tuple(t["shape"]), t.get("scale"),
-                                      t.get("zero_point"), t.get("axis"), data))
-        nodes = [Node(n["name"], n["op"], n["inputs"], n["outputs"], n["attrs"]) for n in desc["nodes"]]
-        return IntegerGraph(tensors, nodes, desc["inputs"], desc["outputs"], desc["name"], desc["meta"])
-    except (KeyError, TypeError, ValueError, UnicodeDecodeError, AttributeError) as exc:
-        raise ValueError(f"{path}: damaged fxpsim graph file ({type(exc).__name__}: {exc})") from None
+        return save_graph(self, path)

@@ -18,61 +18,28 @@ scheme that brings the accumulator back to the activation format:
 
 Presets live in ``fxpsim/hardware/presets/*.toml`` (see :func:`preset_names`); users write their own TOML with the
 same sections (``[weights]``, ``[activations]``, ``[bias]``, ``[accumulator]``, ``[requantization]``).
+
+This module holds the dataclass; the TOML schema and the checks every config runs live in
+:mod:`fxpsim.hardware.config_schema`, reading files and presets in :mod:`fxpsim.hardware.config_files`
+(their public names are importable from here).
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
-import sys
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any, Mapping
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 from ..core.fixed import Format, Overflow, Rounding
+from .config_files import config_from_dict, config_from_toml, load_config, preset, preset_names
+from .config_schema import (ACCUMULATOR_ORDERS, BIAS_ADD, OVERFLOW_AT, REQUANTIZATION_SCHEMES,  # noqa: F401
+                            WEIGHT_SCALES, ZERO_POINTS, _FIELD_TO_TOML_REVERSE, _LUT_FIELDS, _NOT_OVERRIDABLE,
+                            _OMITTED_AT_DEFAULT, _TOML_KEYS, ConfigError, _apply_changes, _describe, _dotted,
+                            _plain_value, check_config)
 from .overrides import LayerOverrides, flatten_overrides, is_index, unmatched_selectors_message
 
 __all__ = ["HardwareConfig", "ConfigError", "preset", "preset_names", "load_config", "REQUANTIZATION_SCHEMES"]
-
-REQUANTIZATION_SCHEMES = ("tflite-double", "tflite-single", "shift", "float")
-WEIGHT_SCALES = ("per-channel", "per-tensor")
-ACCUMULATOR_ORDERS = ("sequential", "tree")
-OVERFLOW_AT = ("add", "end")
-BIAS_ADD = ("preload", "after")
-ZERO_POINTS = ("subtract", "fold")
-
-
-class ConfigError(ValueError):
-    """A hardware configuration is invalid; the message names the key and what is allowed."""
-
-
-# TOML section/key -> dataclass field.  Flat field names are accepted as well (``weight_bits = 4``).
-_TOML_KEYS: dict[str, dict[str, str]] = {
-    "weights": {"bits": "weight_bits", "format": "weight_format", "signed": "weight_signed",
-                "scales": "weight_scales", "narrow_range": "weight_narrow_range"},
-    "activations": {"bits": "activation_bits", "format": "activation_format",
-                    "signed": "activation_signed", "symmetric": "activation_symmetric",
-                    "lut_entries": "activation_lut_entries", "lut_interpolation": "activation_lut_interpolation"},
-    "bias": {"bits": "bias_bits", "add": "bias_add", "shift": "bias_shift"},
-    "accumulator": {"bits": "accumulator_bits", "overflow": "accumulator_overflow",
-                    "order": "accumulator_order", "overflow_at": "overflow_at", "zero_point": "zero_point",
-                    "tile_k": "tile_k", "tile_bits": "tile_accumulator_bits", "frac_bits": "accumulator_frac_bits",
-                    "product_rounding": "product_rounding"},
-    "requantization": {"scheme": "requantization", "dense_scheme": "dense_requantization", "rounding": "rounding",
-                       "output_rounding": "requantization_rounding", "multiplier_bits": "multiplier_bits",
-                       "activation_clamp": "activation_clamp"},
-}
-_FIELD_TO_TOML = {fld: (sec, key) for sec, keys in _TOML_KEYS.items() for key, fld in keys.items()}
-
-
-def _dotted(field_name: str) -> str:
-    sec, key = _FIELD_TO_TOML.get(field_name, (None, field_name))
-    return f"{sec}.{key}" if sec else key
 
 
 @dataclass(frozen=True)
@@ -235,103 +202,7 @@ class HardwareConfig:
     layers: Any = ()
 
     def __post_init__(self) -> None:
-        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731  (frozen dataclass)
-        set_("layers", self._normalized_layers(self.layers))
-        for name in ("name", "description"):
-            if not isinstance(getattr(self, name), str):
-                raise ConfigError(f"{name}: must be a string, got {getattr(self, name)!r}")
-        for prefix in ("weight", "activation"):
-            fmt = getattr(self, f"{prefix}_format")
-            if fmt is not None:
-                fmt = _parse_format(fmt, f"{prefix}_format")
-                if not 2 <= fmt.word <= 16:
-                    raise ConfigError(f"{_dotted(prefix + '_format')}: word length must be 2..16, "
-                                      f"got {fmt.word}")
-                set_(f"{prefix}_format", fmt)
-                set_(f"{prefix}_bits", fmt.word)
-                set_(f"{prefix}_signed", fmt.signed)
-        if self.weight_format is not None:  # a fixed format: one power-of-two scale, full code range
-            set_("weight_scales", "per-tensor")
-            set_("weight_narrow_range", False)
-        if self.activation_format is not None:
-            set_("activation_symmetric", True)
-        for name, lo, hi in (("tile_k", 1, 1 << 24), ("tile_accumulator_bits", 2, 64),
-                             ("accumulator_frac_bits", -64, 64)):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi):
-                raise ConfigError(f"{_dotted(name)}: must be an integer in {lo}..{hi} (or left out), got {value!r}")
-        for name, lo, hi in (("weight_bits", 2, 16), ("activation_bits", 2, 16), ("accumulator_bits", 2, 64),
-                             ("bias_bits", 2, 64), ("bias_shift", 0, 62), ("multiplier_bits", 2, 31)):
-            if name == "bias_bits" and self.bias_bits is None:
-                set_("bias_bits", self.accumulator_bits)
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-                raise ConfigError(f"{_dotted(name)}: must be an integer in {lo}..{hi}, got {value!r}")
-        for name in ("weight_signed", "weight_narrow_range", "activation_signed", "activation_symmetric",
-                     "activation_clamp"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"{_dotted(name)}: must be true or false, got {getattr(self, name)!r}")
-        for name, allowed in (("weight_scales", WEIGHT_SCALES), ("accumulator_order", ACCUMULATOR_ORDERS),
-                              ("overflow_at", OVERFLOW_AT), ("bias_add", BIAS_ADD),
-                              ("requantization", REQUANTIZATION_SCHEMES), ("zero_point", ZERO_POINTS),
-                              ("dense_requantization", (None,) + REQUANTIZATION_SCHEMES)):
-            value = getattr(self, name)
-            if value not in allowed:
-                raise ConfigError(f"{_dotted(name)}: unknown value {value!r}; allowed: "
-                                  f"{', '.join(a for a in allowed if a is not None)}")
-        self._check_lut_knobs()
-        set_("accumulator_overflow", _parse_enum(Overflow, self.accumulator_overflow, "accumulator_overflow"))
-        set_("rounding", _parse_enum(Rounding, self.rounding, "rounding"))
-        if self.requantization_rounding is not None:
-            set_("requantization_rounding", _parse_enum(Rounding, self.requantization_rounding,
-                                                        "requantization_rounding"))
-        if self.product_rounding is not None:
-            set_("product_rounding", _parse_enum(Rounding, self.product_rounding, "product_rounding"))
-        for name in ("rounding", "requantization_rounding", "product_rounding"):
-            if getattr(self, name) == Rounding.STOCHASTIC:
-                raise ConfigError(f"{_dotted(name)}: 'stochastic' is not supported by the simulation; allowed: "
-                                  f"{', '.join(r.value for r in Rounding if r != Rounding.STOCHASTIC)}")
-        if self.bias_bits > self.accumulator_bits:
-            raise ConfigError(f"bias.bits: a {self.bias_bits}-bit bias does not fit the "
-                              f"{self.accumulator_bits}-bit accumulator; allowed: 2..{self.accumulator_bits} "
-                              "(or leave it out: it defaults to the accumulator's width)")
-        if self.tile_accumulator_bits is not None and self.tile_accumulator_bits > self.accumulator_bits:
-            raise ConfigError(f"accumulator.tile_bits: a {self.tile_accumulator_bits}-bit tile accumulator is wider "
-                              f"than the {self.accumulator_bits}-bit accumulator it adds into; allowed: "
-                              f"2..{self.accumulator_bits}")
-        if self.tile_k is not None and self.overflow_at != "add":
-            raise ConfigError("accumulator.tile_k: K-tiling models narrow adders that overflow at every add; "
-                              "it needs accumulator.overflow_at = 'add'")
-        if self.multiplier_bits != 31 and not any(s_.startswith("tflite") for s_ in
-                                                  (self.requantization, self.dense_requantization or "")):
-            raise ConfigError(f"requantization.multiplier_bits = {self.multiplier_bits}: only the tflite-* "
-                              f"schemes have a multiplier; scheme is {self.requantization!r}")
-        if self.layers:  # validate every override against this base; keep the normalised values
-            items = []
-            for sel, ov in self.layers.items():
-                try:
-                    merged = self._merged(ov, keep_layers=False)
-                except ConfigError as exc:
-                    raise ConfigError(f"layers.{json.dumps(sel)}: {exc}") from None
-                items.append((sel, tuple((k, getattr(merged, k)) for k in ov)))
-            set_("layers", LayerOverrides(tuple(items)))
-
-    def _check_lut_knobs(self) -> None:
-        from ..datapath.lut import INTERPOLATIONS, MAX_ENTRIES
-        entries, interp = self.activation_lut_entries, self.activation_lut_interpolation
-        if entries is not None and not isinstance(entries, bool) and isinstance(entries, int) and entries == 0:
-            object.__setattr__(self, "activation_lut_entries", None)
-            entries = None
-        if entries is not None and (isinstance(entries, bool) or not isinstance(entries, int) or
-                                    not 2 <= entries <= MAX_ENTRIES or entries & (entries - 1)):
-            raise ConfigError(f"activations.lut_entries: must be a power of two in 2..{MAX_ENTRIES} (or 0 / left "
-                              f"out: the runtime's own arithmetic), got {entries!r}")
-        if interp not in INTERPOLATIONS:
-            raise ConfigError(f"activations.lut_interpolation: unknown value {interp!r}; allowed: "
-                              f"{', '.join(INTERPOLATIONS)}")
-        if interp != "none" and entries is None:
-            raise ConfigError(f"activations.lut_interpolation = {interp!r} needs a table: set "
-                              "activations.lut_entries too (or leave the interpolation 'none')")
+        check_config(self)
 
     def lut_nodes(self, graph) -> dict:
         """The nodes of ``graph`` that this config runs as lookup tables (:attr:`activation_lut_entries`, after
@@ -353,52 +224,12 @@ class HardwareConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "") -> "HardwareConfig":
         """Build from a TOML-shaped mapping (sections) or flat field names; unknown keys raise."""
-        where = f"{source}: " if source else ""
-        if not isinstance(data, Mapping):
-            raise ConfigError(f"{where}a configuration must be a table/mapping, got {type(data).__name__}")
-        kwargs: dict[str, Any] = {}
-        flat = {f.name for f in dataclasses.fields(cls)}
-        for key, value in data.items():
-            if key in _TOML_KEYS and (isinstance(value, Mapping) or key not in flat):
-                if not isinstance(value, Mapping):
-                    raise ConfigError(f"{where}[{key}] must be a table, got {value!r}")
-                for sub, sub_value in value.items():
-                    if sub not in _TOML_KEYS[key]:
-                        raise ConfigError(f"{where}unknown key '{key}.{sub}'; allowed keys in [{key}]: "
-                                          f"{', '.join(_TOML_KEYS[key])}")
-                    kwargs[_TOML_KEYS[key][sub]] = sub_value
-            elif key in flat:
-                kwargs[key] = value
-            elif "." in key and key.split(".", 1)[0] in _TOML_KEYS and \
-                    key.split(".", 1)[1] in _TOML_KEYS[key.split(".", 1)[0]]:
-                sec, sub = key.split(".", 1)
-                kwargs[_TOML_KEYS[sec][sub]] = value
-            else:
-                raise ConfigError(f"{where}unknown key '{key}'; allowed: name, description, "
-                                  f"[{'], ['.join(_TOML_KEYS)}] (or flat field names)")
-        try:
-            return cls(**kwargs)
-        except ConfigError as exc:
-            raise ConfigError(f"{where}{exc}") from None
+        return config_from_dict(cls, data, source=source)
 
     @classmethod
     def from_toml(cls, path: str | os.PathLike) -> "HardwareConfig":
         """Load a TOML file; errors name the file and the key."""
-        path = os.fspath(path)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"hardware config file not found: {path}")
-        try:
-            with open(path, "rb") as fh:
-                data = tomllib.load(fh)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-        except UnicodeDecodeError:
-            raise ConfigError(f"{path}: not a TOML text file (binary data)") from None
-        if not data:
-            raise ConfigError(f"{path}: the file sets nothing; an empty config is not the default config "
-                              "(name a preset, e.g. 'tflite-int8', or set the keys you mean)")
-        data.setdefault("name", os.path.splitext(os.path.basename(path))[0])
-        return cls.from_dict(data, source=path)
+        return config_from_toml(cls, path)
 
     @classmethod
     def preset(cls, name: str) -> "HardwareConfig":
@@ -586,120 +417,8 @@ class HardwareConfig:
         return ", ".join(parts)
 
 
-_FIELD_TO_TOML_REVERSE = {f"{sec}.{key}": fld for fld, (sec, key) in _FIELD_TO_TOML.items()}
-_NOT_OVERRIDABLE = ("name", "description", "layers")
-#: knobs written by to_dict/to_toml only when they differ from these defaults (older files stay the same)
-_OMITTED_AT_DEFAULT = {"bias_shift": 0, "zero_point": "subtract", "multiplier_bits": 31,
-                       "activation_lut_interpolation": "none"}
-#: the lookup-table activation knobs (per-node overrides of them only on LUT ops)
-_LUT_FIELDS = ("activation_lut_entries", "activation_lut_interpolation")
-
-
 def _flatten_overrides(ov: Mapping, where: str) -> dict:
     fields = {f.name for f in dataclasses.fields(HardwareConfig)} - set(_NOT_OVERRIDABLE)
     return flatten_overrides(ov, where, fields, _TOML_KEYS, _FIELD_TO_TOML_REVERSE, ConfigError)
 
 
-def _apply_changes(data: dict, changes: Mapping[str, Any]) -> None:
-    """Apply ``changes`` (flat or dotted names) to a flat field dict with :meth:`HardwareConfig.replace`'s
-    rules (a narrower accumulator narrows the bias register; new bits drop a fixed-point format)."""
-    for key, value in changes.items():
-        name = _FIELD_TO_TOML_REVERSE.get(key, key)
-        if name not in data:
-            raise ConfigError(f"unknown key '{key}'; allowed: {', '.join(data)}")
-        data[name] = value
-    changes = {_FIELD_TO_TOML_REVERSE.get(k, k): v for k, v in changes.items()}
-    if "accumulator_bits" in data and "bias_bits" not in changes and isinstance(data["accumulator_bits"], int) \
-            and isinstance(data["bias_bits"], int):
-        data["bias_bits"] = min(data["bias_bits"], data["accumulator_bits"])
-    if "accumulator_bits" in changes and "tile_accumulator_bits" not in changes and \
-            isinstance(data.get("tile_accumulator_bits"), int) and isinstance(data["accumulator_bits"], int):
-        data["tile_accumulator_bits"] = min(data["tile_accumulator_bits"], data["accumulator_bits"])
-    if "weight_bits" in changes and "weight_format" not in changes:
-        data["weight_format"] = None
-    if "activation_bits" in changes and "activation_format" not in changes:
-        data["activation_format"] = None
-
-
-def _describe(name: str, changed) -> str:
-    """``name[k=v,...]``: the changed fields joined to any bracket ``name`` already ends with."""
-    base, items = name, {}
-    if name.endswith("]") and "[" in name:
-        base, inner = name[:-1].split("[", 1)
-        for part in inner.split(","):
-            key, sep, value = part.partition("=")
-            if sep:
-                items[key] = value
-            else:
-                base, items = name, {}
-                break
-    for key, value in changed:
-        value = _plain_value(value)
-        items[key] = (dict(value) if isinstance(value, Mapping) else value) if key != "layers" else \
-            "{" + ";".join(value) + "}"
-    return f"{base}[{','.join(f'{k}={v}' for k, v in items.items())}]"
-
-
-def _plain_value(v: Any) -> Any:
-    if isinstance(v, Format):
-        return str(v)
-    if isinstance(v, (Rounding, Overflow)):
-        return v.value
-    return v
-
-
-def _parse_enum(enum_cls, value: Any, field_name: str):
-    try:
-        return enum_cls.parse(value)
-    except (ValueError, TypeError, KeyError, AttributeError):
-        allowed = ", ".join(m.value for m in enum_cls)
-        raise ConfigError(f"{_dotted(field_name)}: unknown value {value!r}; allowed: {allowed}") from None
-
-
-def _parse_format(value: Any, field_name: str) -> Format:
-    if isinstance(value, Format):
-        return value
-    if isinstance(value, Mapping):
-        try:
-            return Format(int(value["word"]), int(value["frac"]), bool(value.get("signed", True)))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"{_dotted(field_name)}: a format table needs integer 'word' and 'frac' "
-                              f"(and optional 'signed'): {exc}") from None
-    if isinstance(value, str):
-        try:
-            return Format.parse(value)
-        except (ValueError, TypeError) as exc:
-            raise ConfigError(f"{_dotted(field_name)}: cannot parse format {value!r} ({exc}); allowed: "
-                              "'sfix16_En8', 'ufix8_En0', 'ap_fixed<16,8>', 'Q7.8', 'UQ8.8' or "
-                              "{word = 16, frac = 8, signed = true}") from None
-    raise ConfigError(f"{_dotted(field_name)}: expected a format string or table, got {value!r}")
-
-
-# ----- presets -----------------------------------------------------------------------------------------
-def preset_names() -> list[str]:
-    """Names of the presets shipped in ``fxpsim/hardware/presets`` (file names without ``.toml``)."""
-    files = resources.files("fxpsim.hardware.presets")
-    return sorted(p.name[:-5] for p in files.iterdir() if p.name.endswith(".toml"))
-
-
-def preset(name: str) -> HardwareConfig:
-    """Load a shipped preset by name, e.g. ``preset("tflite-int8")``."""
-    names = preset_names()
-    if name not in names:
-        raise ConfigError(f"unknown preset {name!r}; available: {', '.join(names)}")
-    text = resources.files("fxpsim.hardware.presets").joinpath(f"{name}.toml").read_text(encoding="utf-8")
-    data = tomllib.loads(text)
-    data.setdefault("name", name)
-    return HardwareConfig.from_dict(data, source=f"preset {name}")
-
-
-def load_config(spec: "str | os.PathLike | HardwareConfig | Mapping") -> HardwareConfig:
-    """A config from a preset name, a TOML path, a mapping or a :class:`HardwareConfig`."""
-    if isinstance(spec, HardwareConfig):
-        return spec
-    if isinstance(spec, Mapping):
-        return HardwareConfig.from_dict(spec)
-    spec_str = os.fspath(spec)
-    if spec_str.endswith(".toml") or os.sep in spec_str or os.path.exists(spec_str):
-        return HardwareConfig.from_toml(spec_str)
-    return preset(spec_str)

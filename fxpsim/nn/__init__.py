@@ -1,5 +1,6 @@
-"""Layers with forward and backward side by side (:mod:`.module`, :mod:`.conv`, :mod:`.layers`), the
-training loop (:mod:`.train`) and the digits data set (:mod:`.datasets`).
+"""Layers with forward and backward side by side (:mod:`.module`, :mod:`.dense`, :mod:`.activations`,
+:mod:`.conv`, :mod:`.fold`, :mod:`.layers`), the training loop (:mod:`.train`) and the digits data set
+(:mod:`.datasets`).
 
 ``from fxpsim import nn`` gives the layers and model builders (``nn.Dense``, ``nn.small_cnn``, ...)."""
 from . import datasets, layers, train

@@ -26,7 +26,8 @@ from __future__ import annotations
 import numpy as np
 
 from .conv import conv2d_backward, conv2d_forward, init_conv_weights
-from .module import FusedActivation, LinearLayer, check_layer_input, glorot_uniform
+from .dense import init_dense_weights
+from .module import FusedActivation, LinearLayer, check_layer_input
 
 __all__ = ["FoldedConvBN", "FoldedDenseBN"]
 
@@ -175,10 +176,7 @@ class FoldedDenseBN(_FoldedBN):
                  weight_quantizer=None, activation_quantizer=None, momentum=0.9, eps=1e-3, seed=None,
                  dtype=np.float32):
         super().__init__()
-        self.in_features, self.out_features = int(in_features), int(out_features)
-        rng = np.random.default_rng(seed)
-        self.W = glorot_uniform(rng, (self.in_features, self.out_features), self.in_features, self.out_features,
-                                dtype)
+        init_dense_weights(self, in_features, out_features, seed, dtype)
         self._setup(self.out_features, activation, use_bias, weight_quantizer, activation_quantizer, dtype)
         self._setup_bn(self.out_features, momentum, eps)
 

@@ -1,11 +1,12 @@
 """Neural-network layers in numpy with forward and backward side by side, and quantizer slots.
 
-This module is the public face of the layers. It defines ``Dense``, the activation layers (``ReLU``,
-``ReLU6``, ``Sigmoid``, ``Tanh``, ``HardSwish``, ``Quantize``), ``Flatten``, ``BatchNorm``, the loss, :func:`fold_batchnorm`, the config round
-trip (:func:`layer_from_config`, the one place that maps class names to classes) and the model builders,
-and re-exports ``Module`` and ``Sequential`` from :mod:`fxpsim.layers_base` and the convolution and
-pooling layers from :mod:`fxpsim.layers_conv`. Imports flow one way: ``layers_base`` -> ``layers_conv``
--> ``nn``.
+This module is the public face of the layers. It defines ``Flatten``, ``BatchNorm``, the loss,
+:func:`fold_batchnorm`, the config round trip (:func:`layer_from_config`, the one place that maps class names
+to classes) and the model builders, and re-exports ``Module`` and ``Sequential`` from :mod:`fxpsim.nn.module`,
+``Dense`` from :mod:`fxpsim.nn.dense`, the activation layers (``ReLU``, ``ReLU6``, ``Sigmoid``, ``Tanh``,
+``HardSwish``, ``Quantize``) from :mod:`fxpsim.nn.activations`, the convolution and pooling layers from
+:mod:`fxpsim.nn.conv` and the folded batch-norm layers from :mod:`fxpsim.nn.fold`. Imports flow one way:
+``module`` -> ``activations``, ``conv``, ``dense`` -> ``fold`` -> ``layers``.
 
 Design (what :mod:`fxpsim.hardware` reads from a trained model)
 ----------------------------------------------------------------
@@ -38,9 +39,10 @@ import inspect
 
 import numpy as np
 
-from .module import (FusedActivation, LinearLayer, Module, Sequential, check_layer_input, glorot_uniform,
-                          make_quantizer, quantizer_config)
+from .module import LinearLayer, Module, Sequential, check_layer_input
+from .activations import HardSwish, Quantize, ReLU, ReLU6, Sigmoid, Tanh
 from .conv import AvgPool2D, Conv2D, DepthwiseConv2D, MaxPool2D
+from .dense import Dense
 from .fold import FoldedConvBN, FoldedDenseBN
 
 __all__ = ["Module", "Sequential", "Dense", "Conv2D", "DepthwiseConv2D", "ReLU", "ReLU6", "Sigmoid", "Tanh",
@@ -48,170 +50,6 @@ __all__ = ["Module", "Sequential", "Dense", "Conv2D", "DepthwiseConv2D", "ReLU",
            "AvgPool2D", "Flatten", "BatchNorm", "Quantize", "SoftmaxCrossEntropy", "fold_batchnorm",
            "layer_from_config", "mlp", "small_cnn", "quantization_scheme", "QUANTIZATION_SCHEMES",
            "FoldedConvBN", "FoldedDenseBN"]
-
-
-class Dense(LinearLayer):
-    """Fully connected layer :math:`y = q_a(\\phi(x\\, q_w(W) + b))`, ``W`` shaped [in, out].
-
-    Gradients: :math:`dZ = \\phi'(Z) \\odot q_a'(dY)`, :math:`d\\hat W = X^T dZ`, :math:`db = \\sum_n dZ`,
-    :math:`dX = dZ\\, \\hat W^T`. Weights are Glorot-uniform from ``seed``.
-    """
-
-    def __init__(self, in_features: int, out_features: int, *, activation=None, use_bias=True,
-                 weight_quantizer=None, activation_quantizer=None, seed=None, dtype=np.float32):
-        super().__init__()
-        self.in_features, self.out_features = int(in_features), int(out_features)
-        rng = np.random.default_rng(seed)
-        self.W = glorot_uniform(rng, (self.in_features, self.out_features), self.in_features, self.out_features,
-                                dtype)
-        self._setup(self.out_features, activation, use_bias, weight_quantizer, activation_quantizer, dtype)
-
-    def forward(self, x):
-        check_layer_input(x, self.dtype, (self.in_features,), f"{type(self).__name__}.forward")
-        self._x = x
-        self._w_hat = self.quantized_weight()
-        return self._finish_forward(np.matmul(x, self._w_hat))
-
-    def backward(self, dy, input_grad=True):
-        dz = self._start_backward(dy)
-        self._weight_grad(np.matmul(self._x.T, dz))
-        return np.matmul(dz, self._w_hat.T) if input_grad else None
-
-    def get_config(self):
-        return {"in_features": self.in_features, "out_features": self.out_features, **self._linear_config()}
-
-    def _repr_args(self, lead="", skip=()):
-        return super()._repr_args(f"{self.in_features} -> {self.out_features}", ("in_features", "out_features"))
-
-
-class Quantize(Module):
-    """Quantize activations: :math:`y = q_a(x)`, :math:`dx = q_a'(dy)` (the quantizer's STE).
-
-    The quantizer sits in ``activation_quantizer`` like every other layer's output quantizer; use it for
-    the network input or after a ``BatchNorm`` (e.g. BNN's binary activations).
-    """
-
-    _quantizer_slots = ("activation_quantizer",)
-
-    def __init__(self, activation_quantizer, dtype=np.float32):
-        super().__init__()
-        self.activation_quantizer = make_quantizer(activation_quantizer)
-        self.dtype = np.dtype(dtype)
-
-    def forward(self, x):
-        check_layer_input(x, self.dtype, (None,) * (np.ndim(x) - 1) if np.ndim(x) >= 1 else (), "Quantize.forward")
-        return x if self.activation_quantizer is None else self.activation_quantizer(x)
-
-    def backward(self, dy, input_grad=True):
-        if self.activation_quantizer is None:
-            return dy
-        return self._quantizer_backward("activation_quantizer", dy)
-
-    def get_config(self):
-        return {"activation_quantizer": quantizer_config(self.activation_quantizer), "dtype": self.dtype.name}
-
-
-class ReLU(Quantize):
-    """:math:`y = q_a(\\max(x, 0))`; :math:`dx = 1\\{x > 0\\}\\, q_a'(dy)`."""
-
-    _kind = "relu"
-
-    def __init__(self, activation_quantizer=None, dtype=np.float32):
-        super().__init__(activation_quantizer, dtype)
-
-    def forward(self, x):
-        check_layer_input(x, self.dtype, (None,) * (np.ndim(x) - 1) if np.ndim(x) >= 1 else (),
-                          f"{type(self).__name__}.forward")
-        y, self._mask = FusedActivation.forward(x.copy(), self._kind)
-        return y if self.activation_quantizer is None else self.activation_quantizer(y)
-
-    def backward(self, dy, input_grad=True):
-        return FusedActivation.backward(super().backward(dy), self._mask)
-
-
-class ReLU6(ReLU):
-    r""":math:`y = q_a(\\min(\\max(x, 0), 6))`; :math:`dx = 1\\{0 < x < 6\\}\\, q_a'(dy)`."""
-
-    _kind = "relu6"
-
-
-class _SmoothActivation(Quantize):
-    r"""An elementwise nonlinearity :math:`f` followed by the output quantizer:
-    :math:`y = q_a(f(x))`, :math:`dx = f'(x)\, q_a'(dy)` (the quantizer's STE, then the exact derivative).
-
-    On the integer datapath these become table lookups (:mod:`fxpsim.datapath.lut`): one output code per
-    input code by default, or a smaller table (``activation_lut_entries``) as NPUs build them.
-    """
-
-    _kind = ""
-
-    def __init__(self, activation_quantizer=None, dtype=np.float32):
-        super().__init__(activation_quantizer, dtype)
-
-    @staticmethod
-    def function(x):            # pragma: no cover - every subclass defines it
-        raise NotImplementedError
-
-    @staticmethod
-    def derivative(x):          # pragma: no cover
-        raise NotImplementedError
-
-    def forward(self, x):
-        check_layer_input(x, self.dtype, (None,) * (np.ndim(x) - 1) if np.ndim(x) >= 1 else (),
-                          f"{type(self).__name__}.forward")
-        self._x = x
-        y = self.function(x).astype(x.dtype, copy=False)
-        return y if self.activation_quantizer is None else self.activation_quantizer(y)
-
-    def backward(self, dy, input_grad=True):
-        return super().backward(dy) * self.derivative(self._x).astype(self._x.dtype, copy=False)
-
-
-class Sigmoid(_SmoothActivation):
-    r""":math:`y = q_a(\sigma(x))`, :math:`\sigma(x) = 1/(1 + e^{-x})`; :math:`dx = \sigma(x)(1 - \sigma(x))\, q_a'(dy)`."""
-
-    _kind = "sigmoid"
-
-    @staticmethod
-    def function(x):
-        """:math:`1/(1 + e^{-x})` for :math:`x \\ge 0`, :math:`e^{x}/(1 + e^{x})` below (no overflow, no
-        cancellation in either tail)."""
-        e = np.exp(-np.abs(x))
-        return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
-
-    @staticmethod
-    def derivative(x):
-        s = Sigmoid.function(x)
-        return s * (1.0 - s)
-
-
-class Tanh(_SmoothActivation):
-    r""":math:`y = q_a(\tanh x)`; :math:`dx = (1 - \tanh^2 x)\, q_a'(dy)`."""
-
-    _kind = "tanh"
-
-    @staticmethod
-    def function(x):
-        return np.tanh(x)
-
-    @staticmethod
-    def derivative(x):
-        return 1.0 - np.tanh(x) ** 2
-
-
-class HardSwish(_SmoothActivation):
-    r""":math:`y = q_a(x\,\mathrm{relu6}(x + 3)/6)` (MobileNetV3);
-    :math:`dx = q_a'(dy)\cdot(0 \text{ if } x < -3;\ (2x + 3)/6 \text{ if } -3 \le x \le 3;\ 1 \text{ if } x > 3)`."""
-
-    _kind = "hard_swish"
-
-    @staticmethod
-    def function(x):
-        return x * np.clip(x + 3.0, 0.0, 6.0) / 6.0
-
-    @staticmethod
-    def derivative(x):
-        return np.where(x < -3.0, 0.0, np.where(x > 3.0, 1.0, (2.0 * x + 3.0) / 6.0))
 
 
 class Flatten(Module):
