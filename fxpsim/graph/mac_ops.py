@@ -1,7 +1,7 @@
 """The MAC ops of an :class:`~fxpsim.graph.ir.IntegerGraph`: ``fully_connected``, ``conv2d`` and
 ``depthwise_conv2d`` on the :mod:`fxpsim.datapath` integer kernels (registered in :data:`fxpsim.graph.ops.OPS`
 when :mod:`fxpsim.graph.ops` is imported), their float64 reference, and helpers that read one MAC node:
-:func:`requantizer_for`, :func:`exact_accumulator`, :func:`run_node_isolated`.
+:func:`requantizer_for`, :func:`exact_accumulator`, :func:`run_node_isolated`, :func:`check_mac_operands`.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ..nn import conv as float_conv
 from .registry import (Op, _clamp_codes, _float_activation, _float_clip, _overflow_name, _pads, _padding, _pair,
                   _rounding_name, _spec, register_op, run_node)
 
-__all__ = ["requantizer_for", "exact_accumulator", "run_node_isolated", "MAC_OPS"]
+__all__ = ["requantizer_for", "exact_accumulator", "run_node_isolated", "check_mac_operands", "MAC_OPS"]
 
 _MAC_OPS = MAC_OPS = ("fully_connected", "conv2d", "depthwise_conv2d")
 
@@ -236,12 +236,19 @@ def _mac_float(graph, node, ins):
     return [_float_clip(graph, node, _float_activation(y, node.attrs.get("activation")))]
 
 
-def _mac_check(graph, node):
+def check_mac_operands(graph, node):
+    """Check that a MAC node reads ``(x, w[, bias])``, writes one output and has constant weights; returns
+    the weights' :class:`~fxpsim.graph.ir.TensorSpec` (also for the MAC ops of imported formats)."""
     if len(node.inputs) not in (2, 3) or len(node.outputs) != 1:
         raise ValueError(f"node {node.name!r} ({node.op}): needs inputs (x, w[, bias]) and one output")
     w = _spec(graph, node.inputs[1])
     if not w.is_constant:
         raise ValueError(f"node {node.name!r}: the weights {w.name!r} must be a constant tensor")
+    return w
+
+
+def _mac_check(graph, node):
+    w = check_mac_operands(graph, node)
     for t in (node.inputs[0], node.outputs[0]):
         if _spec(graph, t).scale is None or _spec(graph, t).per_channel:
             raise ValueError(f"node {node.name!r}: tensor {t!r} needs a per-tensor scale and zero point")

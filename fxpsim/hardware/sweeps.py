@@ -188,7 +188,8 @@ def _run_point(graph, x, y, reference, config, keep: bool = False, start=None):
 _ACC_FIELDS = ("name", "description", "accumulator_bits", "accumulator_overflow", "bias_bits", "tile_accumulator_bits")
 #: Modules whose ops (but ``avg_pool2d`` and the TFLite-native MAC ops) never read the accumulator settings.
 _ACC_FREE_MODULES = ("fxpsim.graph.ops", "fxpsim.graph.elementwise_ops", "fxpsim.graph.lut_ops",
-                     "fxpsim.frontends.tflite.ops")
+                     "fxpsim.frontends.tflite.ops", "fxpsim.frontends.tflite.activation_ops",
+                     "fxpsim.frontends.tflite.mac_ops")
 
 
 def _node_needs(net, exact: dict) -> dict | None:

@@ -41,20 +41,25 @@ class QOperatorConversions:
                  zp=np.asarray(zp).astype(np.int64).reshape(-1), axis=axis if scale.size > 1 else None)
         return self._weights(n, v, layout)
 
+    def _qlinear_mac_operands(self, n, i, layout, y_scale, y_zp):
+        """The activation, the weights (graph tensor and codes) and the output parameters of a QLinear MAC node
+        whose inputs ``i`` start ``x, x_scale, x_zero_point, w, w_scale, w_zero_point``."""
+        xv = self._int_input(n, i[0], i[1], i[2])
+        w_g, _ = self._qweights(n, i[3], i[4], i[5], layout)
+        w = self.specs[w_g]["data"]
+        scale, zp, dtype = self._out_params(n, y_scale, y_zp, xv.dtype)
+        return xv, w_g, w, scale, zp, dtype
+
     def _qlinear_conv(self, n):
         i = n.inputs
-        xv = self._int_input(n, i[0], i[1], i[2])
-        w_g, _ = self._qweights(n, i[3], i[4], i[5], "OIHW")
-        w = self.specs[w_g]["data"]
-        scale, zp, dtype = self._out_params(n, i[6], i[7], xv.dtype)
+        xv, w_g, w, scale, zp, dtype = self._qlinear_mac_operands(n, i, "OIHW", i[6], i[7])
         b_g = None
         if len(i) > 8 and i[8]:
             b_g, _ = self._bias(n, i[8], w.shape[0], self.const(i[1]), self.const(i[4]))
         group = int(n.attrs.get("group", 1))
         strides, pads, dil = self._conv_attrs(n, xv.shape, w.shape[1:3])
         c, h, wd = xv.shape
-        oh = (h + pads[0][0] + pads[0][1] - dil[0] * (w.shape[1] - 1) - 1) // strides[0] + 1
-        ow = (wd + pads[1][0] + pads[1][1] - dil[1] * (w.shape[2] - 1) - 1) // strides[1] + 1
+        oh, ow = self._out_hw(h, wd, w.shape[1:3], strides, pads, dil)
         g = self._int_value(n.outputs[0], (w.shape[0], oh, ow), dtype, scale, zp)
         self._add_node("qlinear_conv", [xv.g, w_g] + ([b_g] if b_g else []), [g],
                        {"stride": strides, "padding": pads, "dilation": dil, "group": group, "ort_kernel": "qlinear"},
@@ -62,10 +67,7 @@ class QOperatorConversions:
 
     def _qlinear_matmul(self, n):
         i = n.inputs
-        xv = self._int_input(n, i[0], i[1], i[2])
-        w_g, _ = self._qweights(n, i[3], i[4], i[5], "KN")
-        w = self.specs[w_g]["data"]
-        scale, zp, dtype = self._out_params(n, i[6], i[7], xv.dtype)
+        xv, w_g, w, scale, zp, dtype = self._qlinear_mac_operands(n, i, "KN", i[6], i[7])
         if xv.shape[-1:] != (w.shape[1],) or len(xv.shape) == 3:
             raise ValueError(f"QLinearMatMul node {n.name!r}: input {xv.shape} does not match K={w.shape[1]}")
         g = self._int_value(n.outputs[0], xv.shape[:-1] + (w.shape[0],), dtype, scale, zp)
@@ -78,10 +80,8 @@ class QOperatorConversions:
             raise _unsupported(n, "transA=1")
         if not i[7]:
             raise _unsupported(n, "a QGemm with float output (no y_scale)")
-        xv = self._int_input(n, i[0], i[1], i[2])
-        w_g, _ = self._qweights(n, i[3], i[4], i[5], "NK" if n.attrs.get("transB", 0) else "KN")
-        w = self.specs[w_g]["data"]
-        scale, zp, dtype = self._out_params(n, i[7], i[8], xv.dtype)
+        xv, w_g, w, scale, zp, dtype = self._qlinear_mac_operands(n, i, "NK" if n.attrs.get("transB", 0) else "KN",
+                                                                  i[7], i[8])
         b_g = None
         if i[6]:
             b_g, _ = self._bias(n, i[6], w.shape[0], self.const(i[1]), self.const(i[4]))
@@ -120,8 +120,7 @@ class QOperatorConversions:
             group = int(n.attrs.get("group", 1))
             strides, pads, dil = self._conv_attrs(n, v.shape, w.shape[1:3])
             c, h, wd = v.shape
-            oh = (h + pads[0][0] + pads[0][1] - dil[0] * (w.shape[1] - 1) - 1) // strides[0] + 1
-            ow = (wd + pads[1][0] + pads[1][1] - dil[1] * (w.shape[2] - 1) - 1) // strides[1] + 1
+            oh, ow = self._out_hw(h, wd, w.shape[1:3], strides, pads, dil)
             out_shape = (w.shape[0], oh, ow)
             attrs.update(stride=strides, padding=pads, dilation=dil, group=group)
         else:

@@ -1,0 +1,130 @@
+"""The ONNX graph ops that move codes between float and integer tensors or between quantizations, and the
+layout op: ``onnx_quantize`` (QuantizeLinear), ``onnx_dequantize`` (DequantizeLinear), ``onnx_requantize``
+(a DQ -> Q pair, optionally clipped in float32), ``onnx_reinterpret`` and ``transpose`` (registered when
+:mod:`fxpsim.frontends.onnx.ops` is imported)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.fixed import Format, from_float
+from ...datapath.onnxruntime import mlas as K
+from ...graph.ops import Op
+from .op_support import (F32, _clipped, _name, _no_trace, _one_in_one_out, _quantized_io, _scale, _spec, _zp,
+                         is_native, register_op)
+
+
+def _qparams(spec, ndim):
+    """(scale, zero point) broadcastable against an array of ``ndim`` dims (batch first)."""
+    shape = spec.channel_shape(ndim)
+    return spec.scale.astype(F32).reshape(shape), spec.zero_point.reshape(shape)
+
+
+def _quantize_run(graph, node, ins, dp, trace):
+    y = _spec(graph, node.outputs[0])
+    lo, hi = y.code_range
+    x = np.asarray(ins[0], F32)
+    s, z = _qparams(y, x.ndim)
+    if is_native(dp):
+        out = K.quantize_linear(x, s, z, y.dtype)
+        clipped = 0
+        if trace:
+            with np.errstate(all="ignore"):
+                v = np.rint(x / s).astype(np.float64) + z
+            clipped = _clipped(v, lo, hi)
+        return [out], {**_no_trace(), "clipped": clipped}
+    codes = from_float(x.astype(np.float64) / s.astype(np.float64), Format.integer(62),
+                       rounding=_name(dp.rounding)).raw
+    pre = codes + z
+    return [np.clip(pre, lo, hi).astype(y.dtype)], {**_no_trace(), "clipped": _clipped(pre, lo, hi)}
+
+
+def _dequantize_run(graph, node, ins, dp, trace):
+    x = _spec(graph, node.inputs[0])
+    s, z = _qparams(x, np.ndim(ins[0]))
+    return [K.dequantize_linear(ins[0], s, z)], _no_trace()
+
+
+def _reinterpret_run(graph, node, ins, dp, trace):
+    return [ins[0]], _no_trace()
+
+
+def _reinterpret_float(graph, node, ins):
+    x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
+    codes = np.asarray(ins[0], np.float64) / _scale(x) + _zp(x)
+    return [(codes - _zp(y)) * _scale(y)]
+
+
+def _requantize_codes(graph, node, x_codes):
+    x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
+    v = K.dequantize_linear(x_codes, _scale(x), _zp(x))
+    lo_c, hi_c = node.attrs.get("clip_min"), node.attrs.get("clip_max")
+    if lo_c is not None:
+        v = np.maximum(v, F32(lo_c))
+    if hi_c is not None:
+        v = np.minimum(v, F32(hi_c))
+    return K.quantize_linear(v, _scale(y), _zp(y), y.dtype)
+
+
+def _requantize_run(graph, node, ins, dp, trace):
+    return [_requantize_codes(graph, node, ins[0])], _no_trace()
+
+
+def _identity_float(graph, node, ins):
+    return [np.asarray(ins[0], np.float64)]
+
+
+def _clip_float(graph, node, ins):
+    v = np.asarray(ins[0], np.float64)
+    if node.attrs.get("clip_min") is not None:
+        v = np.maximum(v, float(F32(node.attrs["clip_min"])))
+    if node.attrs.get("clip_max") is not None:
+        v = np.minimum(v, float(F32(node.attrs["clip_max"])))
+    return [v]
+
+
+def _perm(node):
+    return (0,) + tuple(int(p) + 1 for p in node.attrs["perm"])
+
+
+def _transpose_run(graph, node, ins, dp, trace):
+    return [np.ascontiguousarray(np.transpose(ins[0], _perm(node)))], _no_trace()
+
+
+def _transpose_float(graph, node, ins):
+    return [np.transpose(ins[0], _perm(node))]
+
+
+
+def _check_quantize(graph, node):
+    _one_in_one_out(graph, node)
+    if not _spec(graph, node.inputs[0]).is_float:
+        raise ValueError(f"node {node.name!r}: onnx_quantize reads a float tensor")
+    _quantized_io(graph, node, node.outputs, per_channel=True)
+
+
+def _check_dequantize(graph, node):
+    _one_in_one_out(graph, node)
+    _quantized_io(graph, node, node.inputs, per_channel=True)
+    if not _spec(graph, node.outputs[0]).is_float:
+        raise ValueError(f"node {node.name!r}: onnx_dequantize writes a float tensor")
+
+
+def _check_requantize(graph, node):
+    _one_in_one_out(graph, node)
+    _quantized_io(graph, node, node.inputs + node.outputs)
+
+
+def _check_transpose(graph, node):
+    _one_in_one_out(graph, node)
+    perm = node.attrs.get("perm")
+    x = _spec(graph, node.inputs[0])
+    if perm is None or sorted(int(p) for p in perm) != list(range(len(x.shape))):
+        raise ValueError(f"node {node.name!r}: transpose needs a per-sample 'perm' of {len(x.shape)} axes, "
+                         f"got {perm!r}")
+
+
+register_op(Op("onnx_quantize", _quantize_run, _identity_float, _check_quantize))
+register_op(Op("onnx_dequantize", _dequantize_run, _identity_float, _check_dequantize))
+register_op(Op("onnx_requantize", _requantize_run, _clip_float, _check_requantize))
+register_op(Op("onnx_reinterpret", _reinterpret_run, _reinterpret_float, _check_requantize))
+register_op(Op("transpose", _transpose_run, _transpose_float, _check_transpose))

@@ -1,0 +1,116 @@
+"""The MAC ops of TFLite graphs imported for the optimized kernel sets (``builtin``, ``xnnpack``):
+``tflite_conv2d``, ``tflite_depthwise_conv2d`` and ``tflite_fully_connected``. They accumulate as the core MAC
+ops of :mod:`fxpsim.graph.mac_ops` and, on the graph's ``"native"`` datapath, requantize as that kernel set
+does (LiteRT's optimized ``MultiplyByQuantizedMultiplier``, XNNPACK's float32 scale); on any other datapath they
+are the core op (registered when :mod:`fxpsim.frontends.tflite.ops` is imported)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.fixed import Format
+from ...datapath.integer_ops import (quantized_conv2d, quantized_depthwise_conv2d, quantized_fully_connected)
+from ...datapath.requantize import Requantizer, _srdhm, _wrap_int32, activation_range, quantize_multiplier
+from ...graph.mac_ops import refuse_unmodelled_knobs
+from ...graph.ops import OPS, Op, register_op
+from .op_support import _cached, _kernels, _spec
+
+
+_CORE_MAC = {"tflite_conv2d": "conv2d", "tflite_depthwise_conv2d": "depthwise_conv2d",
+             "tflite_fully_connected": "fully_connected"}
+
+
+def _mbqm_tie_up(acc, m, s):
+    """LiteRT's optimized ``MultiplyByQuantizedMultiplier`` (x86-64): gemmlowp's SRDHM, then a right shift
+    that rounds ties toward :math:`+\\infty` (``(v + 2^{e-1}) >> e``) instead of away from zero."""
+    acc = np.asarray(acc, dtype=np.int64)
+    m = np.asarray(m, dtype=np.int64)
+    s = np.asarray(s, dtype=np.int64)
+    left, right = np.maximum(s, 0), np.maximum(-s, 0)
+    v = _srdhm(_wrap_int32(acc << left) if np.any(left) else acc, m)
+    return (v + ((np.int64(1) << right) >> 1)) >> right
+
+
+def _shadow(graph, node):
+    """The node as the core MAC op (same tensors and attributes)."""
+    cache = graph.__dict__.setdefault("_tflite_shadow", {})
+    n = cache.get(node.name)
+    if n is None:
+        from ...graph.ir import Node
+        n = cache[node.name] = Node(node.name, _CORE_MAC[node.op], node.inputs, node.outputs, node.attrs)
+    return n
+
+
+def _native_requant(graph, node, acc, kernels):
+    """Output codes (before the clamp) of the kernel set's own requantization of int32 accumulators."""
+    x, w, y = (_spec(graph, t) for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
+    sx, sy = np.float32(x.scale[0]), np.float32(y.scale[0])
+    sw = w.scale.astype(np.float32)
+    zy = int(y.zero_point[0])
+    if kernels == "xnnpack":
+        scale = _cached(graph, node, "xnn_scale", lambda: (sx * sw / sy).astype(np.float32))
+        f = acc.astype(np.float32) * scale
+        lo, hi = np.float32(-128 - zy), np.float32(127 - zy)
+        return np.rint(np.clip(f, lo, hi)).astype(np.int64) + zy
+
+    def params():
+        if node.op == "tflite_fully_connected" and sw.size == 1:
+            real = np.float64(np.float32(sx * sw[0])) / np.float64(sy)     # GetQuantizedConvolutionMultipler
+            m, s = quantize_multiplier(np.atleast_1d(real))
+        else:
+            m, s = quantize_multiplier(np.float64(sx) * sw.astype(np.float64) / np.float64(sy))
+        return np.asarray(m, np.int64), np.asarray(s, np.int64)
+    m, s = _cached(graph, node, "builtin_mult", params)
+    return _mbqm_tie_up(acc, m, s) + zy
+
+
+def _native_mac_run(graph, node, ins, dp, trace):
+    shadow = _shadow(graph, node)
+    if getattr(dp, "requantization", None) != "native":
+        return OPS[shadow.op].run(graph, shadow, ins, dp, trace)
+    refuse_unmodelled_knobs(node, dp, f"LiteRT {_kernels(graph)} kernels")
+    kernels = _kernels(graph)
+    x, w, y = (_spec(graph, t) for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
+    bias = ins[2] if len(node.inputs) > 2 and node.inputs[2] else None
+    wz = w.zero_point
+    act = node.attrs.get("activation", "none")
+    lo, hi = y.code_range
+    if act != "none":
+        a_lo, a_hi = activation_range(act, float(y.scale[0]), int(y.zero_point[0]), y.dtype)
+        lo, hi = max(lo, a_lo), min(hi, a_hi)
+    overflow = getattr(dp.accumulator_overflow, "value", dp.accumulator_overflow)
+    bias_clipped = 0
+    if bias is not None:     # a bias wider than the accumulator saturates into it (as the core MAC ops)
+        lo_acc, hi_acc = -(1 << (dp.accumulator_bits - 1)), (1 << (dp.accumulator_bits - 1)) - 1
+        clipped_bias = np.clip(bias, lo_acc, hi_acc)
+        bias_clipped = int(np.count_nonzero(clipped_bias != bias))
+        bias = clipped_bias
+    common = dict(requant=Requantizer("float", scale=(1.0,)), x_zp=int(x.zero_point[0]),
+                  w_zp=(wz if wz.size > 1 else int(wz[0])) if np.any(wz) else 0, out_zp=0,
+                  out_dtype=np.int32, acc=Format.integer(dp.accumulator_bits), overflow=overflow,
+                  order=dp.accumulator_order, bias_at="init" if dp.bias_add == "preload" else "end")
+    if shadow.op == "fully_connected":
+        res = quantized_fully_connected(ins[0], ins[1], bias, **common)
+    else:
+        from ...graph.ops import _pair, _padding
+        fn = quantized_conv2d if shadow.op == "conv2d" else quantized_depthwise_conv2d
+        res = fn(ins[0], ins[1], bias, stride=_pair(node.attrs, "stride"), padding=_padding(node.attrs),
+                 dilation=_pair(node.attrs, "dilation"), **common)
+    pre = _native_requant(graph, node, res.acc, kernels)
+    out = np.clip(pre, lo, hi).astype(y.dtype)
+    info = None
+    if trace:
+        k = int(np.prod(ins[1].shape[1:])) if shadow.op != "depthwise_conv2d" else int(np.prod(ins[1].shape[1:3]))
+        clipped = (pre > hi) if act != "none" else (pre > hi) | (pre < lo)
+        info = {"overflows": int(res.overflows), "acc": res.acc, "clipped": int(np.count_nonzero(clipped)),
+                "bias_clipped": bias_clipped,
+                "adds": int(out.size) * (k + (bias is not None and dp.bias_add == "after"))}
+    return [out], info
+
+
+for _name, _core in _CORE_MAC.items():
+    _c = OPS[_core]
+    register_op(Op(_name, _native_mac_run,
+                   (lambda core: lambda graph, node, ins: OPS[core].run_float(graph, _shadow(graph, node), ins))(_core),
+                   (lambda core: lambda graph, node: OPS[core].check(graph, _shadow(graph, node)))(_core),
+                   (lambda core: lambda graph, node: OPS[core].macs(graph, _shadow(graph, node)))(_core),
+                   (lambda core: lambda graph, node: OPS[core].worst_case_sum(graph, _shadow(graph, node)))(_core)))
