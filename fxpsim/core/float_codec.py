@@ -287,9 +287,11 @@ def _encode_flat(x: np.ndarray, fmt: FloatFormat, rnd: str, ovf: str, daz: bool,
     rem = np.where(s > 0, M & ((np.int64(1) << sr) - 1), 0)
     half = (np.int64(1) << sr) >> 1
     tie = (rem == half) & (half != 0)
+    k = q - (emin - m)                                  # binade index: code = n + k * 2^m (- 2^m for fnu)
+    ct = trunc + (k << m) - ((1 << m) if fmt.encoding == "fnu" else 0)     # the truncated code
     gt, nz = rem > half, rem != 0
     if rnd == "half_even":
-        inc = gt | (tie & ((trunc & 1) == 1))
+        inc = gt | (tie & ((ct & 1) == 1))             # even / odd: of the code (m = 0: the exponent)
     elif rnd == "half_away":
         inc = gt | tie
     elif rnd == "half_up":
@@ -308,11 +310,9 @@ def _encode_flat(x: np.ndarray, fmt: FloatFormat, rnd: str, ovf: str, daz: bool,
         u, R = rand
         d = np.where(s >= R, rem >> np.clip(s - R, 0, 63), rem << np.clip(R - s, 0, 62))
         inc = (d.astype(np.uint64) + u) >= np.uint64(1 << R)
-    n = trunc + inc
+    code = ct + inc
     if rnd == "odd":
-        n = n | nz.astype(np.int64)
-    k = q - (emin - m)
-    code = n + (k << m) - ((1 << m) if fmt.encoding == "fnu" else 0)
+        code = code | nz.astype(np.int64)
     maxc = fmt.max_mag_code
     over = fin & (code > maxc)
     if fmt.encoding == "fnu":

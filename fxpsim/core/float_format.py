@@ -282,7 +282,7 @@ class FloatFormat:
             if m.group(1) and int(m.group(1)) != fmt.bits:
                 raise ValueError(f"format name {name!r}: float{m.group(1)} but e{e}m{mb} has {fmt.bits} bits")
             return fmt
-        raise ValueError(f"unknown float format {name!r}; known names: {', '.join(sorted(_NAMES))}, "
+        raise ValueError(f"unknown float format {name!r}; known names: {', '.join(_KNOWN)}, "
                          f"and binary{{K}}p{{P}} (P3109), e{{E}}m{{M}}[fn|fnuz|fnu]")
 
     def __str__(self) -> str:
@@ -334,6 +334,9 @@ _NAMES = {}
 for _canon in _TABLE:
     for _n in (_canon,) + _ALIASES.get(_canon, ()):
         _NAMES[re.sub(r"[_\-]", "", _n)] = _canon
+
+
+_KNOWN = tuple(n for c in _TABLE for n in (c,) + _ALIASES.get(c, ()))
 
 
 def known_float_formats() -> list[dict]:
