@@ -263,12 +263,13 @@ def encode(x, fmt, rounding="half_even", overflow="saturate", subnormals="keep",
     return FloatArray(codes.astype(fmt.dtype).reshape(shape), fmt, n_ovf, n_unf, n_tie, n_nan)
 
 
-def _encode_flat(x: np.ndarray, fmt: FloatFormat, rnd: str, ovf: str, daz: bool, ftz: bool,
-                 tiny_in: float, rand):
-    """The vectorised rounding of the module docstring on a 1-d float64 array (int64 codes)."""
-    m, emin = fmt.man_bits, fmt._min_exponent
-    bits = x.view(np.uint64)
-    neg = (bits >> np.uint64(63)).astype(bool)
+def _split(x: np.ndarray, daz: bool = False, tiny_in: float = 0.0):
+    """Classify float64 values and split the finite nonzero ones exactly: ``|x| = M * 2^(L - 52)``.
+
+    Returns (neg, isnan, isinf, zero, fin, M, L): ``M`` the 53-bit integer significand (int64) and
+    ``L = floor(log2 |x|)``; for non-finite and zero entries ``M = 2^52, L = 0`` (harmless values).
+    """
+    neg = (x.view(np.uint64) >> np.uint64(63)).astype(bool)
     isnan, isinf = np.isnan(x), np.isinf(x)
     ax = np.abs(x)
     zero = ax == 0
@@ -276,19 +277,19 @@ def _encode_flat(x: np.ndarray, fmt: FloatFormat, rnd: str, ovf: str, daz: bool,
         zero |= ax < tiny_in
     fin = ~(isnan | isinf | zero)
     mant, ex = np.frexp(np.where(fin, ax, 1.0))        # ax = mant * 2^ex, 0.5 <= mant < 1 (exact)
-    L = ex.astype(np.int64) - 1                         # floor(log2 |x|)
-    M = np.ldexp(mant, 53).astype(np.int64)            # 53-bit integer significand (exact)
-    ex2 = L - 52                                        # |x| = M * 2^ex2
-    q = np.maximum(L, emin) - m                         # quantum exponent
-    s = q - ex2                                         # right shift (may be <= 0: exact)
-    sr = np.clip(s, 0, 60)
-    sl = np.clip(-s, 0, 40)
+    return neg, isnan, isinf, zero, fin, np.ldexp(mant, 53).astype(np.int64), ex.astype(np.int64) - 1
+
+
+def _round_shifted(M, s, neg, base, rnd: str, rand):
+    """``base + round(M / 2^s)`` on exact integers, the parity (ties to even, odd) taken of
+    ``base + trunc``; ``s <= 0`` is an exact left shift.  Returns (result, tie, inexact)."""
+    sr = np.clip(s, 0, 62)
+    sl = np.clip(-s, 0, 62)
     trunc = np.where(s > 0, M >> sr, M << sl)
     rem = np.where(s > 0, M & ((np.int64(1) << sr) - 1), 0)
     half = (np.int64(1) << sr) >> 1
     tie = (rem == half) & (half != 0)
-    k = q - (emin - m)                                  # binade index: code = n + k * 2^m (- 2^m for fnu)
-    ct = trunc + (k << m) - ((1 << m) if fmt.encoding == "fnu" else 0)     # the truncated code
+    ct = base + trunc
     gt, nz = rem > half, rem != 0
     if rnd == "half_even":
         inc = gt | (tie & ((ct & 1) == 1))             # even / odd: of the code (m = 0: the exponent)
@@ -310,9 +311,29 @@ def _encode_flat(x: np.ndarray, fmt: FloatFormat, rnd: str, ovf: str, daz: bool,
         u, R = rand
         d = np.where(s >= R, rem >> np.clip(s - R, 0, 63), rem << np.clip(R - s, 0, 62))
         inc = (d.astype(np.uint64) + u) >= np.uint64(1 << R)
-    code = ct + inc
+    out = ct + inc
     if rnd == "odd":
-        code = code | nz.astype(np.int64)
+        out = out | nz.astype(np.int64)
+    return out, tie, nz
+
+
+def _encode_flat(x: np.ndarray, fmt: FloatFormat, rnd: str, ovf: str, daz: bool, ftz: bool,
+                 tiny_in: float, rand, scale_exp=None):
+    """The vectorised rounding of the module docstring on a 1-d float64 array (int64 codes).
+
+    ``scale_exp`` (int64 per element, or None): encode :math:`x \cdot 2^{-\mathrm{scale\_exp}}`
+    exactly (the block formats' shared scale), without forming the product in float64.
+    """
+    m, emin = fmt.man_bits, fmt._min_exponent
+    neg, isnan, isinf, zero, fin, M, L = _split(x, daz, tiny_in)
+    if scale_exp is not None:
+        L = L - scale_exp
+    ex2 = L - 52                                        # |x| = M * 2^ex2
+    q = np.maximum(L, emin) - m                         # quantum exponent
+    s = q - ex2                                         # right shift (> 0 for m < 52)
+    k = q - (emin - m)                                  # binade index: code = n + k * 2^m (- 2^m for fnu)
+    base = (k << m) - ((1 << m) if fmt.encoding == "fnu" else 0)
+    code, tie, nz = _round_shifted(M, s, neg, base, rnd, rand)
     maxc = fmt.max_mag_code
     over = fin & (code > maxc)
     if fmt.encoding == "fnu":
