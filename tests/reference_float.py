@@ -218,3 +218,59 @@ def _signed_nan(g: Grid, negative: bool) -> int:
     if g.fmt.encoding in ("ieee", "fn") and g.fmt.signed and negative:
         return g.nan | g.sign_bit
     return g.nan
+
+
+# --------------------------------------------------------------------------- block formats
+def mx_shared_exponent(values, emax_elem: int, man_bits: int, elem_max: Fraction, rule: str = "floor"):
+    """The E8M0 exponent of one block by the definitions (OCP v1.0 6.3 for ``floor``), or ``NAN``.
+
+    floor: floor(log2 amax) - emax; ceil: ceil(log2 amax) - emax; even: amax rounded half-up to
+    ``man_bits`` mantissa bits first, then floor; rceil: ceil(log2(amax / elem_max)).  Clamped
+    below at -127; above 127, and for blocks with NaN/Inf, the NaN scale.  amax = 0: -127.
+    """
+    if any(isinstance(v, float) and not math.isfinite(v) for v in values):
+        return NAN
+    amax = max(abs(Fraction(v)) for v in values)
+    if amax == 0:
+        return -127
+    if rule == "floor":
+        e = _floor_log2(amax) - emax_elem
+    elif rule == "ceil":
+        f = _floor_log2(amax)
+        e = (f if amax == _p2(f) else f + 1) - emax_elem
+    elif rule == "even":
+        f = _floor_log2(amax)
+        quantum = _p2(f - man_bits)
+        rounded = math.floor(amax / quantum + Fraction(1, 2)) * quantum
+        e = _floor_log2(rounded) - emax_elem
+    elif rule == "rceil":
+        r = amax / elem_max
+        f = _floor_log2(r)
+        e = f if r == _p2(f) else f + 1
+    else:
+        raise ValueError(rule)
+    if e > 127:
+        return NAN
+    return max(e, -127)
+
+
+def round_to_float32(q: Fraction) -> Fraction:
+    """Round a positive rational in float32's normal range to float32, ties to even."""
+    e = _floor_log2(q) - 23
+    n = q / _p2(e)
+    lo = math.floor(n)
+    frac = n - lo
+    if frac > Fraction(1, 2) or (frac == Fraction(1, 2) and lo % 2 == 1):
+        lo += 1
+    return lo * _p2(e)
+
+
+def int_element(v: Fraction, word: int, frac: int) -> int:
+    """Two's complement code (as an unsigned byte pattern) of round-half-even(v * 2^frac), saturated."""
+    n = v * _p2(frac)
+    lo = math.floor(n)
+    r = n - lo
+    if r > Fraction(1, 2) or (r == Fraction(1, 2) and lo % 2 == 1):
+        lo += 1
+    lo = max(-(1 << (word - 1)), min((1 << (word - 1)) - 1, lo))
+    return lo & ((1 << word) - 1)

@@ -311,6 +311,7 @@ def _gfloat_cases():
 @pytest.mark.parametrize("info, name", _gfloat_cases(), ids=[c[1] for c in _gfloat_cases()])
 def test_against_gfloat(info, name):
     gf = pytest.importorskip("gfloat", reason="gfloat is not installed")
+    import gfloat.formats  # noqa: F401
     from gfloat.formats import format_info_p3109
     from gfloat.types import Signedness
     if isinstance(info, tuple):
