@@ -33,6 +33,14 @@ _SUBNORMAL_MODES = {"keep": (False, False), "flush_output": (False, True), "ftz"
                     "flush_input": (True, False), "daz": (True, False),
                     "flush_both": (True, True), "ftz_daz": (True, True)}
 _MAX_RANDOM_BITS = 62
+_RND_CODES = {"half_even": 0, "half_away": 1, "half_up": 2, "half_down": 3, "half_toward_zero": 4,
+              "toward_zero": 5, "floor": 6, "ceil": 7, "odd": 8, "stochastic": 9}
+_OVF_CODES = {"saturate": 0, "inf": 1, "nan": 2}
+
+try:
+    from . import _float as _kernel
+except ImportError:                     # not built: the numpy path (same results, slower)
+    _kernel = None
 
 
 def parse_float_rounding(rounding) -> str:
@@ -253,14 +261,32 @@ def encode(x, fmt, rounding="half_even", overflow="saturate", subnormals="keep",
     if rnd == "stochastic":
         nbits = _MAX_RANDOM_BITS if random_bits is None else int(random_bits)
         rand = (random_stream(seed, flat.size, nbits), nbits)
-    res = _encode_flat(flat, fmt, rnd, ovf, daz, ftz, tiny_in, rand)
-    codes, n_ovf, n_unf, n_tie, nan_mask = res
-    n_nan = int(nan_mask.sum())
+    codes, n_ovf, n_unf, n_tie, n_nan = _encode_any(flat, fmt, rnd, ovf, daz, ftz, tiny_in, rand)
     if n_nan and (nan == "error" or not fmt.has_nan):
-        first = tuple(int(i) for i in np.unravel_index(int(np.argmax(nan_mask)), shape))
+        first = tuple(int(i) for i in np.unravel_index(int(np.argmax(np.isnan(flat))), shape))
         why = "nan='error'" if nan == "error" else f"{fmt} has no NaN"
         raise ValueError(f"encode: {n_nan} NaN value(s), first at index {first}, and {why}")
-    return FloatArray(codes.astype(fmt.dtype).reshape(shape), fmt, n_ovf, n_unf, n_tie, n_nan)
+    return FloatArray(codes.reshape(shape), fmt, n_ovf, n_unf, n_tie, n_nan)
+
+
+def _encode_any(x: np.ndarray, fmt: FloatFormat, rnd: str, ovf: str, daz: bool, ftz: bool,
+                tiny_in: float, rand, scale_exp=None, use_kernel: bool = True):
+    """Codes (``fmt.dtype``) and counts (overflows, underflows, ties, nans) of a 1-d float64 array:
+    the C kernel ``_float.encode_kernel`` where built, else :func:`_encode_flat` (identical results)."""
+    if _kernel is not None and use_kernel:
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        out = np.empty(x.size, dtype=fmt.dtype)
+        se = np.empty(0, np.int64) if scale_exp is None else \
+            np.ascontiguousarray(np.broadcast_to(scale_exp, x.shape), dtype=np.int64)
+        u, R = (np.empty(0, np.uint64), 0) if rand is None else (np.ascontiguousarray(rand[0]), rand[1])
+        counts = _kernel.encode_kernel(
+            x, out, se, u, R, fmt.man_bits, fmt._min_exponent, fmt.encoding == "fnu",
+            bool(ftz or not fmt.subnormals), fmt.max_mag_code, fmt.inf_code or 0, fmt.nan_code or 0,
+            fmt.sign_bit, fmt.signed, fmt.has_neg_zero, fmt.signed and fmt.encoding in ("ieee", "fn"),
+            fmt.has_nan, fmt.has_zero, _RND_CODES[rnd], _OVF_CODES[ovf], bool(daz), float(tiny_in))
+        return (out,) + tuple(int(c) for c in counts)
+    code, n_ovf, n_unf, n_tie, nan_mask = _encode_flat(x, fmt, rnd, ovf, daz, ftz, tiny_in, rand, scale_exp)
+    return code.astype(fmt.dtype), n_ovf, n_unf, n_tie, int(nan_mask.sum())
 
 
 def _split(x: np.ndarray, daz: bool = False, tiny_in: float = 0.0):
@@ -371,6 +397,7 @@ def _encode_flat(x: np.ndarray, fmt: FloatFormat, rnd: str, ovf: str, daz: bool,
             bad = (neg & ~isnan) | zero
             under &= ~bad
         n_ovf = (n_ovf & ~neg) | bad
+        tie = tie & ~bad
         if fmt.has_nan and (ovf != "saturate" or not fmt.has_zero):
             to_nan |= bad
         code = np.where(bad, 0, code)
@@ -400,9 +427,8 @@ def convert(codes, src, dst, rounding="half_even", overflow="saturate", subnorma
     if rnd == "stochastic":
         nbits = _MAX_RANDOM_BITS if random_bits is None else int(random_bits)
         rand = (random_stream(seed, flat.size, nbits), nbits)
-    code, n_ovf, n_unf, n_tie, nan_mask = _encode_flat(flat, fmt, rnd, ovf, daz, ftz, src.min_normal, rand)
-    n_nan = int(nan_mask.sum())
+    code, n_ovf, n_unf, n_tie, n_nan = _encode_any(flat, fmt, rnd, ovf, daz, ftz, src.min_normal, rand)
     if n_nan and (nan == "error" or not fmt.has_nan):
         raise ValueError(f"convert: {n_nan} NaN code(s) and "
                          f"{'nan=' + repr(nan) if nan == 'error' else str(fmt) + ' has no NaN'}")
-    return FloatArray(code.astype(fmt.dtype).reshape(vals.shape), fmt, n_ovf, n_unf, n_tie, n_nan)
+    return FloatArray(code.reshape(vals.shape), fmt, n_ovf, n_unf, n_tie, n_nan)

@@ -388,3 +388,37 @@ def test_bad_input(call, exc, word):
     with pytest.raises(exc) as info:
         call()
     assert word in str(info.value), str(info.value)
+
+
+# --------------------------------------------------------------------------- C kernel == numpy path
+def _probe64(fmt, rng):
+    vals = decode(np.arange(1 << min(fmt.bits, 16)).astype(fmt.dtype), fmt)
+    vals = vals[np.isfinite(vals)]
+    mids = (np.sort(vals)[1:] + np.sort(vals)[:-1]) / 2
+    base = np.concatenate([vals, mids, [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 1e308, 2.0 ** -1022]])
+    near = np.concatenate([np.nextafter(base, np.inf), np.nextafter(base, -np.inf)])
+    wide = rng.standard_normal(4000) * 2.0 ** rng.integers(-1074, 1023, 4000)
+    return np.concatenate([base, near, wide, -base])
+
+
+@pytest.mark.parametrize("fmt", SMALL + MID + [P("float32"), P("tf32")], ids=_ids(SMALL + MID + [P("float32"), P("tf32")]))
+def test_kernel_equals_numpy_path(fmt):
+    from fxpsim.core import float_codec as fc
+    if fc._kernel is None:
+        pytest.skip("the _float extension is not built")
+    rng = np.random.default_rng(fmt.bits)
+    x = _probe64(fmt, rng)
+    scale = rng.integers(-40, 40, x.size)
+    for rnd in FLOAT_ROUNDINGS:
+        rand = (random_stream(3, x.size, 9), 9) if rnd == "stochastic" else None
+        for ov in ("saturate", "inf", "nan"):
+            if (ov == "inf" and not fmt.has_inf) or (ov == "nan" and not fmt.has_nan):
+                continue
+            for daz, ftz in ((False, False), (True, True)):
+                for se in (None, scale):
+                    a = fc._encode_any(x, fmt, rnd, ov, daz, ftz, 2.0 ** -1022, rand, se, use_kernel=True)
+                    b = fc._encode_any(x, fmt, rnd, ov, daz, ftz, 2.0 ** -1022, rand, se, use_kernel=False)
+                    assert a[1:] == b[1:], (str(fmt), rnd, ov, daz, a[1:], b[1:])
+                    ok = np.isnan(x) if not fmt.has_nan else np.zeros(x.size, bool)
+                    diff = (a[0] != b[0]) & ~ok
+                    assert not diff.any(), (str(fmt), rnd, ov, daz, x[diff][:3], a[0][diff][:3], b[0][diff][:3])
