@@ -34,13 +34,20 @@ cdef enum:
     O_INF = 1
     O_NAN = 2
 
+cdef int64_t F_OVERFLOW = <int64_t>1 << 40
+cdef int64_t F_UNDERFLOW = <int64_t>1 << 41
+cdef int64_t F_TIE = <int64_t>1 << 42
+cdef int64_t F_NAN = <int64_t>1 << 43
+cdef int64_t CODE_MASK = (<int64_t>1 << 40) - 1
+
 
 cdef inline int64_t encode_one(double xd, int64_t scale_exp, int m, int64_t emin, bint fnu, bint flush,
                                int64_t maxc, int64_t inf_code, int64_t nan_code, int64_t sign_bit,
                                bint is_signed, bint has_neg_zero, bint signed_nan, bint has_nan,
                                bint has_zero, int rnd, int ovf, bint daz, double tiny_in,
-                               uint64_t u, int R, int64_t* counts) noexcept nogil:
-    """One element; counts = [overflows, underflows, ties, nans]."""
+                               uint64_t u, int R) noexcept nogil:
+    """One element: the code, with the events in bits 40.. (F_OVERFLOW, F_UNDERFLOW, F_TIE, F_NAN)."""
+    cdef int64_t fl = 0
     cdef uint64_t b
     memcpy(&b, &xd, 8)
     cdef bint neg = (b >> 63) != 0
@@ -51,31 +58,31 @@ cdef inline int64_t encode_one(double xd, int64_t scale_exp, int m, int64_t emin
     cdef int bl
     if E == 0x7FF:
         if F != 0:                                                   # NaN
-            counts[3] += 1
+            fl |= F_NAN
             if not has_nan:
-                return 0
-            return (sign_bit if (neg and signed_nan) else 0) | nan_code
+                return fl | (0)
+            return fl | ((sign_bit if (neg and signed_nan) else 0) | nan_code)
         if not is_signed and neg:                                    # -inf, unsigned
-            counts[0] += 1
+            fl |= F_OVERFLOW
             if has_nan and (ovf != O_SATURATE or not has_zero):
-                return nan_code
-            return 0
+                return fl | (nan_code)
+            return fl | (0)
         if ovf == O_INF:
-            return (sign_bit if neg else 0) | inf_code
-        counts[0] += 1
+            return fl | ((sign_bit if neg else 0) | inf_code)
+        fl |= F_OVERFLOW
         if ovf == O_NAN:
-            return (sign_bit if (neg and signed_nan) else 0) | nan_code
-        return (sign_bit if neg else 0) | maxc
+            return fl | ((sign_bit if (neg and signed_nan) else 0) | nan_code)
+        return fl | ((sign_bit if neg else 0) | maxc)
     if (E == 0 and F == 0) or (daz and (xd < tiny_in and -xd < tiny_in)):   # zero (or flushed input)
         if fnu:
-            counts[0] += 1
-            return nan_code
+            fl |= F_OVERFLOW
+            return fl | (nan_code)
         if neg and not is_signed:
-            return 0
-        return sign_bit if (neg and has_neg_zero) else 0
+            return fl | (0)
+        return fl | (sign_bit if (neg and has_neg_zero) else 0)
     if not is_signed and neg and fnu:
-        counts[0] += 1
-        return nan_code
+        fl |= F_OVERFLOW
+        return fl | (nan_code)
     if E == 0:                                                       # float64 subnormal: normalise
         bl = 64 - __builtin_clzll(F)
         M = <int64_t>(F << (53 - bl))
@@ -128,25 +135,25 @@ cdef inline int64_t encode_one(double xd, int64_t scale_exp, int m, int64_t emin
     over = code > maxc
     if fnu:
         if code < 0:
-            counts[1] += 1
+            fl |= F_UNDERFLOW
             code = 0
     elif code == 0:
-        counts[1] += 1
+        fl |= F_UNDERFLOW
     elif flush and code < (<int64_t>1 << m):
-        counts[1] += 1
+        fl |= F_UNDERFLOW
         code = 0
     if not is_signed and neg:                                        # negative, unsigned
         if code == 0:
-            counts[2] += tie
-            return 0
-        counts[0] += 1
+            fl |= F_TIE if tie else 0
+            return fl | (0)
+        fl |= F_OVERFLOW
         if has_nan and (ovf != O_SATURATE or not has_zero):
-            return nan_code
-        return 0
+            return fl | (nan_code)
+        return fl | (0)
     if tie:
-        counts[2] += 1
+        fl |= F_TIE
     if over:
-        counts[0] += 1
+        fl |= F_OVERFLOW
         down = rnd == R_TOWARD_ZERO or rnd == R_ODD or (rnd == R_FLOOR and not neg) or \
             (rnd == R_CEIL and neg)
         if down or ovf == O_SATURATE:
@@ -154,10 +161,10 @@ cdef inline int64_t encode_one(double xd, int64_t scale_exp, int m, int64_t emin
         elif ovf == O_INF:
             code = inf_code
         else:
-            return (sign_bit if (neg and signed_nan) else 0) | nan_code
+            return fl | ((sign_bit if (neg and signed_nan) else 0) | nan_code)
     if neg and (code != 0 or has_neg_zero):
         code |= sign_bit
-    return code
+    return fl | (code)
 
 
 def encode_kernel(const double[::1] x, code_t[::1] out, const int64_t[::1] scale_exp,
@@ -171,14 +178,73 @@ def encode_kernel(const double[::1] x, code_t[::1] out, const int64_t[::1] scale
     the stochastic draws.  Special codes absent from the format are passed as 0 (never used:
     Python has checked the modes)."""
     cdef Py_ssize_t i, n = x.shape[0]
-    cdef int64_t counts[4]
+    cdef int64_t r, n_ovf = 0, n_unf = 0, n_tie = 0, n_nan = 0
     cdef bint has_scale = scale_exp.shape[0] == n and n > 0
     cdef bint has_rand = rand.shape[0] == n and n > 0
-    counts[0] = counts[1] = counts[2] = counts[3] = 0
+    # Fast path (no scale, deterministic rounding): a finite input whose result is a normal number
+    # of the target.  Its code is ((|bits| - off + add) >> sh) with sh = 52 - m and
+    # off = (1023 - bias) << 52: the float64 exponent field re-biased lands in the code's exponent
+    # field, a carry out of the mantissa moves to the next binade by itself.
+    cdef int sh = 52 - m
+    cdef uint64_t mask = ((<uint64_t>1) << sh) - 1, half = (<uint64_t>1) << (sh - 1)
+    cdef uint64_t lo_fast = (<uint64_t>(1023 + emin)) << 52 if 1023 + emin >= 1 else (<uint64_t>1) << 52
+    cdef uint64_t hi_fast = (<uint64_t>0x7FF) << 52
+    cdef uint64_t off = (<uint64_t>(1023 + emin - (0 if fnu else 1))) << 52
+    cdef uint64_t b, bm, rem, add, c, bt
+    cdef bint fast = not has_scale and rnd != R_STOCHASTIC and sh >= 1
+    cdef bint sgn
+    cdef double tiny_abs = tiny_in
+    if daz:
+        memcpy(&bt, &tiny_abs, 8)
+        if bt > lo_fast:
+            lo_fast = bt
     with nogil:
         for i in range(n):
-            out[i] = <code_t>encode_one(x[i], scale_exp[i] if has_scale else 0, m, emin, fnu, flush,
-                                        maxc, inf_code, nan_code, sign_bit, is_signed, has_neg_zero,
-                                        signed_nan, has_nan, has_zero, rnd, ovf, daz, tiny_in,
-                                        rand[i] if has_rand else 0, R, counts)
-    return counts[0], counts[1], counts[2], counts[3]
+            if fast:
+                memcpy(&b, &x[i], 8)
+                bm = b & ~((<uint64_t>1) << 63)
+                sgn = (b >> 63) != 0
+                if lo_fast <= bm < hi_fast and (is_signed or not sgn):
+                    rem = bm & mask
+                    if rnd == R_HALF_EVEN:
+                        add = half - 1 + (((bm - off) >> sh) & 1)
+                    elif rnd == R_HALF_AWAY:
+                        add = half
+                    elif rnd == R_HALF_TOWARD_ZERO:
+                        add = half - 1
+                    elif rnd == R_HALF_UP:
+                        add = half - 1 if sgn else half
+                    elif rnd == R_HALF_DOWN:
+                        add = half if sgn else half - 1
+                    elif rnd == R_FLOOR:
+                        add = mask if sgn else 0
+                    elif rnd == R_CEIL:
+                        add = 0 if sgn else mask
+                    else:                                            # toward_zero, odd
+                        add = 0
+                    c = (bm - off + add) >> sh
+                    if rnd == R_ODD and rem != 0:
+                        c |= 1
+                    n_tie += rem == half
+                    if c > <uint64_t>maxc:                           # overflow of a finite value
+                        n_ovf += 1
+                        if ovf == O_SATURATE or rnd == R_TOWARD_ZERO or rnd == R_ODD or \
+                                (rnd == R_FLOOR and not sgn) or (rnd == R_CEIL and sgn):
+                            c = <uint64_t>maxc
+                        elif ovf == O_INF:
+                            c = <uint64_t>inf_code
+                        else:
+                            out[i] = <code_t>(<uint64_t>nan_code | (<uint64_t>sign_bit if (sgn and signed_nan) else 0))
+                            continue
+                    out[i] = <code_t>(c | (<uint64_t>sign_bit if sgn else 0))
+                    continue
+            r = encode_one(x[i], scale_exp[i] if has_scale else 0, m, emin, fnu, flush,
+                           maxc, inf_code, nan_code, sign_bit, is_signed, has_neg_zero,
+                           signed_nan, has_nan, has_zero, rnd, ovf, daz, tiny_in,
+                           rand[i] if has_rand else 0, R)
+            out[i] = <code_t>(r & CODE_MASK)
+            n_ovf += (r >> 40) & 1
+            n_unf += (r >> 41) & 1
+            n_tie += (r >> 42) & 1
+            n_nan += (r >> 43) & 1
+    return n_ovf, n_unf, n_tie, n_nan

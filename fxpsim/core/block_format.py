@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .float_codec import (_encode_flat, _float64_input, _round_shifted, _split, decode,
+from .float_codec import (_encode_any, _encode_flat, _float64_input, _round_shifted, _split, decode,
                           parse_float_rounding, random_stream)
 from .float_format import FloatFormat
 from .formats import Format
@@ -382,8 +382,7 @@ def _elements(vals, fmt: BlockFormat, rnd, rand, E, _):
     fin = np.isfinite(vals)
     v = np.where(fin, vals, 0.0)
     if isinstance(el, FloatFormat):
-        codes, n_ovf, *_ = _encode_flat(v, el, rnd, "saturate", False, False, 0.0, rand,
-                                        scale_exp=E)
+        codes, n_ovf, *_ = _encode_any(v, el, rnd, "saturate", False, False, 0.0, rand, scale_exp=E)
         return codes, n_ovf
     # two's complement integer with el.frac fraction bits: n = round(|v| * 2^(frac - E))
     neg, _, _, zero, nz_fin, M, L = _split(v)

@@ -17,6 +17,7 @@ double rounding.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -141,9 +142,24 @@ def decode(codes, fmt) -> np.ndarray:
     arr = np.asarray(codes)
     if arr.dtype.kind not in "iu":
         raise TypeError(f"decode: codes must be integers, got dtype {arr.dtype}")
-    c = arr.astype(np.int64)
-    if c.size and (c.min() < 0 or c.max() >> fmt.bits):
+    fits = arr.dtype.kind == "u" and arr.dtype.itemsize * 8 <= fmt.bits
+    if not fits and arr.size and (arr.min() < 0 or int(arr.max()) >> fmt.bits):
         raise ValueError(f"decode: codes must be in 0..{(1 << fmt.bits) - 1} for {fmt}")
+    if fmt.bits <= 16:                                   # a table of every code's value
+        return _decode_table(fmt)[arr]
+    return _decode_values(arr.astype(np.int64), fmt)
+
+
+@functools.lru_cache(maxsize=64)
+def _decode_table(fmt: FloatFormat) -> np.ndarray:
+    table = _decode_values(np.arange(1 << fmt.bits, dtype=np.int64), fmt)
+    table.setflags(write=False)
+    return table
+
+
+def _decode_values(c: np.ndarray, fmt: FloatFormat) -> np.ndarray:
+    """The arithmetic decode of int64 codes (module docstring of float_format)."""
+    arr = c
     m = fmt.man_bits
     neg = (c & fmt.sign_bit) != 0 if fmt.signed else np.zeros(c.shape, bool)
     mag = c & ((1 << fmt.mag_bits) - 1)
