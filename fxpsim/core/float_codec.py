@@ -194,8 +194,10 @@ def _float64_input(x, where: str):
     """(float64 array, the smallest normal of the input dtype) -- conversion to float64 is exact."""
     arr = np.asarray(x)
     if arr.dtype.kind == "f" and arr.dtype.itemsize <= 8:
-        return np.array(arr, dtype=np.float64, copy=None), float(np.finfo(arr.dtype).smallest_normal)
-    if arr.dtype.kind in "iu" or arr.dtype.kind == "b" and False:
+        with np.errstate(invalid="ignore"):             # signalling NaNs widen to quiet NaNs
+            wide = np.array(arr, dtype=np.float64, copy=None)
+        return wide, float(np.finfo(arr.dtype).smallest_normal)
+    if arr.dtype.kind in "iu":
         big = np.abs(arr.astype(np.float64)) > 2.0 ** 53
         if big.any():
             raise TypeError(f"{where}: integer input beyond 2^53 would be rounded on its way to float64")
@@ -363,7 +365,7 @@ def _encode_flat(x: np.ndarray, fmt: FloatFormat, rnd: str, ovf: str, daz: bool,
                  tiny_in: float, rand, scale_exp=None):
     """The vectorised rounding of the module docstring on a 1-d float64 array (int64 codes).
 
-    ``scale_exp`` (int64 per element, or None): encode :math:`x \cdot 2^{-\mathrm{scale\_exp}}`
+    ``scale_exp`` (int64 per element, or None): encode :math:`x \\cdot 2^{-s}` (``s = scale_exp``)
     exactly (the block formats' shared scale), without forming the product in float64.
     """
     m, emin = fmt.man_bits, fmt._min_exponent

@@ -282,7 +282,8 @@ def test_against_ml_dtypes(name, ov, rnd):
     fmt = P(name)
     # every code decoded
     codes = np.arange(1 << fmt.bits).astype(fmt.dtype)
-    theirs = codes.view(dt).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        theirs = codes.view(dt).astype(np.float64)
     ours = decode(codes, fmt)
     both_nan = np.isnan(theirs) & np.isnan(ours)
     assert np.array_equal(np.signbit(theirs[~both_nan]), np.signbit(ours[~both_nan]))
@@ -297,6 +298,19 @@ def test_against_ml_dtypes(name, ov, rnd):
     diff = got != want
     diff &= ~(np.isnan(decode(got, fmt)) & np.isnan(want.view(dt).astype(np.float64)))
     assert not diff.any(), (name, x[diff][:5], got[diff][:5], want[diff][:5])
+    # float64 inputs (ml_dtypes converts float64 directly, one rounding): every midpoint and one
+    # float64 ulp either side, plus random values over the format's range
+    fin = np.unique(np.abs(ours[np.isfinite(ours)]))
+    mids = np.concatenate([fin, (fin[1:] + fin[:-1]) / 2, [fin[-1] * 1.0625, fin[-1] * 2]])
+    rng = np.random.default_rng(1)
+    x64 = np.concatenate([mids, np.nextafter(mids, np.inf), np.nextafter(mids, -np.inf),
+                          rng.standard_normal(200_000) * fin[-1] / 4, rng.uniform(0, fin[1] * 64, 50_000)])
+    x64 = np.concatenate([x64, -x64])
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = x64.astype(dt).view(fmt.dtype)
+    got = encode(x64, fmt, rounding=rnd, overflow=ov).bits
+    diff = (got != want) & ~(np.isnan(decode(got, fmt)) & np.isnan(want.view(dt).astype(np.float64)))
+    assert not diff.any(), (name, x64[diff][:5], got[diff][:5], want[diff][:5])
 
 
 # --------------------------------------------------------------------------- gfloat, live
