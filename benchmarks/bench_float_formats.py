@@ -5,7 +5,8 @@ N = 10^7 float64 values (standard normal times 100: about 0.5 % beyond E4M3's 44
 once, exactly, and counts overflows, underflows, ties and NaNs; ml_dtypes' ``astype`` does not count,
 and for E4M3 it turns overflow into NaN (fxpsim's row uses ``overflow="saturate"``, the mode asked
 for, and a second row ``overflow="nan"`` that gives ml_dtypes' exact bits).  ``ratio`` = ml_dtypes
-time / fxpsim time: >= 1 means fxpsim is at least as fast.
+time / fxpsim time: >= 1 means fxpsim is at least as fast.  The float16 row's baseline is numpy's
+own ``astype(np.float16)``; decode rows compare with ``codes.view(dtype).astype(np.float64)``.
 
     python benchmarks/bench_float_formats.py [--n 10000000] [--repeat 7]
 """

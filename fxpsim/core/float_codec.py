@@ -145,9 +145,21 @@ def decode(codes, fmt) -> np.ndarray:
     fits = arr.dtype.kind == "u" and arr.dtype.itemsize * 8 <= fmt.bits
     if not fits and arr.size and (arr.min() < 0 or int(arr.max()) >> fmt.bits):
         raise ValueError(f"decode: codes must be in 0..{(1 << fmt.bits) - 1} for {fmt}")
+    native = _NATIVE.get((fmt.exp_bits, fmt.man_bits, fmt.bias, fmt.signed, fmt.encoding, fmt.subnormals))
+    if native is not None:                               # float16 / bfloat16 / float32: exact widening
+        with np.errstate(invalid="ignore"):
+            return native(arr)
     if fmt.bits <= 16:                                   # a table of every code's value
         return _decode_table(fmt)[arr]
     return _decode_values(arr.astype(np.int64), fmt)
+
+
+_NATIVE = {
+    (5, 10, 15, True, "ieee", True): lambda a: a.astype(np.uint16).view(np.float16).astype(np.float64),
+    (8, 7, 127, True, "ieee", True):
+        lambda a: (a.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64),
+    (8, 23, 127, True, "ieee", True): lambda a: a.astype(np.uint32).view(np.float32).astype(np.float64),
+}
 
 
 @functools.lru_cache(maxsize=64)

@@ -436,3 +436,15 @@ def test_kernel_equals_numpy_path(fmt):
                     ok = np.isnan(x) if not fmt.has_nan else np.zeros(x.size, bool)
                     diff = (a[0] != b[0]) & ~ok
                     assert not diff.any(), (str(fmt), rnd, ov, daz, x[diff][:3], a[0][diff][:3], b[0][diff][:3])
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16", "float32"])
+def test_native_decode_equals_the_arithmetic_one(name):
+    from fxpsim.core.float_codec import _decode_values
+    fmt = P(name)
+    rng = np.random.default_rng(0)
+    codes = np.concatenate([np.arange(1 << 16), rng.integers(0, 1 << fmt.bits, 100_000)]) % (1 << fmt.bits)
+    codes = codes.astype(fmt.dtype)
+    a, b = decode(codes, fmt), _decode_values(codes.astype(np.int64), fmt)
+    same = (a == b) & (np.signbit(a) == np.signbit(b)) | (np.isnan(a) & np.isnan(b) & (np.signbit(a) == np.signbit(b)))
+    assert same.all()
