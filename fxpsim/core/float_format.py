@@ -40,7 +40,7 @@ from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["FloatFormat", "ENCODINGS", "MAX_FLOAT_BITS", "known_float_formats"]
+__all__ = ["FloatFormat", "ENCODINGS", "MAX_FLOAT_BITS", "known_float_formats", "float_format_table"]
 
 MAX_FLOAT_BITS = 32
 ENCODINGS = ("ieee", "fn", "fnuz", "fnu", "finite", "p3109")
@@ -357,6 +357,8 @@ def known_float_formats() -> list[dict]:
             specials.append(f"Inf=0x{fmt.inf_code:0{(fmt.bits + 3) // 4}X}")
         if fmt.has_nan:
             specials.append(f"NaN=0x{fmt.nan_code:0{(fmt.bits + 3) // 4}X}")
+        if not (fmt.has_inf or fmt.has_nan):
+            specials.append("no Inf/NaN")
         specials.append("-0" if fmt.has_neg_zero else ("no zero" if not fmt.has_zero else "no -0"))
         rows.append(dict(name=canon, aliases=_ALIASES.get(canon, ()), bits=fmt.bits,
                          exp_bits=fmt.exp_bits, man_bits=fmt.man_bits, bias=fmt.bias,
@@ -369,3 +371,17 @@ def known_float_formats() -> list[dict]:
                          min_normal=fmt.min_normal, min_subnormal=fmt.min_subnormal,
                          specials="Inf=0x7F/0xFF, NaN=0x80, no -0"))
     return rows
+
+
+def float_format_table() -> str:
+    """:func:`known_float_formats` as a text table (for ``fxpsim formats``)."""
+    head = f"{'name':<20} {'bits':>4} {'e':>2} {'m':>2} {'bias':>4} {'max':>12} {'min normal':>12} " \
+           f"{'min subnormal':>13}  specials; aliases"
+    lines = [head, "-" * len(head)]
+    for r in known_float_formats():
+        sub = "-" if r["min_subnormal"] is None else f"{r['min_subnormal']:.6g}"
+        aliases = ", ".join(r["aliases"])
+        lines.append(f"{r['name']:<20} {r['bits']:>4} {r['exp_bits']:>2} {r['man_bits']:>2} {r['bias']:>4} "
+                     f"{r['max']:>12.6g} {r['min_normal']:>12.6g} {sub:>13}  {r['specials']}"
+                     f"{'; ' + aliases if aliases else ''}")
+    return "\n".join(lines)

@@ -83,6 +83,13 @@ def test_known_table_lists_every_name_with_limits():
         assert r["specials"]
 
 
+def test_format_table_has_a_line_per_format():
+    from fxpsim.core.float_format import float_format_table
+    text = float_format_table()
+    assert len(text.splitlines()) == 2 + len(known_float_formats())
+    assert "float8_e4m3fn" in text and "448" in text and "e8m0" in text
+
+
 def test_p3109_layout_matches_the_definition():
     f = P("binary8p3")
     assert (f.exp_bits, f.man_bits, f.bias, f.nan_code, f.inf_code) == (5, 2, 16, 0x80, 0x7F)
