@@ -1,0 +1,6 @@
+import numpy as np
+
+def encode_kernel(x: np.ndarray, out: np.ndarray, scale_exp: np.ndarray, rand: np.ndarray, R: int,
+                  m: int, emin: int, fnu: bool, flush: bool, maxc: int, inf_code: int, nan_code: int,
+                  sign_bit: int, is_signed: bool, has_neg_zero: bool, signed_nan: bool, has_nan: bool,
+                  has_zero: bool, rnd: int, ovf: int, daz: bool, tiny_in: float) -> tuple[int, int, int, int]: ...
