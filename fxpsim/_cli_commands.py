@@ -134,6 +134,12 @@ def _say(*lines):
 
 
 # ----- commands --------------------------------------------------------------------------------------
+def cmd_formats(args) -> int:
+    from .core.float_format import float_format_table
+    _say(float_format_table())
+    return 0
+
+
 def cmd_presets(args) -> int:
     from .hardware.simulation import preset, preset_names
     if args.show:

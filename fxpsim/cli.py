@@ -14,7 +14,7 @@ import os
 import sys
 
 from ._cli_commands import (DEMO_ACC_BITS, DEMO_EPOCHS, DEMO_WEIGHT_BITS, UsageError, cmd_compare,  # noqa: F401
-                           cmd_demo, cmd_export_vectors, cmd_inspect, cmd_presets, cmd_simulate, cmd_sweep,
+                           cmd_demo, cmd_export_vectors, cmd_formats, cmd_inspect, cmd_presets, cmd_simulate, cmd_sweep,
                            demo_model)
 
 __all__ = ["main", "build_parser", "DEMO_EPOCHS"]
@@ -151,6 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
                       "golden directory itself picks up every testbench run in it), or NODE/ROLE=FILE (repeatable)")
     comp.add_argument("--html", default=None, metavar="PAGE", help="also write an HTML page with mismatch maps")
 
+    sub.add_parser("formats", help="list the named float formats: max, min normal, min subnormal, specials",
+                   description="List the float formats fxpsim knows by name (FP8/FP6/FP4, bfloat16, float16, "
+                               "tf32, E8M0, P3109): bits, exponent and mantissa widths, bias, max finite, min "
+                               "normal, min subnormal, and how each encodes Inf and NaN.")
     presets = sub.add_parser("presets", help="list the shipped hardware presets",
                              description="List the hardware presets, or print one as TOML.")
     presets.add_argument("--show", metavar="NAME", default=None, help="print this preset as TOML")
@@ -170,7 +174,7 @@ def _data_args(p):
 
 
 _COMMANDS = {"export-vectors": cmd_export_vectors, "compare": cmd_compare, "demo": cmd_demo, "simulate": cmd_simulate, "sweep": cmd_sweep, "inspect": cmd_inspect,
-             "presets": cmd_presets}
+             "presets": cmd_presets, "formats": cmd_formats}
 
 
 def main(argv=None) -> int:

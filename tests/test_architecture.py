@@ -188,3 +188,17 @@ def test_old_module_paths_are_the_moved_modules():
     import fxpsim.io
     for name in fxpsim.io.__all__:
         assert getattr(fxpsim.io, name) is not None
+
+
+def test_public_names_are_unique_across_subpackages():
+    """``fxpsim.<name>`` resolves to one object: no two subpackages export the same public name."""
+    import importlib
+
+    import fxpsim
+    owner = {}
+    for sub in fxpsim._SUBPACKAGES:
+        for name in getattr(importlib.import_module(f"fxpsim.{sub}"), "__all__", ()):
+            value = getattr(importlib.import_module(f"fxpsim.{sub}"), name)
+            if name in owner and owner[name][1] is not value:
+                raise AssertionError(f"fxpsim.{name}: exported by fxpsim.{owner[name][0]} and fxpsim.{sub}")
+            owner.setdefault(name, (sub, value))

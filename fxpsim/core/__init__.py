@@ -6,9 +6,9 @@ from .fixed import *  # noqa: F401,F403
 from .fixed import __all__ as _fixed_all
 from .formats import check_modes  # noqa: F401
 from .float_format import FloatFormat, known_float_formats  # noqa: F401
-from .float_codec import FloatArray, convert, decode, encode  # noqa: F401
+from .float_codec import FloatArray  # noqa: F401  (encode/decode/convert: fxpsim.core.float_codec)
 from .block_format import BlockArray, BlockFormat, dequantize_block, quantize_block  # noqa: F401
 
 __all__ = list(_fixed_all) + ["check_modes", "FloatFormat", "known_float_formats", "FloatArray",
-                              "encode", "decode", "convert", "BlockFormat", "BlockArray",
+                              "BlockFormat", "BlockArray",
                               "quantize_block", "dequantize_block"]

@@ -22,6 +22,8 @@ import numpy as np
 from . import _core
 from .fixed_checks import _check_seed, _checked_codes, _float_input, _raise_if_error, _seed_word
 from .format_growth import _align_shifts, _grown_format, _int_bits_as, _integer_array_format, result_format
+from . import float_codec
+from .float_format import FloatFormat
 from .formats import MAX_WORD, Format, Overflow, Rounding, _as_format, check_modes
 from .overflow_logging import OverflowLog, _logging, _range, overflow_log, record_overflow
 
@@ -369,15 +371,41 @@ def concatenate(arrays, axis=0) -> FixedArray:
 
 
 # --------------------------------------------------------------------------- constructors
-def from_float(x, fmt, rounding="half_up", overflow="saturate", *, seed=None, nan="error",
+def _float_format_of(fmt):
+    """``fmt`` as a :class:`FloatFormat` when it is one (or names one that no fixed-point notation reads), else None."""
+    if isinstance(fmt, FloatFormat):
+        return fmt
+    if isinstance(fmt, str):
+        try:
+            _as_format(fmt)
+        except (ValueError, TypeError):
+            try:
+                return FloatFormat.parse(fmt)
+            except ValueError:
+                pass
+            try:
+                _as_format(fmt)
+            except ValueError as exc:
+                raise ValueError(f"{exc}; or a float format name such as 'float8_e4m3fn', 'float8_e5m2', "
+                                 "'bfloat16', 'float4_e2m1fn' ('fxpsim formats' lists them)") from None
+    return None
+
+
+def from_float(x, fmt, rounding=None, overflow="saturate", *, seed=None, nan="error",
                n_bits=0, mask=False) -> FixedArray:
     """Quantize real values exactly: :math:`c = \\mathrm{fit}(\\mathrm{round}(x \\cdot 2^{f}))`.
+
+    ``fmt`` may also be a float format (a :class:`~fxpsim.core.float_format.FloatFormat` or a name such as
+    ``"float8_e4m3fn"``, ``"bfloat16"``): then the values are rounded once, exactly, into its codes by
+    :func:`fxpsim.core.float_codec.encode` (default rounding ``half_even``, IEEE's; ``nan`` ``"error"`` or
+    ``"propagate"``) and a :class:`~fxpsim.core.float_codec.FloatArray` with the codes and the counts comes back.
 
     Parameters
     ----------
     x : array_like of real numbers (float64 is exact; other dtypes are converted to float64).
     fmt : Format or str
-    rounding : Rounding or str, default ``"half_up"`` (ties toward +inf)
+    rounding : Rounding or str, default ``"half_up"`` (ties toward +inf) for fixed-point formats, ``"half_even"``
+        for float formats
     overflow : Overflow or str, default ``"saturate"``; ``±inf`` overflow like any large value.
     seed : int, optional
         Seed of stochastic rounding (same seed, same result; ``None`` draws a fresh one).
@@ -388,6 +416,17 @@ def from_float(x, fmt, rounding="half_up", overflow="saturate", *, seed=None, na
     mask : bool
         Also return per-element overflow flags as ``result.overflow_mask``.
     """
+    float_fmt = _float_format_of(fmt)
+    if float_fmt is not None:
+        if n_bits or mask:
+            raise ValueError("from_float: n_bits and mask apply to fixed-point formats only, not to "
+                             f"the float format {float_fmt.name}")
+        if nan not in ("error", "propagate"):
+            raise ValueError(f"from_float: nan must be 'error' or 'propagate' for a float format, got {nan!r}")
+        return float_codec.encode(x, float_fmt, rounding="half_even" if rounding is None else rounding,
+                                  overflow=overflow, nan=nan, seed=seed)
+    if rounding is None:
+        rounding = "half_up"
     fmt = _as_format(fmt)
     r, o = check_modes(rounding, overflow, fmt, n_bits)
     _check_seed(seed)
