@@ -62,6 +62,7 @@ import numpy as np
 from ...datapath.onnxruntime import x86_pairs as _x86
 from . import ops as _onnx_graph_ops  # noqa: F401  (registers the ONNX graph ops)
 from ...graph.ir import IntegerGraph, TensorSpec
+from .coverage import read_model, table as coverage_table, unsupported_error
 from .graph_tensors import GraphTensors
 from .nodes import _FLOAT_TYPES, _MS, SUPPORTED_OPS, _ONode, _require_onnx, _unsupported, _Val
 from .qdq import QDQConversions
@@ -91,6 +92,18 @@ def onnxruntime_cpu(flags=None, machine=None) -> str:
     :func:`fxpsim.datapath.onnxruntime.x86_pairs.host_u8s8_pairs`."""
     pairs = _x86.host_u8s8_pairs(flags, machine)
     return next(cpu for cpu, p in ONNXRUNTIME_CPUS.items() if p == pairs)
+
+
+#: What a damaged model makes the conversion code raise underneath (a missing attribute, an attribute of the
+#: wrong type or shape, an input list too short): turned into one ValueError naming the file and the node.
+_DAMAGE = (KeyError, IndexError, TypeError, AttributeError, ZeroDivisionError, OverflowError, UnicodeError,
+           RecursionError, MemoryError, ArithmeticError)
+
+
+def _damaged(path, exc, node=None) -> ValueError:
+    where = "" if node is None else f" node {node.name!r} ({node.key}):"
+    return ValueError(f"{path}:{where} a malformed model ({type(exc).__name__}: {exc}; a damaged file or an "
+                      "attribute / input the op does not allow)")
 
 
 class _Importer(QDQConversions, QDQGroupConversions, QOperatorConversions, OrtRewrites, GraphTensors):
@@ -234,7 +247,10 @@ class _Importer(QDQConversions, QDQGroupConversions, QOperatorConversions, OrtRe
         for n in self.nodes:
             if n.domain not in ("", _MS):
                 raise _unsupported(n, f"domain {n.domain!r}")
-            self._convert(n)
+            try:
+                self._convert(n)
+            except _DAMAGE as exc:
+                raise _damaged(self.path, exc, n) from None
         outputs = [self._graph_output(o) for o in self.outputs]
         self._mark_u8s8()
         tensors = []
@@ -392,25 +408,22 @@ def import_onnx(path, *, cpu: str = "exact") -> IntegerGraph:
         cpu = onnxruntime_cpu()
     if cpu not in ONNXRUNTIME_CPUS:
         raise ValueError(f"cpu must be 'exact', 'avx2' or 'host', got {cpu!r}")
-    onnx = _require_onnx()
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path}: no such file")
-    with open(path, "rb") as fh:
-        data = fh.read()
-    if not data:
-        raise ValueError(f"{path}: an empty file, not an ONNX model")
+    model = read_model(path)
+    cov = coverage_table(model.graph.node, path)
+    if not cov.quantized:
+        ops = sorted(r.op for r in cov.rows)
+        raise ValueError(f"{path}: a float (non-quantized) model (ops: {', '.join(ops)}); fxpsim imports "
+                         "quantized models (QDQ or QOperator, e.g. from onnxruntime.quantization.quantize_static)")
+    err = unsupported_error(cov)
+    if err is not None:
+        raise err
     try:
-        model = onnx.ModelProto()
-        model.ParseFromString(data)
-    except Exception as exc:  # noqa: BLE001 (google.protobuf.message.DecodeError and friends)
-        raise ValueError(f"{path}: not an ONNX model (protobuf decoding failed: {exc})") from None
-    if not model.HasField("graph") or not model.opset_import:
-        raise ValueError(f"{path}: not an ONNX model (no graph or no opset; a damaged or truncated file?)")
-    if any(init.data_location == onnx.TensorProto.EXTERNAL for init in model.graph.initializer):
-        try:
-            from onnx.external_data_helper import load_external_data_for_model
-            load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
-        except Exception as exc:  # noqa: BLE001
-            raise ValueError(f"{path}: cannot read the external tensor data ({exc})") from None
-    return _Importer(model, path, cpu).build()
+        return _Importer(model, path, cpu).build()
+    except ValueError as exc:
+        msg = str(exc)
+        if msg.startswith(path):
+            raise
+        raise ValueError(f"{path}: {msg}") from None
+    except _DAMAGE as exc:
+        raise _damaged(path, exc) from None
