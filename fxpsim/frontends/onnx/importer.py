@@ -65,6 +65,7 @@ from ...graph.ir import IntegerGraph, TensorSpec
 from .coverage import read_model, table as coverage_table, unsupported_error
 from .graph_tensors import GraphTensors
 from .nodes import _FLOAT_TYPES, _MS, SUPPORTED_OPS, _ONode, _require_onnx, _unsupported, _Val
+from .elementwise import ElementwiseConversions
 from .qdq import QDQConversions
 from .qdq_groups import QDQGroupConversions
 from .qoperator import QOperatorConversions
@@ -106,7 +107,7 @@ def _damaged(path, exc, node=None) -> ValueError:
                       "attribute / input the op does not allow)")
 
 
-class _Importer(QDQConversions, QDQGroupConversions, QOperatorConversions, OrtRewrites, GraphTensors):
+class _Importer(ElementwiseConversions, QDQConversions, QDQGroupConversions, QOperatorConversions, OrtRewrites, GraphTensors):
     """Reads one ONNX model: onnxruntime's rewrites (:mod:`fxpsim.frontends.onnx.rewrites`), then every node into
     the graph being built (:mod:`fxpsim.frontends.onnx.graph_tensors`; the node conversions are in
     :mod:`fxpsim.frontends.onnx.qdq`, :mod:`fxpsim.frontends.onnx.qdq_groups` and
@@ -353,6 +354,9 @@ class _Importer(QDQConversions, QDQGroupConversions, QOperatorConversions, OrtRe
             v = _Val("float", g=g, shape=v.shape, dtype=np.dtype(np.float32))
         elif v.kind == "const":
             raise ValueError(f"{self.path}: graph output {name!r} is a constant")
+        elif v.kind == "fchain":
+            raise ValueError(f"{self.path}: graph output {name!r} is the float output of the elementwise ops "
+                             f"{v.data['ops']} without a QuantizeLinear after them (not imported)")
         if len(v.shape) == 3 and v.g != name:
             s = self.specs[v.g]
             g = self._new_tensor(name, s["bits"], s["signed"], v.shape, s["scale"], s["zp"])
