@@ -21,6 +21,16 @@ ops (onnxruntime 1.32, x86-64):
   Reshape / Flatten / MaxPool on dequantized values with no QuantizeLinear after it runs on the codes and
   leaves its consumer unfused, as in onnxruntime.
 
+* elementwise float ops between a per-tensor DequantizeLinear and a QuantizeLinear (Sigmoid, HardSigmoid,
+  HardSwish, LeakyRelu, Div / Sub / Mul / Add by scalar constants, Pow by 1, 2, 3, and chains of them, as
+  ``quantize_static`` leaves them), QLinearSigmoid and QLinearLeakyRelu: one table per input code
+  (``onnx_lut``, :mod:`fxpsim.frontends.onnx.elementwise`) of onnxruntime's float32 kernels.
+
+A model with ops outside :data:`SUPPORTED_OPS` is refused before any conversion with one ValueError listing
+every unsupported op with its count and node names (:func:`fxpsim.frontends.onnx.coverage.onnx_coverage`
+returns the whole table without raising); a damaged file raises one ValueError naming the file (and the
+node) and the damage.
+
 Not reproduced (refused with a ValueError): float pooling, a MatMul / Gemm whose output is not quantized
 (MatMulIntegerToFloat, QGemm with float output), per-channel activations inside the graph, QDQ
 propagation through data-movement ops, int16 / 4-bit / float8 types, ops outside :data:`SUPPORTED_OPS`.
