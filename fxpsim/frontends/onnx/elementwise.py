@@ -42,7 +42,8 @@ class ElementwiseConversions:
                 raise _unsupported(n, "Clip bounds that are not constants")
             step = {"op": "Clip", "lo": b[0], "hi": b[1]}
         elif n.op in ("HardSigmoid", "LeakyRelu"):
-            step = {"op": n.op, "alpha": float(np.float32(n.attrs.get("alpha", 0.2 if n.op == "HardSigmoid" else 0.01)))}
+            alpha = n.attrs.get("alpha", 0.2 if n.op == "HardSigmoid" else 0.01)
+            step = {"op": n.op, "alpha": float(np.float32(alpha))}
             if n.op == "HardSigmoid":
                 step["beta"] = float(np.float32(n.attrs.get("beta", 0.5)))
         else:

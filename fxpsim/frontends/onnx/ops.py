@@ -53,7 +53,8 @@ refused with a ValueError on any other. On a MAC node, ``u8_shift`` means that o
 int8 activation codes + 128 (its int8 -> uint8 rewrite), which matters only for the pair saturation.
 
 The ops live in one module per family: :mod:`.quantize_ops` (Q / DQ / reinterpret / transpose), :mod:`.mac_ops`
-(the MAC ops) and :mod:`.qlinear_ops` (add, mul, average pool, concat) and :mod:`.lut_ops` (tables), on the helpers of :mod:`.op_support`.
+(the MAC ops), :mod:`.qlinear_ops` (add, mul, average pool, concat) and :mod:`.lut_ops` (tables), on the
+helpers of :mod:`.op_support`.
 """
 from __future__ import annotations
 
