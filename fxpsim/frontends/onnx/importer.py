@@ -21,6 +21,16 @@ ops (onnxruntime 1.32, x86-64):
   Reshape / Flatten / MaxPool on dequantized values with no QuantizeLinear after it runs on the codes and
   leaves its consumer unfused, as in onnxruntime.
 
+* elementwise float ops between a per-tensor DequantizeLinear and a QuantizeLinear (Sigmoid, HardSigmoid,
+  HardSwish, LeakyRelu, Div / Sub / Mul / Add by scalar constants, Pow by 1, 2, 3, and chains of them, as
+  ``quantize_static`` leaves them), QLinearSigmoid and QLinearLeakyRelu: one table per input code
+  (``onnx_lut``, :mod:`fxpsim.frontends.onnx.elementwise`) of onnxruntime's float32 kernels.
+
+A model with ops outside :data:`SUPPORTED_OPS` is refused before any conversion with one ValueError listing
+every unsupported op with its count and node names (:func:`fxpsim.frontends.onnx.coverage.onnx_coverage`
+returns the whole table without raising); a damaged file raises one ValueError naming the file (and the
+node) and the damage.
+
 Not reproduced (refused with a ValueError): float pooling, a MatMul / Gemm whose output is not quantized
 (MatMulIntegerToFloat, QGemm with float output), per-channel activations inside the graph, QDQ
 propagation through data-movement ops, int16 / 4-bit / float8 types, ops outside :data:`SUPPORTED_OPS`.
@@ -62,8 +72,10 @@ import numpy as np
 from ...datapath.onnxruntime import x86_pairs as _x86
 from . import ops as _onnx_graph_ops  # noqa: F401  (registers the ONNX graph ops)
 from ...graph.ir import IntegerGraph, TensorSpec
+from .coverage import read_model, table as coverage_table, unsupported_error
 from .graph_tensors import GraphTensors
 from .nodes import _FLOAT_TYPES, _MS, SUPPORTED_OPS, _ONode, _require_onnx, _unsupported, _Val
+from .elementwise import ElementwiseConversions
 from .qdq import QDQConversions
 from .qdq_groups import QDQGroupConversions
 from .qoperator import QOperatorConversions
@@ -93,7 +105,19 @@ def onnxruntime_cpu(flags=None, machine=None) -> str:
     return next(cpu for cpu, p in ONNXRUNTIME_CPUS.items() if p == pairs)
 
 
-class _Importer(QDQConversions, QDQGroupConversions, QOperatorConversions, OrtRewrites, GraphTensors):
+#: What a damaged model makes the conversion code raise underneath (a missing attribute, an attribute of the
+#: wrong type or shape, an input list too short): turned into one ValueError naming the file and the node.
+_DAMAGE = (KeyError, IndexError, TypeError, AttributeError, ZeroDivisionError, OverflowError, UnicodeError,
+           RecursionError, MemoryError, ArithmeticError)
+
+
+def _damaged(path, exc, node=None) -> ValueError:
+    where = "" if node is None else f" node {node.name!r} ({node.key}):"
+    return ValueError(f"{path}:{where} a malformed model ({type(exc).__name__}: {exc}; a damaged file or an "
+                      "attribute / input the op does not allow)")
+
+
+class _Importer(ElementwiseConversions, QDQConversions, QDQGroupConversions, QOperatorConversions, OrtRewrites, GraphTensors):
     """Reads one ONNX model: onnxruntime's rewrites (:mod:`fxpsim.frontends.onnx.rewrites`), then every node into
     the graph being built (:mod:`fxpsim.frontends.onnx.graph_tensors`; the node conversions are in
     :mod:`fxpsim.frontends.onnx.qdq`, :mod:`fxpsim.frontends.onnx.qdq_groups` and
@@ -234,7 +258,10 @@ class _Importer(QDQConversions, QDQGroupConversions, QOperatorConversions, OrtRe
         for n in self.nodes:
             if n.domain not in ("", _MS):
                 raise _unsupported(n, f"domain {n.domain!r}")
-            self._convert(n)
+            try:
+                self._convert(n)
+            except _DAMAGE as exc:
+                raise _damaged(self.path, exc, n) from None
         outputs = [self._graph_output(o) for o in self.outputs]
         self._mark_u8s8()
         tensors = []
@@ -337,6 +364,9 @@ class _Importer(QDQConversions, QDQGroupConversions, QOperatorConversions, OrtRe
             v = _Val("float", g=g, shape=v.shape, dtype=np.dtype(np.float32))
         elif v.kind == "const":
             raise ValueError(f"{self.path}: graph output {name!r} is a constant")
+        elif v.kind == "fchain":
+            raise ValueError(f"{self.path}: graph output {name!r} is the float output of the elementwise ops "
+                             f"{v.data['ops']} without a QuantizeLinear after them (not imported)")
         if len(v.shape) == 3 and v.g != name:
             s = self.specs[v.g]
             g = self._new_tensor(name, s["bits"], s["signed"], v.shape, s["scale"], s["zp"])
@@ -392,25 +422,22 @@ def import_onnx(path, *, cpu: str = "exact") -> IntegerGraph:
         cpu = onnxruntime_cpu()
     if cpu not in ONNXRUNTIME_CPUS:
         raise ValueError(f"cpu must be 'exact', 'avx2' or 'host', got {cpu!r}")
-    onnx = _require_onnx()
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path}: no such file")
-    with open(path, "rb") as fh:
-        data = fh.read()
-    if not data:
-        raise ValueError(f"{path}: an empty file, not an ONNX model")
+    model = read_model(path)
+    cov = coverage_table(model.graph.node, path)
+    if not cov.quantized:
+        ops = sorted(r.op for r in cov.rows)
+        raise ValueError(f"{path}: a float (non-quantized) model (ops: {', '.join(ops)}); fxpsim imports "
+                         "quantized models (QDQ or QOperator, e.g. from onnxruntime.quantization.quantize_static)")
+    err = unsupported_error(cov)
+    if err is not None:
+        raise err
     try:
-        model = onnx.ModelProto()
-        model.ParseFromString(data)
-    except Exception as exc:  # noqa: BLE001 (google.protobuf.message.DecodeError and friends)
-        raise ValueError(f"{path}: not an ONNX model (protobuf decoding failed: {exc})") from None
-    if not model.HasField("graph") or not model.opset_import:
-        raise ValueError(f"{path}: not an ONNX model (no graph or no opset; a damaged or truncated file?)")
-    if any(init.data_location == onnx.TensorProto.EXTERNAL for init in model.graph.initializer):
-        try:
-            from onnx.external_data_helper import load_external_data_for_model
-            load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
-        except Exception as exc:  # noqa: BLE001
-            raise ValueError(f"{path}: cannot read the external tensor data ({exc})") from None
-    return _Importer(model, path, cpu).build()
+        return _Importer(model, path, cpu).build()
+    except ValueError as exc:
+        msg = str(exc)
+        if msg.startswith(path):
+            raise
+        raise ValueError(f"{path}: {msg}") from None
+    except _DAMAGE as exc:
+        raise _damaged(path, exc) from None

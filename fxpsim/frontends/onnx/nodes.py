@@ -13,6 +13,8 @@ SUPPORTED_OPS = (
     "QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger", "com.microsoft:QGemm",
     "com.microsoft:QLinearAdd", "com.microsoft:QLinearMul", "com.microsoft:QLinearGlobalAveragePool",
     "com.microsoft:QLinearAveragePool", "com.microsoft:QLinearConcat",
+    "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu", "Div", "Sub", "Pow",
+    "com.microsoft:QLinearSigmoid", "com.microsoft:QLinearLeakyRelu",
 )
 
 _MS = "com.microsoft"
@@ -49,7 +51,7 @@ class _ONode:
 @dataclass
 class _Val:
     """What an ONNX tensor is in the graph being built."""
-    kind: str                     # "int" | "float" | "dq" | "const"
+    kind: str                     # "int" | "float" | "dq" | "const" | "fchain" (elementwise float ops of codes)
     g: str = ""                   # graph tensor (int / float)
     shape: tuple = ()             # per-sample ONNX shape (activations), full shape (constants)
     dtype: object = None

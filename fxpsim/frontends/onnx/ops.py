@@ -28,6 +28,9 @@ op                    inputs / attributes
 ``qlinear_avg_pool``  ``pool_size``, ``stride``, ``padding``, ``count_include_pad``, ``global_path``,
                       ``u8_shift``
 ``qlinear_concat``    inputs of any quantization; ``axis`` (per sample)
+``onnx_lut``          codes -> codes through a table of one entry per code: an elementwise float32 program
+                      (Sigmoid, HardSigmoid, HardSwish, LeakyRelu, Div / Sub / Mul / Add by constants, Pow by
+                      2 or 3, Relu, Clip) between DequantizeLinear and QuantizeLinear; ``program``
 ====================  =================================================================================
 
 ``ort_kernel``: ``"qlinear"`` when onnxruntime runs the node as its fused integer kernel, ``"float"`` when its
@@ -50,7 +53,8 @@ refused with a ValueError on any other. On a MAC node, ``u8_shift`` means that o
 int8 activation codes + 128 (its int8 -> uint8 rewrite), which matters only for the pair saturation.
 
 The ops live in one module per family: :mod:`.quantize_ops` (Q / DQ / reinterpret / transpose), :mod:`.mac_ops`
-(the MAC ops) and :mod:`.qlinear_ops` (add, mul, average pool, concat), on the helpers of :mod:`.op_support`.
+(the MAC ops), :mod:`.qlinear_ops` (add, mul, average pool, concat) and :mod:`.lut_ops` (tables), on the
+helpers of :mod:`.op_support`.
 """
 from __future__ import annotations
 
@@ -59,6 +63,7 @@ from __future__ import annotations
 from . import quantize_ops  # noqa: F401  (onnx_quantize, onnx_dequantize, onnx_requantize, onnx_reinterpret, transpose)
 from . import mac_ops  # noqa: F401  (qlinear_conv, qlinear_matmul, conv_integer, matmul_integer)
 from . import qlinear_ops  # noqa: F401  (qlinear_add, qlinear_mul, qlinear_avg_pool, qlinear_concat)
+from . import lut_ops  # noqa: F401  (onnx_lut)
 from .op_support import is_native, is_onnxruntime_datapath, register_op  # noqa: F401
 
 __all__ = ["ONNX_OPS", "is_native", "is_onnxruntime_datapath"]
@@ -66,4 +71,4 @@ __all__ = ["ONNX_OPS", "is_native", "is_onnxruntime_datapath"]
 #: The ops this module registers.
 ONNX_OPS = ("onnx_quantize", "onnx_dequantize", "onnx_requantize", "onnx_reinterpret", "transpose", "qlinear_conv",
             "qlinear_matmul", "conv_integer", "matmul_integer", "qlinear_add", "qlinear_mul", "qlinear_avg_pool",
-            "qlinear_concat")
+            "qlinear_concat", "onnx_lut")

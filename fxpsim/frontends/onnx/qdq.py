@@ -23,6 +23,8 @@ class QDQConversions:
         if n.domain == "" and n.op == "Identity":
             self.env[n.outputs[0]] = self.val(n.inputs[0], n)
             return
+        if self._elementwise(n):
+            return
         handler = {"": {"QLinearConv": self._qlinear_conv, "QLinearMatMul": self._qlinear_matmul,
                         "MatMulInteger": self._integer_mac, "ConvInteger": self._integer_mac},
                    _MS: {"QGemm": self._qgemm, "QLinearAdd": self._qlinear_binary, "QLinearMul": self._qlinear_binary,
@@ -72,6 +74,8 @@ class QDQConversions:
             self._add_node("onnx_quantize", [v.g], [g], name=q.name)
         elif v.kind == "dq" and v.src in self.env:
             self._requantize(q, v, self.env[v.src], q.outputs[0], scale, zp, dtype)
+        elif v.kind == "fchain":
+            self._quantize_chain(q, v)
         else:
             raise ValueError(f"QuantizeLinear node {q.name!r} reads {q.inputs[0]!r}, which is not a float tensor")
 
@@ -173,6 +177,10 @@ class QDQConversions:
                                  "QuantizeLinear and DequantizeLinear is quantized")
             if v.kind == "int":
                 raise ValueError(f"{n.op} node {n.name!r} reads the integer tensor {name!r} directly")
+            if v.kind == "fchain":
+                raise ValueError(f"{n.op} node {n.name!r} reads {name!r}, the float output of the elementwise ops "
+                                 f"{v.data['ops']} that no QuantizeLinear quantizes first (onnxruntime would run "
+                                 "it in float32, which fxpsim does not import)")
             raise ValueError(f"{n.op} node {n.name!r}: its {what} {name!r} is a dequantized constant")
         if v.scale.size != 1:
             raise _unsupported(n, f"per-channel quantization of the activation {name!r}")
