@@ -29,19 +29,12 @@ from . import ops as _tflite_graph_ops  # noqa: F401  (registers the TFLite grap
 from ...graph.ir import IntegerGraph, Node, TensorSpec
 from .reader import (_ACTIVATIONS, _FLOAT32, _INT8, _INT16, _INT32, _TYPE_NAMES, _UINT8, _const_value,
                             _read_model)
+from .coverage import KERNEL_SETS, SUPPORTED_OPS, analyse, unsupported_error
 from .layer_ops import LayerOps
 from .shape_ops import ShapeOps
 
 __all__ = ["import_tflite", "SUPPORTED_OPS", "KERNEL_SETS", "litert_datapath"]
 
-#: Builtin operators the importer maps (int8 models from the TF converter).
-SUPPORTED_OPS = (
-    "ADD", "AVERAGE_POOL_2D", "CONCATENATION", "CONV_2D", "DEPTHWISE_CONV_2D", "DEQUANTIZE", "EXPAND_DIMS",
-    "FULLY_CONNECTED", "HARD_SWISH", "LEAKY_RELU", "LOGISTIC", "MAX_POOL_2D", "MEAN", "MUL", "PACK", "PAD",
-    "PADV2", "QUANTIZE", "RELU", "RELU6", "RELU_N1_TO_1", "RESHAPE", "SHAPE", "SOFTMAX", "SQUEEZE",
-    "STRIDED_SLICE", "SUB", "TANH",
-)
-KERNEL_SETS = ("reference", "builtin", "xnnpack")
 
 
 def litert_datapath(kernels: str = "reference") -> dict:
@@ -196,18 +189,6 @@ class _Builder(LayerOps, ShapeOps):
         ``tflite_*`` wrapper that requantizes as that kernel set does on the graph's ``"native"`` datapath."""
         return core if self.kernels == "reference" else f"tflite_{core}"
 
-    def check_xnnpack_scale(self, op, x: int, w: int, y: int):
-        """XNNPACK refuses MAC ops whose requantization scale fl32(s_x s_w) / s_y reaches 256 (LiteRT then fails
-        to prepare the delegate); fxpsim does not guess what runs instead."""
-        if self.kernels != "xnnpack":
-            return
-        sx, sy = np.float32(self.t[x]["scale"][0]), np.float32(self.t[y]["scale"][0])
-        scale = (sx * self.t[w]["scale"].astype(np.float32)) / sy
-        if np.any(scale >= np.float32(256)):
-            raise ValueError(f"{self.path}: {self.where(op)}: kernels='xnnpack': a requantization scale "
-                             f"s_x s_w / s_y of {float(scale.max()):.4g} >= 256, which XNNPACK does not take; "
-                             f"its arithmetic for this op is not reproduced")
-
     def activation(self, op) -> str:
         code = op["options"].get("activation", 0)
         act = _ACTIVATIONS.get(code, f"code {code}")
@@ -237,6 +218,9 @@ class _Builder(LayerOps, ShapeOps):
             raise ValueError(f"{self.path}: a float (non-quantized) model: its activations are {', '.join(kinds)}; "
                              f"fxpsim imports full-integer int8 models (TFLiteConverter with "
                              f"representative_dataset and TFLITE_BUILTINS_INT8)")
+        err = unsupported_error(analyse(m, self.path, (self.kernels,)), self.kernels)
+        if err is not None:
+            raise err
         graph_inputs = []
         for i in m["inputs"]:
             t = self.t[i]
@@ -245,13 +229,13 @@ class _Builder(LayerOps, ShapeOps):
             self.declare(i, {"index": "-", "op": "graph input", "outputs": [i]}, tuple(t["shape"]), float_ok=True)
             graph_inputs.append(self.names[i])
         for op in m["ops"]:
-            handler = getattr(self, f"op_{op['op']}", None)
-            if handler is None or op["op"] not in SUPPORTED_OPS:
-                raise ValueError(
-                    f"{self.path}: {self.where(op)}: op {op['op']} is not supported by fxpsim.import_tflite "
-                    f"(supported: {', '.join(SUPPORTED_OPS)})")
-            self._check_kernel(op)
-            handler(op)
+            handler = getattr(self, f"op_{op['op']}")      # every supported op has one (checked above)
+            try:
+                handler(op)
+            except (IndexError, KeyError) as exc:          # an operator without the operands its op needs
+                raise ValueError(f"{self.path}: {self.where(op)}: malformed operator: it lacks an input, "
+                                 f"output or option its op needs ({type(exc).__name__}: {exc}); a damaged "
+                                 f"file") from None
         graph_outputs = []
         for i in m["outputs"]:
             if i not in self.names:
@@ -265,12 +249,6 @@ class _Builder(LayerOps, ShapeOps):
                 "tflite_ops": [o["op"] for o in m["ops"]]}
         name = os.path.splitext(os.path.basename(os.fspath(self.path)))[0] or "tflite"
         return IntegerGraph(list(self.specs.values()), self.nodes, graph_inputs, graph_outputs, name, meta)
-
-    def _check_kernel(self, op):
-        from .ops import kernel_support
-        problem = kernel_support(op["op"], self.kernels)
-        if problem:
-            raise ValueError(f"{self.path}: {self.where(op)}: kernels={self.kernels!r}: {problem}")
 
     # ------------------------------------------------------------------ element-wise
     def _binary(self, op, graph_op):
