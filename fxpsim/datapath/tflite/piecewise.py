@@ -22,8 +22,9 @@ class HardSwishParams:
     :math:`h = s_{in}/128`, output multiplier :math:`\mathrm{fl}_{32}(h / s_{out})`, reluish multiplier
     :math:`\mathrm{fl}_{32}(h / \mathrm{fl}_{32}(3/32768))`; each through ``QuantizeMultiplier`` and
     ``DownScaleInt32ToInt16Multiplier`` (:math:`\min(\lfloor (m + 2^{15}) / 2^{16} \rfloor, 2^{15}-1)`).
-    TFLite requires the output exponent :math:`\le 0` (every kernel set); fxpsim also needs both exponents
-    :math:`\ge -31` (below, C++'s shifts are undefined).
+    TFLite requires the output exponent :math:`\le 0` (every kernel set). ``QuantizeMultiplier`` keeps both
+    exponents in :math:`[-31, 30]` (it flushes a multiplier below :math:`2^{-32}` to 0 with exponent 0), so
+    :func:`quantized_hard_swish`'s int16 shifts stay within 31 bits.
     """
 
     input_zero_point: int
@@ -55,10 +56,6 @@ def hard_swish_params(input_scale: float, input_zero_point: int, output_scale: f
         raise ValueError(f"hard_swish_params: output multiplier exponent {eo} > 0 (TFLite requires <= 0: "
                          "the output scale is too small for the input scale; LiteRT's HardSwishPrepare fails in "
                          "every kernel set)")
-    if eo < -31 or not -31 <= er <= 30:
-        raise ValueError(f"hard_swish_params: a multiplier exponent outside [-31, 30] (output {eo}, reluish {er}): "
-                         "TFLite's RoundingDivideByPOT then shifts an int by 32 or more bits, which C++ leaves "
-                         "undefined; fxpsim does not guess what a CPU computes")
     return HardSwishParams(zi, zo, _downscale_int16(mo), eo, _downscale_int16(mr), er, dt)
 
 

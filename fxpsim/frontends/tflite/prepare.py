@@ -13,14 +13,13 @@ operator               check                                                    
 =====================  ================================================================  ===========================
 SOFTMAX (int8/uint8)   :math:`\\min(\\beta s_{in} 2^{26}, 2^{31}-1) > 1` (double)           reference (LiteRT aborts)
 HARD_SWISH             output exponent of :math:`\\mathrm{fl}_{32}(s_{in}/128/s_{out}) \\le 0`  all (``HardSwishPrepare``)
-HARD_SWISH             both multiplier exponents in :math:`[-31, 30]` (fxpsim: C++ shifts   all
-                       of 32 bits or more are undefined)
 CONV_2D, DEPTHWISE,    :math:`\\mathrm{fl}_{32}(s_x s_w)/s_y < 256` (XNNPACK's delegate       xnnpack
 FULLY_CONNECTED        refuses larger scales)
 =====================  ================================================================  ===========================
 
 The HARD_SWISH exponent range of LiteRT's int16 arithmetic is *not* a check of any kernel set: scales whose
-reluish exponent is below :math:`-15` run in all three, and :func:`fxpsim.datapath.tflite.quantized_hard_swish`
+reluish or output exponent is below :math:`-15` run in all three (``QuantizeMultiplier`` keeps exponents in
+:math:`[-31, 30]`), and :func:`fxpsim.datapath.tflite.quantized_hard_swish`
 computes what they compute there (tested live).
 """
 from __future__ import annotations
