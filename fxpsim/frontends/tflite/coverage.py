@@ -30,10 +30,12 @@ SUPPORTED_OPS = (
     "ADD", "AVERAGE_POOL_2D", "CONCATENATION", "CONV_2D", "DEPTHWISE_CONV_2D", "DEQUANTIZE", "EXPAND_DIMS",
     "FULLY_CONNECTED", "HARD_SWISH", "LEAKY_RELU", "LOGISTIC", "MAX_POOL_2D", "MEAN", "MUL", "PACK", "PAD",
     "PADV2", "QUANTIZE", "RELU", "RELU6", "RELU_N1_TO_1", "RESHAPE", "SHAPE", "SOFTMAX", "SQUEEZE",
-    "STRIDED_SLICE", "SUB", "TANH",
+    "STRIDED_SLICE", "SUB", "TANH", "CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE",
 )
+#: Ops of init subgraphs (run once by ``CALL_ONCE``, evaluated at import).
+INIT_OPS = ("VAR_HANDLE", "ASSIGN_VARIABLE")
 #: Supported ops that fxpsim evaluates only on values known at import (shape arithmetic).
-STATIC_ONLY_OPS = ("PACK", "STRIDED_SLICE")
+STATIC_ONLY_OPS = ("PACK",)
 #: Ops whose output is known at import whenever their inputs are (or always, for SHAPE).
 _FOLDABLE = ("SHAPE", "PACK", "STRIDED_SLICE", "RESHAPE", "CONCATENATION")
 
@@ -170,8 +172,12 @@ def analyse(model: dict, path: str, kernel_sets=KERNEL_SETS) -> Coverage:
                     row["problems"][k].append((node, why))
                 continue
             if g:
-                for k in kernel_sets:
-                    row["problems"][k].append((node, "in a subgraph other than 0, which fxpsim does not run"))
+                if name not in INIT_OPS:
+                    for k in kernel_sets:
+                        row["problems"][k].append((node, "in a subgraph other than 0 that is not an init "
+                                                         "subgraph of VAR_HANDLE/ASSIGN_VARIABLE"))
+                continue
+            if name in ("CALL_ONCE", "VAR_HANDLE", "ASSIGN_VARIABLE"):
                 continue
             if name in STATIC_ONLY_OPS:
                 for k in kernel_sets:
@@ -195,7 +201,7 @@ def _type_problem(name: str, op: dict, tensors: list) -> str | None:
         if i < 0:
             continue
         t = tensors[i]["type"]
-        if t == _INT8 or (t == _FLOAT32 and name == "DEQUANTIZE"):
+        if t == _INT8 or (t == _FLOAT32 and name == "DEQUANTIZE") or (t == 13 and name == "VAR_HANDLE"):
             continue
         kind = {_INT16: "int16 (16x8 quantization)", _UINT8: "uint8 (legacy quantization)",
                 _FLOAT32: "float32"}.get(t, _TYPE_NAMES.get(t, str(t)))

@@ -32,6 +32,7 @@ from .reader import (_ACTIVATIONS, _FLOAT32, _INT8, _INT16, _INT32, _TYPE_NAMES,
 from .coverage import KERNEL_SETS, SUPPORTED_OPS, analyse, unsupported_error
 from .layer_ops import LayerOps
 from .shape_ops import ShapeOps
+from .state_ops import StateOps
 
 __all__ = ["import_tflite", "SUPPORTED_OPS", "KERNEL_SETS", "litert_datapath"]
 
@@ -59,7 +60,7 @@ def litert_datapath(kernels: str = "reference") -> dict:
 
 
 # ============================================================================ graph building
-class _Builder(LayerOps, ShapeOps):
+class _Builder(LayerOps, ShapeOps, StateOps):
     """Turns the parsed model into graph tensors and nodes, one TFLite operator at a time (the MAC and pooling
     operators in :mod:`fxpsim.frontends.tflite.layer_ops`, the shape-changing ones in
     :mod:`fxpsim.frontends.tflite.shape_ops`)."""
@@ -73,6 +74,7 @@ class _Builder(LayerOps, ShapeOps):
         self.shape: dict[int, tuple] = {}        # TFLite index -> runtime shape (batch 1)
         self.static: dict[int, np.ndarray] = {}  # TFLite index -> value known at import
         self.folded: dict[int, int] = {}         # folded tensor index -> operator index
+        self._state_init()
         used: dict[str, int] = {}
         for t in self.t:
             used[t["name"]] = used.get(t["name"], 0) + 1
@@ -242,11 +244,15 @@ class _Builder(LayerOps, ShapeOps):
                 raise ValueError(f"{self.path}: graph output {self.t[i]['name']!r} is "
                                  f"{'a constant or shape arithmetic' if i in self.static else 'never computed'}")
             graph_outputs.append(self.names[i])
+        state = self.state_meta()
+        graph_inputs += [e["read"] for e in state]
         tmap = {name: int(i) for i, name in self.names.items()}
         meta = {"source": os.fspath(self.path), "format": "tflite", "kernels": self.kernels,
                 "datapath": litert_datapath(self.kernels), "tflite_tensors": tmap,
                 "tflite_folded": {str(k): int(v) for k, v in sorted(self.folded.items())},
                 "tflite_ops": [o["op"] for o in m["ops"]]}
+        if state:
+            meta["state"] = state
         name = os.path.splitext(os.path.basename(os.fspath(self.path)))[0] or "tflite"
         return IntegerGraph(list(self.specs.values()), self.nodes, graph_inputs, graph_outputs, name, meta)
 

@@ -71,6 +71,8 @@ _OPTIONS = {
     "RESHAPE": ("ReshapeOptions", {"new_shape": "NewShape[]"}),
     "SQUEEZE": ("SqueezeOptions", {"squeeze_dims": "SqueezeDims[]"}),
     "PACK": ("PackOptions", {"values_count": "ValuesCount", "axis": "Axis"}),
+    "VAR_HANDLE": ("VarHandleOptions", {"container": "Container", "shared_name": "SharedName"}),
+    "CALL_ONCE": ("CallOnceOptions", {"init_subgraph_index": "InitSubgraphIndex"}),
     "STRIDED_SLICE": ("StridedSliceOptions", {"begin_mask": "BeginMask", "end_mask": "EndMask",
                                               "ellipsis_mask": "EllipsisMask", "new_axis_mask": "NewAxisMask",
                                               "shrink_axis_mask": "ShrinkAxisMask", "offset": "Offset"}),
@@ -95,7 +97,8 @@ def _options(tfl, op, name: str) -> dict:
         elif acc.endswith("[]"):
             out[key] = [int(v) for v in _vec(obj, acc[:-2])]
         else:
-            out[key] = getattr(obj, acc)()
+            v = getattr(obj, acc)()
+            out[key] = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
     if obj is None and name == "SOFTMAX":
         out["beta"] = 1.0
     return out
