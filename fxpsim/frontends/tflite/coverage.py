@@ -31,6 +31,7 @@ SUPPORTED_OPS = (
     "FULLY_CONNECTED", "HARD_SWISH", "LEAKY_RELU", "LOGISTIC", "MAX_POOL_2D", "MEAN", "MUL", "PACK", "PAD",
     "PADV2", "QUANTIZE", "RELU", "RELU6", "RELU_N1_TO_1", "RESHAPE", "SHAPE", "SOFTMAX", "SQUEEZE",
     "STRIDED_SLICE", "SUB", "TANH", "CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE",
+    "SPLIT", "SPLIT_V",
 )
 #: Ops of init subgraphs (run once by ``CALL_ONCE``, evaluated at import).
 INIT_OPS = ("VAR_HANDLE", "ASSIGN_VARIABLE")
@@ -184,7 +185,7 @@ def analyse(model: dict, path: str, kernel_sets=KERNEL_SETS) -> Coverage:
                     row["problems"][k].append((node, "on run-time data (fxpsim evaluates it only on values "
                                                      "known at import)"))
                 continue
-            typed = _type_problem(name, op, tensors)
+            typed = _type_problem(name, op, tensors, graph["outputs"])
             for k in kernel_sets:
                 why = typed or kernel_support(name, k) or prepare_problem(op, tensors, k)
                 if why:
@@ -194,13 +195,16 @@ def analyse(model: dict, path: str, kernel_sets=KERNEL_SETS) -> Coverage:
     return Coverage(os.fspath(path), out, types, tuple(kernel_sets))
 
 
-def _type_problem(name: str, op: dict, tensors: list) -> str | None:
+def _type_problem(name: str, op: dict, tensors: list, outputs=()) -> str | None:
     """Why the run-time output types of a supported op are not imported (int8 everywhere; float32 out of
-    DEQUANTIZE), or None."""
+    DEQUANTIZE; uint8 out of a QUANTIZE of int8 that is a model output), or None."""
     for i in op["outputs"]:
         if i < 0:
             continue
         t = tensors[i]["type"]
+        if t == _UINT8 and name == "QUANTIZE" and i in outputs and op["inputs"] and \
+                tensors[op["inputs"][0]]["type"] == _INT8:
+            continue
         if t == _INT8 or (t == _FLOAT32 and name == "DEQUANTIZE") or (t == 13 and name == "VAR_HANDLE"):
             continue
         kind = {_INT16: "int16 (16x8 quantization)", _UINT8: "uint8 (legacy quantization)",

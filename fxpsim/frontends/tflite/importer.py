@@ -145,13 +145,16 @@ class _Builder(LayerOps, ShapeOps, StateOps):
         raise ValueError(f"{self.path}: {self.where(op) if op else 'the model'} reads tensor "
                          f"{self.t[i]['name']!r}, which no earlier operator computes")
 
-    def declare(self, i: int, op, shape: tuple, *, float_ok=False) -> str:
+    def declare(self, i: int, op, shape: tuple, *, float_ok=False, uint8_ok=False) -> str:
         """Declare the graph tensor of TFLite activation ``i`` with runtime ``shape`` (batch 1 on axis 0)."""
         t = self.t[i]
         self.shape[i] = tuple(int(d) for d in shape)
         ps = self.per_sample(i, op)
         if t["type"] == _FLOAT32 and float_ok:
             spec = TensorSpec(self._unique[i], 0, True, ps)
+        elif t["type"] == _UINT8 and uint8_ok:
+            s, z = self.quant(i, op)
+            spec = TensorSpec(self._unique[i], 8, False, ps, s.astype(np.float64), z)
         else:
             self.check_int8(i, op)
             s, z = self.quant(i, op)
@@ -319,6 +322,11 @@ class _Builder(LayerOps, ShapeOps, StateOps):
     def op_QUANTIZE(self, op):
         x, y = op["inputs"][0], op["outputs"][0]
         xt = self.t[x]
+        if self.t[y]["type"] == _UINT8 and xt["type"] == _INT8 and y in self.m["outputs"]:
+            self.quant(x, op)       # int8 -> uint8 at the model's output (microWakeWord's probabilities)
+            yn = self.declare(y, op, self.shape[x], uint8_ok=True)
+            self.node(op, "tflite_requantize", [self.activation_tensor(x, op)], [yn])
+            return
         self.check_int8(y, op)
         if xt["type"] == _FLOAT32:
             xn = self.activation_tensor(x, op)

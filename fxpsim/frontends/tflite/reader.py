@@ -72,6 +72,8 @@ _OPTIONS = {
     "SQUEEZE": ("SqueezeOptions", {"squeeze_dims": "SqueezeDims[]"}),
     "PACK": ("PackOptions", {"values_count": "ValuesCount", "axis": "Axis"}),
     "VAR_HANDLE": ("VarHandleOptions", {"container": "Container", "shared_name": "SharedName"}),
+    "SPLIT": ("SplitOptions", {"num_splits": "NumSplits"}),
+    "SPLIT_V": ("SplitVOptions", {"num_splits": "NumSplits"}),
     "CALL_ONCE": ("CallOnceOptions", {"init_subgraph_index": "InitSubgraphIndex"}),
     "STRIDED_SLICE": ("StridedSliceOptions", {"begin_mask": "BeginMask", "end_mask": "EndMask",
                                               "ellipsis_mask": "EllipsisMask", "new_axis_mask": "NewAxisMask",

@@ -224,3 +224,37 @@ class ShapeOps:
         xn = self.activation_tensor(x, op)
         yn = self.declare(op["outputs"][0], op, tuple(out))
         self.node(op, "tflite_strided_slice", [xn], [yn], {"slices": slices[1:], "shrink": [d - 1 for d in shrink]})
+
+    def _split(self, op, x: int, axis_index: int, sizes):
+        self.check_int8(x, op)
+        xs = self.shape[x]
+        a = self._axis(int(np.asarray(self.static_of(axis_index, op, "split axis")).reshape(-1)[0]), len(xs), op,
+                       "split axis")
+        outs = op["outputs"]
+        if sizes is None:
+            if xs[a] % len(outs):
+                raise ValueError(f"{self.path}: {self.where(op)}: axis {a} of size {xs[a]} does not split into "
+                                 f"{len(outs)} equal parts")
+            sizes = [xs[a] // len(outs)] * len(outs)
+        sizes = [int(v) for v in sizes]
+        if sizes.count(-1) == 1:
+            sizes[sizes.index(-1)] = xs[a] - (sum(sizes) + 1)
+        if len(sizes) != len(outs) or any(v < 0 for v in sizes) or sum(sizes) != xs[a]:
+            raise ValueError(f"{self.path}: {self.where(op)}: split sizes {sizes} for axis {a} of size {xs[a]} "
+                             f"into {len(outs)} outputs")
+        xn = self.activation_tensor(x, op)
+        names = []
+        for y, n in zip(outs, sizes):
+            self.check_int8(y, op)
+            shape = list(xs)
+            shape[a] = n
+            names.append(self.declare(y, op, tuple(shape)))
+        self.node(op, "tflite_split", [xn], names, {"axis": a - 1, "sizes": sizes})
+
+    def op_SPLIT(self, op):
+        ax, x = op["inputs"][:2]
+        self._split(op, x, ax, None)
+
+    def op_SPLIT_V(self, op):
+        x, sz, ax = op["inputs"][:3]
+        self._split(op, x, ax, np.asarray(self.static_of(sz, op, "size_splits")).reshape(-1).tolist())
