@@ -16,8 +16,13 @@ graph tensor to its TFLite tensor index.
 
 Kernel sets (``kernels=``): ``"reference"`` (``OpResolverType.BUILTIN_REF``), ``"builtin"`` (the
 optimized builtin kernels, ``BUILTIN_WITHOUT_DEFAULT_DELEGATES``) and ``"xnnpack"`` (``BUILTIN``: the
-XNNPACK delegate). Where a kernel set's arithmetic is not reproduced for an op of the model, the import
-raises ``ValueError`` naming the op (see ``docs/tflite_kernels.md``).
+XNNPACK delegate), each with its own Prepare checks (:mod:`.prepare`). A model with operators that do not
+import under the kernel set raises one ``ValueError`` listing every one of them (op, count, nodes, reason;
+:func:`fxpsim.tflite_coverage` gives the table without failing; see ``docs/tflite_kernels.md``).
+
+Streaming models (``CALL_ONCE`` + init subgraph, ``VAR_HANDLE``, ``READ_VARIABLE``, ``ASSIGN_VARIABLE``) become
+graphs with state (``meta["state"]``, :mod:`fxpsim.graph.state`): ``graph.run(x)`` is one step from the
+initial state, ``graph.stream(frames)`` many with the state carried.
 """
 from __future__ import annotations
 
@@ -212,8 +217,6 @@ class _Builder(LayerOps, ShapeOps, StateOps):
     # ------------------------------------------------------------------ the model
     def build(self) -> IntegerGraph:
         m = self.m
-        if m["subgraphs"] != 1:
-            pass  # only subgraph 0 runs (control-flow ops that call others are not supported)
         has_int8 = any(t["type"] == _INT8 and t["index"] not in self.static for t in self.t)
         if not has_int8:
             kinds = sorted({self.type_name(t["index"]) for t in self.t if t["index"] not in self.static})
@@ -376,9 +379,9 @@ def import_tflite(path, *, kernels: str = "reference") -> IntegerGraph:
     ImportError
         Without the ``tflite`` package (``pip install fxpsim[tflite]``).
     ValueError
-        A damaged or truncated file, a float (non-quantized) or int16-activation model, or an op fxpsim
-        does not map (the message names the op, the operator index and output tensor, and the supported
-        list).
+        A damaged or truncated file, a float (non-quantized) or int16-activation model, or operators that
+        do not import under ``kernels`` (one error listing every one: op, count, operator index and output
+        tensor, reason, and the supported list).
     """
     if kernels not in KERNEL_SETS:
         raise ValueError(f"kernels must be one of {KERNEL_SETS}, got {kernels!r}")

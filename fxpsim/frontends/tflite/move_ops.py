@@ -11,8 +11,8 @@ from .op_support import _check_io, _no_trace, _q, _spec
 
 
 def _index(node):
-    sl = tuple(slice(int(a), None if int(b) < 0 and int(c) < 0 and int(b) == -1 else int(b), int(c))
-               for a, b, c in node.attrs["slices"])
+    # slice.indices() gives stop = -1 for a negative step that runs to the front: ``None`` as a slice bound
+    sl = tuple(slice(int(a), None if int(b) < 0 else int(b), int(c)) for a, b, c in node.attrs["slices"])
     return (slice(None),) + sl
 
 
