@@ -89,3 +89,17 @@ def test_run_is_one_step_from_the_initial_state():
         g.stream(x[None], state={"nope": given})
     with pytest.raises(ValueError, match=r"\(T, N, \.\.\.\)"):
         g.stream(np.zeros((0, 1, 1, 8), np.int8))
+
+
+@pytest.mark.parametrize("kernels", ["reference", "builtin"])
+def test_saved_stateful_graph_streams_the_same(tmp_path, kernels):
+    from fxpsim.graph import load_graph
+    g = fxpsim.import_tflite(MODEL, kernels=kernels)
+    path = g.save(tmp_path / "ring")
+    h = load_graph(path)
+    assert h.meta["state"] == g.meta["state"]
+    frames = np.random.default_rng(9).integers(-128, 128, (40, 2, 1, 8)).astype(np.int8)
+    y1, s1 = g.stream(frames)
+    y2, s2 = h.stream(frames)
+    np.testing.assert_array_equal(y1, y2)
+    np.testing.assert_array_equal(s1["ring_state"], s2["ring_state"])
