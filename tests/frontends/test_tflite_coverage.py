@@ -133,12 +133,11 @@ def test_coverage_names_runtime_strided_slice_and_legacy_uint8_outputs(tmp_path)
 
 def test_other_subgraphs_are_listed(tmp_path):
     """Operators of subgraph 1 count and are named with their subgraph (a streaming model's init subgraph)."""
-    import glob
-    models = sorted(glob.glob(str(REPO / "tests" / "vectors" / "tflite_streaming" / "*.tflite")))
-    if not models:
-        pytest.skip("no streaming fixture")
-    cov = fxpsim.tflite_coverage(models[0])
-    assert any(n.startswith("subgraph 1 operator") for r in cov.rows for n in r.nodes)
+    cov = fxpsim.tflite_coverage(REPO / "tests" / "vectors" / "tflite_streaming" / "ring_conv.tflite")
+    nodes = {r.op: r.nodes for r in cov.rows}
+    assert nodes["VAR_HANDLE"] == ("operator 1 (VAR_HANDLE, output 'ring_state')",
+                                   "subgraph 1 operator 0 (VAR_HANDLE, output 'ring_state2')")
+    assert nodes["ASSIGN_VARIABLE"] == ("operator 8 (ASSIGN_VARIABLE)", "subgraph 1 operator 1 (ASSIGN_VARIABLE)")
 
 
 # ------------------------------------------------------------------------------------------ Prepare per kernel set
