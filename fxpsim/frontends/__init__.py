@@ -13,7 +13,7 @@ import importlib
 import os
 
 # public name -> module of this package that defines it (imported on first use)
-_LAZY = {"import_tflite": "tflite.importer", "import_onnx": "onnx.importer", "onnxruntime_cpu": "onnx.importer"}
+_LAZY = {"import_tflite": "tflite.importer", "tflite_coverage": "tflite.coverage", "import_onnx": "onnx.importer", "onnxruntime_cpu": "onnx.importer"}
 
 __all__ = ["import_model"] + list(_LAZY)
 

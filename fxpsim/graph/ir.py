@@ -330,7 +330,7 @@ class IntegerGraph:
         if trace not in (False, True, "peaks"):
             raise ValueError(f"trace must be False, True or 'peaks', got {trace!r}")
         datapath = self.default_datapath if datapath is None else datapath
-        feeds = self._feeds(x)
+        feeds = self._feeds(self._with_state(x))
         n = len(next(iter(feeds.values())))
         if not (trace or keep) and n > batch_size:
             chunks = [self.run([f[i:i + batch_size] for f in feeds.values()], datapath, batch_size=batch_size)
@@ -354,6 +354,17 @@ class IntegerGraph:
             kept = {k: v for k, v in values.items() if k not in constants} if keep else None
             return result, (traces if trace else None), kept
         return result
+
+    def _with_state(self, x):
+        """``x`` with the initial state appended for a stateful graph given only its other inputs
+        (:func:`fxpsim.graph.state.complete_inputs`)."""
+        from .state import complete_inputs
+        return complete_inputs(self, x)
+
+    def stream(self, frames, datapath=None, *, state=None, trace: bool = False):
+        """Run many steps carrying the graph's state (``meta["state"]``): :func:`fxpsim.graph.state.stream`."""
+        from .state import stream
+        return stream(self, frames, datapath, state=state, trace=trace)
 
     def run_float(self, x, *, keep: bool = False):
         """The dequantized float execution of the graph: every op computed in float64 on dequantized

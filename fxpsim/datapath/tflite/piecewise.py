@@ -22,7 +22,9 @@ class HardSwishParams:
     :math:`h = s_{in}/128`, output multiplier :math:`\mathrm{fl}_{32}(h / s_{out})`, reluish multiplier
     :math:`\mathrm{fl}_{32}(h / \mathrm{fl}_{32}(3/32768))`; each through ``QuantizeMultiplier`` and
     ``DownScaleInt32ToInt16Multiplier`` (:math:`\min(\lfloor (m + 2^{15}) / 2^{16} \rfloor, 2^{15}-1)`).
-    TFLite requires the output exponent :math:`\le 0`.
+    TFLite requires the output exponent :math:`\le 0` (every kernel set). ``QuantizeMultiplier`` keeps both
+    exponents in :math:`[-31, 30]` (it flushes a multiplier below :math:`2^{-32}` to 0 with exponent 0), so
+    :func:`quantized_hard_swish`'s int16 shifts stay within 31 bits.
     """
 
     input_zero_point: int
@@ -52,10 +54,8 @@ def hard_swish_params(input_scale: float, input_zero_point: int, output_scale: f
     mr, er = quantize_multiplier(float(hires / np.float32(3 / 32768)))
     if eo > 0:
         raise ValueError(f"hard_swish_params: output multiplier exponent {eo} > 0 (TFLite requires <= 0: "
-                         "the output scale is too small for the input scale)")
-    if eo < -15 or not -15 <= er <= 30:
-        raise ValueError("hard_swish_params: a multiplier exponent leaves TFLite's int16 arithmetic "
-                         f"(output {eo}, reluish {er}; RoundingDivideByPOT on int16 takes at most 15)")
+                         "the output scale is too small for the input scale; LiteRT's HardSwishPrepare fails in "
+                         "every kernel set)")
     return HardSwishParams(zi, zo, _downscale_int16(mo), eo, _downscale_int16(mr), er, dt)
 
 
@@ -65,6 +65,20 @@ def _srdhm16(a, b):
     num = ab + np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
     q = np.where(num >= 0, num >> 15, -((-num) >> 15))
     return np.where((a == -32768) & (b == -32768), 32767, q)
+
+
+def _rdbpot16(x, e: int):
+    r"""gemmlowp ``RoundingDivideByPOT`` on ``int16_t`` values for :math:`0 \le e \le 31`.
+
+    For :math:`e \le 15` the usual rounding division. For :math:`16 \le e \le 31` the mask
+    :math:`2^e - 1` truncated to int16 is :math:`-1` (all ones), the remainder is :math:`x` and the threshold
+    :math:`-1 + [x < 0]`, so the result is :math:`(x \gg e) + [x > \text{threshold}]`: :math:`+1` for
+    :math:`x \ge 0`, :math:`-1` for :math:`x < 0` (what LiteRT computes in all three kernel sets on such
+    scales; tested live).
+    """
+    if e <= 15:
+        return _rdbpot(x, e)
+    return np.where(x >= 0, 1, -1)
 
 
 def _sat16(v):
@@ -102,11 +116,11 @@ def quantized_hard_swish(x, params: HardSwishParams) -> np.ndarray:
     if e > 0:
         r = _sat16(r * 2)
     elif e < 0:
-        r = _rdbpot(r, -e)
+        r = _rdbpot16(r, -e)
     r = (r + (1 << 15)) >> 1
     prod = r * pre_out
     pre_shift = np.where(prod >= 0, prod >> 15, -((-prod) >> 15))
-    out = _rdbpot(pre_shift, -params.output_multiplier_exponent) + params.output_zero_point
+    out = _rdbpot16(pre_shift, -params.output_multiplier_exponent) + params.output_zero_point
     return _clamp(out, params.dtype)
 
 

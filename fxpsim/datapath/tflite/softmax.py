@@ -13,7 +13,7 @@ from ._common import _codes, _dtype, _kernels, _round_half_away, _scale, _to_int
 from .gemmlowp import _exp_neg, _one_over_one_plus_x, calculate_input_radius
 from .lookup import _expf
 
-__all__ = ['SoftmaxParams', 'softmax_params', 'quantized_softmax']
+__all__ = ['SoftmaxParams', 'softmax_params', 'softmax_reference_scale', 'quantized_softmax']
 
 
 # --------------------------------------------------------------------------- SOFTMAX
@@ -29,6 +29,11 @@ class SoftmaxParams:
     diff_min : int
         :math:`-` :func:`calculate_input_radius` ``(5, ℓ)``: input differences below it give exactly 0.
     beta, input_scale, output_scale, output_zero_point : for the optimized (float table) kernel.
+    fixed_point : bool
+        Whether the reference kernel's fixed-point parameters exist: ``False`` for parameters prepared for
+        the optimized kernels (``kernels="builtin"``/``"xnnpack"``) where
+        :math:`\beta s_{in} 2^{26} \le 1`, which LiteRT's reference Prepare refuses (it aborts the process
+        in ``QuantizeMultiplierGreaterThanOne``) and the optimized Prepare never computes.
     """
 
     beta: float
@@ -40,22 +45,39 @@ class SoftmaxParams:
     output_zero_point: int
     input_dtype: np.dtype
     output_dtype: np.dtype
+    fixed_point: bool = True
+
+
+def softmax_reference_scale(beta: float, input_scale: float) -> float:
+    r"""The real multiplier of the reference kernel's ``PreprocessSoftmaxScaling``:
+    :math:`\min(\beta s_{in} 2^{26},\ 2^{31} - 1)` in double (``beta`` and ``input_scale`` are the model's
+    float32 values). The reference Prepare needs it :math:`> 1`."""
+    return min(float(beta) * float(input_scale) * float(1 << 26), float((1 << 31) - 1))
 
 
 @functools.lru_cache(maxsize=512)
-def _softmax_params(beta, si, so, zo, dti, dto):
-    real = min(float(beta) * float(si) * float(1 << 26), float((1 << 31) - 1))
+def _softmax_params(beta, si, so, zo, dti, dto, reference):
+    real = softmax_reference_scale(beta, si)
     if not real > 1.0:
-        raise ValueError(f"softmax_params: beta * input_scale * 2^26 = {real!r} must exceed 1 "
-                         "(TFLite's QuantizeMultiplierGreaterThanOne check)")
+        if reference:
+            raise ValueError(f"softmax_params: beta * input_scale * 2^26 = {real!r} must exceed 1 "
+                             "(the reference kernel's QuantizeMultiplierGreaterThanOne check; LiteRT's reference "
+                             "SOFTMAX aborts in Prepare; the optimized kernels (kernels='builtin'/'xnnpack') do "
+                             "not apply it)")
+        return SoftmaxParams(float(beta), float(si), 0, 0, 0, float(so), zo, dti, dto, False)
     m, s = quantize_multiplier(real)
     return SoftmaxParams(float(beta), float(si), m, s, -calculate_input_radius(5, s, 31), float(so), zo, dti, dto)
 
 
 def softmax_params(input_scale: float, *, beta: float = 1.0, output_scale: float | None = None,
-                   output_zero_point: int | None = None, input_dtype=np.int8, output_dtype=None) -> SoftmaxParams:
-    """Parameters of :func:`quantized_softmax`.  The output is the converter's: scale :math:`1/256`
-    (:math:`1/65536` for int16) and the type's minimum as zero point; ``beta`` is float32 in the model."""
+                   output_zero_point: int | None = None, input_dtype=np.int8, output_dtype=None,
+                   kernels: str = "reference") -> SoftmaxParams:
+    """Parameters of :func:`quantized_softmax`, prepared as the kernel set ``kernels`` prepares them.  The
+    output is the converter's: scale :math:`1/256` (:math:`1/65536` for int16) and the type's minimum as zero
+    point; ``beta`` is float32 in the model.  The reference kernels require
+    :func:`softmax_reference_scale` :math:`> 1` (``ValueError`` otherwise); ``"builtin"`` and ``"xnnpack"``
+    (their float table) take any positive scale."""
+    _kernels(kernels)
     dti = _dtype(input_dtype, (np.int8, np.uint8), "input_dtype")
     dto = dti if output_dtype is None else _dtype(output_dtype, (np.int8, np.uint8, np.int16), "output_dtype")
     so = _scale((1 / 65536 if dto == np.int16 else 1 / 256) if output_scale is None else output_scale,
@@ -65,7 +87,7 @@ def softmax_params(input_scale: float, *, beta: float = 1.0, output_scale: float
     b = np.float32(beta)
     if not (np.isfinite(b) and b > 0):
         raise ValueError(f"beta must be positive and finite, got {beta!r}")
-    return _softmax_params(float(b), _scale(input_scale, "input_scale"), so, zo, dti, dto)
+    return _softmax_params(float(b), _scale(input_scale, "input_scale"), so, zo, dti, dto, kernels == "reference")
 
 
 def quantized_softmax(x, params: SoftmaxParams, *, kernels: str = "reference") -> np.ndarray:
@@ -102,6 +124,10 @@ def quantized_softmax(x, params: SoftmaxParams, *, kernels: str = "reference") -
     diff = arr - arr.max(axis=-1, keepdims=True)
     if kernels != "reference":
         return _softmax_float_table(diff, params)
+    if not params.fixed_point:
+        raise ValueError("quantized_softmax: these parameters were prepared for the optimized kernels with "
+                         "beta * input_scale * 2^26 <= 1, which the reference kernel refuses (LiteRT aborts in its "
+                         "Prepare)")
     used = diff >= params.diff_min
     rescaled = _srdhm(np.where(used, diff, 0) << params.input_left_shift, params.input_multiplier)
     e = np.where(used, _exp_neg(rescaled, 5), 0)

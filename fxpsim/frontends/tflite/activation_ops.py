@@ -77,10 +77,10 @@ def _softmax_run(graph, node, ins, dp, trace):
     x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
     sx, _ = _q(x)
     sy, zy = _q(y)
-    params = _cached(graph, node, "softmax", lambda: K.softmax_params(
-        sx, beta=float(node.attrs.get("beta", 1.0)), output_scale=sy, output_zero_point=zy,
-        input_dtype=x.dtype, output_dtype=y.dtype))
     kern = _kernels(graph)
+    params = _cached(graph, node, ("softmax", kern), lambda: K.softmax_params(
+        sx, beta=float(node.attrs.get("beta", 1.0)), output_scale=sy, output_zero_point=zy,
+        input_dtype=x.dtype, output_dtype=y.dtype, kernels=kern))
     return [_call(node, kern, K.quantized_softmax, ins[0], params, kernels=kern)], _no_trace()
 
 

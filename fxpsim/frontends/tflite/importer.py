@@ -16,8 +16,13 @@ graph tensor to its TFLite tensor index.
 
 Kernel sets (``kernels=``): ``"reference"`` (``OpResolverType.BUILTIN_REF``), ``"builtin"`` (the
 optimized builtin kernels, ``BUILTIN_WITHOUT_DEFAULT_DELEGATES``) and ``"xnnpack"`` (``BUILTIN``: the
-XNNPACK delegate). Where a kernel set's arithmetic is not reproduced for an op of the model, the import
-raises ``ValueError`` naming the op (see ``docs/tflite_kernels.md``).
+XNNPACK delegate), each with its own Prepare checks (:mod:`.prepare`). A model with operators that do not
+import under the kernel set raises one ``ValueError`` listing every one of them (op, count, nodes, reason;
+:func:`fxpsim.tflite_coverage` gives the table without failing; see ``docs/tflite_kernels.md``).
+
+Streaming models (``CALL_ONCE`` + init subgraph, ``VAR_HANDLE``, ``READ_VARIABLE``, ``ASSIGN_VARIABLE``) become
+graphs with state (``meta["state"]``, :mod:`fxpsim.graph.state`): ``graph.run(x)`` is one step from the
+initial state, ``graph.stream(frames)`` many with the state carried.
 """
 from __future__ import annotations
 
@@ -29,19 +34,13 @@ from . import ops as _tflite_graph_ops  # noqa: F401  (registers the TFLite grap
 from ...graph.ir import IntegerGraph, Node, TensorSpec
 from .reader import (_ACTIVATIONS, _FLOAT32, _INT8, _INT16, _INT32, _TYPE_NAMES, _UINT8, _const_value,
                             _read_model)
+from .coverage import KERNEL_SETS, SUPPORTED_OPS, analyse, unsupported_error
 from .layer_ops import LayerOps
 from .shape_ops import ShapeOps
+from .state_ops import StateOps
 
 __all__ = ["import_tflite", "SUPPORTED_OPS", "KERNEL_SETS", "litert_datapath"]
 
-#: Builtin operators the importer maps (int8 models from the TF converter).
-SUPPORTED_OPS = (
-    "ADD", "AVERAGE_POOL_2D", "CONCATENATION", "CONV_2D", "DEPTHWISE_CONV_2D", "DEQUANTIZE", "EXPAND_DIMS",
-    "FULLY_CONNECTED", "HARD_SWISH", "LEAKY_RELU", "LOGISTIC", "MAX_POOL_2D", "MEAN", "MUL", "PACK", "PAD",
-    "PADV2", "QUANTIZE", "RELU", "RELU6", "RELU_N1_TO_1", "RESHAPE", "SHAPE", "SOFTMAX", "SQUEEZE",
-    "STRIDED_SLICE", "SUB", "TANH",
-)
-KERNEL_SETS = ("reference", "builtin", "xnnpack")
 
 
 def litert_datapath(kernels: str = "reference") -> dict:
@@ -66,7 +65,7 @@ def litert_datapath(kernels: str = "reference") -> dict:
 
 
 # ============================================================================ graph building
-class _Builder(LayerOps, ShapeOps):
+class _Builder(LayerOps, ShapeOps, StateOps):
     """Turns the parsed model into graph tensors and nodes, one TFLite operator at a time (the MAC and pooling
     operators in :mod:`fxpsim.frontends.tflite.layer_ops`, the shape-changing ones in
     :mod:`fxpsim.frontends.tflite.shape_ops`)."""
@@ -80,6 +79,7 @@ class _Builder(LayerOps, ShapeOps):
         self.shape: dict[int, tuple] = {}        # TFLite index -> runtime shape (batch 1)
         self.static: dict[int, np.ndarray] = {}  # TFLite index -> value known at import
         self.folded: dict[int, int] = {}         # folded tensor index -> operator index
+        self._state_init()
         used: dict[str, int] = {}
         for t in self.t:
             used[t["name"]] = used.get(t["name"], 0) + 1
@@ -150,13 +150,16 @@ class _Builder(LayerOps, ShapeOps):
         raise ValueError(f"{self.path}: {self.where(op) if op else 'the model'} reads tensor "
                          f"{self.t[i]['name']!r}, which no earlier operator computes")
 
-    def declare(self, i: int, op, shape: tuple, *, float_ok=False) -> str:
+    def declare(self, i: int, op, shape: tuple, *, float_ok=False, uint8_ok=False) -> str:
         """Declare the graph tensor of TFLite activation ``i`` with runtime ``shape`` (batch 1 on axis 0)."""
         t = self.t[i]
         self.shape[i] = tuple(int(d) for d in shape)
         ps = self.per_sample(i, op)
         if t["type"] == _FLOAT32 and float_ok:
             spec = TensorSpec(self._unique[i], 0, True, ps)
+        elif t["type"] == _UINT8 and uint8_ok:
+            s, z = self.quant(i, op)
+            spec = TensorSpec(self._unique[i], 8, False, ps, s.astype(np.float64), z)
         else:
             self.check_int8(i, op)
             s, z = self.quant(i, op)
@@ -196,18 +199,6 @@ class _Builder(LayerOps, ShapeOps):
         ``tflite_*`` wrapper that requantizes as that kernel set does on the graph's ``"native"`` datapath."""
         return core if self.kernels == "reference" else f"tflite_{core}"
 
-    def check_xnnpack_scale(self, op, x: int, w: int, y: int):
-        """XNNPACK refuses MAC ops whose requantization scale fl32(s_x s_w) / s_y reaches 256 (LiteRT then fails
-        to prepare the delegate); fxpsim does not guess what runs instead."""
-        if self.kernels != "xnnpack":
-            return
-        sx, sy = np.float32(self.t[x]["scale"][0]), np.float32(self.t[y]["scale"][0])
-        scale = (sx * self.t[w]["scale"].astype(np.float32)) / sy
-        if np.any(scale >= np.float32(256)):
-            raise ValueError(f"{self.path}: {self.where(op)}: kernels='xnnpack': a requantization scale "
-                             f"s_x s_w / s_y of {float(scale.max()):.4g} >= 256, which XNNPACK does not take; "
-                             f"its arithmetic for this op is not reproduced")
-
     def activation(self, op) -> str:
         code = op["options"].get("activation", 0)
         act = _ACTIVATIONS.get(code, f"code {code}")
@@ -226,8 +217,6 @@ class _Builder(LayerOps, ShapeOps):
     # ------------------------------------------------------------------ the model
     def build(self) -> IntegerGraph:
         m = self.m
-        if m["subgraphs"] != 1:
-            pass  # only subgraph 0 runs (control-flow ops that call others are not supported)
         has_int8 = any(t["type"] == _INT8 and t["index"] not in self.static for t in self.t)
         if not has_int8:
             kinds = sorted({self.type_name(t["index"]) for t in self.t if t["index"] not in self.static})
@@ -237,6 +226,9 @@ class _Builder(LayerOps, ShapeOps):
             raise ValueError(f"{self.path}: a float (non-quantized) model: its activations are {', '.join(kinds)}; "
                              f"fxpsim imports full-integer int8 models (TFLiteConverter with "
                              f"representative_dataset and TFLITE_BUILTINS_INT8)")
+        err = unsupported_error(analyse(m, self.path, (self.kernels,)), self.kernels)
+        if err is not None:
+            raise err
         graph_inputs = []
         for i in m["inputs"]:
             t = self.t[i]
@@ -245,32 +237,30 @@ class _Builder(LayerOps, ShapeOps):
             self.declare(i, {"index": "-", "op": "graph input", "outputs": [i]}, tuple(t["shape"]), float_ok=True)
             graph_inputs.append(self.names[i])
         for op in m["ops"]:
-            handler = getattr(self, f"op_{op['op']}", None)
-            if handler is None or op["op"] not in SUPPORTED_OPS:
-                raise ValueError(
-                    f"{self.path}: {self.where(op)}: op {op['op']} is not supported by fxpsim.import_tflite "
-                    f"(supported: {', '.join(SUPPORTED_OPS)})")
-            self._check_kernel(op)
-            handler(op)
+            handler = getattr(self, f"op_{op['op']}")      # every supported op has one (checked above)
+            try:
+                handler(op)
+            except (IndexError, KeyError) as exc:          # an operator without the operands its op needs
+                raise ValueError(f"{self.path}: {self.where(op)}: malformed operator: it lacks an input, "
+                                 f"output or option its op needs ({type(exc).__name__}: {exc}); a damaged "
+                                 f"file") from None
         graph_outputs = []
         for i in m["outputs"]:
             if i not in self.names:
                 raise ValueError(f"{self.path}: graph output {self.t[i]['name']!r} is "
                                  f"{'a constant or shape arithmetic' if i in self.static else 'never computed'}")
             graph_outputs.append(self.names[i])
+        state = self.state_meta()
+        graph_inputs += [e["read"] for e in state]
         tmap = {name: int(i) for i, name in self.names.items()}
         meta = {"source": os.fspath(self.path), "format": "tflite", "kernels": self.kernels,
                 "datapath": litert_datapath(self.kernels), "tflite_tensors": tmap,
                 "tflite_folded": {str(k): int(v) for k, v in sorted(self.folded.items())},
                 "tflite_ops": [o["op"] for o in m["ops"]]}
+        if state:
+            meta["state"] = state
         name = os.path.splitext(os.path.basename(os.fspath(self.path)))[0] or "tflite"
         return IntegerGraph(list(self.specs.values()), self.nodes, graph_inputs, graph_outputs, name, meta)
-
-    def _check_kernel(self, op):
-        from .ops import kernel_support
-        problem = kernel_support(op["op"], self.kernels)
-        if problem:
-            raise ValueError(f"{self.path}: {self.where(op)}: kernels={self.kernels!r}: {problem}")
 
     # ------------------------------------------------------------------ element-wise
     def _binary(self, op, graph_op):
@@ -335,6 +325,11 @@ class _Builder(LayerOps, ShapeOps):
     def op_QUANTIZE(self, op):
         x, y = op["inputs"][0], op["outputs"][0]
         xt = self.t[x]
+        if self.t[y]["type"] == _UINT8 and xt["type"] == _INT8 and y in self.m["outputs"]:
+            self.quant(x, op)       # int8 -> uint8 at the model's output (microWakeWord's probabilities)
+            yn = self.declare(y, op, self.shape[x], uint8_ok=True)
+            self.node(op, "tflite_requantize", [self.activation_tensor(x, op)], [yn])
+            return
         self.check_int8(y, op)
         if xt["type"] == _FLOAT32:
             xn = self.activation_tensor(x, op)
@@ -384,9 +379,9 @@ def import_tflite(path, *, kernels: str = "reference") -> IntegerGraph:
     ImportError
         Without the ``tflite`` package (``pip install fxpsim[tflite]``).
     ValueError
-        A damaged or truncated file, a float (non-quantized) or int16-activation model, or an op fxpsim
-        does not map (the message names the op, the operator index and output tensor, and the supported
-        list).
+        A damaged or truncated file, a float (non-quantized) or int16-activation model, or operators that
+        do not import under ``kernels`` (one error listing every one: op, count, operator index and output
+        tensor, reason, and the supported list).
     """
     if kernels not in KERNEL_SETS:
         raise ValueError(f"kernels must be one of {KERNEL_SETS}, got {kernels!r}")

@@ -54,7 +54,6 @@ class LayerOps:
         if b >= 0:
             ins.append(self._bias(b, op, out_c))
         yn = self.declare(y, op, (n, out_hw[0], out_hw[1], out_c))
-        self.check_xnnpack_scale(op, x, w, y)
         self.node(op, self.mac_op("depthwise_conv2d" if depthwise else "conv2d"), ins, [yn],
                   {"stride": list(stride), "dilation": list(dil), "padding": padding,
                    "activation": self.activation(op)})
@@ -116,7 +115,6 @@ class LayerOps:
         if b >= 0:
             ins.append(self._bias(b, op, n_out))
         yn = self.declare(y, op, out_shape)
-        self.check_xnnpack_scale(op, x, w, y)
         self.node(op, self.mac_op("fully_connected"), ins, [yn], {"activation": self.activation(op)})
 
     # ------------------------------------------------------------------ pooling

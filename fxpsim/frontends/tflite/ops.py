@@ -25,6 +25,9 @@ op                         TFLite op, attributes
 ``tflite_tanh``            TANH
 ``tflite_hard_swish``      HARD_SWISH
 ``tflite_leaky_relu``      LEAKY_RELU; ``alpha``
+``tflite_strided_slice``   STRIDED_SLICE on run-time data; ``slices`` (per sample axis [start, stop, step]),
+                           ``shrink`` (axes removed)
+``tflite_split``           SPLIT / SPLIT_V; ``axis`` (per sample), ``sizes``
 ``tflite_relu``            RELU / RELU6 / RELU_N1_TO_1 (``activation``): requantizes input -> output
                            scale, then clamps (LiteRT's ``QuantizedReluX``)
 ``tflite_conv2d``,         CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED of the ``builtin`` and
@@ -62,7 +65,7 @@ __all__ = ["TFLITE_OPS", "kernel_support", "KERNEL_LIMITS"]
 TFLITE_OPS = ("tflite_quantize", "tflite_dequantize", "tflite_requantize", "tflite_add", "tflite_sub", "tflite_mul",
               "tflite_mean", "tflite_pad", "tflite_concat", "tflite_softmax", "tflite_logistic", "tflite_tanh",
               "tflite_hard_swish", "tflite_leaky_relu", "tflite_relu", "tflite_conv2d",
-              "tflite_depthwise_conv2d", "tflite_fully_connected")
+              "tflite_depthwise_conv2d", "tflite_fully_connected", "tflite_strided_slice", "tflite_split")
 
 #: TFLite ops whose arithmetic in a kernel set fxpsim does not reproduce: kernel set -> {op: why}.
 KERNEL_LIMITS: dict[str, dict[str, str]] = {"reference": {}, "builtin": {}, "xnnpack": {}}
@@ -271,3 +274,4 @@ register_op(Op("tflite_concat", _concat_run, _concat_float, _concat_check))
 # :data:`fxpsim.graph.ops.OP_PROVIDERS`) registers them after the ops above.
 from . import activation_ops  # noqa: E402,F401  (tflite_softmax, tflite_logistic, tflite_tanh, ...)
 from . import mac_ops  # noqa: E402,F401  (tflite_conv2d, tflite_depthwise_conv2d, tflite_fully_connected)
+from . import move_ops  # noqa: E402,F401  (tflite_strided_slice)

@@ -71,6 +71,10 @@ _OPTIONS = {
     "RESHAPE": ("ReshapeOptions", {"new_shape": "NewShape[]"}),
     "SQUEEZE": ("SqueezeOptions", {"squeeze_dims": "SqueezeDims[]"}),
     "PACK": ("PackOptions", {"values_count": "ValuesCount", "axis": "Axis"}),
+    "VAR_HANDLE": ("VarHandleOptions", {"container": "Container", "shared_name": "SharedName"}),
+    "SPLIT": ("SplitOptions", {"num_splits": "NumSplits"}),
+    "SPLIT_V": ("SplitVOptions", {"num_splits": "NumSplits"}),
+    "CALL_ONCE": ("CallOnceOptions", {"init_subgraph_index": "InitSubgraphIndex"}),
     "STRIDED_SLICE": ("StridedSliceOptions", {"begin_mask": "BeginMask", "end_mask": "EndMask",
                                               "ellipsis_mask": "EllipsisMask", "new_axis_mask": "NewAxisMask",
                                               "shrink_axis_mask": "ShrinkAxisMask", "offset": "Offset"}),
@@ -95,14 +99,16 @@ def _options(tfl, op, name: str) -> dict:
         elif acc.endswith("[]"):
             out[key] = [int(v) for v in _vec(obj, acc[:-2])]
         else:
-            out[key] = getattr(obj, acc)()
+            v = getattr(obj, acc)()
+            out[key] = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
     if obj is None and name == "SOFTMAX":
         out["beta"] = 1.0
     return out
 
 
 def _read_model(buf: bytes, path: str) -> dict:
-    """The first subgraph of a .tflite flatbuffer as plain Python data (tensors, operators, IO)."""
+    """A .tflite flatbuffer as plain Python data: subgraph 0 (the one an invoke runs: ``tensors``, ``ops``,
+    ``inputs``, ``outputs``) and every subgraph in ``graphs`` (init subgraphs of ``CALL_ONCE`` among them)."""
     tfl = _schema()
     where = f"{path}: not a valid .tflite model"
     if len(buf) < 8:
@@ -136,69 +142,82 @@ def _read_model(buf: bytes, path: str) -> dict:
                 start = bo._tab.Vector(bo._tab.Offset(4))
                 if start + bo.DataLength() > size:
                     raise _Malformed(f"buffer {b} lies beyond the end of the file")
-        sg = model.Subgraphs(0)
-        n_tensors, n_ops = sg.TensorsLength(), sg.OperatorsLength()
-        if n_tensors > size or n_ops > size:
-            raise _Malformed("tensor/operator counts beyond the file size")
-        tensors = []
-        for i in range(n_tensors):
-            t = sg.Tensors(i)
-            shape = [int(v) for v in _vec(t, "Shape")]
-            sig = [int(v) for v in _vec(t, "ShapeSignature")] or list(shape)
-            q = t.Quantization()
-            scale = zp = None
-            qdim = 0
-            if q is not None:
-                s, z = _vec(q, "Scale"), _vec(q, "ZeroPoint")
-                if s.size:
-                    scale, zp = s.astype(np.float32), (z.astype(np.int64) if z.size else np.zeros(s.size, np.int64))
-                    qdim = int(q.QuantizedDimension())
-            data = None
-            b = int(t.Buffer())
-            if b < 0 or b >= max(n_buffers, 1) and b != 0:
-                raise _Malformed(f"tensor {i} names buffer {b} of {n_buffers}")
-            if 0 < b < n_buffers:
-                bo = model.Buffers(b)
-                off, nbytes = int(bo.Offset()), int(bo.Size())
-                if off > 1:                       # data stored after the flatbuffer (models over 2 GB)
-                    if off + nbytes > size:
-                        raise _Malformed(f"buffer {b} lies beyond the end of the file")
-                    raw = np.frombuffer(buf, np.uint8, nbytes, off)
-                else:
-                    raw = _vec(bo, "Data").astype(np.uint8)
-                if raw.size:
-                    data = raw
-            name = t.Name()
-            tensors.append({"index": i, "name": name.decode("utf-8", "replace") if name else "", "type": int(t.Type()),
-                            "shape": shape, "signature": sig, "scale": scale, "zero_point": zp, "qdim": qdim,
-                            "raw": data, "variable": bool(t.IsVariable()),
-                            "sparse": t.Sparsity() is not None})
-        ops = []
-        for k in range(n_ops):
-            op = sg.Operators(k)
-            oi = int(op.OpcodeIndex())
-            if not 0 <= oi < len(opcodes):
-                raise _Malformed(f"operator {k} names opcode {oi} of {len(opcodes)}")
-            name = opcodes[oi]
-            ins = [int(v) for v in _vec(op, "Inputs")]
-            outs = [int(v) for v in _vec(op, "Outputs")]
-            for v in ins + outs:
-                if not -1 <= v < n_tensors:
-                    raise _Malformed(f"operator {k} names tensor {v} of {n_tensors}")
-            ops.append({"index": k, "op": name, "inputs": ins, "outputs": outs,
-                        "options": _options(tfl, op, name)})
-        inputs = [int(v) for v in _vec(sg, "Inputs")]
-        outputs = [int(v) for v in _vec(sg, "Outputs")]
-        for v in inputs + outputs:
-            if not 0 <= v < n_tensors:
-                raise _Malformed(f"the subgraph's inputs/outputs name tensor {v} of {n_tensors}")
         n_sub = model.SubgraphsLength()
+        if n_sub > size:
+            raise _Malformed("subgraph count beyond the file size")
+        graphs = [_read_subgraph(tfl, model, model.Subgraphs(g), g, opcodes, buf, n_buffers) for g in range(n_sub)]
     except _Malformed as exc:
         raise ValueError(f"{where} ({exc})") from None
     except (IndexError, ValueError, TypeError, OverflowError, UnicodeDecodeError, AttributeError,
             __import__("struct").error) as exc:
         raise ValueError(f"{where} (damaged or truncated flatbuffer: {type(exc).__name__}: {exc})") from None
-    return {"tensors": tensors, "ops": ops, "inputs": inputs, "outputs": outputs, "subgraphs": n_sub}
+    main = graphs[0]
+    return {"tensors": main["tensors"], "ops": main["ops"], "inputs": main["inputs"], "outputs": main["outputs"],
+            "subgraphs": n_sub, "graphs": graphs}
+
+
+def _read_subgraph(tfl, model, sg, g: int, opcodes: list, buf: bytes, n_buffers: int) -> dict:
+    """Subgraph ``g`` as plain data: tensors, operators (names, tensor indices, options), inputs and outputs."""
+    size = len(buf)
+    where = f"subgraph {g}: " if g else ""
+    n_tensors, n_ops = sg.TensorsLength(), sg.OperatorsLength()
+    if n_tensors > size or n_ops > size:
+        raise _Malformed(f"{where}tensor/operator counts beyond the file size")
+    tensors = []
+    for i in range(n_tensors):
+        t = sg.Tensors(i)
+        shape = [int(v) for v in _vec(t, "Shape")]
+        sig = [int(v) for v in _vec(t, "ShapeSignature")] or list(shape)
+        q = t.Quantization()
+        scale = zp = None
+        qdim = 0
+        if q is not None:
+            s, z = _vec(q, "Scale"), _vec(q, "ZeroPoint")
+            if s.size:
+                scale, zp = s.astype(np.float32), (z.astype(np.int64) if z.size else np.zeros(s.size, np.int64))
+                qdim = int(q.QuantizedDimension())
+        data = None
+        b = int(t.Buffer())
+        if b < 0 or b >= max(n_buffers, 1) and b != 0:
+            raise _Malformed(f"{where}tensor {i} names buffer {b} of {n_buffers}")
+        if 0 < b < n_buffers:
+            bo = model.Buffers(b)
+            off, nbytes = int(bo.Offset()), int(bo.Size())
+            if off > 1:                       # data stored after the flatbuffer (models over 2 GB)
+                if off + nbytes > size:
+                    raise _Malformed(f"buffer {b} lies beyond the end of the file")
+                raw = np.frombuffer(buf, np.uint8, nbytes, off)
+            else:
+                raw = _vec(bo, "Data").astype(np.uint8)
+            if raw.size:
+                data = raw
+        name = t.Name()
+        tensors.append({"index": i, "name": name.decode("utf-8", "replace") if name else "", "type": int(t.Type()),
+                        "shape": shape, "signature": sig, "scale": scale, "zero_point": zp, "qdim": qdim,
+                        "raw": data, "variable": bool(t.IsVariable()),
+                        "sparse": t.Sparsity() is not None})
+    ops = []
+    for k in range(n_ops):
+        op = sg.Operators(k)
+        oi = int(op.OpcodeIndex())
+        if not 0 <= oi < len(opcodes):
+            raise _Malformed(f"{where}operator {k} names opcode {oi} of {len(opcodes)}")
+        name = opcodes[oi]
+        ins = [int(v) for v in _vec(op, "Inputs")]
+        outs = [int(v) for v in _vec(op, "Outputs")]
+        for v in ins + outs:
+            if not -1 <= v < n_tensors:
+                raise _Malformed(f"{where}operator {k} names tensor {v} of {n_tensors}")
+        ops.append({"index": k, "op": name, "inputs": ins, "outputs": outs,
+                    "options": _options(tfl, op, name)})
+    inputs = [int(v) for v in _vec(sg, "Inputs")]
+    outputs = [int(v) for v in _vec(sg, "Outputs")]
+    for v in inputs + outputs:
+        if not 0 <= v < n_tensors:
+            raise _Malformed(f"{where}the subgraph's inputs/outputs name tensor {v} of {n_tensors}")
+    name = sg.Name()
+    return {"tensors": tensors, "ops": ops, "inputs": inputs, "outputs": outputs,
+            "name": name.decode("utf-8", "replace") if name else ""}
 
 
 def _const_value(t: dict) -> np.ndarray | None:

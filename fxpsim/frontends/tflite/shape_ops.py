@@ -159,6 +159,8 @@ class ShapeOps:
     def op_STRIDED_SLICE(self, op):
         x, b, e, s = (op["inputs"] + [-1])[:4]
         o = op["options"]
+        if x in self.names or x not in self.static:
+            return self._strided_slice_runtime(op)
         v = np.asarray(self.static_of(x, op, "STRIDED_SLICE input"))
         begin = [int(t) for t in np.asarray(self.static_of(b, op, "begin")).reshape(-1)]
         end = [int(t) for t in np.asarray(self.static_of(e, op, "end")).reshape(-1)]
@@ -180,3 +182,79 @@ class ShapeOps:
             else:
                 index.append(slice(bd, ed, st))
         self._fold(op, op["outputs"][0], np.asarray(v[tuple(index)]))
+
+    def _strided_slice_runtime(self, op):
+        """STRIDED_SLICE on run-time codes: resolved at import into per-axis ``[start, stop, step]`` (the
+        batch axis must be kept whole) and the shrunk axes."""
+        x, b, e, s = (op["inputs"] + [-1])[:4]
+        o = op["options"]
+        self.check_int8(x, op)
+        xs = self.shape[x]
+        begin = [int(t) for t in np.asarray(self.static_of(b, op, "begin")).reshape(-1)]
+        end = [int(t) for t in np.asarray(self.static_of(e, op, "end")).reshape(-1)]
+        strides = [int(t) for t in np.asarray(self.static_of(s, op, "strides")).reshape(-1)] if s >= 0 else \
+            [1] * len(begin)
+        if o["ellipsis_mask"] or o["new_axis_mask"] or not len(begin) == len(end) == len(strides) <= len(xs):
+            raise ValueError(f"{self.path}: {self.where(op)}: STRIDED_SLICE with ellipsis/new-axis masks or "
+                             f"begin/end/strides of other lengths than the rank is not supported")
+        slices, shrink, out = [], [], []
+        for d, dim in enumerate(xs):
+            if d >= len(begin):
+                slices.append([0, dim, 1])
+                out.append(dim)
+                continue
+            st = strides[d]
+            if st == 0:
+                raise ValueError(f"{self.path}: {self.where(op)}: STRIDED_SLICE stride 0 on axis {d}")
+            if (o["shrink_axis_mask"] >> d) & 1:
+                i = begin[d] + dim if begin[d] < 0 else begin[d]
+                if not 0 <= i < dim:
+                    raise ValueError(f"{self.path}: {self.where(op)}: index {begin[d]} out of range on axis {d}")
+                slices.append([i, i + 1, 1])
+                shrink.append(d)
+                continue
+            bd = None if (o["begin_mask"] >> d) & 1 else begin[d]
+            ed = None if (o["end_mask"] >> d) & 1 else (begin[d] + end[d] if o["offset"] else end[d])
+            start, stop, step = slice(bd, ed, st).indices(dim)
+            slices.append([start, stop, step])
+            out.append(len(range(start, stop, step)))
+        if slices[0] != [0, 1, 1] or 0 in shrink:
+            raise ValueError(f"{self.path}: {self.where(op)}: STRIDED_SLICE on the batch axis is not supported "
+                             f"(fxpsim graphs keep the batch on axis 0)")
+        xn = self.activation_tensor(x, op)
+        yn = self.declare(op["outputs"][0], op, tuple(out))
+        self.node(op, "tflite_strided_slice", [xn], [yn], {"slices": slices[1:], "shrink": [d - 1 for d in shrink]})
+
+    def _split(self, op, x: int, axis_index: int, sizes):
+        self.check_int8(x, op)
+        xs = self.shape[x]
+        a = self._axis(int(np.asarray(self.static_of(axis_index, op, "split axis")).reshape(-1)[0]), len(xs), op,
+                       "split axis")
+        outs = op["outputs"]
+        if sizes is None:
+            if xs[a] % len(outs):
+                raise ValueError(f"{self.path}: {self.where(op)}: axis {a} of size {xs[a]} does not split into "
+                                 f"{len(outs)} equal parts")
+            sizes = [xs[a] // len(outs)] * len(outs)
+        sizes = [int(v) for v in sizes]
+        if sizes.count(-1) == 1:
+            sizes[sizes.index(-1)] = xs[a] - (sum(sizes) + 1)
+        if len(sizes) != len(outs) or any(v < 0 for v in sizes) or sum(sizes) != xs[a]:
+            raise ValueError(f"{self.path}: {self.where(op)}: split sizes {sizes} for axis {a} of size {xs[a]} "
+                             f"into {len(outs)} outputs")
+        xn = self.activation_tensor(x, op)
+        names = []
+        for y, n in zip(outs, sizes):
+            self.check_int8(y, op)
+            shape = list(xs)
+            shape[a] = n
+            names.append(self.declare(y, op, tuple(shape)))
+        self.node(op, "tflite_split", [xn], names, {"axis": a - 1, "sizes": sizes})
+
+    def op_SPLIT(self, op):
+        ax, x = op["inputs"][:2]
+        self._split(op, x, ax, None)
+
+    def op_SPLIT_V(self, op):
+        x, sz, ax = op["inputs"][:3]
+        self._split(op, x, ax, np.asarray(self.static_of(sz, op, "size_splits")).reshape(-1).tolist())

@@ -1,0 +1,86 @@
+"""Each LiteRT kernel set's own ``Prepare`` checks, applied where that kernel set applies them.
+
+LiteRT prepares an op once per kernel set, and the kernel sets do not share every check: the reference
+SOFTMAX computes a fixed-point input multiplier (``PreprocessSoftmaxScaling``, whose
+``QuantizeMultiplierGreaterThanOne`` aborts the process for :math:`\\beta s_{in} 2^{26} \\le 1`); the optimized
+builtin kernel and XNNPACK build a float table instead and take any scale. :func:`prepare_problem` says, for one
+operator of a parsed model (:func:`fxpsim.frontends.tflite.reader._read_model`) and a kernel set, why that kernel
+set refuses it (or why fxpsim does not reproduce what it computes), or ``None``; the importer refuses such an
+operator at import and :func:`fxpsim.tflite_coverage` lists it.
+
+=====================  ================================================================  ===========================
+operator               check                                                             kernel sets
+=====================  ================================================================  ===========================
+SOFTMAX (int8/uint8)   :math:`\\min(\\beta s_{in} 2^{26}, 2^{31}-1) > 1` (double)           reference (LiteRT aborts)
+HARD_SWISH             output exponent of :math:`\\mathrm{fl}_{32}(s_{in}/128/s_{out}) \\le 0`  all (``HardSwishPrepare``)
+CONV_2D, DEPTHWISE,    :math:`\\mathrm{fl}_{32}(s_x s_w)/s_y < 256` (XNNPACK's delegate       xnnpack
+FULLY_CONNECTED        refuses larger scales)
+=====================  ================================================================  ===========================
+
+The HARD_SWISH exponent range of LiteRT's int16 arithmetic is *not* a check of any kernel set: scales whose
+reluish or output exponent is below :math:`-15` run in all three (``QuantizeMultiplier`` keeps exponents in
+:math:`[-31, 30]`), and :func:`fxpsim.datapath.tflite.quantized_hard_swish`
+computes what they compute there (tested live).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...datapath import tflite as K
+
+__all__ = ["prepare_problem"]
+
+_MAC_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
+
+
+def _scale(t: dict):
+    s = t.get("scale")
+    return None if s is None or s.size < 1 else s
+
+
+def prepare_problem(op: dict, tensors: list, kernels: str) -> str | None:
+    """Why the kernel set ``kernels`` refuses operator ``op`` (a dict of the parsed model) in its Prepare, or
+    fxpsim does not reproduce it there; ``None`` when it prepares.
+
+    Parameters
+    ----------
+    op : dict
+        ``{"op", "inputs", "outputs", "options"}`` as :func:`~fxpsim.frontends.tflite.reader._read_model`
+        gives it.
+    tensors : list of dict
+        The subgraph's tensors (float32 ``scale`` arrays, int ``zero_point`` arrays).
+    kernels : {"reference", "builtin", "xnnpack"}
+
+    Returns
+    -------
+    str or None
+    """
+    name = op["op"]
+    ins, outs = op["inputs"], op["outputs"]
+    if not ins or not outs or ins[0] < 0 or outs[0] < 0:
+        return None                      # structural problems are the importer's to name
+    x, y = tensors[ins[0]], tensors[outs[0]]
+    sx, sy = _scale(x), _scale(y)
+    if sx is None or sy is None:
+        return None
+    if name == "SOFTMAX" and kernels == "reference":
+        beta = float(np.float32(op["options"].get("beta", 1.0)))
+        real = K.softmax_reference_scale(beta, float(sx[0]))
+        if not real > 1.0:
+            return (f"the reference SOFTMAX needs beta * input_scale * 2^26 > 1 (here {real:.4g}: LiteRT's "
+                    f"reference Prepare aborts the process in QuantizeMultiplierGreaterThanOne); the optimized "
+                    f"kernels (kernels='builtin' or 'xnnpack') run it")
+    if name == "HARD_SWISH":
+        try:
+            K.hard_swish_params(float(sx[0]), int(x["zero_point"][0]), float(sy[0]), int(y["zero_point"][0]),
+                                dtype=np.uint8 if x["type"] == 3 else np.int8)
+        except (ValueError, TypeError) as exc:
+            return str(exc)
+    if name in _MAC_OPS and kernels == "xnnpack" and len(ins) > 1 and ins[1] >= 0:
+        sw = _scale(tensors[ins[1]])
+        if sw is not None:
+            scale = (np.float32(sx[0]) * sw.astype(np.float32)) / np.float32(sy[0])
+            if np.any(scale >= np.float32(256)):
+                return (f"a requantization scale s_x s_w / s_y of {float(scale.max()):.4g} >= 256, which XNNPACK "
+                        f"does not take; its arithmetic for this op is not reproduced")
+    return None
