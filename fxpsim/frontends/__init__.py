@@ -13,9 +13,10 @@ import importlib
 import os
 
 # public name -> module of this package that defines it (imported on first use)
-_LAZY = {"import_tflite": "tflite.importer", "tflite_coverage": "tflite.coverage", "import_onnx": "onnx.importer", "onnxruntime_cpu": "onnx.importer"}
+_LAZY = {"import_tflite": "tflite.importer", "tflite_coverage": "tflite.coverage", "import_onnx": "onnx.importer",
+         "onnx_coverage": "onnx.coverage", "onnxruntime_cpu": "onnx.importer"}
 
-__all__ = ["import_model"] + list(_LAZY)
+__all__ = ["import_model", "model_coverage"] + list(_LAZY)
 
 
 def __getattr__(name: str):
@@ -36,18 +37,38 @@ def import_model(path, **options):
     for TFLite). fxpsim's own saved graphs load with :func:`fxpsim.load_graph` and its trained models
     with :func:`fxpsim.load_model`.
     """
+    if _reader_of(path) == "tflite":
+        from .tflite.importer import import_tflite
+        return import_tflite(path, **options)
+    from .onnx.importer import import_onnx
+    return import_onnx(path, **options)
+
+
+def _reader_of(path) -> str:
+    """``"tflite"`` or ``"onnx"`` for the file at ``path`` (a ``TFL3`` identifier or the name's suffix)."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such file")
     with open(path, "rb") as fh:
         head = fh.read(8)
     if head[4:8] == _TFLITE_MAGIC or path.lower().endswith(".tflite"):
-        from .tflite.importer import import_tflite
-        return import_tflite(path, **options)
+        return "tflite"
     if path.lower().endswith(".onnx"):
-        from .onnx.importer import import_onnx
-        return import_onnx(path, **options)
+        return "onnx"
     if head[:2] == b"PK":
         raise ValueError(f"{path}: a zip/npz file; fxpsim graphs load with fxpsim.load_graph and trained models "
                          "with fxpsim.load_model")
     raise ValueError(f"{path}: not a .tflite (no TFL3 identifier) or .onnx file")
+
+
+def model_coverage(path, **options):
+    """Which operators of the model at ``path`` fxpsim imports, without importing it and without failing on
+    an unsupported one: :func:`tflite_coverage` (per kernel set) or :func:`onnx_coverage`, chosen as
+    :func:`import_model` chooses its reader. ``str()`` of the result is the table ``fxpsim inspect --coverage``
+    prints."""
+    reader = _reader_of(path)
+    if reader == "tflite":
+        from .tflite.coverage import tflite_coverage
+        return tflite_coverage(path, **options)
+    from .onnx.coverage import onnx_coverage
+    return onnx_coverage(path, **options)
