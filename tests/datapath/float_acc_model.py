@@ -259,3 +259,51 @@ def per_add(a, b, c_code, a_fmt, b_fmt, out, rounding, fma, nan_code):
 
 def _neg_zero_product(x, y, a_fmt, b_fmt, fma, p):
     return bool(x & a_fmt.sign_bit) != bool(y & b_fmt.sign_bit)
+
+
+def rd_chunk(a, b, c_code, a_fmt, b_fmt, out, F, S, Fc, zero_exp, even_odd, nan_code, counts=None):
+    """AMD CDNA3 group (``fused_rd``): trunc-aligned sums at F bits below the products' max
+    exponent (even/odd apart when ``even_odd``, then floored to F bits below the larger of the
+    two), floored to S bits below max(that, E_c); C floored to Fc bits (dropped for even_odd when
+    E_c < e - 25); one RNE rounding into float32 (IEEE overflow)."""
+    av = [rf.code_value(a_fmt, x) for x in a]
+    bv = [rf.code_value(b_fmt, x) for x in b]
+    cv = rf.code_value(out, c_code)
+    prods = [product(x, y) for x, y in zip(av, bv)]
+    sp = special_sum(prods + [cv])
+    if sp is not None:
+        return special_code(out, sp, nan_code)
+    big = [p for p in prods if abs(p) >= Fraction(2) ** 128]
+    if big:
+        pos, neg = any(p > 0 for p in big), any(p < 0 for p in big)
+        return nan_code if pos and neg else special_code(out, POS if pos else NEG, nan_code)
+    exps = [exponent(x, a_fmt, zero_exp) + exponent(y, b_fmt, zero_exp) for x, y in zip(av, bv)]
+
+    def stage1(idx):
+        e1 = max(exps[i] for i in idx)
+        if e1 < -2000:                          # only zeros without an exponent
+            return Fraction(0), e1
+        unit = Fraction(2) ** (e1 - F)
+        return sum(align(prods[i] / unit, "truncate") for i in idx) * unit, e1
+
+    if even_odd:
+        (v0, e0), (v1, e1) = stage1(range(0, len(a), 2)), stage1(range(1, len(a), 2))
+        e = max(e0, e1)
+        unit = Fraction(2) ** (e - F)
+        v = (align(v0 / unit, "floor") + align(v1 / unit, "floor")) * unit
+    else:
+        v, e = stage1(range(len(a)))
+    ec = exponent(cv, out, zero_exp)
+    emax = max(e, ec)
+    if emax < -2000:
+        return 0
+    s = align(v / Fraction(2) ** (emax - S), "floor") * Fraction(2) ** (emax - S)
+    if even_odd and ec < emax - 25:
+        sc = 0
+    else:
+        sc = align(cv / Fraction(2) ** (emax - Fc), "floor") * Fraction(2) ** (emax - Fc)
+    total = s + sc
+    if total == 0:
+        return 0
+    code, _ = round_into(total, out, "half_even", "ieee")
+    return code

@@ -114,6 +114,34 @@ def test_block_against_fraction_model(data):
 
 
 @given(st.data())
+def test_fused_rd_against_fraction_model(data):
+    """AMD CDNA3's floor-aligned fused dot, with and without the even/odd split."""
+    fa = data.draw(st.sampled_from(("e4m3fnuz", "e5m2fnuz", "float16", "bfloat16", "e4m3")))
+    chunk = data.draw(st.sampled_from((2, 4, 8, 16)))
+    K = chunk * data.draw(st.integers(1, 2))
+    rows = data.draw(st.integers(1, 3))
+    a = [data.draw(codes(fa, K)) for _ in range(rows)]
+    b = [data.draw(codes(fa, K)) for _ in range(rows)]
+    c = [data.draw(_c_codes("float32")) for _ in range(rows)]
+    F = data.draw(st.integers(4, 24))
+    acc = FloatAccumulator(kind="fused_rd", chunk=chunk, fraction_bits=F, sum_bits=data.draw(st.integers(F, 36)),
+                           c_fraction_bits=data.draw(st.integers(4, F)), even_odd=data.draw(st.booleans()),
+                           zero_exponent=data.draw(st.sampled_from((None, -126))), output_rounding="half_even",
+                           overflow="ieee")
+    r = float_dot(np.array(a), np.array(b), fa, fa, acc, np.array(c))
+    f = FloatFormat.parse(fa)
+    ze = model.NO_ZERO if acc.zero_exponent is None else acc.zero_exponent
+    want = []
+    for i in range(rows):
+        d = c[i]
+        for k0 in range(0, K, chunk):
+            d = model.rd_chunk(a[i][k0:k0 + chunk], b[i][k0:k0 + chunk], d, f, f, acc.output, F, acc.sum_bits,
+                               acc.c_fraction_bits, ze, acc.even_odd, acc.nan)
+        want.append(d)
+    assert r.bits.astype(np.int64).tolist() == want
+
+
+@given(st.data())
 def test_exact_against_fraction_model(data):
     fa = data.draw(st.sampled_from(IN_FORMATS))
     out = data.draw(st.sampled_from(OUT_FORMATS))

@@ -42,7 +42,7 @@ from .rounding import OVERFLOWS, parse_output_rounding
 
 __all__ = ["FloatAccumulator", "KINDS", "ALIGNS"]
 
-KINDS = ("exact", "per_add", "fused", "block")
+KINDS = ("exact", "per_add", "fused", "block", "fused_rd")
 ALIGNS = ("truncate", "floor", "half_even")
 _ALIGN_ALIASES = {"truncate": "truncate", "toward_zero": "truncate", "trunc": "truncate", "rz": "truncate",
                   "floor": "floor", "rd": "floor", "half_even": "half_even", "rne": "half_even",
@@ -94,6 +94,9 @@ class FloatAccumulator:
         Elements per block scale, when scales are given.
     nan_code : int, optional
         The NaN code produced (default: all magnitude bits set, NVIDIA's 0x7FFFFFFF / 0x7FFF).
+    even_odd, sum_bits, c_fraction_bits :
+        ``fused_rd`` (AMD CDNA3, :mod:`.amd`): even and odd products summed apart (fp8), the
+        fraction bits of the second-stage (floor) alignment of the sum (31) and of C (24).
     name : str, optional
         The preset name (not part of equality).
     """
@@ -112,6 +115,9 @@ class FloatAccumulator:
     group: int = 16
     block: int | None = None
     nan_code: int | None = None
+    even_odd: bool = False
+    sum_bits: int = 31
+    c_fraction_bits: int = 24
     name: str | None = field(default=None, compare=False)
 
     def __post_init__(self):
@@ -126,7 +132,7 @@ class FloatAccumulator:
             if self.output_man_bits > out.man_bits:
                 raise ValueError(f"FloatAccumulator.output_man_bits={self.output_man_bits} exceeds "
                                  f"{out}'s {out.man_bits} mantissa bits")
-        fused = self.kind in ("fused", "block")
+        fused = self.kind in ("fused", "block", "fused_rd")
         rnd = self.output_rounding or ("toward_zero" if fused else "half_even")
         object.__setattr__(self, "output_rounding", parse_output_rounding(rnd, "FloatAccumulator.output_rounding"))
         ovf = self.overflow or ("inf" if fused else "ieee")
@@ -145,6 +151,15 @@ class FloatAccumulator:
                                                or not isinstance(self.zero_exponent, int)):
             raise TypeError(f"FloatAccumulator.zero_exponent must be an int or None, got {self.zero_exponent!r}")
         _posint(self.promote_every, "promote_every")
+        _posint(self.sum_bits, "sum_bits", allow_none=False)
+        _posint(self.c_fraction_bits, "c_fraction_bits", allow_none=False)
+        if not isinstance(self.even_odd, bool):
+            raise TypeError(f"FloatAccumulator.even_odd must be a bool, got {self.even_odd!r}")
+        if self.kind == "fused_rd" and not (self.fraction_bits <= self.sum_bits <= 40
+                                            and self.c_fraction_bits <= self.sum_bits):
+            raise ValueError(f"FloatAccumulator: kind 'fused_rd' needs fraction_bits <= sum_bits <= 40 and "
+                             f"c_fraction_bits <= sum_bits, got {self.fraction_bits}, {self.sum_bits}, "
+                             f"{self.c_fraction_bits}")
         if self.promote_every is not None:
             if not fused:
                 raise ValueError("FloatAccumulator.promote_every applies to kind 'fused' or 'block' only")
@@ -173,6 +188,8 @@ class FloatAccumulator:
                 "per_add": {"output", "output_rounding", "overflow", "fma", "nan_code"},
                 "fused": {"output", "output_man_bits", "output_rounding", "overflow", "chunk",
                           "fraction_bits", "align", "zero_exponent", "promote_every", "block", "nan_code"},
+                "fused_rd": {"output", "output_rounding", "overflow", "chunk", "fraction_bits",
+                             "zero_exponent", "even_odd", "sum_bits", "c_fraction_bits", "nan_code"},
                 "block": {"output", "output_man_bits", "output_rounding", "overflow", "chunk",
                           "fraction_bits", "align", "zero_exponent", "promote_every", "group", "block",
                           "nan_code"}}[self.kind]

@@ -15,6 +15,7 @@ import numpy as np
 from ...core.float_codec import decode, encode
 from ...core.float_format import FloatFormat
 from .accumulator import FloatAccumulator
+from .amd import rd_step
 from .exact import exact_dot
 from .fused import block_step, fused_step
 from .operands import Operand, as_format, split_codes
@@ -97,11 +98,13 @@ def float_matmul(a_codes, b_codes, a_fmt, b_fmt, acc: FloatAccumulator, c=None, 
     N = B.shape[1]
     out = acc.output
     if c is None:
-        zero = 0 if acc.kind in ("fused", "block") else out.sign_bit
+        zero = 0 if acc.kind in ("fused", "block", "fused_rd") else out.sign_bit
         C = np.full((M, N), zero, np.int64)
     else:
         C = _codes(c, out, "c", (M, N))
     scaled = scale_a is not None or scale_b is not None
+    if acc.kind == "fused_rd" and scaled:
+        raise ValueError("float_matmul: kind 'fused_rd' takes no block scales")
     if acc.kind == "block" and not scaled:
         raise ValueError("float_matmul: kind 'block' needs scale_a and scale_b")
     if scaled and acc.kind not in ("fused", "block"):
@@ -257,7 +260,9 @@ def _run_chunks(a3, b3, s3, C, acc, stats, a_fmt, b_fmt, block, K):
         k1 = k0 + chunk
         a = _sub(a3, last + (slice(k0, k1),))
         b = _sub(b3, last + (slice(k0, k1),))
-        if acc.kind == "fused":
+        if acc.kind == "fused_rd":
+            d = rd_step(a, b, d, acc, stats)
+        elif acc.kind == "fused":
             if s3 is not None:
                 ib = np.arange(k0, k1) // block
                 d = fused_step(a, b, d, acc, stats, _sub(s3[0], last + (ib,)), _sub(s3[1], last + (ib,)))

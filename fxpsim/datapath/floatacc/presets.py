@@ -26,6 +26,12 @@ def _blk(chunk, block):
                 output="float32", output_rounding="toward_zero")
 
 
+def _amd(chunk, even_odd):
+    return dict(kind="fused_rd", chunk=chunk, fraction_bits=24, sum_bits=31, c_fraction_bits=24,
+                even_odd=even_odd, zero_exponent=-126, output="float32", output_rounding="half_even",
+                overflow="ieee")
+
+
 PRESETS = {
     "volta-mma-m8n8k4-f32-f16": (_nv(4, 23), "Volta mma.m8n8k4 f16 -> f32: 23 fraction bits, RZ"),
     "turing-mma-m16n8k8-f32-f16": (_nv(8, 24), "Turing mma.m16n8k8 f16 -> f32: 24 bits, RZ"),
@@ -54,11 +60,17 @@ PRESETS = {
         _blk(64, 16), "Blackwell tcgen05 mxf4nvf4 (NVFP4 ue4m3 scales): 16-element groups, 35 bits, RZ"),
     "rtx-blackwell-mma-m16n8k64-f32-e2m1-ue8m0-block16": (
         _blk(64, 16), "RTX Blackwell mma mxf4nvf4, ue8m0 scale per 16: 35 bits, RZ"),
+    "cdna3-mfma-16x16x32-f32-fp8": (_amd(16, True), "AMD CDNA3 v_mfma_f32_16x16x32_fp8_fp8: even/odd halves, floor"),
+    "cdna3-mfma-16x16x32-f32-bf8": (_amd(16, True), "AMD CDNA3 v_mfma_f32_16x16x32_bf8_bf8"),
+    "cdna3-mfma-16x16x32-f32-fp8-bf8": (_amd(16, True), "AMD CDNA3 v_mfma_f32_16x16x32_fp8_bf8"),
+    "cdna3-mfma-16x16x16-f32-f16": (_amd(8, False), "AMD CDNA3 v_mfma_f32_16x16x16_f16: groups of 8, floor"),
+    "cdna3-mfma-16x16x16-f32-bf16": (_amd(8, False), "AMD CDNA3 v_mfma_f32_16x16x16_bf16: groups of 8, floor"),
     # whole datapaths
     "h100-fp8": (_nv(32, 13, man=13, promote_every=128),
                  "H100 FP8 GEMM as DeepSeek-V3 runs it: wgmma e4m3 (13 bits) promoted to FP32 every 128"),
     "blackwell-mxfp4": (_blk(64, 32), "Blackwell MXFP4 GEMM (tcgen05 mxf4nvf4, ue8m0 per 32)"),
     "blackwell-nvfp4": (_blk(64, 16), "Blackwell NVFP4 GEMM (tcgen05 mxf4nvf4, ue4m3 per 16)"),
+    "mi300-fp8": (_amd(16, True), "MI300 FP8 GEMM (CDNA3 v_mfma fp8: even/odd halves, floor alignment)"),
     "exact-float32": (dict(kind="exact", output="float32"), "Kulisch-exact dot, one RNE rounding to float32"),
     "fpu-float32": (dict(kind="per_add", output="float32", fma=True), "scalar float32 FMA loop (RNE)"),
 }
