@@ -177,6 +177,7 @@ def fused_chunk(a, b, c_code, out, prec, F, zero_exp, mode, rounding, overflow, 
     code, over = round_into(total * unit, prec, rounding, overflow)
     if counts is not None:
         counts["overflows"] += over
+        counts["underflows"] += int(total != 0 and code & (prec.sign_bit - 1) == 0)
     return widen(code, prec, out)
 
 

@@ -162,8 +162,11 @@ def test_bad_inputs_raise_before_work():
         float_matmul(a, np.zeros((32, 2), np.uint8), "e4m3", "e4m3", acc, c=np.zeros((3, 3), np.uint32))
     with pytest.raises(ValueError, match="not exact float32 values"):
         float_matmul(a, np.zeros((32, 2), np.uint8), "e4m3", "e4m3", acc, c=np.full((2, 2), 0.1))
-    with pytest.raises(ValueError, match="kind 'block' needs scale_a"):
+    with pytest.raises(ValueError, match=r"expects block scales \(block=32\)"):
         float_matmul(a, np.zeros((32, 2), np.uint8), "e2m1", "e2m1", FloatAccumulator.preset("blackwell-mxfp4"))
+    with pytest.raises(ValueError, match="expects block scales"):
+        float_matmul(a, np.zeros((32, 2), np.uint8), "e4m3", "e4m3",
+                     FloatAccumulator.preset("blackwell-tcgen05-m128n8k32-f32-e4m3-ue8m0-block32"))
     with pytest.raises(TypeError, match="acc must be a FloatAccumulator"):
         float_matmul(a, np.zeros((32, 2), np.uint8), "e4m3", "e4m3", "hopper")
     with pytest.raises(ValueError, match="unknown float format"):

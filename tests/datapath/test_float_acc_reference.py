@@ -66,15 +66,16 @@ def _fused_reference(fa, fb, a, b, c, acc, counts):
 def test_fused_against_fraction_model(case):
     fa, fb, a, b, c, acc = case
     r = float_dot(np.array(a), np.array(b), fa, fb, acc, np.array(c))
-    counts = dict(overflows=0, terms_inexact=0)
+    counts = dict(overflows=0, terms_inexact=0, underflows=0)
     want = []
     for i in range(len(a)):
-        per = dict(overflows=0, terms_inexact=0)
+        per = dict(overflows=0, terms_inexact=0, underflows=0)
         want.append(_fused_reference(fa, fb, a[i], b[i], c[i], acc, per))
         for k in counts:
             counts[k] += per[k]
     assert r.bits.astype(np.int64).tolist() == want
-    assert (r.overflows, r.terms_inexact) == (counts["overflows"], counts["terms_inexact"])
+    assert (r.overflows, r.terms_inexact, r.underflows) == (counts["overflows"], counts["terms_inexact"],
+                                                            counts["underflows"])
 
 
 @given(st.data())
@@ -190,3 +191,25 @@ def test_exact_kulisch_hand_table():
     b = np.array([[0x38], [0x38]])                    # 1.0
     r = float_matmul(a, b, e4m3, e4m3, FloatAccumulator(kind="exact"), c)
     assert r.to_float()[0, 0] == 2.0 ** 24
+
+
+def test_exact_blas_path_equals_python_integers():
+    """E4M3's Kulisch sums go through float64 BLAS in K-slices that keep every partial sum below
+    2^53 (so no order or thread count can change a bit): equal to the Python-integer sums."""
+    from fxpsim.datapath.floatacc.exact import _matmul_int, grid_integers, integer_width
+    from fxpsim.datapath.floatacc.operands import split_codes
+    rng = np.random.default_rng(7)
+    e4m3 = FloatFormat.parse("e4m3")
+    A = rng.integers(0, 256, (5, 3000))
+    A[(A & 0x7F) == 0x7F] = 0x7E                          # no NaN codes
+    B = A[::-1].T.copy()
+    ia, ib = grid_integers(split_codes(A, e4m3), e4m3), grid_integers(split_codes(B, e4m3), e4m3)
+    w = 2 * integer_width(e4m3)
+    assert w <= 53
+    fast = _matmul_int(ia, ib, w)
+    slow = ia.astype(object) @ ib.astype(object)
+    assert fast.tolist() == slow.tolist()
+    K = 140_000                                            # K * (2^18 - 1)^2 > 2^53: sliced, still exact
+    big = _matmul_int(np.full((1, K), 2 ** 18 - 1), np.full((K, 1), 2 ** 18 - 1), w)
+    assert K * (2 ** 18 - 1) ** 2 > 2 ** 53
+    assert int(big[0, 0]) == K * (2 ** 18 - 1) ** 2

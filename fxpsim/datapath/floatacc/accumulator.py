@@ -29,6 +29,12 @@ Four kinds, each one formula (``a_k``, ``b_k`` exact decoded inputs, ``c`` the a
     :math:`E_g = E_{s_a} + E_{s_b}`, then as ``fused`` with ``F = fraction_bits`` (35 on
     Blackwell).
 
+``fused_rd`` (AMD CDNA3 ``v_mfma``, MMA-Sim ``amd_fused_dot_rd_add``)
+    per group: products truncated to ``fraction_bits`` (24) below the products' largest exponent
+    (fp8: even and odd k apart, ``even_odd``), the sum then floored to ``sum_bits`` (31) and C to
+    ``c_fraction_bits`` (24) below the larger of that exponent and C's, one RNE rounding into
+    float32 (formula in :mod:`.amd`).
+
 Counts reported by :func:`~.matmul.float_matmul`: overflows (finite sums that became ±Inf or
 saturated), NaNs made, underflows to zero, and terms whose alignment dropped nonzero bits.
 """
@@ -64,7 +70,7 @@ class FloatAccumulator:
 
     Parameters
     ----------
-    kind : {"exact", "per_add", "fused", "block"}
+    kind : {"exact", "per_add", "fused", "block", "fused_rd"}
     output : FloatFormat or str
         Format of ``c`` and of the result codes (``float32``, ``float16``, ``bfloat16``, ...);
         for ``per_add`` it is also the accumulator format.

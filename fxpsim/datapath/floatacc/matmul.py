@@ -79,8 +79,8 @@ def float_matmul(a_codes, b_codes, a_fmt, b_fmt, acc: FloatAccumulator, c=None, 
     a_codes : (M, K) integer codes of ``a_fmt``; b_codes : (K, N) codes of ``b_fmt``
     a_fmt, b_fmt : FloatFormat or name (``e4m3``, ``e5m2``, ``e2m1``, ``float16``, ``bfloat16``, ``tf32``)
     acc : FloatAccumulator
-    c : (M, N) codes (or exact values) of ``acc.output``; None: +0 for fused/block, -0 (the
-        IEEE additive identity) for exact/per_add.
+    c : (M, N) codes (or exact values) of ``acc.output``; None: +0 for fused/block/fused_rd
+        (the tensor cores' zero), -0 (the IEEE additive identity) for exact/per_add.
     scale_a, scale_b : (M, K / block), (K / block, N) codes of ``scale_fmt`` (``e8m0``, or
         ``ue4m3`` = E4M3 codes whose sign bit is ignored), for ``fused`` with scales and ``block``.
 
@@ -105,6 +105,9 @@ def float_matmul(a_codes, b_codes, a_fmt, b_fmt, acc: FloatAccumulator, c=None, 
     scaled = scale_a is not None or scale_b is not None
     if acc.kind == "fused_rd" and scaled:
         raise ValueError("float_matmul: kind 'fused_rd' takes no block scales")
+    if acc.block is not None and not scaled:
+        raise ValueError(f"float_matmul: the accumulator expects block scales (block={acc.block}): pass "
+                         f"scale_a, scale_b and scale_fmt")
     if acc.kind == "block" and not scaled:
         raise ValueError("float_matmul: kind 'block' needs scale_a and scale_b")
     if scaled and acc.kind not in ("fused", "block"):
