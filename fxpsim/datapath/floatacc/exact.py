@@ -22,7 +22,13 @@ from ...core.float_format import FloatFormat
 from .operands import Operand
 from .rounding import round_scaled
 
-__all__ = ["grid_integers", "exact_dot", "integer_width"]
+__all__ = ["grid_integers", "exact_dot", "integer_width", "count_pairs"]
+
+
+def count_pairs(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """:math:`\#\{k : x_{ik} \wedge y_{kj}\}` for bool (M, K) and (K, N): a 0/1 float64 matmul,
+    exact while K < 2^53."""
+    return np.rint(x.astype(np.float64) @ y.astype(np.float64)).astype(np.int64)
 
 
 def integer_width(fmt: FloatFormat) -> int:
@@ -31,9 +37,15 @@ def integer_width(fmt: FloatFormat) -> int:
 
 
 def grid_integers(op: Operand, fmt: FloatFormat) -> np.ndarray:
-    """:math:`I` with value :math:`= I \\cdot 2^{e_{min} - m}` (0 for zeros and specials), int64."""
+    """:math:`I` with value :math:`= I \\cdot 2^{e_{min} - m}` (0 for zeros and specials): int64
+    when the format's width allows (:func:`integer_width` <= 62), else Python ints."""
     e = np.where(op.sig == 0, 0, op.exp - fmt._min_exponent)
-    return op.sig << e
+    if integer_width(fmt) <= 62:
+        return op.sig << e
+    out = np.empty(op.sig.shape, object)                  # float16 and wider: Python ints
+    for idx in np.ndindex(op.sig.shape):
+        out[idx] = int(op.sig[idx]) << int(e[idx])
+    return out
 
 
 def _matmul_int(ia: np.ndarray, ib: np.ndarray, bits: int) -> np.ndarray:
@@ -76,9 +88,10 @@ def exact_dot(a: Operand, b: Operand, a_fmt: FloatFormat, b_fmt: FloatFormat, c:
             N[idx] = (int(T[idx]) << (lab - L)) + cv
     q = L
     # IEEE zero sign: -0 only when every addend is -0 (or floor of an exact cancellation)
-    psign = a.neg[:, None, :] ^ b.neg.T[None, :, :]
-    allneg0 = psign.all(axis=-1) & c.neg & c.zero
-    allpos0 = (~psign).all(axis=-1) & ~c.neg & c.zero
+    n_neg = count_pairs(a.neg, ~b.neg) + count_pairs(~a.neg, b.neg)      # products with sign -
+    K = a.sig.shape[1]
+    allneg0 = (n_neg == K) & c.neg & c.zero
+    allpos0 = (n_neg == 0) & ~c.neg & c.zero
     zsign = ~allpos0 if acc.output_rounding == "floor" else allneg0
     codes, ovf, unf = round_scaled(N, q, acc.precision, acc.output_rounding, acc.overflow,
                                    storage=out, zero_sign=zsign)

@@ -16,7 +16,7 @@ from ...core.float_codec import decode, encode
 from ...core.float_format import FloatFormat
 from .accumulator import FloatAccumulator
 from .amd import rd_step
-from .exact import exact_dot
+from .exact import count_pairs, exact_dot
 from .fused import block_step, fused_step
 from .operands import Operand, as_format, split_codes
 from .per_add import add_values, per_add_dot
@@ -199,13 +199,20 @@ def _exact(A, B, a_fmt, b_fmt, C, acc, stats):
     a, b = split_codes(A, a_fmt), split_codes(B, b_fmt)
     c = split_codes(C, acc.output)
     D = exact_dot(a, b, a_fmt, b_fmt, c, acc, stats)
-    # IEEE specials of the whole sum
-    an, ai, az, ag = (x[:, None, :] for x in (a.nan, a.inf, a.zero, a.neg))
-    bn, bi, bz, bg = (x.T[None, :, :] for x in (b.nan, b.inf, b.zero, b.neg))
-    pnan = (an | bn | (ai & bz) | (az & bi)).any(axis=-1) | c.nan
-    pinf = (ai | bi) & ~(an | bn | (ai & bz) | (az & bi))
-    pos = (pinf & ~(ag ^ bg)).any(axis=-1) | (c.inf & ~c.neg)
-    neg = (pinf & (ag ^ bg)).any(axis=-1) | (c.inf & c.neg)
+    # IEEE specials of the whole sum, from counts of (row, column) pairs (0/1 matmuls)
+    if a.nan.any() or b.nan.any() or a.inf.any() or b.inf.any() or c.nan.any() or c.inf.any():
+        bad = count_pairs(a.nan, np.ones(b.nan.shape, bool)) + count_pairs(np.ones(a.nan.shape, bool), b.nan) \
+            + count_pairs(a.inf, b.zero) + count_pairs(a.zero, b.inf)
+        pnan = (bad > 0) | c.nan
+        ok_a, ok_b = ~(a.nan | a.zero), ~(b.nan | b.zero)             # an Inf times a nonzero number
+        ia, ib = a.inf & ok_a, b.inf & ok_b
+        pos = (count_pairs(ia & ~a.neg, ok_b & ~b.neg) + count_pairs(ia & a.neg, ok_b & b.neg)
+               + count_pairs(ok_a & ~a.neg, ib & ~b.neg) + count_pairs(ok_a & a.neg, ib & b.neg)) > 0
+        neg = (count_pairs(ia & ~a.neg, ok_b & b.neg) + count_pairs(ia & a.neg, ok_b & ~b.neg)
+               + count_pairs(ok_a & ~a.neg, ib & b.neg) + count_pairs(ok_a & a.neg, ib & ~b.neg)) > 0
+        pos, neg = pos | (c.inf & ~c.neg), neg | (c.inf & c.neg)
+    else:
+        pnan = pos = neg = np.zeros(C.shape, bool)
     nan = pnan | (pos & neg)
     out = acc.output
     if out.has_inf:
