@@ -26,7 +26,7 @@ __all__ = ["grid_integers", "exact_dot", "integer_width", "count_pairs"]
 
 
 def count_pairs(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """:math:`\#\{k : x_{ik} \wedge y_{kj}\}` for bool (M, K) and (K, N): a 0/1 float64 matmul,
+    r""":math:`\#\{k : x_{ik} \wedge y_{kj}\}` for bool (M, K) and (K, N): a 0/1 float64 matmul,
     exact while K < 2^53."""
     return np.rint(x.astype(np.float64) @ y.astype(np.float64)).astype(np.int64)
 
