@@ -244,8 +244,6 @@ class IntegerGraph:
             if isinstance(v, (str, bytes)) or not all(isinstance(t, str) for t in v):
                 raise TypeError(f"graph {what} must be a list of tensor names, got {v!r}")
         self.inputs, self.outputs = list(inputs), list(outputs)
-        if not self.inputs or not self.outputs:
-            raise ValueError("a graph needs at least one input and one output")
         if not isinstance(meta, (Mapping, type(None))):
             raise TypeError(f"meta must be a dict, got {type(meta).__name__}")
         self.meta = _plain(dict(meta or {}))
@@ -261,6 +259,8 @@ class IntegerGraph:
             if n.name in names:
                 raise ValueError(f"node name {n.name!r} is used twice")
             names.add(n.name)
+            if not n.outputs or not all(n.outputs):
+                raise ValueError(f"node {n.name!r}: needs at least one named output, got {n.outputs!r}")
             if find_op(n.op) is None:
                 raise ValueError(f"node {n.name!r}: unknown op {n.op!r}; known ops: {', '.join(sorted(OPS))}")
             for t in n.inputs + n.outputs:
@@ -409,6 +409,8 @@ class IntegerGraph:
 
     def _feeds(self, x) -> dict:
         arrays = [x] if isinstance(x, np.ndarray) or not isinstance(x, (list, tuple)) else list(x)
+        if not self.inputs:
+            raise ValueError(f"graph {self.name!r} has no inputs to feed")
         if len(arrays) != len(self.inputs):
             raise ValueError(f"the graph has {len(self.inputs)} input(s) ({', '.join(self.inputs)}), "
                              f"got {len(arrays)} array(s)")

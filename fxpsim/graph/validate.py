@@ -230,7 +230,5 @@ def check_node_fields(node) -> None:
         v = getattr(node, what)
         if isinstance(v, (str, bytes)) or not all(isinstance(t, str) for t in v):
             raise TypeError(f"node {node.name!r}: {what} must be a list of tensor names, got {v!r}")
-    if not node.outputs or not all(node.outputs):
-        raise ValueError(f"node {node.name!r}: needs at least one named output, got {node.outputs!r}")
     if not isinstance(node.attrs, Mapping):
         raise TypeError(f"node {node.name!r}: attrs must be a dict, got {type(node.attrs).__name__}")
