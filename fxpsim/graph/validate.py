@@ -77,6 +77,10 @@ def check_tensor(t) -> None:
     """Check a tensor's shape size and its per-channel quantization against its shape."""
     if int(np.prod(t.shape, dtype=object)) > MAX_ELEMENTS:
         raise ValueError(f"tensor {t.name!r}: shape {list(t.shape)} holds over 2^40 elements per sample")
+    if t.zero_point is not None and not t.is_float:
+        lo, hi = t.code_range
+        if int(t.zero_point.min()) < lo or int(t.zero_point.max()) > hi:
+            raise ValueError(f"tensor {t.name!r}: zero point outside the {t.type_name} range [{lo}, {hi}]")
     if t.scale is not None and t.scale.size > 1:
         if not _int(t.axis) or not -len(t.shape) <= t.axis < len(t.shape):
             raise ValueError(f"tensor {t.name!r}: per-channel axis {t.axis!r} is not an axis of shape "
@@ -116,6 +120,18 @@ def _expect(node, got, want, what="output"):
                          "inputs and attributes")
 
 
+def _check_requantizer(graph, node) -> None:
+    """The graph's own datapath must be able to requantize the MAC node (its multipliers and shifts exist)."""
+    dp = graph.default_datapath
+    if dp.requantization not in ("tflite-double", "tflite-single", "shift", "float"):
+        return
+    from .mac_ops import requantizer_for
+    try:
+        requantizer_for(graph, node, dp)
+    except ValueError as exc:
+        raise ValueError(f"{_where(node)}: cannot requantize on the graph's datapath ({exc})") from None
+
+
 def check_shapes(graph, node) -> None:
     """Check that a core op's output shape follows from its inputs (other ops: nothing)."""
     spec = graph.tensors
@@ -134,6 +150,7 @@ def check_shapes(graph, node) -> None:
                 raise ValueError(f"{_where(node)}: weights {list(w)} do not take inputs of shape {list(x)} "
                                  "(x [..., K], w [O, K])")
             _expect(node, out, x[:-1] + (w[0],))
+            _check_requantizer(graph, node)
             return
         if len(x) != 3 or len(w) != 4:
             raise ValueError(f"{_where(node)}: needs x [H, W, C] and w of rank 4, got {list(x)} and {list(w)}")
@@ -142,6 +159,7 @@ def check_shapes(graph, node) -> None:
         if op == "depthwise_conv2d" and (w[0] != 1 or w[3] % x[2]):
             raise ValueError(f"{_where(node)}: depthwise weights {list(w)} must be [1, KH, KW, C*M] for C = {x[2]}")
         _expect(node, out, _conv_out(node, x[:2], w[1:3]) + ((w[0],) if op == "conv2d" else (w[3],)))
+        _check_requantizer(graph, node)
     elif op in ("max_pool2d", "avg_pool2d"):
         x = ins[0].shape
         if len(x) != 3:
@@ -165,6 +183,13 @@ def check_shapes(graph, node) -> None:
             raise ValueError(f"{_where(node)}: input shapes {list(ins[0].shape)} and {list(ins[1].shape)} do not "
                              "broadcast") from None
         _expect(node, out, want)
+        if op == "add" and graph.default_datapath.requantization in ("tflite-double", "tflite-single", "native"):
+            from ..datapath.tflite_params import tflite_add_params
+            y = spec[node.outputs[0]]
+            try:   # the graph's own datapath runs TFLite's ADD: its multipliers must exist
+                tflite_add_params(float(ins[0].scale[0]), float(ins[1].scale[0]), float(y.scale[0]), 20)
+            except ValueError as exc:
+                raise ValueError(f"{_where(node)}: {exc}") from None
     elif op == "concat":
         axis = node.attrs.get("axis", -1)
         shapes = [t.shape for t in ins]
