@@ -22,6 +22,7 @@ graph (no pickles); :func:`load_graph` reads it back bit for bit and reports a d
 from __future__ import annotations
 
 import importlib
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -111,7 +112,7 @@ class TensorSpec:
             raise TypeError(f"tensor {self.name!r}: axis must be an int or None, got {self.axis!r}")
         if self.scale is not None:
             scale = np.atleast_1d(np.asarray(self.scale, dtype=np.float64))
-            if scale.ndim != 1 or not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+            if scale.ndim != 1 or not all(math.isfinite(v) and v > 0 for v in scale.tolist()):
                 raise ValueError(f"tensor {self.name!r}: scale must be positive and finite, got {self.scale!r}")
             zp = np.zeros(scale.shape, np.int64) if self.zero_point is None else \
                 np.atleast_1d(np.asarray(self.zero_point))

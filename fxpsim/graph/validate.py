@@ -16,6 +16,7 @@ that builds runs: every attribute of every node and the shapes of the core ops, 
 from __future__ import annotations
 
 import heapq
+import math
 
 from collections.abc import Mapping
 
@@ -75,11 +76,12 @@ def check_attrs(node) -> None:
 
 def check_tensor(t) -> None:
     """Check a tensor's shape size and its per-channel quantization against its shape."""
-    if int(np.prod(t.shape, dtype=object)) > MAX_ELEMENTS:
+    if math.prod(t.shape) > MAX_ELEMENTS:
         raise ValueError(f"tensor {t.name!r}: shape {list(t.shape)} holds over 2^40 elements per sample")
     if t.zero_point is not None and not t.is_float:
         lo, hi = t.code_range
-        if int(t.zero_point.min()) < lo or int(t.zero_point.max()) > hi:
+        zps = t.zero_point.tolist()
+        if min(zps) < lo or max(zps) > hi:
             raise ValueError(f"tensor {t.name!r}: zero point outside the {t.type_name} range [{lo}, {hi}]")
     if t.scale is not None and t.scale.size > 1:
         if not _int(t.axis) or not -len(t.shape) <= t.axis < len(t.shape):

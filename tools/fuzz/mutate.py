@@ -182,10 +182,9 @@ def _declared_size_bomb(data: bytes, rng: random.Random) -> bytes:
     info = rng.choice(infos)
     huge = rng.choice((0xFFFFFFF0, 3 << 30, 1 << 31))
     struct.pack_into("<I", buf, info.header_offset + 22, huge)          # local header: uncompressed size
-    cd = bytes(buf).find(b"PK\x01\x02" + bytes(buf[info.header_offset + 4:info.header_offset + 6]))
-    pos = bytes(buf).find(info.filename.encode(), len(data) - 4096 if len(data) > 4096 else 0)
-    # the central directory record of this entry ends 46 bytes before its name
-    if pos >= 46 and cd >= 0:
+    # the central directory (after every local entry) holds the name last: its record starts 46 bytes before
+    pos = bytes(buf).rfind(info.filename.encode())
+    if pos >= 46 and bytes(buf[pos - 46:pos - 42]) == b"PK\x01\x02":
         struct.pack_into("<I", buf, pos - 46 + 24, huge)
     return bytes(buf)
 
