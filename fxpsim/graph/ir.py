@@ -29,7 +29,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .datapath_settings import EXACT_DATAPATH, Datapath, node_datapath
-from .validate import check_attrs, check_node_fields, check_datapath, check_shapes, check_tensor, toposort
+from .validate import check_attrs, check_datapath_arg, check_node_fields, check_datapath, check_shapes, check_tensor, toposort
 from .serialize import GRAPH_FORMAT, GRAPH_FORMAT_VERSION, graph_to_json, load_graph, save_graph  # noqa: F401
 
 __all__ = ["TensorSpec", "Node", "IntegerGraph", "load_graph", "EXACT_DATAPATH", "Datapath", "node_datapath"]
@@ -361,6 +361,7 @@ class IntegerGraph:
         if trace not in (False, True, "peaks"):
             raise ValueError(f"trace must be False, True or 'peaks', got {trace!r}")
         datapath = self.default_datapath if datapath is None else datapath
+        check_datapath_arg(datapath)
         feeds = self._feeds(x)
         n = len(next(iter(feeds.values())))
         if not (trace or keep) and n > batch_size:

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["ACTIVATIONS", "MAX_ELEMENTS", "check_attrs", "check_tensor", "check_shapes", "check_datapath", "check_node_fields",
+__all__ = ["ACTIVATIONS", "MAX_ELEMENTS", "check_attrs", "check_tensor", "check_shapes", "check_datapath", "check_node_fields", "check_datapath_arg",
            "toposort"]
 
 ACTIVATIONS = (None, "none", "relu", "relu6", "relu_n1_to_1")
@@ -259,3 +259,14 @@ def check_node_fields(node) -> None:
             raise TypeError(f"node {node.name!r}: {what} must be a list of tensor names, got {v!r}")
     if not isinstance(node.attrs, Mapping):
         raise TypeError(f"node {node.name!r}: attrs must be a dict, got {type(node.attrs).__name__}")
+
+
+def check_datapath_arg(datapath) -> None:
+    """A datapath argument must carry the :class:`Datapath` fields (a ``Datapath`` or a HardwareConfig)."""
+    if isinstance(datapath, str):
+        raise TypeError(f"datapath must be a Datapath or a HardwareConfig, got the string {datapath!r}: pass "
+                        f"fxpsim.preset({datapath!r}) (the graph layer does not read preset files)")
+    missing = [f for f in ("accumulator_bits", "accumulator_overflow", "requantization") if not hasattr(datapath, f)]
+    if missing:
+        raise TypeError(f"datapath must be a Datapath or a HardwareConfig, got {type(datapath).__name__} "
+                        f"(no {', '.join(missing)})")
