@@ -15,7 +15,18 @@ Subpackages; each imports only those above it in this list (``docs/architecture.
 ``hardware``   HardwareConfig and presets, conversion, simulate, sweeps, overflow-aware QAT, search
 ``cli``        the ``fxpsim`` command
 
-``help(fxpsim)`` lists the subpackages; ``dir(fxpsim)`` every public name.
+The main functions, all reachable as ``fxpsim.<name>``:
+
+numbers        ``Format.parse("Q7.8")``, ``from_float(x, fmt, rounding, overflow)``, ``FixedArray.cast``
+MAC arithmetic ``matmul(a, b, acc=16, overflow="saturate")``, ``conv2d``, ``dot``, ``sum``
+networks       ``nn.Sequential``, ``nn.Dense``, ``nn.Conv2D``, ``train.fit``, ``train.save_model``
+targets        ``preset("int8-acc16-sat")``, ``HardwareConfig``, ``convert(model, config, calibration)``
+models         ``import_model("model.tflite" | "model.onnx")``, ``graph.load_graph("graph.npz")``
+simulation     ``simulate(model, config, x, y)`` (a per-node report), ``sweep``, ``IntegerGraph.run``
+RTL            ``export_vectors(graph, directory, x)``, ``compare``
+
+The architecture (which subpackage holds what, and how to add a frontend, an op or a format) is in
+``docs/architecture.md`` of the repository; ``dir(fxpsim)`` lists every public name.
 
 Every public name is re-exported here lazily (``fxpsim.matmul``, ``fxpsim.simulate``, ...), so
 ``import fxpsim`` stays fast: matplotlib and the optional format readers load only when used.

@@ -22,7 +22,9 @@ class UsageError(Exception):
 # ----- helpers ---------------------------------------------------------------------------------------
 def _load_model(path: str):
     """An fxpsim.nn model or an IntegerGraph, whatever the file holds."""
+    import struct
     import zipfile
+    import zlib
     if not os.path.isfile(path):
         raise UsageError(f"model file not found: {path}")
     try:
@@ -38,8 +40,12 @@ def _load_model(path: str):
         return import_model(path)
     except ImportError as exc:
         raise UsageError(f"cannot read {path}: {exc}") from None
-    except (ValueError, KeyError, OSError, TypeError, EOFError, zipfile.BadZipFile) as exc:
-        raise UsageError(f"cannot load model {path}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    except (ValueError, KeyError, OSError, TypeError, EOFError, zipfile.BadZipFile, IndexError, NotImplementedError,
+            RuntimeError, OverflowError, AttributeError, RecursionError, struct.error, zlib.error) as exc:
+        # a damaged file: one line whatever layer noticed (the readers' own messages name the damage)
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        kind = "" if type(exc) in (ValueError, UsageError) else f"{type(exc).__name__}: "
+        raise UsageError(f"cannot load model {path}: {kind}{text}") from None
 
 
 def _wants_flat(model) -> bool:

@@ -57,6 +57,38 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _seed(text: str) -> int:
+    """A random seed: an integer in 0..2^32 - 1 (numpy's legacy seeding range)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value < 1 << 32:
+        raise argparse.ArgumentTypeError(f"expected an integer seed in 0..{(1 << 32) - 1}, got {text!r}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    """An accuracy: a finite number in [0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 <= value <= 1.0:   # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"expected an accuracy in [0, 1] (e.g. 0.97), got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text!r}")
+    return value
+
+
 def _str_list(text: str) -> list[str]:
     return [p.strip() for p in text.split(",") if p.strip()]
 
@@ -75,10 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default="fxpsim-report", help="output directory (default: fxpsim-report)")
     demo.add_argument("--config", default="tflite-int8", help="preset name or TOML file (default: tflite-int8)")
     demo.add_argument("--epochs", type=int, default=DEMO_EPOCHS, help=f"training epochs (default {DEMO_EPOCHS})")
-    demo.add_argument("--seed", type=int, default=0, help="seed of weights, data split and batches")
+    demo.add_argument("--seed", type=_seed, default=0, help="seed of weights, data split and batches")
     demo.add_argument("--acc-bits", type=_int_list, default=_int_list(DEMO_ACC_BITS),
                       help=f"accumulator widths to sweep (default {DEMO_ACC_BITS})")
-    demo.add_argument("--processes", type=int, default=None, help="sweep worker processes (default: all cores)")
+    demo.add_argument("--processes", type=_positive_int, default=None, help="sweep worker processes (default: all cores)")
     demo.add_argument("--no-progress", action="store_true", help="no progress bars")
 
     simulate = sub.add_parser("simulate", help="simulate a model on a hardware config",
@@ -104,10 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--rounding", type=_str_list, default=None, help="e.g. half_up,half_even")
     sweep.add_argument("--per-layer", action="store_true", help="mixed precision: search per-node weight, activation "
                        "and accumulator widths (fxpsim models only) for --target accuracy and/or under --budget")
-    sweep.add_argument("--target", type=float, default=None, help="with --per-layer: the accuracy to keep, e.g. "
+    sweep.add_argument("--target", type=_fraction, default=None, help="with --per-layer: the accuracy to keep, e.g. "
                        "0.97 (default: float accuracy - 0.01)")
-    sweep.add_argument("--budget", type=float, default=None, help="with --per-layer: largest bit-ops per sample")
-    sweep.add_argument("--processes", type=int, default=None, help="worker processes (default: all cores)")
+    sweep.add_argument("--budget", type=_positive_float, default=None, help="with --per-layer: largest bit-ops per sample")
+    sweep.add_argument("--processes", type=_positive_int, default=None, help="worker processes (default: all cores)")
     sweep.add_argument("--no-progress", action="store_true")
     _data_args(sweep)
     sweep.add_argument("--out", default=None, help="write sweep.csv/json and the report here")
@@ -119,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--config", default="tflite-int8", help="target used to convert an fxpsim model "
                          "(default: tflite-int8)")
     inspect.add_argument("--data", default="digits", help="calibration data for an fxpsim model (as simulate)")
-    inspect.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    inspect.add_argument("--seed", type=_seed, default=0, help=argparse.SUPPRESS)
     inspect.add_argument("--calibration", type=_positive_int, default=500, help=argparse.SUPPRESS)
 
     vectors = sub.add_parser("export-vectors", help="write golden vectors of every node for RTL verification",
@@ -168,7 +200,7 @@ _MODEL_HELP = ("fxpsim model (.npz from fxpsim.train.save_model), integer graph 
 def _data_args(p):
     p.add_argument("--data", default="digits", help="'digits' (scikit-learn's, test split), an .npy of inputs, or "
                    "an .npz with arrays x, y (and optionally x_calibration); inputs in the model's input dtype")
-    p.add_argument("--seed", type=int, default=0, help="seed of the digits train/test split")
+    p.add_argument("--seed", type=_seed, default=0, help="seed of the digits train/test split")
     p.add_argument("--calibration", type=_positive_int, default=500,
                    help="digits training images used to calibrate activation ranges (default 500)")
 
@@ -192,9 +224,11 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:  # pragma: no cover
         print("fxpsim: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # the reader went away (e.g. '| head'): stop quietly
+    except BrokenPipeError:  # the reader went away (e.g. '| head'): the command did not finish; say so
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        print("fxpsim: error: standard output was closed before the command finished (nothing after that point "
+              "was done or written)", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -129,6 +129,39 @@ def test_graph_files_inspect_simulate_and_sweep(tmp_path, model_file):
     assert len([line for line in r.stdout.splitlines() if " wrap " in line]) >= 2
 
 
+def _damaged_graph_files(tmp_path):
+    """trunc.npz (a graph file cut in half) and stride0.npz (a conv stride of 0 edited into graph.json)."""
+    import io
+    import zipfile
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tools.fuzz.mutate import seed_graph
+    p = seed_graph().save(tmp_path / "seed.npz")
+    data = Path(p).read_bytes()
+    (tmp_path / "trunc.npz").write_bytes(data[:len(data) // 2])
+    with zipfile.ZipFile(p) as zf:
+        entries = {i.filename: zf.read(i) for i in zf.infolist()}
+    desc = json.loads(np.lib.format.read_array(io.BytesIO(entries["graph.json.npy"])).tobytes())
+    next(n for n in desc["nodes"] if n["name"] == "conv1")["attrs"]["stride"] = 0
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, np.frombuffer(json.dumps(desc).encode(), np.uint8))
+    entries["graph.json.npy"] = buf.getvalue()
+    with zipfile.ZipFile(tmp_path / "stride0.npz", "w") as zf:
+        for k, v in entries.items():
+            zf.writestr(k, v)
+
+
+def test_output_closed_before_the_end_fails_loudly(tmp_path):
+    """``fxpsim presets | head -0``: the reader is gone; the command reports it did not finish (exit 2)."""
+    cmd = [sys.executable, "-c", "import sys; from fxpsim.cli import main; sys.exit(main(['presets']))"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": str(Path(fxpsim.__file__).parent.parent)})
+    proc.stdout.close()                                   # closed before anything is read
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "standard output was closed" in lines[0], err
+
+
 @pytest.mark.parametrize("args, message", [
     (["simulate", "--model", "missing.npz"], "model file not found: missing.npz"),
     (["simulate", "--model", "MODEL", "--config", "tflite-int9"], "unknown preset 'tflite-int9'"),
@@ -151,6 +184,15 @@ def test_graph_files_inspect_simulate_and_sweep(tmp_path, model_file):
     (["inspect", "missing.tflite"], "model file not found"),
     (["demo", "--out", "bad.toml"], "exists and is not a folder"),
     (["simulate", "--model", "MODEL", "--out", "bad.toml"], "exists and is not a folder"),
+    (["simulate", "--model", "MODEL", "--seed", "-1"], "expected an integer seed"),
+    (["demo", "--seed", "2.5"], "expected an integer seed"),
+    (["sweep", "--model", "MODEL", "--per-layer", "--target", "nan"], "expected an accuracy in [0, 1]"),
+    (["sweep", "--model", "MODEL", "--per-layer", "--target", "97"], "expected an accuracy in [0, 1]"),
+    (["sweep", "--model", "MODEL", "--per-layer", "--budget", "-5"], "expected a positive finite number"),
+    (["sweep", "--model", "MODEL", "--acc-bits", "16", "--processes", "0"], "expected a positive integer"),
+    (["inspect", "TRUNCATED"], "cannot load model"),
+    (["inspect", "STRIDE0"], "node 'conv1' (conv2d): stride must be a positive int"),
+    (["simulate", "--model", "STRIDE0"], "stride must be a positive int"),
 ])
 def test_usage_errors_exit_2_with_one_line(tmp_path, model_file, args, message):
     (tmp_path / "bad.toml").write_text("[accumulator]\nbitz = 16\n")
@@ -161,7 +203,9 @@ def test_usage_errors_exit_2_with_one_line(tmp_path, model_file, args, message):
                                       graph.outputs)                      # an int8-input graph
     graph.save(tmp_path / "graph.npz")
     np.save(tmp_path / "X.npy", np.zeros((3, 8, 8, 1), np.int8))
-    subst = {"MODEL": str(model_file), "GARBAGE": "garbage.npz", "GRAPH": "graph.npz"}
+    _damaged_graph_files(tmp_path)
+    subst = {"MODEL": str(model_file), "GARBAGE": "garbage.npz", "GRAPH": "graph.npz", "TRUNCATED": "trunc.npz",
+             "STRIDE0": "stride0.npz"}
     args = [subst.get(a, a) for a in args]
     r = run(*args, cwd=tmp_path)
     assert r.returncode == 2, (r.stdout, r.stderr)

@@ -19,7 +19,12 @@ import operator
 
 import numpy as np
 
-from . import _core
+try:
+    from . import _core
+except ImportError as _exc:   # an uncompiled source tree (e.g. Python started in a clone after `pip install .`)
+    raise ImportError(f"fxpsim's compiled extension fxpsim/core/_core is missing in {__file__.rsplit('/', 2)[0]}: "
+                      f"run `pip install -e .` in the repository's root (or `python setup.py build_ext "
+                      f"--inplace`)") from _exc
 from .fixed_checks import _check_seed, _checked_codes, _float_input, _raise_if_error, _seed_word
 from .format_growth import _align_shifts, _grown_format, _int_bits_as, _integer_array_format, result_format
 from . import float_codec

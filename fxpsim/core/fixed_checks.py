@@ -74,11 +74,24 @@ def _raise_if_error(o: Overflow, count: int, op: str, fmt: Format):
                          f"[{_value_text(fmt.min_value)}, {_value_text(fmt.max_value)}] and overflow='error'")
 
 
+def _memory_bytes() -> int:
+    """Physical memory of this machine (bytes; 2^63 when it cannot be read)."""
+    import os
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):   # pragma: no cover - non-POSIX
+        return 1 << 63
+
+
 def _checked_codes(raw, fmt: Format, where: str) -> np.ndarray:
     arr = np.asarray(raw)
     if arr.dtype == object or arr.dtype.kind not in "iub":
         raise TypeError(f"{where}: raw codes must be an integer array, got dtype {arr.dtype}"
                         + ("; use from_float for real values" if arr.dtype.kind == "f" else ""))
+    need = arr.size * 8
+    if arr.size and need > _memory_bytes():   # e.g. a 2^40-element broadcast view: refused before any pass
+        raise ValueError(f"{where}: {arr.size:,} codes (shape {arr.shape}) need {need:,} bytes as int64, more than "
+                         f"this machine's {_memory_bytes():,} bytes of memory")
     if arr.size:
         lo, hi = int(arr.min()), int(arr.max())
         if lo < fmt.min_code or hi > fmt.max_code:

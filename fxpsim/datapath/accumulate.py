@@ -106,7 +106,7 @@ def _operand(x, name: str) -> tuple[np.ndarray, Format]:
     arr = np.asarray(x)
     if arr.dtype.kind in "fc":
         raise TypeError(f"{name}: got a {arr.dtype} array; the datapath takes integer codes or "
-                        f"FixedArray -- convert real values with fxpsim.fixed.from_float(x, fmt)")
+                        f"FixedArray -- convert real values with fxpsim.from_float(x, fmt)")
     if arr.dtype.kind not in "iub":
         raise TypeError(f"{name}: expected an integer array or FixedArray, got dtype {arr.dtype}")
     signed = arr.dtype.kind == "i"

@@ -99,6 +99,8 @@ def _clamp_range(act_min, act_max, info) -> tuple[int, int]:
 
 
 def _acc_format(acc) -> Format:
+    if isinstance(acc, (bool, np.bool_)):
+        raise TypeError(f"acc must be a Format or an int (accumulator bits), got {acc!r}")
     fmt = Format.integer(int(acc)) if isinstance(acc, (int, np.integer)) else acc
     if not isinstance(fmt, Format):
         raise TypeError(f"acc must be a Format or an int (accumulator bits), got {acc!r}")
@@ -177,6 +179,8 @@ def _explicit_padding(padding, in_hw, k_hw, stride, dilation):
         return tuple(pads)
     try:
         (t, b), (l, r) = padding
+        if not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in (t, b, l, r)):
+            raise TypeError
         pads = ((int(t), int(b)), (int(l), int(r)))
     except (TypeError, ValueError):
         raise ValueError(f"padding must be 'SAME', 'VALID' or ((t, b), (l, r)), got {padding!r}") from None

@@ -107,7 +107,7 @@ def requantize_float(acc, scale, rounding="half_away", *, axis: int = -1, out: F
     r"""Float-scale requantization: :math:`y = \mathrm{round}(\mathrm{fl}_{64}(\mathrm{acc} \cdot S))`.
 
     The product is computed in float64 (``acc`` exact below :math:`2^{53}`) and rounded once,
-    exactly, by :func:`fxpsim.fixed.from_float` with ``rounding`` into ``out``
+    exactly, by :func:`fxpsim.from_float` with ``rounding`` into ``out``
     (``Format.integer(32)`` by default).  TFLite's reference FULLY_CONNECTED in the shared
     vectors' build is this with ``rounding="half_away"`` and
     :math:`S = (\mathrm{double}(s_x)\,\mathrm{double}(s_w)) / \mathrm{double}(s_y)`.

@@ -22,12 +22,14 @@ graph (no pickles); :func:`load_graph` reads it back bit for bit and reports a d
 from __future__ import annotations
 
 import importlib
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from .datapath_settings import EXACT_DATAPATH, Datapath, node_datapath
+from .validate import check_attrs, check_datapath_arg, check_node_fields, check_datapath, check_shapes, check_tensor, toposort
 from .serialize import GRAPH_FORMAT, GRAPH_FORMAT_VERSION, graph_to_json, load_graph, save_graph  # noqa: F401
 
 __all__ = ["TensorSpec", "Node", "IntegerGraph", "load_graph", "EXACT_DATAPATH", "Datapath", "node_datapath"]
@@ -97,10 +99,20 @@ class TensorSpec:
                                  f"[{lo}, {hi}]")
             self.data = data
             self.shape = tuple(data.shape)
+        if isinstance(self.shape, (str, bytes)) or not hasattr(self.shape, "__iter__") or not all(
+                isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0 for d in self.shape):
+            raise ValueError(f"tensor {self.name!r}: shape must be a sequence of non-negative ints, "
+                             f"got {self.shape!r}")
         self.shape = tuple(int(d) for d in self.shape)
+        if isinstance(self.signed, (bool, np.bool_)):
+            self.signed = bool(self.signed)
+        else:
+            raise TypeError(f"tensor {self.name!r}: signed must be a bool, got {self.signed!r}")
+        if self.axis is not None and (isinstance(self.axis, bool) or not isinstance(self.axis, (int, np.integer))):
+            raise TypeError(f"tensor {self.name!r}: axis must be an int or None, got {self.axis!r}")
         if self.scale is not None:
             scale = np.atleast_1d(np.asarray(self.scale, dtype=np.float64))
-            if scale.ndim != 1 or not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+            if scale.ndim != 1 or not all(math.isfinite(v) and v > 0 for v in scale.tolist()):
                 raise ValueError(f"tensor {self.name!r}: scale must be positive and finite, got {self.scale!r}")
             zp = np.zeros(scale.shape, np.int64) if self.zero_point is None else \
                 np.atleast_1d(np.asarray(self.zero_point))
@@ -194,6 +206,7 @@ class Node:
     attrs: dict = field(default_factory=dict)
 
     def __post_init__(self):
+        check_node_fields(self)
         self.inputs, self.outputs = list(self.inputs), list(self.outputs)
         self.attrs = {str(k): _plain(v) for k, v in dict(self.attrs).items()}
 
@@ -228,8 +241,18 @@ class IntegerGraph:
             if t.name in self.tensors:
                 raise ValueError(f"tensor {t.name!r} is defined twice")
             self.tensors[t.name] = t
+        for what, v in (("inputs", inputs), ("outputs", outputs)):
+            if isinstance(v, (str, bytes)) or not all(isinstance(t, str) for t in v):
+                raise TypeError(f"graph {what} must be a list of tensor names, got {v!r}")
         self.inputs, self.outputs = list(inputs), list(outputs)
+        if not isinstance(meta, (Mapping, type(None))):
+            raise TypeError(f"meta must be a dict, got {type(meta).__name__}")
         self.meta = _plain(dict(meta or {}))
+        if self.meta.get("datapath"):
+            dp = self.meta["datapath"]
+            if not isinstance(dp, dict) or not set(dp) <= set(Datapath.__dataclass_fields__):
+                raise ValueError(f"meta['datapath'] must be a dict of Datapath fields, got {dp!r}")
+            check_datapath(Datapath(**dp))
         names = set()
         for n in nodes:
             if not isinstance(n, Node):
@@ -237,6 +260,8 @@ class IntegerGraph:
             if n.name in names:
                 raise ValueError(f"node name {n.name!r} is used twice")
             names.add(n.name)
+            if not n.outputs or not all(n.outputs):
+                raise ValueError(f"node {n.name!r}: needs at least one named output, got {n.outputs!r}")
             if find_op(n.op) is None:
                 raise ValueError(f"node {n.name!r}: unknown op {n.op!r}; known ops: {', '.join(sorted(OPS))}")
             for t in n.inputs + n.outputs:
@@ -245,9 +270,16 @@ class IntegerGraph:
         for t in self.inputs + self.outputs:
             if t not in self.tensors:
                 raise ValueError(f"graph input/output {t!r} is not a tensor of the graph")
+        for t in self.inputs:
+            if self.tensors[t].is_constant:
+                raise ValueError(f"graph input {t!r} is a constant tensor")
+        for t in self.tensors.values():
+            check_tensor(t)
         self.nodes: list[Node] = self._toposort(list(nodes))
         for n in self.nodes:
+            check_attrs(n)
             OPS[n.op].check(self, n)
+            check_shapes(self, n)
 
     # ------------------------------------------------------------------ structure
     def _toposort(self, nodes: list) -> list:
@@ -259,19 +291,7 @@ class IntegerGraph:
                 if self.tensors[t].is_constant or t in self.inputs:
                     raise ValueError(f"node {n.name!r} writes {t!r}, a constant or graph input")
                 producer[t] = n
-        ready = set(self.inputs) | {k for k, t in self.tensors.items() if t.is_constant}
-        order, pending = [], list(nodes)
-        while pending:
-            progressed = False
-            for n in list(pending):
-                if all((not t) or t in ready for t in n.inputs):
-                    order.append(n)
-                    ready.update(n.outputs)
-                    pending.remove(n)
-                    progressed = True
-            if not progressed:
-                missing = sorted({t for n in pending for t in n.inputs if t and t not in ready})
-                raise ValueError(f"the graph has a cycle or reads tensors nothing writes: {missing[:5]}")
+        order, ready = toposort(nodes, set(self.inputs) | {k for k, t in self.tensors.items() if t.is_constant})
         for t in self.outputs:
             if t not in ready:
                 raise ValueError(f"graph output {t!r} is never computed")
@@ -281,16 +301,27 @@ class IntegerGraph:
         """A node by name or index."""
         if isinstance(key, (int, np.integer)):
             return self.nodes[int(key)]
-        for n in self.nodes:
-            if n.name == key:
-                return n
+        hit = self._index()[0].get(key)
+        if hit is not None:
+            return hit
         raise KeyError(f"no node named {key!r}; nodes: {', '.join(n.name for n in self.nodes)}")
 
     def producer(self, tensor: str) -> Node | None:
-        for n in self.nodes:
-            if tensor in n.outputs:
-                return n
-        return None
+        """The node that writes ``tensor`` (``None`` for inputs and constants)."""
+        return self._index()[1].get(tensor)
+
+    def _index(self) -> tuple[dict, dict]:
+        """``(name -> node, tensor -> producer)``, rebuilt when ``nodes`` changes (O(1) look-ups)."""
+        key = (id(self.nodes), len(self.nodes), tuple(map(id, self.nodes[:1] + self.nodes[-1:])))
+        cached = self.__dict__.get("_node_index")
+        if cached is None or cached[0] != key:
+            by_name, by_tensor = {}, {}
+            for n in self.nodes:
+                by_name.setdefault(n.name, n)
+                for t in n.outputs:
+                    by_tensor.setdefault(t, n)
+            cached = self.__dict__["_node_index"] = (key, by_name, by_tensor)
+        return cached[1], cached[2]
 
     def __repr__(self) -> str:
         return (f"IntegerGraph({self.name!r}: {len(self.nodes)} nodes, inputs {self.inputs}, "
@@ -330,6 +361,7 @@ class IntegerGraph:
         if trace not in (False, True, "peaks"):
             raise ValueError(f"trace must be False, True or 'peaks', got {trace!r}")
         datapath = self.default_datapath if datapath is None else datapath
+        check_datapath_arg(datapath)
         feeds = self._feeds(self._with_state(x))
         n = len(next(iter(feeds.values())))
         if not (trace or keep) and n > batch_size:
@@ -390,6 +422,8 @@ class IntegerGraph:
 
     def _feeds(self, x) -> dict:
         arrays = [x] if isinstance(x, np.ndarray) or not isinstance(x, (list, tuple)) else list(x)
+        if not self.inputs:
+            raise ValueError(f"graph {self.name!r} has no inputs to feed")
         if len(arrays) != len(self.inputs):
             raise ValueError(f"the graph has {len(self.inputs)} input(s) ({', '.join(self.inputs)}), "
                              f"got {len(arrays)} array(s)")

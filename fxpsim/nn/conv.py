@@ -235,10 +235,20 @@ def avg_pool2d_backward(dy, counts, x_shape, pool, stride, pads):
 
 
 # ------------------------------------------------------------------------------------ layers
+def positive_int(v, name: str) -> int:
+    """``v`` as an int >= 1; a float (even 2.0), bool or string is a TypeError naming ``name``."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{name} must be a positive int, got {v!r}")
+    if v < 1:
+        raise ValueError(f"{name} must be a positive int, got {v!r}")
+    return int(v)
+
+
 def _pair(v, name):
     """``(v, v)`` for an int, else the pair ``v``; both positive ints (ValueError naming ``name`` otherwise)."""
     pair = (v, v) if np.isscalar(v) else tuple(v)
-    if len(pair) != 2 or any(int(p) != p or p < 1 for p in pair):
+    if len(pair) != 2 or any(isinstance(p, (bool, np.bool_)) or not isinstance(p, (int, np.integer)) or p < 1
+                             for p in pair):
         raise ValueError(f"{name} must be a positive int or a pair of them, got {v!r}")
     return tuple(int(p) for p in pair)
 
@@ -254,7 +264,7 @@ def _padding(p):
 def init_conv_weights(layer, in_channels, filters, kernel_size, stride, padding, seed, dtype) -> None:
     """Geometry and Glorot-uniform HWIO weights of a 2-D convolution layer (``Conv2D`` and its folded
     batch-norm twin)."""
-    layer.in_channels, layer.filters = int(in_channels), int(filters)
+    layer.in_channels, layer.filters = positive_int(in_channels, "in_channels"), positive_int(filters, "filters")
     layer.kernel_size, layer.stride = _pair(kernel_size, "kernel_size"), _pair(stride, "stride")
     layer.padding = _padding(padding)
     kh, kw = layer.kernel_size
@@ -310,7 +320,8 @@ class DepthwiseConv2D(LinearLayer):
                  activation=None, use_bias=True, weight_quantizer=None, activation_quantizer=None, seed=None,
                  dtype=np.float32):
         super().__init__()
-        self.channels, self.depth_multiplier = int(channels), int(depth_multiplier)
+        self.channels = positive_int(channels, "channels")
+        self.depth_multiplier = positive_int(depth_multiplier, "depth_multiplier")
         self.kernel_size, self.stride = _pair(kernel_size, "kernel_size"), _pair(stride, "stride")
         self.padding = _padding(padding)
         kh, kw = self.kernel_size

@@ -12,7 +12,9 @@ __all__ = ["Dense", "init_dense_weights"]
 def init_dense_weights(layer, in_features, out_features, seed, dtype) -> None:
     """Shape and Glorot-uniform [in, out] weights of a fully connected layer (``Dense`` and its folded
     batch-norm twin)."""
-    layer.in_features, layer.out_features = int(in_features), int(out_features)
+    from .conv import positive_int
+    layer.in_features = positive_int(in_features, "in_features")
+    layer.out_features = positive_int(out_features, "out_features")
     rng = np.random.default_rng(seed)
     layer.W = glorot_uniform(rng, (layer.in_features, layer.out_features), layer.in_features, layer.out_features,
                              dtype)

@@ -216,6 +216,18 @@ def _check_labels_fit(logits, y, where):
 
 
 # ------------------------------------------------------------------------------------------ fit / evaluate
+def check_threads(threads, where: str = "threads") -> None:
+    """``threads`` must be ``None`` or an int in 1..the machine's CPU count (more threads than CPUs only
+    spin: 10^5 ran 64 BLAS threads on 2 CPUs, 23x slower)."""
+    if threads is None:
+        return
+    cpus = os.cpu_count() or 1
+    if isinstance(threads, (bool, np.bool_)) or not isinstance(threads, (int, np.integer)):
+        raise TypeError(f"{where} must be None or an int in 1..{cpus}, got {threads!r}")
+    if not 1 <= int(threads) <= cpus:
+        raise ValueError(f"{where} must be None or an int in 1..{cpus} (this machine's CPUs), got {threads!r}")
+
+
 def thread_limit(threads: int | None):
     """Context manager capping BLAS and OpenMP threads (via threadpoolctl, a scikit-learn dependency).
 
@@ -223,6 +235,7 @@ def thread_limit(threads: int | None):
     machine, run many times slower), and OpenBLAS's results can depend on the thread count, so a fixed
     count also keeps training bit-for-bit reproducible across machines. ``None`` leaves threads alone.
     """
+    check_threads(threads)
     if threads is None:
         return contextlib.nullcontext()
     try:
@@ -234,6 +247,7 @@ def thread_limit(threads: int | None):
 
 def predict(model: Module, x: np.ndarray, batch_size: int = 512, threads: int | None = 1) -> np.ndarray:
     """Model outputs (logits) in eval mode, in batches; the model's mode is restored afterwards."""
+    check_threads(threads, "predict: threads")
     was_training = model.training
     model.eval()
     try:
@@ -325,6 +339,10 @@ def fit(model: Module, train_data, epochs: int, batch_size: int = 32, optimizer:
     if val_data is not None:
         val_data = _check_data(val_data, model.dtype, "fit (val_data)")
     optimizer = Adam(1e-3) if optimizer is None else optimizer
+    if not isinstance(optimizer, Optimizer):
+        raise TypeError(f"fit: optimizer must be an Optimizer (e.g. fxpsim.nn.Adam(1e-3), SGD(0.1)), got "
+                        f"{optimizer!r}")
+    check_threads(threads, "fit: threads")
     loss_fn = SoftmaxCrossEntropy() if loss is None else loss
     rng = np.random.default_rng(seed)
     history: dict[str, list] = {"loss": [], "accuracy": [], "lr": [], "time": []}
