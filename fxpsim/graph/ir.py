@@ -472,27 +472,8 @@ class IntegerGraph:
     def summary(self) -> str:
         """A table of nodes: op, input and output shapes and types, scales, MACs per sample, and the
         worst-case accumulator bits each MAC node needs (see :meth:`accumulator_bits_needed`)."""
-        from .._text import format_table
-        rows = []
-        for i, n in enumerate(self.nodes):
-            acts = [self.tensors[t] for t in n.inputs if t and not self.tensors[t].is_constant]
-            out = self.tensors[n.outputs[0]]
-            acc = self.accumulator_bits_needed(n)
-            rows.append([i, n.name, n.op, " ".join(str(list(t.shape)) for t in acts), str(list(out.shape)),
-                         f"{','.join(t.type_name for t in acts)}->{out.type_name}", out.quant_text(),
-                         self.macs(n), "" if acc is None else acc])
-        total = sum(self.macs(n) for n in self.nodes)
-        head = (f"{self.name}: {len(self.nodes)} nodes, inputs "
-                + ", ".join(f"{t} {self.tensors[t].type_name}{list(self.tensors[t].shape)}" for t in self.inputs)
-                + ", outputs "
-                + ", ".join(f"{t} {self.tensors[t].type_name}{list(self.tensors[t].shape)}" for t in self.outputs)
-                + f", {total:,} MACs per sample")
-        table = format_table(rows, ["#", "node", "op", "input shapes", "output shape", "types", "output quant",
-                                    "MACs", "acc bits"])
-        notes = ("MACs: multiply-accumulates per sample. acc bits: the signed accumulator width that holds the "
-                 "worst case |bias| + sum |x - z_x| |w - z_w| over all inputs of the input types (no overflow "
-                 "possible at or above it). output quant: real = s (code - z).")
-        return f"{head}\n{table}\n{notes}"
+        from .summary import graph_summary
+        return graph_summary(self)
 
     def export_vectors(self, directory, x, datapath=None, **options) -> dict:
         """Golden vectors of every node for an RTL testbench: :func:`fxpsim.rtl.export_vectors` on this graph.
