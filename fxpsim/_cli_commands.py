@@ -159,6 +159,15 @@ def cmd_presets(args) -> int:
 
 def cmd_inspect(args) -> int:
     from .hardware.conversion import convert
+    if args.coverage:
+        from .frontends import model_coverage
+        if not str(args.model).lower().endswith((".tflite", ".onnx")):
+            raise UsageError(f"--coverage reads a .tflite or .onnx file, not {args.model}")
+        try:
+            _say(str(model_coverage(args.model)))
+        except (OSError, ValueError) as exc:
+            raise UsageError(str(exc).splitlines()[0]) from None
+        return 0
     model = _load_model(args.model)
     if not _is_graph(model):
         config = _load_config(args.config)

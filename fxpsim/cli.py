@@ -153,6 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--data", default="digits", help="calibration data for an fxpsim model (as simulate)")
     inspect.add_argument("--seed", type=_seed, default=0, help=argparse.SUPPRESS)
     inspect.add_argument("--calibration", type=_positive_int, default=500, help=argparse.SUPPRESS)
+    inspect.add_argument("--coverage", action="store_true", help="for a .tflite or .onnx file: which operators "
+                         "import (per TFLite kernel set), listing every unsupported one with its nodes; never fails "
+                         "on an unsupported model")
 
     vectors = sub.add_parser("export-vectors", help="write golden vectors of every node for RTL verification",
                              description="Run inputs through a model's integer graph on a config and write, per "

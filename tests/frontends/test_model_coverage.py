@@ -24,3 +24,25 @@ def test_other_files_are_refused_by_name(tmp_path):
         fxpsim.model_coverage(f)
     with pytest.raises(FileNotFoundError):
         fxpsim.model_coverage(tmp_path / "missing.onnx")
+
+
+def test_inspect_coverage_lists_every_unsupported_op_and_exits_0(tmp_path):
+    """``fxpsim inspect --coverage`` on a model with two unsupported op types names both, with their nodes."""
+    import subprocess
+    import sys
+    onnx = pytest.importorskip("onnx", reason="onnx (test extra) is not installed")
+    from onnx import TensorProto, helper
+    nodes = [helper.make_node("Erf", ["x"], ["a"], name="erf_one"), helper.make_node("Erf", ["a"], ["b"], name="erf_two"),
+             helper.make_node("Celu", ["b"], ["y"], name="celu_one")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    path = tmp_path / "unsupported.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    r = subprocess.run([sys.executable, "-m", "fxpsim", "inspect", "--coverage", str(path)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    rows = {line.split()[0]: line for line in r.stdout.splitlines()[1:] if line.strip()}
+    assert "erf_one" in rows["Erf"] and "erf_two" in rows["Erf"] and rows["Erf"].split()[1] == "2"
+    assert "celu_one" in rows["Celu"]
+    bad = subprocess.run([sys.executable, "-m", "fxpsim", "inspect", "--coverage", str(tmp_path / "x.npz")],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
