@@ -72,6 +72,9 @@ class LayerRecord:
     acc_peak: int | None = None
     acc_limit: int | None = None
     acc_bits_needed: int | None = None
+    acc_bits_needed_cumulative: int | None = None
+    overflow_count_isolated: int | None = None
+    not_exact_isolated: float | None = None
     headroom_bits: int | None = None
     clipped_fraction: float = 0.0
     not_exact_fraction: float = 0.0
@@ -138,15 +141,25 @@ LAYER_COLUMN_DEFINITIONS = (
     ("max err LSB", "max_abs_error_lsb", "largest |out - ref| in units of the output scale (one output LSB)"),
     ("SQNR isolated", "isolated_sqnr_db", "SQNR of the node alone: fed the reference values of its inputs "
                                           "(quantized), so the errors of earlier nodes do not count (MAC nodes)"),
-    ("not exact", "not_exact_fraction", "fraction of output codes that differ from the same graph on an exact "
-                                        "(never overflowing) accumulator: what the narrow datapath changed"),
-    ("acc bits", "accumulator_bits", "accumulator width of the node on this datapath"),
+    ("not exact", "not_exact_fraction", "fraction of output codes that differ from the exact datapath "
+                                        "(HardwareConfig.exact_datapath: an accumulator that never overflows, the "
+                                        "full bias, the full 31-bit multiplier, no tiles, no lookup tables), the "
+                                        "network run as configured: cumulative, earlier nodes' changes included"),
+    ("not exact iso", "not_exact_isolated", "the same, isolated: this node alone on the configured datapath, "
+                                            "fed the exact datapath's inputs (MAC nodes)"),
+    ("acc bits", "accumulator_bits", "configured accumulator width of the node (per-layer overrides applied)"),
     ("overflows", "overflow_count", "accumulator adds that overflowed (saturated or wrapped), the bias add "
-                                    "included; wrap overflows that later cancel still count"),
+                                    "included; wrap overflows that later cancel still count; cumulative: the "
+                                    "network run as configured"),
+    ("ovf iso", "overflow_count_isolated", "the same, isolated: the node alone fed the exact datapath's inputs"),
     ("ovf rate", "overflow_rate", "overflows / accumulator adds performed"),
-    ("bits needed", "acc_bits_needed", "smallest signed width holding every exact partial sum of the MAC "
-                                       "sequence (the largest |running sum|, not just the final sums) on this data"),
-    ("headroom", "headroom_bits", "acc bits - bits needed, in bits; negative: the final sums do not fit"),
+    ("bits needed", "acc_bits_needed", "smallest signed width holding every exact partial sum (the largest "
+                                       "|running sum|, bias included; with zero_point=fold the folded bias) of the "
+                                       "node on the exact datapath fed exact inputs: the width from which the node "
+                                       "is exact on this data"),
+    ("bits needed cum", "acc_bits_needed_cumulative", "the same partial sums with the node's configured bias "
+                                                      "register, fed the inputs of the run as configured"),
+    ("headroom", "headroom_bits", "acc bits - bits needed; negative: some exact partial sum does not fit"),
     ("bias clipped", "bias_clipped", "biases saturated to fit the bias register or the accumulator (at "
                                      "conversion and on this datapath)"),
     ("clipped", "clipped_fraction", "fraction of the node's outputs whose requantized value fell outside the "
