@@ -8,7 +8,8 @@ Top-level object:
 ``config`` (the :meth:`fxpsim.hardware.HardwareConfig.to_dict` table, or null), ``model`` (str: the model's
 layers), ``network`` (object, below), ``layers`` (array of layer records, below), ``sweep`` (null or
 ``{"grid": {axis: [values]}, "records": [...], "pareto_accumulator": [...], "pareto_bitops": [...]}``),
-``notes`` (array of str).
+``notes`` (array of str), ``conclusion`` (array of str: the answer the HTML page opens with, above a
+sweep's recommendation and caveats).
 
 ``network``: ``n_samples`` (int), ``accuracy`` (hardware top-1 accuracy on the labels, null without labels),
 ``float_accuracy`` (the float model's), ``agreement`` (fraction of samples whose hardware top-1 equals the
@@ -192,6 +193,7 @@ class Report:
     title: str = "fxpsim hardware simulation"
     sweep: dict | None = None
     notes: list = field(default_factory=list)
+    conclusion: list = field(default_factory=list)
     created: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc)
                          .replace(microsecond=0).isoformat())
 
@@ -207,7 +209,7 @@ class Report:
             "schema": REPORT_SCHEMA, "schema_version": REPORT_SCHEMA_VERSION, "title": self.title,
             "created": self.created, "fxpsim_version": __version__, "config": self.config,
             "model": self.model, "network": self.network, "layers": [r.to_dict() for r in self.layers],
-            "sweep": self.sweep, "notes": list(self.notes)})
+            "sweep": self.sweep, "notes": list(self.notes), "conclusion": list(self.conclusion)})
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
@@ -222,7 +224,8 @@ class Report:
         return cls(layers=[LayerRecord.from_dict(r) for r in d.get("layers", [])],
                    network={k: _from_json_float(v) for k, v in (d.get("network") or {}).items()},
                    config=d.get("config"), model=d.get("model", ""), title=d.get("title", ""),
-                   sweep=d.get("sweep"), notes=list(d.get("notes", [])), created=d.get("created", ""))
+                   sweep=d.get("sweep"), notes=list(d.get("notes", [])), created=d.get("created", ""),
+                   conclusion=list(d.get("conclusion", [])))
 
     @classmethod
     def from_json(cls, text: str) -> "Report":
@@ -299,6 +302,25 @@ class Report:
             out += ["", "## Notes", ""] + [f"- {n}" for n in self.notes]
         return "\n".join(out) + "\n"
 
+    def headline(self) -> tuple[list, list]:
+        """``(answer, caveats)`` that open the HTML page: the report's :attr:`conclusion` and a sweep's
+        recommendation (with the metric it names), then the sweep's notes and what the tables below show."""
+        answer, caveats = list(self.conclusion), []
+        if self.sweep:
+            rec = self.sweep.get("recommendation") or {}
+            if rec.get("accumulator_bits") is not None:
+                answer.append(f"recommended accumulator: {rec['accumulator_bits']} bits ({rec.get('config')}), "
+                              f"by the metric {rec.get('metric')!r}: {rec.get('reason')}")
+            elif rec:
+                answer.append(f"no accumulator width recommended by the metric {rec.get('metric')!r}: "
+                              f"{rec.get('reason')}")
+            caveats += [str(n) for n in self.sweep.get("notes", [])]
+            if self.layers:
+                name = (self.config or {}).get("name", "the base configuration")
+                caveats.append(f"the network and layer tables below are those of the unswept base configuration "
+                               f"{name!r}, not of a swept point; the sweep's records follow them")
+        return answer, caveats
+
     # ----- HTML ---------------------------------------------------------------------------------------
     def figures(self) -> dict:
         """``{name: matplotlib Figure}`` of every plot this report has data for (see :mod:`fxpsim.plots`)."""
@@ -320,6 +342,12 @@ class Report:
             return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
         parts = [f"<h1>{esc(self.title)}</h1>", f"<p class='meta'>Created {esc(self.created)}</p>"]
+        answer, caveats = self.headline()
+        if answer or caveats:
+            parts += ["<section id='conclusion'><h2>Conclusion</h2>",
+                      "<ul>" + "".join(f"<li><b>{esc(a)}</b></li>" for a in answer) + "</ul>" if answer else "",
+                      ("<h3>Caveats</h3><ul>" + "".join(f"<li>{esc(c)}</li>" for c in caveats) + "</ul>")
+                      if caveats else "", "</section>"]
         if self.config:
             parts.append(f"<p><b>Hardware:</b> {esc(str(self.config.get('name', '')))} - "
                          f"{esc(str(self.config.get('description', '')))}</p>")

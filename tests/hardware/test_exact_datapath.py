@@ -210,3 +210,18 @@ def test_a_single_output_detector_gets_no_recommendation_from_top1_agreement():
     assert res.recommendation["accumulator_bits"] != 8
     by = {r["accumulator_bits"]: r for r in res.records}
     assert by[8]["exact_fraction"] < 1 and by[res.recommendation["accumulator_bits"]]["exact_fraction"] == 1.0
+
+
+def test_the_html_opens_with_the_recommendation_and_the_caveats():
+    model, x = _model(BIG_BIAS), _data()
+    res = sweep(model, x, {"accumulator_bits": [16, 24]}, config=BASE, processes=1, progress=False)
+    report = simulate(model, BASE, x)
+    report.sweep = res
+    report.conclusion = ["the answer"]
+    page = report.to_html(figures={})
+    import html
+    top = html.unescape(page[:page.index("<h2>Network</h2>")])
+    assert "the answer" in top and "recommended accumulator: 24 bits" in top and "'exact_fraction'" in top
+    assert "bias register follows the accumulator" in top and "unswept base configuration" in top
+    from fxpsim.report.render import Report
+    assert Report.from_json(report.to_json()).conclusion == ["the answer"]
