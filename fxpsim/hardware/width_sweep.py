@@ -2,8 +2,8 @@
 
 :func:`node_sweep` answers, for every MAC node of an integer graph and every accumulator width and overflow
 mode: how many adds overflow, what fraction of the node's outputs differ from the exact datapath's, and by
-how many output LSBs -- each node fed the exact graph's inputs (``graph.run(x, datapath, keep=True)``), every
-other knob of ``datapath`` unchanged.  The numbers are those of running the node on
+how many output LSBs -- each node fed the exact datapath's tensors (``graph.run(x, exact_datapath_of(datapath),
+keep=True)``), every other knob of ``datapath`` unchanged.  The numbers are those of running the node on
 ``dataclasses.replace(datapath, accumulator_bits=W, accumulator_overflow=mode)`` width by width, without the
 redundant work:
 
@@ -32,7 +32,8 @@ point of that node (and every point at which all nodes are exact: the network th
 node is provably exact, and starts the other points from the first node that is not.
 
 Knobs the fast path does not model (``zero_point="fold"``, K-tiling, an accumulator LSB coarser than the
-products', modes other than saturate / wrap / saturate_zero) make that node fall back to running it with
+products', a datapath that differs from its exact one beyond the accumulator -- a short multiplier --, modes
+other than saturate / wrap / saturate_zero) make that node fall back to running it with
 :func:`fxpsim.graph.ops.run_node` at every point -- the same numbers, at the cost of one node run per point.
 
 This module schedules the nodes (the exact inference, the thread pool, the fallback) and holds the public
@@ -145,11 +146,17 @@ def node_sweep(graph, x, widths=range(8, 33), overflows=("saturate", "wrap"), da
         Overflow modes (``saturate``, ``wrap``, ``saturate_zero`` on the fast path; any other mode runs
         the node at every point).
     datapath : Datapath or HardwareConfig, optional
-        Every other knob (order, bias add, overflow at add/end, requantization, per-node overrides);
-        default the graph's :attr:`~fxpsim.graph.IntegerGraph.default_datapath`.  Every node is fed the
-        tensors ``graph.run(x, datapath, keep=True)`` gives; a node's reference is its output with an exact
-        accumulator on this datapath (its exact sums requantized -- the same as its output on ``datapath``
-        whenever that accumulator cannot overflow there, which the sweep checks to skip the node's run).
+        The datapath whose accumulator is swept (order, bias add, overflow at add/end, requantization,
+        multiplier, per-node overrides); default the graph's :attr:`~fxpsim.graph.IntegerGraph.default_datapath`.
+        One meaning, whatever its width: the reference is **its exact datapath**
+        (:func:`fxpsim.hardware.exact.exact_datapath_of`: an accumulator that never overflows, the full
+        bias, the full multiplier, no tiles), every node is fed the tensors
+        ``graph.run(x, exact_datapath_of(datapath), keep=True)`` gives, and the point ``(W, mode)`` is
+        the node on ``datapath`` with ``accumulator_bits=W, accumulator_overflow=mode`` (its bias register
+        following the accumulator as :meth:`HardwareConfig.replace` says).  A narrow NPU config is
+        therefore never its own reference: a short multiplier keeps every width "not exact" and
+        ``exact_from`` None.  (A graph converted from an ``fxpsim.nn`` model holds the biases conversion
+        stored; :func:`fxpsim.hardware.sweep` of the model re-converts them per point.)
     nodes : iterable of str, optional
         Only these MAC nodes (default all).
     workers : int, optional
@@ -160,9 +167,8 @@ def node_sweep(graph, x, widths=range(8, 33), overflows=("saturate", "wrap"), da
     Returns
     -------
     NodeSweepResult
-        One record per (node, width, mode); the numbers equal running the node on
-        ``dataclasses.replace(node_datapath, accumulator_bits=W, accumulator_overflow=mode)`` fed the exact
-        graph's inputs, compared with its exact output.
+        One record per (node, width, mode); the numbers equal running the node on the point's datapath
+        (above) fed the exact datapath's inputs, compared with the node's output on the exact datapath.
     """
     t0 = time.perf_counter()
     datapath = graph.default_datapath if datapath is None else datapath

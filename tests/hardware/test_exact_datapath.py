@@ -225,3 +225,29 @@ def test_the_html_opens_with_the_recommendation_and_the_caveats():
     assert "bias register follows the accumulator" in top and "unswept base configuration" in top
     from fxpsim.report.render import Report
     assert Report.from_json(report.to_json()).conclusion == ["the answer"]
+
+
+def test_exact_widths_under_zero_point_fold_are_data_driven():
+    from fxpsim.hardware import convert
+    from fxpsim.hardware.width_sweep import exact_widths
+    model, x = _model([0.4, -0.3, 0.2]), _data()
+    cfg = preset("tflite-int8").replace(zero_point="fold")
+    graph = convert(model, cfg, x)
+    node = next(n for n in graph.nodes if n.op in MAC_OPS)
+    got = exact_widths(graph, x, cfg)[node.name]
+    # independent: raw input codes, b' = b - z_x sum_k w_k, running sums b' + x_1 w_1 + ... (bias after)
+    xq = graph.run(x, cfg, keep=True)[2][node.inputs[0]].astype(int).tolist()
+    w = graph.tensors[node.inputs[1]].data.astype(int).tolist()          # [O, K], zero point 0
+    b = graph.tensors[node.inputs[2]].data.astype(int).tolist()
+    zx = int(graph.tensors[node.inputs[0]].zero_point[0])
+    folded = [b[o] - zx * sum(w[o]) for o in range(len(w))]
+    peak = max(abs(v) for v in folded)
+    for row in xq:
+        for o in range(len(w)):
+            acc = 0
+            for xv, wv in zip(row, w[o]):
+                acc += xv * wv
+                peak = max(peak, abs(acc))
+            peak = max(peak, abs(acc + folded[o]))
+    assert got == peak.bit_length() + 1
+    assert got < graph.accumulator_bits_needed(node)       # the worst case of the type is wider
