@@ -95,7 +95,9 @@ class SweepResult:
         out = [head, f"sweep: {len(self.records)} configurations, metric {self.metric}", self.table(), "",
                f"Pareto front ({self.metric} vs accumulator bits, ties to the cheaper within {self.tolerance}):",
                format_table([[r.get(c) for c in cols] for r in self.pareto_accumulator], cols)]
-        return "\n".join(out + [f"note: {n}" for n in self.notes])
+        from ..report.render import SWEEP_COLUMN_DEFINITIONS
+        defs = [f"  {k}: {d}" for k, d in SWEEP_COLUMN_DEFINITIONS if any(k in r for r in self.records)]
+        return "\n".join(out + [f"note: {n}" for n in self.notes] + (["columns:"] + defs if defs else []))
 
     def save(self, out_dir: str | os.PathLike) -> dict:
         """Write ``sweep.csv`` and ``sweep.json`` into ``out_dir``; returns their paths."""

@@ -167,8 +167,24 @@ LAYER_COLUMN_DEFINITIONS = (
                                     "output code range and was clamped (a fused ReLU's floor does not count)"),
 )
 _LAYER_COLUMNS = tuple((h, k) for h, k, _ in LAYER_COLUMN_DEFINITIONS)
+# (sweep record column, definition): the sweep's columns, defined once for its text, JSON and HTML forms.
+SWEEP_COLUMN_DEFINITIONS = (
+    ("accumulator_bits", "configured accumulator width of the point (its bias register follows it when it was "
+                         "as wide as the accumulator)"),
+    ("exact_fraction", "fraction of output codes (every output) bit-exact with the exact datapath of the "
+                       "point's configuration (accumulator that never overflows, full bias, 31-bit multiplier)"),
+    ("max_lsb_error", "largest |output code - exact datapath's code|, in output LSBs"),
+    ("mean_lsb_error", "mean |output code - exact datapath's code|, in output LSBs"),
+    ("accuracy", "top-1 accuracy on the labels (none without labels)"),
+    ("agreement", "fraction of samples whose top-1 equals the float reference's (meaningless for a one-value "
+                  "output)"),
+    ("output_sqnr_db", "SQNR of the dequantized output against the float reference"),
+    ("overflow_count", "accumulator adds that overflowed, all nodes, the network run as configured"),
+    ("bias_clipped", "biases saturated into the bias register (conversion) or the accumulator (run)"),
+)
 _SWEEP_COLUMNS = ("weight_bits", "activation_bits", "accumulator_bits", "accumulator_overflow", "rounding",
-                  "accuracy", "agreement", "output_sqnr_db", "overflow_count")
+                  "exact_fraction", "max_lsb_error", "accuracy", "agreement", "output_sqnr_db", "overflow_count",
+                  "bias_clipped")
 
 
 @dataclass
@@ -371,10 +387,12 @@ class Report:
                 front = self.sweep.get(key) or []
                 if front:
                     extra = ["bit_ops"] if key == "pareto_bitops" else []
-                    parts += [f"<h2>Pareto front: accuracy vs {label}</h2>",
+                    parts += [f"<h2>Pareto front: {esc(str(self.sweep.get('metric', 'accuracy')))} vs {label}</h2>",
                               table(cols + extra, [[r.get(c) for c in cols + extra] for r in front])]
             parts += [f"<details><summary>Sweep: all {len(recs)} configurations</summary>",
-                      table(cols, [[r.get(c) for c in cols] for r in recs]), "</details>"]
+                      table(cols, [[r.get(c) for c in cols] for r in recs]), "</details>",
+                      "<dl class='columns'>" + "".join(f"<dt>{esc(h)}</dt><dd>{esc(d)}</dd>"
+                                                       for h, d in SWEEP_COLUMN_DEFINITIONS) + "</dl>"]
         if self.config:
             parts += ["<h2>Configuration</h2>",
                       f"<pre>{esc(json.dumps(_json_safe(self.config), indent=2))}</pre>"]
