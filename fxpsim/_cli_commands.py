@@ -216,6 +216,7 @@ def cmd_sweep(args) -> int:
     _say(result.table(), "", f"Pareto front, {result.metric} vs accumulator bits:")
     cols = ["weight_bits", "activation_bits", "accumulator_bits", "accumulator_overflow", "rounding", result.metric]
     _say(format_table([[r.get(c) for c in cols] for r in result.pareto_accumulator], cols))
+    _say(result.to_text().splitlines()[0])          # the recommendation, naming its metric
     if args.out:
         report = simulate(model, config, x, y, calibration_x=None if _is_graph(model) else xc,
                           title=f"fxpsim sweep on {config.name}")
@@ -307,20 +308,21 @@ def cmd_demo(args) -> int:
                    progress=progress)
     report.sweep = result.to_dict()
     report.notes.append(f"presets: {'; '.join(f'{r[0]} accuracy {r[1]:.4f}' for r in rows)}")
-    _say(f"[4/4] writing {args.out}/ ...")
-    paths = report.save(args.out)
-    save_model(model, os.path.join(args.out, "model.npz"))
-    _say("", report.to_text(), "", "Accuracy on every preset:",
-         format_table(rows, ["preset", "accuracy", "agreement", "output SQNR dB", "overflows"]))
     fits = [r for r in result.records if r["accuracy"] >= report.network["float_accuracy"] - 0.005
             and r["weight_bits"] == config.weight_bits]
     by_mode = {}
     for r in fits:
         by_mode.setdefault(r["accumulator_overflow"], r["accumulator_bits"])
         by_mode[r["accumulator_overflow"]] = min(by_mode[r["accumulator_overflow"]], r["accumulator_bits"])
-    for mode, bits in sorted(by_mode.items()):
-        _say(f"narrowest accumulator within 0.5 points of float accuracy with {config.weight_bits}-bit weights "
-             f"and {config.activation_bits}-bit activations ({mode}): {bits} bits")
+    report.conclusion = [f"narrowest accumulator within 0.5 points of float accuracy with {config.weight_bits}-bit "
+                         f"weights and {config.activation_bits}-bit activations ({mode}): {bits} bits"
+                         for mode, bits in sorted(by_mode.items())]
+    _say(f"[4/4] writing {args.out}/ ...")
+    paths = report.save(args.out)
+    save_model(model, os.path.join(args.out, "model.npz"))
+    _say("", report.to_text(), "", "Accuracy on every preset:",
+         format_table(rows, ["preset", "accuracy", "agreement", "output SQNR dB", "overflows"]))
+    _say(*report.conclusion)
     model_path = os.path.join(args.out, "model.npz")
     _say("", f"wrote {args.out}/:",
          f"  {paths['html']}  the report with every plot embedded: open it in a browser",

@@ -31,6 +31,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+import numpy as np
+
 from ..core.fixed import Format, Overflow, Rounding
 from .config_files import config_from_dict, config_from_toml, load_config, preset, preset_names
 from .config_schema import (ACCUMULATOR_ORDERS, BIAS_ADD, OVERFLOW_AT, REQUANTIZATION_SCHEMES,  # noqa: F401
@@ -259,24 +261,86 @@ class HardwareConfig:
             cache[key] = self._merged(merged) if merged else self
         return cache[key]
 
-    def exact_datapath(self, accumulator_bits: int, name: str | None = None) -> "HardwareConfig":
-        """The same target with accumulators that never overflow at ``accumulator_bits`` (wide enough for the
-        network): no K-tiling, wrap-around, per-add fitting, and the per-layer accumulator overrides
-        (``accumulator_bits``, ``accumulator_overflow``, ``overflow_at``, ``tile_k``,
-        ``tile_accumulator_bits``) dropped; everything else (widths, scales, requantization) kept. What a
-        report's "not exact" column should compare with. The lookup-table activations
-        (``activation_lut_entries``, ``activation_lut_interpolation``) are dropped as well: the exact datapath
-        runs them with the runtime's own arithmetic, so "not exact" counts the outputs a table changes."""
-        acc_keys = {"accumulator_bits", "accumulator_overflow", "overflow_at", "tile_k", "tile_accumulator_bits",
-                    *_LUT_FIELDS}
-        layers = {sel: {k: v for k, v in ov.items() if k not in acc_keys} for sel, ov in self.layers.items()}
+    #: What :meth:`exact_datapath` may keep when asked (``keep=``): each field is otherwise made exact.
+    EXACT_KEEPABLE = ("bias_bits", "bias_shift", "multiplier_bits", "activation_lut")
+
+    def exact_datapath(self, accumulator_bits: int | None = None, name: str | None = None, *,
+                       keep=()) -> "HardwareConfig":
+        """The exact datapath of this target: the one reference every comparison, sweep and sensitivity uses.
+
+        Everything that can lose information in the MAC datapath is made exact, everything else (weight,
+        activation widths and scales, zero-point handling, order, bias placement, requantization scheme and
+        its rounding) is kept:
+
+        * an accumulator of ``accumulator_bits`` (default :meth:`exact_accumulator_bits`: 32 for the TFLite
+          requantization schemes, the most they take, else 62) that wraps, at every add, with no K-tiling
+          and none of the per-layer accumulator overrides (``accumulator_bits``, ``accumulator_overflow``,
+          ``overflow_at``, ``tile_k``, ``tile_accumulator_bits``);
+        * the full bias, :math:`b_q = \\mathrm{round}(b / (s_{in} s_w))` in a register as wide as that
+          accumulator: ``bias_bits = accumulator_bits`` and ``bias_shift = 0`` (per-layer overrides of them
+          dropped);
+        * the full requantization multiplier, ``multiplier_bits = 31``;
+        * the lookup-table activations (``activation_lut_entries``) dropped: the runtime's own arithmetic.
+
+        Parameters
+        ----------
+        accumulator_bits : int, optional
+            Width of the exact accumulator.
+        name : str, optional
+            Default ``"<name> (exact datapath)"``.
+        keep : iterable of {"bias_bits", "bias_shift", "multiplier_bits", "activation_lut"}
+            What the user pins: these keep this config's value (``bias_bits`` as
+            :math:`\\min(bias\\_bits, accumulator\\_bits)`), so the comparison leaves them out.
+
+        Returns
+        -------
+        HardwareConfig
+            Its "not exact" columns count every output code that the accumulator width, overflow mode,
+            tiles, a clipped or shifted bias, a short multiplier or a lookup table changes.
+        """
+        keep = {keep} if isinstance(keep, str) else set(keep)
+        unknown = sorted(keep - set(self.EXACT_KEEPABLE))
+        if unknown:
+            raise ValueError(f"exact_datapath: keep names {unknown}; allowed: {', '.join(self.EXACT_KEEPABLE)}")
+        if accumulator_bits is None:
+            accumulator_bits = self.exact_accumulator_bits()
+        if isinstance(accumulator_bits, bool) or not isinstance(accumulator_bits, (int, np.integer)):
+            raise TypeError(f"exact_datapath: accumulator_bits must be an int, got {accumulator_bits!r}")
+        acc = int(accumulator_bits)
+        drop = {"accumulator_bits", "accumulator_overflow", "overflow_at", "tile_k", "tile_accumulator_bits"}
+        if "bias_bits" not in keep:
+            drop.add("bias_bits")
+        if "bias_shift" not in keep:
+            drop.add("bias_shift")
+        if "multiplier_bits" not in keep:
+            drop.add("multiplier_bits")
+        if "activation_lut" not in keep:
+            drop |= set(_LUT_FIELDS)
+        layers = {sel: {k: v for k, v in ov.items() if k not in drop} for sel, ov in self.layers.items()}
+        if "bias_bits" in keep:
+            for ov in layers.values():
+                if "bias_bits" in ov:
+                    ov["bias_bits"] = min(int(ov["bias_bits"]), acc)
         data = self.to_flat_dict()
-        data.update(name=name or f"{self.name} (exact accumulator)", accumulator_bits=int(accumulator_bits),
-                    bias_bits=min(self.bias_bits, int(accumulator_bits)), accumulator_overflow="wrap",
-                    overflow_at="add", tile_k=None, tile_accumulator_bits=None,
-                    activation_lut_entries=None, activation_lut_interpolation="none",
+        data.update(name=name or f"{self.name} (exact datapath)", accumulator_bits=acc,
+                    bias_bits=min(self.bias_bits, acc) if "bias_bits" in keep else acc,
+                    accumulator_overflow="wrap", overflow_at="add", tile_k=None, tile_accumulator_bits=None,
                     layers={sel: ov for sel, ov in layers.items() if ov})
+        if "bias_shift" not in keep:
+            data["bias_shift"] = 0
+        if "multiplier_bits" not in keep:
+            data["multiplier_bits"] = 31
+        if "activation_lut" not in keep:
+            data.update(activation_lut_entries=None, activation_lut_interpolation="none")
         return type(self)(**data)
+
+    def exact_accumulator_bits(self) -> int:
+        """Width of the exact datapath's accumulator: 32 when a TFLite requantization scheme reads it (the
+        most those take), else 62."""
+        schemes = (self.requantization, self.dense_requantization or "",
+                   *(ov.get("requantization", "") for ov in self.layers.values()),
+                   *(ov.get("dense_requantization", "") or "" for ov in self.layers.values()))
+        return 32 if any(str(s).startswith("tflite") for s in schemes) else 62
 
     def with_layer(self, selector: str, **changes: Any) -> "HardwareConfig":
         """A copy with per-node overrides added for ``selector`` (merged with any it already has):

@@ -172,18 +172,20 @@ def check_lut_knobs(config) -> None:
 def _apply_changes(data: dict, changes: Mapping[str, Any]) -> None:
     """Apply ``changes`` (flat or dotted names) to a flat field dict with :meth:`HardwareConfig.replace`'s
     rules (a narrower accumulator narrows the bias register; new bits drop a fixed-point format)."""
+    old_acc = data.get("accumulator_bits")
     for key, value in changes.items():
         name = _FIELD_TO_TOML_REVERSE.get(key, key)
         if name not in data:
             raise ConfigError(f"unknown key '{key}'; allowed: {', '.join(data)}")
         data[name] = value
     changes = {_FIELD_TO_TOML_REVERSE.get(k, k): v for k, v in changes.items()}
-    if "accumulator_bits" in data and "bias_bits" not in changes and isinstance(data["accumulator_bits"], int) \
-            and isinstance(data["bias_bits"], int):
-        data["bias_bits"] = min(data["bias_bits"], data["accumulator_bits"])
-    if "accumulator_bits" in changes and "tile_accumulator_bits" not in changes and \
-            isinstance(data.get("tile_accumulator_bits"), int) and isinstance(data["accumulator_bits"], int):
-        data["tile_accumulator_bits"] = min(data["tile_accumulator_bits"], data["accumulator_bits"])
+    acc = data.get("accumulator_bits")
+    for bounded in ("bias_bits", "tile_accumulator_bits"):
+        # a register the accumulator bounds: one as wide as the accumulator follows it both ways (widening
+        # the accumulator widens it); a narrower one, pinned by the user, keeps its width while it fits
+        if "accumulator_bits" in changes and bounded not in changes and isinstance(data.get(bounded), int) \
+                and isinstance(acc, int) and isinstance(old_acc, int):
+            data[bounded] = acc if data[bounded] >= old_acc else min(data[bounded], acc)
     if "weight_bits" in changes and "weight_format" not in changes:
         data["weight_format"] = None
     if "activation_bits" in changes and "activation_format" not in changes:

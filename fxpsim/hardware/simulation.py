@@ -121,12 +121,12 @@ def run_collect(graph: IntegerGraph, x, datapath, batch_size: int = 4096, exact:
     return values, traces, {k: np.concatenate(v) for k, v in accs.items()}
 
 
-def exact_datapath(config: HardwareConfig) -> HardwareConfig:
-    """The same target with an accumulator that never overflows at the network's widths (32 bits, the
-    most the TFLite schemes allow, or 62 bits for ``shift``/``float`` requantization): no K-tiling, no
-    per-layer accumulator overrides (:meth:`HardwareConfig.exact_datapath`)."""
-    tflite = any(s.startswith("tflite") for s in (config.requantization, config.dense_requantization or ""))
-    return config.exact_datapath(32 if tflite else 62)
+def exact_datapath(config: HardwareConfig, keep=()) -> HardwareConfig:
+    """The exact datapath of ``config`` (:meth:`HardwareConfig.exact_datapath`): an accumulator that never
+    overflows (32 bits for the TFLite schemes, else 62), the full bias, the full multiplier, no tiles, no
+    lookup tables; ``keep`` names what the user pins."""
+    from .exact import exact_datapath_of
+    return exact_datapath_of(config, keep)
 
 
 def simulate(model, config="tflite-int8", x=None, y=None, *, calibration_x=None, histogram_bins: int = 60,
@@ -191,8 +191,12 @@ def simulate(model, config="tflite-int8", x=None, y=None, *, calibration_x=None,
         model_repr = fgraph.model_repr
     notes += list(graph.meta.get("notes", []))       # what conversion or import had to decide
     notes += _lut_notes(graph, config)
+    notes += _runtime_notes(graph)
     values, traces, accs = run_collect(graph, list(feeds.values()), config, batch_size)
-    exact_values = run_collect(graph, list(feeds.values()), exact_datapath(config), batch_size, exact=False)[0]
+    exact_cfg = exact_datapath(config)
+    # the exact datapath: an fxpsim.nn model converted again for it (its biases stored in full), a graph as is
+    egraph = graph if isinstance(model, IntegerGraph) else convert(fgraph, exact_cfg)
+    exact_values, exact_traces, _ = run_collect(egraph, list(feeds.values()), exact_cfg, batch_size)
     records = []
     producer = {t: nd for nd in graph.nodes for t in nd.outputs}
     for i, name in enumerate(ref_names):
@@ -206,7 +210,7 @@ def simulate(model, config="tflite-int8", x=None, y=None, *, calibration_x=None,
                           macs=graph.macs(node), mse=mse, sqnr_db=sqnr, max_abs_error_lsb=max_lsb,
                           overflow_count=tr["overflows"], overflow_rate=tr["overflows"] / tr["adds"] if tr["adds"] else 0.0,
                           clipped_fraction=tr["clipped"] / max(codes.size, 1),
-                          not_exact_fraction=float(np.mean(codes != exact_values[name])) if codes.size else 0.0,
+                          not_exact_fraction=_differs(codes, exact_values[name]),
                           output_scale=None if spec.scale is None else float(spec.scale[0]),
                           output_zero_point=None if spec.scale is None else int(spec.zero_point[0]))
         if node.op in _MAC_OPS:
@@ -219,8 +223,13 @@ def simulate(model, config="tflite-int8", x=None, y=None, *, calibration_x=None,
             rec.accumulator_bits = bits
             rec.acc_peak = peak
             rec.acc_limit = 1 << (bits - 1)
-            rec.acc_bits_needed = _signed_bits(-peak, peak) if peak else 1
+            rec.acc_bits_needed_cumulative = _signed_bits(-peak, peak) if peak else 1
+            epeak = exact_traces[node.name]["partial_peak"] or 0     # the exact datapath, fed exact inputs
+            rec.acc_bits_needed = _signed_bits(-epeak, epeak) if epeak else 1
             rec.headroom_bits = bits - rec.acc_bits_needed
+            iso_out, iso_tr = _isolated_on_exact_inputs(graph, node, exact_values, config)
+            rec.overflow_count_isolated = int(iso_tr["overflows"])
+            rec.not_exact_isolated = _differs(iso_out, exact_values[name])
             rec.bias_clipped = tr["bias_clipped"] + int(graph.meta.get("bias_clipped", {}).get(node.name, 0))
             rec.acc_histogram = {"scale": "signed_log2", "edges": edges.tolist(), "counts": counts.tolist()}
             isolated = _isolated_output(graph, node, refs, feeds, config)
@@ -234,6 +243,36 @@ def simulate(model, config="tflite-int8", x=None, y=None, *, calibration_x=None,
     network["seconds"] = time.perf_counter() - t0
     return Report(layers=records, network=network, config=config.to_dict(), model=model_repr,
                   title=title or f"fxpsim simulation on {config.name}", notes=notes)
+
+
+def _differs(codes: np.ndarray, exact: np.ndarray) -> float:
+    """Fraction of output codes that differ from the exact datapath's."""
+    return float(np.mean(codes != exact)) if codes.size else 0.0
+
+
+def _isolated_on_exact_inputs(graph: IntegerGraph, node, exact_values: dict, config):
+    """The node alone on ``config`` (its own constants: a clipped bias stays clipped) fed the exact
+    datapath's tensors: ``(output codes, trace)``."""
+    from ..graph.ops import run_node
+    index = graph.nodes.index(node)
+    ins = [None if not t else (graph.tensors[t].data if graph.tensors[t].is_constant else exact_values[t])
+           for t in node.inputs]
+    outs, tr = run_node(graph, node, ins, config.for_node(node, index), True)
+    return outs[0], tr
+
+
+def _runtime_notes(graph: IntegerGraph) -> list:
+    """Which runtime's arithmetic (kernel set) an imported graph reproduces on its own datapath."""
+    dp = graph.meta.get("datapath")
+    if not isinstance(dp, dict) or not dp.get("name"):
+        return []
+    name = str(dp["name"])
+    note = f"runtime flavour: the graph's own datapath is {name!r}"
+    if name.startswith("litert-"):
+        others = [k for k in ("reference", "builtin", "xnnpack") if f"litert-{k}" != name]
+        note += (f" (LiteRT's {name[7:]} kernels); the other kernel sets ({', '.join(others)}) round some ops "
+                 "differently (import with kernels=... to reproduce them): see docs/tflite_kernels.md")
+    return [note]
 
 
 def _isolated_output(graph: IntegerGraph, node, refs: dict, feeds: dict, config) -> np.ndarray:

@@ -26,6 +26,8 @@ import numpy as np
 from ..graph.ir import IntegerGraph
 from .simulation import ConfigError, HardwareConfig, _check_labels, _check_x, _float_trace, convert, extract, \
     load_config, network_metrics
+from .sweep_metrics import MAXIMISED_METRICS, exactness, metric_problem, recommend
+from .sweep_reuse import provably_exact
 
 __all__ = ["sweep", "SweepResult", "pareto_front", "DEFAULT_AXES", "METRICS"]
 
@@ -35,7 +37,7 @@ _AXIS_ALIASES = {"overflow": "accumulator_overflow", "acc_bits": "accumulator_bi
                  "requant": "requantization", "scheme": "requantization"}
 
 
-METRICS = ("accuracy", "agreement", "output_sqnr_db")
+METRICS = MAXIMISED_METRICS
 
 
 def pareto_front(records: Sequence[dict], x_key: str, y_key: str, tolerance: float = 0.0) -> list[dict]:
@@ -70,6 +72,7 @@ class SweepResult:
     notes: list = field(default_factory=list)
     pareto_accumulator: list = field(default_factory=list)
     pareto_bitops: list = field(default_factory=list)
+    recommendation: dict = field(default_factory=dict)
 
     def __post_init__(self):
         self.pareto_accumulator = pareto_front(self.records, "accumulator_bits", self.metric, self.tolerance)
@@ -80,16 +83,21 @@ class SweepResult:
         return {"grid": self.grid, "metric": self.metric, "float_accuracy": self.float_accuracy,
                 "seconds": self.seconds, "tolerance": self.tolerance, "notes": list(self.notes),
                 "records": self.records, "pareto_accumulator": self.pareto_accumulator,
-                "pareto_bitops": self.pareto_bitops}
+                "pareto_bitops": self.pareto_bitops, "recommendation": self.recommendation}
 
     def to_text(self) -> str:
         """The records as a table, the Pareto front against accumulator bits, and the notes."""
         from ..report.render import format_table
         cols = [c for c in DEFAULT_AXES + (self.metric,) if any(r.get(c) is not None for r in self.records)]
-        out = [f"sweep: {len(self.records)} configurations, metric {self.metric}", self.table(), "",
+        rec = self.recommendation or {}
+        head = (f"recommendation ({rec.get('metric')}): accumulator_bits = {rec['accumulator_bits']} ({rec['reason']})"
+                if rec.get("accumulator_bits") is not None else f"recommendation: none ({rec.get('reason', '')})")
+        out = [head, f"sweep: {len(self.records)} configurations, metric {self.metric}", self.table(), "",
                f"Pareto front ({self.metric} vs accumulator bits, ties to the cheaper within {self.tolerance}):",
                format_table([[r.get(c) for c in cols] for r in self.pareto_accumulator], cols)]
-        return "\n".join(out + [f"note: {n}" for n in self.notes])
+        from ..report.render import SWEEP_COLUMN_DEFINITIONS
+        defs = [f"  {k}: {d}" for k, d in SWEEP_COLUMN_DEFINITIONS if any(k in r for r in self.records)]
+        return "\n".join(out + [f"note: {n}" for n in self.notes] + (["columns:"] + defs if defs else []))
 
     def save(self, out_dir: str | os.PathLike) -> dict:
         """Write ``sweep.csv`` and ``sweep.json`` into ``out_dir``; returns their paths."""
@@ -112,7 +120,8 @@ class SweepResult:
 
     def table(self) -> str:
         from ..report.render import format_table
-        cols = [c for c in DEFAULT_AXES + ("accuracy", "agreement", "output_sqnr_db", "overflow_count")
+        cols = [c for c in DEFAULT_AXES + ("exact_fraction", "max_lsb_error", "accuracy", "agreement",
+                                           "output_sqnr_db", "overflow_count", "bias_clipped")
                 if any(r.get(c) is not None for r in self.records)]
         return format_table([[r.get(c) for c in cols] for r in self.records], cols)
 
@@ -148,12 +157,30 @@ def _point_record(point: dict, config: HardwareConfig) -> dict:
     return rec
 
 
-def _run_chunk(graph, x, y, reference, configs: list) -> list:
+def _run_chunk(graph, x, y, reference, configs: list, exact=None) -> list:
     """Worker: simulate each config; returns the network metrics (+ seconds) for each."""
-    return [_run_point(graph, x, y, reference, config)[0] for config in configs]
+    exact = exact or [None] * len(configs)
+    return [_run_point(graph, x, y, reference, config, exact=e)[0] for config, e in zip(configs, exact)]
 
 
-def _run_point(graph, x, y, reference, config, keep: bool = False, start=None):
+def _exact_outputs(graph, x, y, reference, configs: list) -> tuple:
+    """Per config, the output codes of its exact datapath and that run's network metrics (one run per
+    distinct exact datapath)."""
+    cache, codes, metrics = {}, [], []
+    for c in configs:
+        ec = c.exact_datapath()
+        key = repr(sorted((k, repr(v)) for k, v in ec.to_flat_dict().items() if k != "name"))
+        if key not in cache:
+            net = graph if isinstance(graph, IntegerGraph) else convert(graph, ec)
+            out = net.run(x, ec)
+            m = network_metrics(net, out[0] if isinstance(out, list) else out, reference, y, 0)
+            cache[key] = (out, dict(m, exact_fraction=1.0))
+        codes.append(cache[key][0])
+        metrics.append(cache[key][1])
+    return codes, metrics
+
+
+def _run_point(graph, x, y, reference, config, keep: bool = False, start=None, exact=None):
     """Simulate one config: ``(metrics, (tensors, traces) or None)``.  ``keep``: also return every tensor
     and trace; ``start = (j, tensors, traces)``: nodes before ``j`` are provably the same as in the run those
     tensors and traces come from, so only nodes ``j`` on run (the rest as :meth:`IntegerGraph.run` does)."""
@@ -177,94 +204,16 @@ def _run_point(graph, x, y, reference, config, keep: bool = False, start=None):
                 values[t] = v
         outputs = [values[t] for t in net.outputs]
         codes, kept = (outputs[0] if len(outputs) == 1 else outputs), None
-    metrics = network_metrics(net, codes, reference, y, sum(t["overflows"] for t in traces.values()))
+    metrics = network_metrics(net, codes[0] if isinstance(codes, list) else codes, reference, y,
+                              sum(t["overflows"] for t in traces.values()))
+    if exact is not None:
+        metrics.update(exactness(codes, exact))
+    metrics["bias_clipped"] = sum(int(v) for v in net.meta.get("bias_clipped", {}).values()) + \
+        sum(int((t or {}).get("bias_clipped", 0)) for t in traces.values())
     metrics["layer_overflows"] = ";".join(f"{name}={t['overflows']}" for name, t in traces.items()
                                           if t["acc"] is not None)
     metrics["seconds"] = time.perf_counter() - t0
     return metrics, ((kept, traces) if keep else None)
-
-
-#: Fields that may differ between a point and the run it reuses (see ``sweep(skip_exact=...)``).
-_ACC_FIELDS = ("name", "description", "accumulator_bits", "accumulator_overflow", "bias_bits", "tile_accumulator_bits")
-#: Modules whose ops (but ``avg_pool2d`` and the TFLite-native MAC ops) never read the accumulator settings.
-_ACC_FREE_MODULES = ("fxpsim.graph.ops", "fxpsim.graph.elementwise_ops", "fxpsim.graph.lut_ops",
-                     "fxpsim.frontends.tflite.ops", "fxpsim.frontends.tflite.activation_ops",
-                     "fxpsim.frontends.tflite.mac_ops")
-
-
-def _node_needs(net, exact: dict) -> dict | None:
-    """Per node that reads the accumulator settings, the width from which it is provably exact on the sweep's
-    inputs: ``exact_widths`` for the core MAC nodes, the worst case of the type for the other accumulating
-    ops (average pooling, importer-native MAC ops); ``None`` when some op may depend on the accumulator in a
-    way no bound covers (e.g. an ONNX-native kernel that only runs on a 32-bit wrapping accumulator)."""
-    from ..graph.mac_ops import MAC_OPS
-    from ..graph.ops import OPS
-    need = {}
-    for idx, nd in enumerate(net.nodes):
-        if nd.op in MAC_OPS:
-            need[idx] = exact[nd.name]
-            continue
-        run = OPS[nd.op].run
-        if run.__module__ in _ACC_FREE_MODULES and nd.op != "avg_pool2d" and run.__name__ != "_native_mac_run":
-            continue
-        bound = net.accumulator_bits_needed(nd) if nd.op == "avg_pool2d" or run.__name__ == "_native_mac_run" \
-            else None
-        if bound is None:
-            return None
-        need[idx] = bound
-    return need
-
-
-def _provably_exact(graph, x, configs: list, is_graph: bool):
-    """``(reuse, prefix)``: ``reuse = {point index: (index of the point it reuses, its number of nodes)}`` for
-    points equal to the
-    widest accumulator of their group (same config but for :data:`_ACC_FIELDS`) at which every node that
-    reads the accumulator is provably exact (and so is the widest point); ``prefix = {point index: (index of
-    that point, j)}`` for the others whose first ``j > 0`` nodes are (in graph order: their inputs are then
-    the exact run's too)."""
-    from .width_sweep import exact_widths
-    groups: dict = {}
-    for i, c in enumerate(configs):
-        flat = c.to_flat_dict()
-        key = repr(sorted((k, repr(v)) for k, v in flat.items() if k not in _ACC_FIELDS))
-        groups.setdefault(key, []).append(i)
-    reuse, prefix = {}, {}
-    for members in groups.values():
-        if len(members) < 2:
-            continue
-        ref = max(members, key=lambda i: (configs[i].accumulator_bits, -i))
-        rc = configs[ref]
-        try:
-            net = graph if is_graph else convert(graph, rc)
-            need = _node_needs(net, exact_widths(net, x, rc))
-        except Exception:               # the point itself fails: its own run reports why, nothing reused
-            continue
-        if need is None:
-            continue
-        clipped = any(int(v) for v in net.meta.get("bias_clipped", {}).values())
-
-        def first_inexact(c, ref_self=False):
-            """Index of the first node (graph order) not provably exact on ``c``; len(nodes) if none."""
-            for idx in sorted(need):
-                bits, nd = need[idx], net.nodes[idx]
-                nc, nr = c.for_node(nd, idx), rc.for_node(nd, idx)
-                if nc.tile_k or nc.zero_point != "subtract" or nc.accumulator_bits < bits:
-                    return idx          # tiles / a folded bias: not what the bounds cover; or too narrow
-                if not ref_self and nc.bias_bits != nr.bias_bits and (clipped or nc.bias_bits < bits):
-                    return idx          # a bias register that could hold the bias differently
-            return len(net.nodes)
-
-        if first_inexact(rc, True) < len(net.nodes):
-            continue
-        for i in members:
-            if i == ref:
-                continue
-            j = first_inexact(configs[i])
-            if j == len(net.nodes):
-                reuse[i] = (ref, j)
-            elif j > 0:
-                prefix[i] = (ref, j)
-    return reuse, prefix
 
 
 def _fail(message: str):
@@ -326,25 +275,29 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
     t0 = time.perf_counter()
     base = load_config(config)
     if metric is None:
-        metric = "accuracy" if (isinstance(data, (tuple, list)) and len(data) == 2 and data[1] is not None) \
-            else "agreement"
+        metric = "accuracy" if (isinstance(data, tuple) or (isinstance(data, list) and not (
+            isinstance(model, IntegerGraph) and len(model.inputs) > 1))) and len(data) == 2 and data[1] is not None \
+            else "exact_fraction"
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not tolerance >= 0:
         raise ValueError(f"tolerance must be a number >= 0, got {tolerance!r}")
-    if isinstance(data, (tuple, list)):
+    is_graph = isinstance(model, IntegerGraph)
+    several = is_graph and len(model.inputs) > 1
+    if isinstance(data, (tuple, list)) and not (several and isinstance(data, list)):
         if len(data) != 2:
-            raise ValueError("data must be x or a pair (x, y)")
+            raise ValueError("data must be x or a pair (x, y) (for a graph with several inputs: a list of arrays, "
+                             "one per input, or a tuple (that list, y))")
         x, y = data
     else:
         x, y = data, None
-    is_graph = isinstance(model, IntegerGraph)
     if is_graph:
-        x = model._feeds(x)[model.inputs[0]] if len(model.inputs) == 1 else \
-            _fail("sweep: graphs with several inputs are not supported yet")
+        x = list(model._feeds(x).values())     # one array per graph input
+        n = len(x[0])
     else:
         x = _check_x(x, "x")
-    y = _check_labels(y, x.shape[0])
+        n = x.shape[0]
+    y = _check_labels(y, n)
     grids = [_normalise_grid(g, base) for g in (grid if isinstance(grid, (list, tuple)) else [grid])]
     if not grids:
         raise ValueError("grid must be a mapping {axis: [values]} or a non-empty list of them")
@@ -363,7 +316,9 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
             raise ConfigError(f"grid: {', '.join(bad)} cannot be swept on an integer graph (its widths and scales "
                               "are fixed); sweep an fxpsim.nn model to vary them")
         graph = model
-        reference = np.asarray(model.run_float(x), dtype=np.float64).reshape(len(x), -1)
+        ref_out = model.run_float(x)
+        ref_out = ref_out[0] if isinstance(ref_out, list) else ref_out
+        reference = np.asarray(ref_out, dtype=np.float64).reshape(n, -1)
     else:
         graph = extract(model, x if calibration_x is None else calibration_x)
         reference = _float_trace(graph.folded, [graph.stages[-1].model_layers[-1]], x)[0]
@@ -371,7 +326,7 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
     if processes is not None and (not isinstance(processes, int) or processes < 1):
         raise ValueError(f"processes must be a positive int, got {processes!r}")
     workers = processes or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-    reuse, prefix = _provably_exact(graph, x, configs, is_graph) if skip_exact else ({}, {})
+    reuse, prefix = provably_exact(graph, x, configs, is_graph) if skip_exact else ({}, {})
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -381,6 +336,7 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
     refs = {ref for ref, _ in prefix.values()}      # in-process runs keep these points' tensors
     kept: dict = {}
     started: dict = {}                              # point -> (point, j): nodes before j taken from that run
+    exact_outs, exact_metrics = _exact_outputs(graph, x, y, reference, configs)
     if bar is not None and reuse:
         bar.update(len(reuse))
     try:
@@ -388,7 +344,8 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
             # auto: time one point here; small sweeps stay in this process (a worker costs ~1 s to start)
             first = next((i for i in pending if i in refs), pending[0])    # a point others start from
             pending.remove(first)
-            results[first], kept[first] = _run_point(graph, x, y, reference, configs[first], keep=first in refs)
+            results[first], kept[first] = _run_point(graph, x, y, reference, configs[first], keep=first in refs,
+                                                     exact=exact_outs[first])
             if bar is not None:
                 bar.update(1)
             if workers == 1 or results[first]["seconds"] * len(pending) < AUTO_POOL_SECONDS:
@@ -400,7 +357,8 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
                 if i in prefix and kept.get(prefix[i][0]) is not None:
                     start = (prefix[i][1],) + kept[prefix[i][0]]
                     started[i] = prefix[i]
-                results[i], kept[i] = _run_point(graph, x, y, reference, configs[i], keep=i in refs, start=start)
+                results[i], kept[i] = _run_point(graph, x, y, reference, configs[i], keep=i in refs, start=start,
+                                                 exact=exact_outs[i])
                 if bar is not None:
                     bar.update(1)
             kept.clear()
@@ -412,7 +370,8 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
             try:
                 n_chunks = max(1, min(len(pending), workers * chunks_per_worker))
                 chunks = [pending[i::n_chunks] for i in range(n_chunks)]
-                futures = {executor.submit(_run_chunk, graph, x, y, reference, [configs[i] for i in idx]): idx
+                futures = {executor.submit(_run_chunk, graph, x, y, reference, [configs[i] for i in idx],
+                                           [exact_outs[i] for i in idx]): idx
                            for idx in chunks if idx}
                 for fut in as_completed(futures):
                     for i, res in zip(futures[fut], fut.result()):
@@ -443,13 +402,22 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
         notes.append(f"{len(started)} points ran from the first node not provably exact on: the nodes before it "
                      "(column reused_nodes) take the exact run's tensors")
     if any("accumulator_bits" in g for g in grids):
-        narrowed = sorted({c.bias_bits for c in configs if c.bias_bits < base.bias_bits})
-        if narrowed:
-            notes.append(f"the bias register narrows with the accumulator (bias_bits = min(bias_bits, "
-                         f"accumulator_bits)): {base.bias_bits} -> {', '.join(map(str, narrowed))} bits at the "
-                         "narrow points; biases that do not fit saturate")
+        widths = sorted({c.bias_bits for c in configs} - {base.bias_bits})
+        if widths:
+            notes.append(f"the bias register follows the accumulator it is as wide as (a narrower one, pinned, "
+                         f"keeps its width where it fits): {base.bias_bits} -> {', '.join(map(str, widths))} bits "
+                         "at the swept points; biases that do not fit saturate (column bias_clipped)")
+    notes.append("every point is compared with the exact datapath of its configuration (an accumulator that "
+                 "never overflows, the full bias, the full 31-bit multiplier, no tiles, no lookup tables): "
+                 "exact_fraction, max_lsb_error, mean_lsb_error over every output code")
     if is_graph:
         notes.append("an integer graph keeps its own widths: the weight/activation bits columns are the config's "
                      "labels, not the graph's")
-    return SweepResult(grid=grids[0] if len(grids) == 1 else grids, records=records, metric=metric,
-                       float_accuracy=float_acc, seconds=time.perf_counter() - t0, tolerance=tolerance, notes=notes)
+    out_values = int(np.prod(graph.tensors[graph.outputs[0]].shape)) if is_graph else reference.shape[1]
+    problem = metric_problem(metric, out_values, reference.argmax(axis=1))
+    result = SweepResult(grid=grids[0] if len(grids) == 1 else grids, records=records, metric=metric,
+                         float_accuracy=float_acc, seconds=time.perf_counter() - t0, tolerance=tolerance, notes=notes)
+    result.recommendation = recommend(records, metric, [m.get(metric) for m in exact_metrics], tolerance, problem)
+    if problem:
+        notes.append(problem)
+    return result

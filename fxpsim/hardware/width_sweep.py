@@ -2,8 +2,8 @@
 
 :func:`node_sweep` answers, for every MAC node of an integer graph and every accumulator width and overflow
 mode: how many adds overflow, what fraction of the node's outputs differ from the exact datapath's, and by
-how many output LSBs -- each node fed the exact graph's inputs (``graph.run(x, datapath, keep=True)``), every
-other knob of ``datapath`` unchanged.  The numbers are those of running the node on
+how many output LSBs -- each node fed the exact datapath's tensors (``graph.run(x, exact_datapath_of(datapath),
+keep=True)``), every other knob of ``datapath`` unchanged.  The numbers are those of running the node on
 ``dataclasses.replace(datapath, accumulator_bits=W, accumulator_overflow=mode)`` width by width, without the
 redundant work:
 
@@ -32,7 +32,8 @@ point of that node (and every point at which all nodes are exact: the network th
 node is provably exact, and starts the other points from the first node that is not.
 
 Knobs the fast path does not model (``zero_point="fold"``, K-tiling, an accumulator LSB coarser than the
-products', modes other than saturate / wrap / saturate_zero) make that node fall back to running it with
+products', a datapath that differs from its exact one beyond the accumulator -- a short multiplier --, modes
+other than saturate / wrap / saturate_zero) make that node fall back to running it with
 :func:`fxpsim.graph.ops.run_node` at every point -- the same numbers, at the cost of one node run per point.
 
 This module schedules the nodes (the exact inference, the thread pool, the fallback) and holds the public
@@ -53,6 +54,7 @@ from ..datapath.partial_sums import mac_rows
 from ..graph.ir import node_datapath
 from ..graph.ops import _overflow_name, _pads, _padding, _pair, _spec, run_node
 from ..graph.mac_ops import MAC_OPS      # (after graph.ops, which imports it)
+from .exact import exact_datapath_of, same_but_accumulator
 from .width_sweep_node import (_FAST_MODES, SWEEP_THREAD_WORK, _depthwise_sums, _fit_np,  # noqa: F401
                                _Node, _node_knobs, _signed_bits, _sweep_node)
 
@@ -144,11 +146,17 @@ def node_sweep(graph, x, widths=range(8, 33), overflows=("saturate", "wrap"), da
         Overflow modes (``saturate``, ``wrap``, ``saturate_zero`` on the fast path; any other mode runs
         the node at every point).
     datapath : Datapath or HardwareConfig, optional
-        Every other knob (order, bias add, overflow at add/end, requantization, per-node overrides);
-        default the graph's :attr:`~fxpsim.graph.IntegerGraph.default_datapath`.  Every node is fed the
-        tensors ``graph.run(x, datapath, keep=True)`` gives; a node's reference is its output with an exact
-        accumulator on this datapath (its exact sums requantized -- the same as its output on ``datapath``
-        whenever that accumulator cannot overflow there, which the sweep checks to skip the node's run).
+        The datapath whose accumulator is swept (order, bias add, overflow at add/end, requantization,
+        multiplier, per-node overrides); default the graph's :attr:`~fxpsim.graph.IntegerGraph.default_datapath`.
+        One meaning, whatever its width: the reference is **its exact datapath**
+        (:func:`fxpsim.hardware.exact.exact_datapath_of`: an accumulator that never overflows, the full
+        bias, the full multiplier, no tiles), every node is fed the tensors
+        ``graph.run(x, exact_datapath_of(datapath), keep=True)`` gives, and the point ``(W, mode)`` is
+        the node on ``datapath`` with ``accumulator_bits=W, accumulator_overflow=mode`` (its bias register
+        following the accumulator as :meth:`HardwareConfig.replace` says).  A narrow NPU config is
+        therefore never its own reference: a short multiplier keeps every width "not exact" and
+        ``exact_from`` None.  (A graph converted from an ``fxpsim.nn`` model holds the biases conversion
+        stored; :func:`fxpsim.hardware.sweep` of the model re-converts them per point.)
     nodes : iterable of str, optional
         Only these MAC nodes (default all).
     workers : int, optional
@@ -159,9 +167,8 @@ def node_sweep(graph, x, widths=range(8, 33), overflows=("saturate", "wrap"), da
     Returns
     -------
     NodeSweepResult
-        One record per (node, width, mode); the numbers equal running the node on
-        ``dataclasses.replace(node_datapath, accumulator_bits=W, accumulator_overflow=mode)`` fed the exact
-        graph's inputs, compared with its exact output.
+        One record per (node, width, mode); the numbers equal running the node on the point's datapath
+        (above) fed the exact datapath's inputs, compared with the node's output on the exact datapath.
     """
     t0 = time.perf_counter()
     datapath = graph.default_datapath if datapath is None else datapath
@@ -222,15 +229,20 @@ def _node_sweep(graph, x, widths, modes, datapath, nodes, workers) -> NodeSweepR
         # exact data) runs on the pool meanwhile
         values = {k: t.data for k, t in graph.tensors.items() if t.is_constant}
         values.update(graph._feeds(x))
+        exact = exact_datapath_of(datapath)
         for index, node in enumerate(graph.nodes):
-            dp = node_datapath(datapath, node, index)
+            dp = node_datapath(datapath, node, index)          # the swept points start from this one
+            edp = node_datapath(exact, node, index)            # the reference, and what feeds the next nodes
             ins = [values[t] if t else None for t in node.inputs]
             swept = node.op in MAC_OPS and (want is None or node.name in want)
-            nd = _Node(graph, node, ins, dp) if swept and _node_knobs(node, dp) is None else None
-            if nd is not None and nd.base_exact:
+            fast = swept and _node_knobs(node, dp) is None and same_but_accumulator(dp, edp)
+            # the fast path: the point's datapath at the exact width (its exact sums are the exact datapath's)
+            nd = _Node(graph, node, ins, _replace(dp, accumulator_bits=edp.accumulator_bits,
+                                                  accumulator_overflow="wrap")) if fast else None
+            if nd is not None and nd.base_exact and nd.ref is not None:
                 outs = [nd.ref.reshape(nd.out_shape).astype(_spec(graph, node.outputs[0]).dtype)]
             else:
-                outs, _ = run_node(graph, node, ins, dp, False)
+                outs, _ = run_node(graph, node, ins, edp, False)
             for t, v in zip(node.outputs, outs):
                 values[t] = v
             if not swept:
@@ -304,13 +316,18 @@ def exact_widths(graph, x, datapath=None) -> dict:
     Returns ``{node name: width}`` (one BLAS product per node on the absolute operands, and the inference).
     """
     datapath = graph.default_datapath if datapath is None else datapath
-    _, _, values = graph.run(x, datapath, keep=True)
+    exact = exact_datapath_of(datapath)
+    _, _, values = graph.run(x, exact, keep=True)
     constants = {k: t.data for k, t in graph.tensors.items() if t.is_constant}
     out = {}
     for index, node in _mac_nodes(graph):
         dp = node_datapath(datapath, node, index)
         ins = [(values[t] if t in values else constants[t]) if t else None for t in node.inputs]
-        if _node_knobs(node, dp) is not None:           # fold / tiles / shifted LSB: the type's worst case
+        knob = _node_knobs(node, dp)
+        if knob == "zero_point='fold'":                 # data-driven: the folded running sums and b'
+            out[node.name] = _fold_bits(graph, node, ins, node_datapath(exact, node, index))
+            continue
+        if knob is not None:                            # tiles / shifted LSB: the type's worst case
             out[node.name] = graph.accumulator_bits_needed(node)
             continue
         xspec, wspec = _spec(graph, node.inputs[0]), _spec(graph, node.inputs[1])
@@ -334,3 +351,21 @@ def exact_widths(graph, x, datapath=None) -> dict:
             peak = int((u + np.abs(b)).max(initial=0))
         out[node.name] = int(_signed_bits(np.array([peak]))[0])
     return out
+
+
+def _fold_bits(graph, node, ins, edp) -> int:
+    """Width from which a ``zero_point="fold"`` node is exact on these inputs: every exact running sum of
+    :math:`b' + \\sum_k x_k (w_k - z_w)` (padded taps hold :math:`z_x`) and the folded bias
+    :math:`b' = b - z_x \\sum_k (w_k - z_w)` itself fit (the register holds :math:`b'` before any add, or
+    adds it after the products)."""
+    _, tr = run_node(graph, node, ins, edp, "peaks")
+    peak = int(tr["partial_peak"] or 0)
+    xspec, wspec = _spec(graph, node.inputs[0]), _spec(graph, node.inputs[1])
+    wo = ins[1].astype(np.int64) - wspec.zero_point.reshape(wspec.channel_shape(ins[1].ndim))
+    axes = tuple(a for a in range(wo.ndim) if a != (3 if node.op == "depthwise_conv2d" else 0))
+    wsum = wo.sum(axis=axes).reshape(-1)
+    b = (np.asarray(ins[2], np.int64) << int(node.attrs.get("bias_shift", 0))) if len(node.inputs) > 2 and \
+        node.inputs[2] else np.zeros_like(wsum)
+    folded = b - int(xspec.zero_point[0]) * wsum
+    peak = max(peak, int(np.abs(folded).max(initial=0)))
+    return int(_signed_bits(np.array([peak]))[0])

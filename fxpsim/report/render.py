@@ -8,7 +8,8 @@ Top-level object:
 ``config`` (the :meth:`fxpsim.hardware.HardwareConfig.to_dict` table, or null), ``model`` (str: the model's
 layers), ``network`` (object, below), ``layers`` (array of layer records, below), ``sweep`` (null or
 ``{"grid": {axis: [values]}, "records": [...], "pareto_accumulator": [...], "pareto_bitops": [...]}``),
-``notes`` (array of str).
+``notes`` (array of str), ``conclusion`` (array of str: the answer the HTML page opens with, above a
+sweep's recommendation and caveats).
 
 ``network``: ``n_samples`` (int), ``accuracy`` (hardware top-1 accuracy on the labels, null without labels),
 ``float_accuracy`` (the float model's), ``agreement`` (fraction of samples whose hardware top-1 equals the
@@ -72,6 +73,9 @@ class LayerRecord:
     acc_peak: int | None = None
     acc_limit: int | None = None
     acc_bits_needed: int | None = None
+    acc_bits_needed_cumulative: int | None = None
+    overflow_count_isolated: int | None = None
+    not_exact_isolated: float | None = None
     headroom_bits: int | None = None
     clipped_fraction: float = 0.0
     not_exact_fraction: float = 0.0
@@ -138,23 +142,49 @@ LAYER_COLUMN_DEFINITIONS = (
     ("max err LSB", "max_abs_error_lsb", "largest |out - ref| in units of the output scale (one output LSB)"),
     ("SQNR isolated", "isolated_sqnr_db", "SQNR of the node alone: fed the reference values of its inputs "
                                           "(quantized), so the errors of earlier nodes do not count (MAC nodes)"),
-    ("not exact", "not_exact_fraction", "fraction of output codes that differ from the same graph on an exact "
-                                        "(never overflowing) accumulator: what the narrow datapath changed"),
-    ("acc bits", "accumulator_bits", "accumulator width of the node on this datapath"),
+    ("not exact", "not_exact_fraction", "fraction of output codes that differ from the exact datapath "
+                                        "(HardwareConfig.exact_datapath: an accumulator that never overflows, the "
+                                        "full bias, the full 31-bit multiplier, no tiles, no lookup tables), the "
+                                        "network run as configured: cumulative, earlier nodes' changes included"),
+    ("not exact iso", "not_exact_isolated", "the same, isolated: this node alone on the configured datapath, "
+                                            "fed the exact datapath's inputs (MAC nodes)"),
+    ("acc bits", "accumulator_bits", "configured accumulator width of the node (per-layer overrides applied)"),
     ("overflows", "overflow_count", "accumulator adds that overflowed (saturated or wrapped), the bias add "
-                                    "included; wrap overflows that later cancel still count"),
+                                    "included; wrap overflows that later cancel still count; cumulative: the "
+                                    "network run as configured"),
+    ("ovf iso", "overflow_count_isolated", "the same, isolated: the node alone fed the exact datapath's inputs"),
     ("ovf rate", "overflow_rate", "overflows / accumulator adds performed"),
-    ("bits needed", "acc_bits_needed", "smallest signed width holding every exact partial sum of the MAC "
-                                       "sequence (the largest |running sum|, not just the final sums) on this data"),
-    ("headroom", "headroom_bits", "acc bits - bits needed, in bits; negative: the final sums do not fit"),
+    ("bits needed", "acc_bits_needed", "smallest signed width holding every exact partial sum (the largest "
+                                       "|running sum|, bias included; with zero_point=fold the folded bias) of the "
+                                       "node on the exact datapath fed exact inputs: the width from which the node "
+                                       "is exact on this data"),
+    ("bits needed cum", "acc_bits_needed_cumulative", "the same partial sums with the node's configured bias "
+                                                      "register, fed the inputs of the run as configured"),
+    ("headroom", "headroom_bits", "acc bits - bits needed; negative: some exact partial sum does not fit"),
     ("bias clipped", "bias_clipped", "biases saturated to fit the bias register or the accumulator (at "
                                      "conversion and on this datapath)"),
     ("clipped", "clipped_fraction", "fraction of the node's outputs whose requantized value fell outside the "
                                     "output code range and was clamped (a fused ReLU's floor does not count)"),
 )
 _LAYER_COLUMNS = tuple((h, k) for h, k, _ in LAYER_COLUMN_DEFINITIONS)
+# (sweep record column, definition): the sweep's columns, defined once for its text, JSON and HTML forms.
+SWEEP_COLUMN_DEFINITIONS = (
+    ("accumulator_bits", "configured accumulator width of the point (its bias register follows it when it was "
+                         "as wide as the accumulator)"),
+    ("exact_fraction", "fraction of output codes (every output) bit-exact with the exact datapath of the "
+                       "point's configuration (accumulator that never overflows, full bias, 31-bit multiplier)"),
+    ("max_lsb_error", "largest |output code - exact datapath's code|, in output LSBs"),
+    ("mean_lsb_error", "mean |output code - exact datapath's code|, in output LSBs"),
+    ("accuracy", "top-1 accuracy on the labels (none without labels)"),
+    ("agreement", "fraction of samples whose top-1 equals the float reference's (meaningless for a one-value "
+                  "output)"),
+    ("output_sqnr_db", "SQNR of the dequantized output against the float reference"),
+    ("overflow_count", "accumulator adds that overflowed, all nodes, the network run as configured"),
+    ("bias_clipped", "biases saturated into the bias register (conversion) or the accumulator (run)"),
+)
 _SWEEP_COLUMNS = ("weight_bits", "activation_bits", "accumulator_bits", "accumulator_overflow", "rounding",
-                  "accuracy", "agreement", "output_sqnr_db", "overflow_count")
+                  "exact_fraction", "max_lsb_error", "accuracy", "agreement", "output_sqnr_db", "overflow_count",
+                  "bias_clipped")
 
 
 @dataclass
@@ -179,6 +209,7 @@ class Report:
     title: str = "fxpsim hardware simulation"
     sweep: dict | None = None
     notes: list = field(default_factory=list)
+    conclusion: list = field(default_factory=list)
     created: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc)
                          .replace(microsecond=0).isoformat())
 
@@ -194,7 +225,7 @@ class Report:
             "schema": REPORT_SCHEMA, "schema_version": REPORT_SCHEMA_VERSION, "title": self.title,
             "created": self.created, "fxpsim_version": __version__, "config": self.config,
             "model": self.model, "network": self.network, "layers": [r.to_dict() for r in self.layers],
-            "sweep": self.sweep, "notes": list(self.notes)})
+            "sweep": self.sweep, "notes": list(self.notes), "conclusion": list(self.conclusion)})
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
@@ -209,7 +240,8 @@ class Report:
         return cls(layers=[LayerRecord.from_dict(r) for r in d.get("layers", [])],
                    network={k: _from_json_float(v) for k, v in (d.get("network") or {}).items()},
                    config=d.get("config"), model=d.get("model", ""), title=d.get("title", ""),
-                   sweep=d.get("sweep"), notes=list(d.get("notes", [])), created=d.get("created", ""))
+                   sweep=d.get("sweep"), notes=list(d.get("notes", [])), created=d.get("created", ""),
+                   conclusion=list(d.get("conclusion", [])))
 
     @classmethod
     def from_json(cls, text: str) -> "Report":
@@ -286,6 +318,25 @@ class Report:
             out += ["", "## Notes", ""] + [f"- {n}" for n in self.notes]
         return "\n".join(out) + "\n"
 
+    def headline(self) -> tuple[list, list]:
+        """``(answer, caveats)`` that open the HTML page: the report's :attr:`conclusion` and a sweep's
+        recommendation (with the metric it names), then the sweep's notes and what the tables below show."""
+        answer, caveats = list(self.conclusion), []
+        if self.sweep:
+            rec = self.sweep.get("recommendation") or {}
+            if rec.get("accumulator_bits") is not None:
+                answer.append(f"recommended accumulator: {rec['accumulator_bits']} bits ({rec.get('config')}), "
+                              f"by the metric {rec.get('metric')!r}: {rec.get('reason')}")
+            elif rec:
+                answer.append(f"no accumulator width recommended by the metric {rec.get('metric')!r}: "
+                              f"{rec.get('reason')}")
+            caveats += [str(n) for n in self.sweep.get("notes", [])]
+            if self.layers:
+                name = (self.config or {}).get("name", "the base configuration")
+                caveats.append(f"the network and layer tables below are those of the unswept base configuration "
+                               f"{name!r}, not of a swept point; the sweep's records follow them")
+        return answer, caveats
+
     # ----- HTML ---------------------------------------------------------------------------------------
     def figures(self) -> dict:
         """``{name: matplotlib Figure}`` of every plot this report has data for (see :mod:`fxpsim.plots`)."""
@@ -307,6 +358,12 @@ class Report:
             return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
         parts = [f"<h1>{esc(self.title)}</h1>", f"<p class='meta'>Created {esc(self.created)}</p>"]
+        answer, caveats = self.headline()
+        if answer or caveats:
+            parts += ["<section id='conclusion'><h2>Conclusion</h2>",
+                      "<ul>" + "".join(f"<li><b>{esc(a)}</b></li>" for a in answer) + "</ul>" if answer else "",
+                      ("<h3>Caveats</h3><ul>" + "".join(f"<li>{esc(c)}</li>" for c in caveats) + "</ul>")
+                      if caveats else "", "</section>"]
         if self.config:
             parts.append(f"<p><b>Hardware:</b> {esc(str(self.config.get('name', '')))} - "
                          f"{esc(str(self.config.get('description', '')))}</p>")
@@ -330,10 +387,12 @@ class Report:
                 front = self.sweep.get(key) or []
                 if front:
                     extra = ["bit_ops"] if key == "pareto_bitops" else []
-                    parts += [f"<h2>Pareto front: accuracy vs {label}</h2>",
+                    parts += [f"<h2>Pareto front: {esc(str(self.sweep.get('metric', 'accuracy')))} vs {label}</h2>",
                               table(cols + extra, [[r.get(c) for c in cols + extra] for r in front])]
             parts += [f"<details><summary>Sweep: all {len(recs)} configurations</summary>",
-                      table(cols, [[r.get(c) for c in cols] for r in recs]), "</details>"]
+                      table(cols, [[r.get(c) for c in cols] for r in recs]), "</details>",
+                      "<dl class='columns'>" + "".join(f"<dt>{esc(h)}</dt><dd>{esc(d)}</dd>"
+                                                       for h, d in SWEEP_COLUMN_DEFINITIONS) + "</dl>"]
         if self.config:
             parts += ["<h2>Configuration</h2>",
                       f"<pre>{esc(json.dumps(_json_safe(self.config), indent=2))}</pre>"]

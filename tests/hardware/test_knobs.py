@@ -145,9 +145,13 @@ BASE = preset("int8-acc16-sat").replace(rounding="half_away")
 
 
 @pytest.mark.parametrize("cfg, layers", [
-    # the base's bias register (narrowed to 10 bits with its accumulator) stays 10 bits in the wider layer
+    # the base's bias register (as wide as its accumulator, narrowed to 10 bits with it) widens again with
+    # the wider layer's accumulator: the accumulator bounds the bias register both ways
     (BASE.replace(accumulator_bits=10).with_layer("1:dense", accumulator_bits=16),
-     ((10, "saturate", 8, 8, 10), (16, "saturate", 8, 8, 10))),
+     ((10, "saturate", 8, 8, 10), (16, "saturate", 8, 8, 16))),
+    # a bias register pinned narrower than the accumulator keeps its width in a wider layer
+    (BASE.replace(accumulator_bits=12, bias_bits=10).with_layer("1:dense", accumulator_bits=16),
+     ((12, "saturate", 8, 8, 10), (16, "saturate", 8, 8, 10))),
     (BASE.replace(accumulator_bits=16).with_layer("#1", accumulator_bits=9, accumulator_overflow="wrap"),
      ((9, "wrap", 8, 8, 9), (16, "saturate", 8, 8, 16))),
     # op type first, then index, then name: the name wins on node 2, the op type holds on node 1
@@ -155,7 +159,7 @@ BASE = preset("int8-acc16-sat").replace(rounding="half_away")
         "op:fully_connected": {"accumulator_bits": 11}, "#2": {"accumulator_bits": 13},
         "1:dense": {"accumulator": {"overflow": "wrap"}}}}),
      ((11, "saturate", 8, 8, 11), (13, "wrap", 8, 8, 13))),
-], ids=["by-name", "by-index", "op-index-name"])
+], ids=["by-name", "pinned-bias", "by-index", "op-index-name"])
 def test_per_layer_accumulators_match_reference(cfg, layers):
     model, x = _tiny_model(), _tiny_data()
     expect, overflows = _reference_two_layers(model, x, layers)
@@ -584,8 +588,14 @@ def test_exact_datapath_drops_every_accumulator_limit():
     cfg = preset("int8-acc16-sat").replace(tile_k=8, tile_accumulator_bits=12).with_layer(
         "1:dense", accumulator_bits=10, weight_bits=6)
     exact = cfg.exact_datapath(32)
-    assert (exact.accumulator_bits, exact.accumulator_overflow.value, exact.tile_k, exact.bias_bits) == \
-        (32, "wrap", None, 16)
+    # the full bias (as wide as the exact accumulator) and the full multiplier, unless pinned
+    assert (exact.accumulator_bits, exact.accumulator_overflow.value, exact.tile_k, exact.bias_bits,
+            exact.multiplier_bits) == (32, "wrap", None, 32, 31)
+    pinned = cfg.replace(multiplier_bits=12).exact_datapath(32, keep=("bias_bits", "multiplier_bits"))
+    assert (pinned.bias_bits, pinned.multiplier_bits) == (16, 12)
+    assert cfg.replace(multiplier_bits=12).exact_datapath().multiplier_bits == 31
+    with pytest.raises(ValueError, match="keep names"):
+        cfg.exact_datapath(keep=("rounding",))
     assert exact.layers == {"1:dense": {"weight_bits": 6}}
     x, w, w_zp, bias, zx = _fc_case(seed=5, k=40)
     bias = bias // 4

@@ -246,6 +246,38 @@ def _reference_dense(x_codes, z_in, s_in, w_float, b_float, out_range, relu, cfg
     return out, s_out, z_out, overflows, exact
 
 
+def _exact_partial_bits(index, in_codes, model, cfg, s_in, z_in, s1, z1):
+    """Signed width of the largest |running sum| of layer ``index`` on the exact datapath (full bias, the
+    configured bias placement), fed the exact codes ``in_codes``: the independent 'bits needed'."""
+    layer = model.layers[index]
+    s, z = (s_in, z_in) if index == 0 else (s1, z1)
+    qmax_w = (1 << (cfg.weight_bits - 1)) - 1
+    n_in, n_out = layer.W.shape
+    cols = [[float(layer.W[k, o]) for k in range(n_in)] for o in range(n_out)]
+    if cfg.weight_scales == "per-channel":
+        s_w = [_f32(max(abs(v) for v in col) / qmax_w) for col in cols]
+    else:
+        s_w = [_f32(max(abs(v) for col in cols for v in col) / qmax_w)] * n_out
+    w_q = [[_clamp(_rha(v / s_w[o]), -qmax_w, qmax_w) for v in cols[o]] for o in range(n_out)]
+    b_q = [_rha(float(layer.b[o]) / (s * s_w[o])) for o in range(n_out)]
+    peak = 0
+    for row in in_codes:
+        xs = [int(v) - z for v in row]
+        for o in range(n_out):
+            acc = b_q[o] if cfg.bias_add == "preload" else 0
+            peak = max(peak, abs(acc))
+            for a, w in zip(xs, w_q[o]):
+                acc += a * w
+                peak = max(peak, abs(acc))
+            if cfg.bias_add == "after":
+                peak = max(peak, abs(acc + b_q[o]))
+    return _bits_of(peak)
+
+
+def _bits_of(peak):
+    return max(peak.bit_length(), (peak - 1).bit_length()) + 1 if peak else 1
+
+
 def _tiny_model():
     m = nn.Sequential(nn.Dense(4, 3, activation="relu", seed=1), nn.Dense(3, 2, seed=2))
     m.layers[0].W[...] = [[0.5, -0.25, 0.75], [-1.0, 0.3, 0.2], [0.1, 0.9, -0.6], [0.4, -0.8, 0.05]]
@@ -281,11 +313,23 @@ def test_simulate_matches_independent_integer_model(cfg):
     c2, s2, z2, ovf2, ex2 = _reference_dense(c1, z1, s1, model.layers[1].W, model.layers[1].b,
                                              (h2.min(), h2.max()), False, cfg)
 
+    # the exact datapath, independently: full bias, 32-bit accumulator that no sum reaches
+    ecfg = cfg.exact_datapath()
+    e1, _, _, eo1, eex1 = _reference_dense(x_codes, z_in, s_in, model.layers[0].W, model.layers[0].b,
+                                           (h1.min(), h1.max()), True, ecfg)
+    e2, _, _, eo2, eex2 = _reference_dense(e1, z1, s1, model.layers[1].W, model.layers[1].b,
+                                           (h2.min(), h2.max()), False, ecfg)
+    assert eo1 == eo2 == 0
+    # isolated: layer 2 alone on cfg, fed the exact layer 1's codes
+    i2, _, _, io2, _ = _reference_dense(e1, z1, s1, model.layers[1].W, model.layers[1].b,
+                                        (h2.min(), h2.max()), False, cfg)
+
     net = convert(model, cfg, x)
     np.testing.assert_array_equal(net.run(x, cfg), np.array(c2))
     report = simulate(model, cfg, x, y)
-    for rec, codes, s, z, ref, ovf, exact in ((report.layers[0], c1, s1, z1, h1, ovf1, ex1),
-                                              (report.layers[1], c2, s2, z2, h2, ovf2, ex2)):
+    for rec, codes, s, z, ref, ovf, exact, eexact, ecodes, icodes, iovf in (
+            (report.layers[0], c1, s1, z1, h1, ovf1, ex1, eex1, e1, c1, ovf1),
+            (report.layers[1], c2, s2, z2, h2, ovf2, ex2, eex2, e2, i2, io2)):
         hw = (np.array(codes, dtype=np.float64) - z) * s
         err = hw - ref
         assert rec.mse == pytest.approx(np.mean(err ** 2), rel=1e-9)
@@ -297,7 +341,15 @@ def test_simulate_matches_independent_integer_model(cfg):
         lo, hi = min(exact), max(exact)
         assert rec.acc_peak == max(-lo, hi)
         need = max(hi.bit_length(), (-lo - 1).bit_length() if lo < 0 else 0) + 1
-        assert rec.acc_bits_needed == need and rec.headroom_bits == cfg.accumulator_bits - need
+        assert rec.acc_bits_needed_cumulative == need
+        # bits needed: the exact datapath's partial sums (here single adds of at most 4 products: the
+        # running sums' peak is not the final sums' in general, so compute it)
+        assert rec.acc_bits_needed == _exact_partial_bits(rec.index, e1 if rec.index else x_codes, model,
+                                                         cfg, s_in, z_in, s1, z1)
+        assert rec.headroom_bits == cfg.accumulator_bits - rec.acc_bits_needed
+        assert rec.not_exact_fraction == pytest.approx(np.mean(np.array(codes) != np.array(ecodes)))
+        assert rec.not_exact_isolated == pytest.approx(np.mean(np.array(icodes) != np.array(ecodes)))
+        assert rec.overflow_count_isolated == iovf
         assert (rec.output_scale, rec.output_zero_point) == (pytest.approx(s), z)
     hw_out = (np.array(c2, dtype=np.float64) - z2) * s2
     assert report.network["accuracy"] == pytest.approx(np.mean(hw_out.argmax(1) == y))

@@ -70,11 +70,13 @@ def test_sweep_list_of_grids_any_executor_and_outputs(trained, tmp_path):
     assert "weight_bits" in result.table().splitlines()[0]
 
 
-def test_sweep_without_labels_uses_agreement(trained):
+def test_sweep_without_labels_uses_exact_fraction(trained):
     model, x, _, xc = trained
     result = sweep(model, x, {"accumulator_bits": [14, 24]}, calibration_x=xc, progress=False)  # auto: serial
-    assert result.metric == "agreement" and result.records[0]["accuracy"] is None
+    assert result.metric == "exact_fraction" and result.records[0]["accuracy"] is None
+    assert result.pareto_accumulator[-1]["exact_fraction"] == 1.0 > result.records[0]["exact_fraction"]
     assert result.pareto_accumulator[-1]["agreement"] > 0.95 > result.records[0]["agreement"]
+    assert result.recommendation["accumulator_bits"] == 24
 
 
 def test_pareto_front_hand_table():
@@ -134,11 +136,11 @@ def test_sweep_result_renders_saves_and_attaches_to_a_report(tmp_path):
     res = fxpsim.sweep(model, (x, y), {"accumulator_bits": [8, 12, 32]}, config="int8-acc16-sat",
                        processes=1, progress=False, metric="agreement", tolerance=0.01)
     assert res.metric == "agreement" and "Pareto front (agreement" in res.to_text()
-    assert any("bias register narrows" in n for n in res.notes)          # 16-bit bias -> 8 and 12 bits
+    assert any("bias register follows the accumulator" in n and "16 -> 8, 12, 32" in n for n in res.notes)
     paths = res.save(tmp_path)
     assert (tmp_path / "sweep.csv").exists() and paths["sweep_json"].endswith("sweep.json")
     report = fxpsim.simulate(model, "int8-acc16-sat", x, y)
     report.sweep = res
-    assert report.sweep["records"] == res.records and "bias register narrows" in report.to_text()
+    assert report.sweep["records"] == res.records and "bias register follows" in report.to_text()
     with pytest.raises(ValueError, match="metric must be one of"):
         fxpsim.sweep(model, (x, y), {"accumulator_bits": [8]}, metric="loss", processes=1, progress=False)

@@ -1,0 +1,92 @@
+"""Which points of a sweep need no simulation of their own: the nodes provably exact at their width.
+
+:func:`provably_exact` groups the points that differ only in their accumulator, proves with
+:func:`~fxpsim.hardware.width_sweep.exact_widths` which nodes cannot overflow (every partial sum and the
+bias fit), and says which points equal the widest point of their group outright and which may start from
+the first node that is not provably exact.
+"""
+from __future__ import annotations
+
+from .simulation import convert
+
+#: Fields that may differ between a point and the run it reuses (see ``sweep(skip_exact=...)``).
+_ACC_FIELDS = ("name", "description", "accumulator_bits", "accumulator_overflow", "bias_bits", "tile_accumulator_bits")
+#: Modules whose ops (but ``avg_pool2d`` and the TFLite-native MAC ops) never read the accumulator settings.
+_ACC_FREE_MODULES = ("fxpsim.graph.ops", "fxpsim.graph.elementwise_ops", "fxpsim.graph.lut_ops",
+                     "fxpsim.frontends.tflite.ops", "fxpsim.frontends.tflite.activation_ops",
+                     "fxpsim.frontends.tflite.mac_ops")
+
+
+def _node_needs(net, exact: dict) -> dict | None:
+    """Per node that reads the accumulator settings, the width from which it is provably exact on the sweep's
+    inputs: ``exact_widths`` for the core MAC nodes, the worst case of the type for the other accumulating
+    ops (average pooling, importer-native MAC ops); ``None`` when some op may depend on the accumulator in a
+    way no bound covers (e.g. an ONNX-native kernel that only runs on a 32-bit wrapping accumulator)."""
+    from ..graph.mac_ops import MAC_OPS
+    from ..graph.registry import find_op
+    need = {}
+    for idx, nd in enumerate(net.nodes):
+        if nd.op in MAC_OPS:
+            need[idx] = exact[nd.name]
+            continue
+        run = find_op(nd.op).run
+        if run.__module__ in _ACC_FREE_MODULES and nd.op != "avg_pool2d" and run.__name__ != "_native_mac_run":
+            continue
+        bound = net.accumulator_bits_needed(nd) if nd.op == "avg_pool2d" or run.__name__ == "_native_mac_run" \
+            else None
+        if bound is None:
+            return None
+        need[idx] = bound
+    return need
+
+
+def provably_exact(graph, x, configs: list, is_graph: bool):
+    """``(reuse, prefix)``: ``reuse = {point index: (index of the point it reuses, its number of nodes)}`` for
+    points equal to the
+    widest accumulator of their group (same config but for :data:`_ACC_FIELDS`) at which every node that
+    reads the accumulator is provably exact (and so is the widest point); ``prefix = {point index: (index of
+    that point, j)}`` for the others whose first ``j > 0`` nodes are (in graph order: their inputs are then
+    the exact run's too)."""
+    from .width_sweep import exact_widths
+    groups: dict = {}
+    for i, c in enumerate(configs):
+        flat = c.to_flat_dict()
+        key = repr(sorted((k, repr(v)) for k, v in flat.items() if k not in _ACC_FIELDS))
+        groups.setdefault(key, []).append(i)
+    reuse, prefix = {}, {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        ref = max(members, key=lambda i: (configs[i].accumulator_bits, -i))
+        rc = configs[ref]
+        try:
+            net = graph if is_graph else convert(graph, rc)
+            need = _node_needs(net, exact_widths(net, x, rc))
+        except Exception:               # the point itself fails: its own run reports why, nothing reused
+            continue
+        if need is None:
+            continue
+        clipped = any(int(v) for v in net.meta.get("bias_clipped", {}).values())
+
+        def first_inexact(c, ref_self=False):
+            """Index of the first node (graph order) not provably exact on ``c``; len(nodes) if none."""
+            for idx in sorted(need):
+                bits, nd = need[idx], net.nodes[idx]
+                nc, nr = c.for_node(nd, idx), rc.for_node(nd, idx)
+                if nc.tile_k or nc.zero_point != "subtract" or nc.accumulator_bits < bits:
+                    return idx          # tiles / a folded bias: not what the bounds cover; or too narrow
+                if not ref_self and nc.bias_bits != nr.bias_bits and (clipped or nc.bias_bits < bits):
+                    return idx          # a bias register that could hold the bias differently
+            return len(net.nodes)
+
+        if first_inexact(rc, True) < len(net.nodes):
+            continue
+        for i in members:
+            if i == ref:
+                continue
+            j = first_inexact(configs[i])
+            if j == len(net.nodes):
+                reuse[i] = (ref, j)
+            elif j > 0:
+                prefix[i] = (ref, j)
+    return reuse, prefix
