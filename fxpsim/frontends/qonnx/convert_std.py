@@ -122,8 +122,9 @@ class StandardConversions:
         codes = self.per_sample(n, codes, rank)
         sm = self.per_sample(n, np.broadcast_to(s.m, np.shape(v.codes)), rank) if s.m.size > 1 else \
             s.m.reshape((1,) * rank)
-        g = self.new_const(f"{n.name}/const", codes.astype(np.int64))
-        return g, 0, ExactScale(sm, s.e, s.d), int(codes.min()), int(codes.max()), codes.shape
+        scale = ExactScale(sm, s.e, s.d)
+        g = self.new_const(f"{n.name}/const", codes.astype(np.int64), scale)
+        return g, 0, scale, int(codes.min()), int(codes.max()), codes.shape
 
     def _add(self, n, a: V, b: V, sign: int) -> V:
         if a.kind != "act":
