@@ -13,7 +13,8 @@ import importlib
 import os
 
 # public name -> module of this package that defines it (imported on first use)
-_LAZY = {"import_tflite": "tflite.importer", "import_onnx": "onnx.importer", "onnxruntime_cpu": "onnx.importer"}
+_LAZY = {"import_tflite": "tflite.importer", "import_onnx": "onnx.importer", "onnxruntime_cpu": "onnx.importer",
+         "import_qonnx": "qonnx.importer"}
 
 __all__ = ["import_model"] + list(_LAZY)
 
@@ -32,7 +33,8 @@ def import_model(path, **options):
     """Read a quantized model into an :class:`~fxpsim.graph.IntegerGraph`.
 
     ``.tflite`` files (recognised by their ``TFL3`` identifier) go to :func:`fxpsim.import_tflite`,
-    ``.onnx`` files to :func:`fxpsim.import_onnx`; ``options`` are passed on (e.g. ``kernels="xnnpack"``
+    ``.onnx`` files to :func:`fxpsim.import_onnx`, or to :func:`fxpsim.import_qonnx` when they hold qonnx's
+    custom ops (``Quant``, ``BipolarQuant``, ``Trunc``, ``MultiThreshold``); ``options`` are passed on (e.g. ``kernels="xnnpack"``
     for TFLite). fxpsim's own saved graphs load with :func:`fxpsim.load_graph` and its trained models
     with :func:`fxpsim.load_model`.
     """
@@ -45,6 +47,10 @@ def import_model(path, **options):
         from .tflite.importer import import_tflite
         return import_tflite(path, **options)
     if path.lower().endswith(".onnx"):
+        from .qonnx.reader import is_qonnx
+        if is_qonnx(path):
+            from .qonnx.importer import import_qonnx
+            return import_qonnx(path, **options)
         from .onnx.importer import import_onnx
         return import_onnx(path, **options)
     if head[:2] == b"PK":

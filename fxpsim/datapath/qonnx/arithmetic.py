@@ -133,7 +133,7 @@ def float_parts(x) -> tuple[np.ndarray, np.ndarray]:
 
 
 def quantize_float(x, scale, zp, lo: int, hi: int, mode: str) -> np.ndarray:
-    """Codes :math:`\mathrm{clip}(\mathrm{round}(x / s + z), q_{lo}, q_{hi})` of float32 values ``x`` for float32
+    r"""Codes :math:`\mathrm{clip}(\mathrm{round}(x / s + z), q_{lo}, q_{hi})` of float32 values ``x`` for float32
     scales ``s > 0`` (both exact binary numbers; ``scale`` and ``zp`` broadcast against ``x``).
 
     Exact: :math:`t = x/s` is reduced to :math:`\lfloor 8t \rfloor` with a sticky bit (round to odd at
@@ -224,7 +224,7 @@ def dyadic_codes(values) -> tuple[np.ndarray, int]:
     m, e = np.where(nz, m >> tz, 0), np.where(nz, e + tz, 0)
     e0 = int(e[nz].min())
     sh = np.where(nz, e - e0, 0)
-    bits = np.where(nz, np.floor(np.log2(np.abs(m).astype(np.float64))) + 1, 0).astype(np.int64)
+    bits = np.where(nz, np.floor(np.log2(np.where(nz, np.abs(m), 1).astype(np.float64))) + 1, 0).astype(np.int64)
     if int((sh + bits).max()) > 62:
         raise ValueError("a constant spans more than 62 bits of binary range")
     codes = m << sh

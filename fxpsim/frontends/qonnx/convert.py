@@ -84,6 +84,12 @@ class Conversions:
             out[k] = n.attrs.get(k, default)
         return out
 
+    def mode(self, n, name) -> str:
+        try:
+            return A.rounding_mode(name)
+        except ValueError as exc:
+            raise self.refuse(n, str(exc)) from None
+
     def set(self, n, v: V, i: int = 0):
         self.env[n.outputs[i]] = v
 
@@ -123,7 +129,7 @@ class Conversions:
     # ------------------------------------------------------------------ qonnx custom ops
     def _c_Quant(self, n):
         at = self.attrs(n, {"signed": 1, "narrow": 0, "rounding_mode": "ROUND"})
-        mode = A.rounding_mode(at["rounding_mode"])
+        mode = self.mode(n, at["rounding_mode"])
         scale_raw = self.const(n, 1, "scale")
         zp = self.integer_zp(n, self.const(n, 2, "zero point"))
         bw = self.const(n, 3, "bit width")
@@ -200,7 +206,7 @@ class Conversions:
         y0 = int(big * r_max) + 1 + abs(z)
         if len(n.inputs) == 5:
             at = self.attrs(n, {"rounding_mode": "FLOOR"})
-            mode = A.rounding_mode(at["rounding_mode"])
+            mode = self.mode(n, at["rounding_mode"])
             out_bw = self.const(n, 4, "output bit width")
             k = float(np.asarray(in_bw).ravel()[0]) - float(np.asarray(out_bw).ravel()[0])
             if k != int(k):
@@ -209,7 +215,7 @@ class Conversions:
             bounds, out_scale, out_zp = None, S, z
         elif len(n.inputs) == 6:
             at = self.attrs(n, {"rounding_mode": "FLOOR", "narrow": 0, "signed": 1})
-            mode = A.rounding_mode(at["rounding_mode"])
+            mode = self.mode(n, at["rounding_mode"])
             out_scale_raw = np.asarray(self.const(n, 4, "output scale"), np.float32)
             out_bw = self.const(n, 5, "output bit width")
             ts = 2 ** np.round(np.log2(out_scale_raw / scale_raw))     # qonnx's trunc_scale, as qonnx computes it

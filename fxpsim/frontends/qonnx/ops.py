@@ -186,7 +186,7 @@ def _threshold_float(graph, node, ins):
 def _acc_setup(graph, node, dp):
     spec = graph.tensors[node.outputs[0]]
     if getattr(dp, "requantization", None) == "native":
-        return dict(acc=Format.integer(max(spec.bits, 2)), overflow="saturate", order="sequential",
+        return dict(acc=Format.integer(max(spec.bits + (0 if spec.signed else 1), 2)), overflow="saturate", order="sequential",
                     overflow_at="every")
     ovf = dp.accumulator_overflow
     return dict(acc=Format.integer(min(int(dp.accumulator_bits), 64)),
