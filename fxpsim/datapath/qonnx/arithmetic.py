@@ -116,7 +116,7 @@ def quantize_codes(v, num, den, zp, lo: int, hi: int, mode: str) -> np.ndarray:
     """Codes :math:`\\mathrm{clip}(\\mathrm{round}(v\\,n/d + z), q_{lo}, q_{hi})` of integer values ``v``
     (the input's centred codes; its scale over the output scale is :math:`n/d`)."""
     v, num, den, zp = (np.asarray(a) for a in (v, num, den, zp))
-    if _wide(v, num, den, zp) or (np.abs(v).max(initial=0) * int(np.abs(num).max(initial=0))
+    if _wide(v, num, den, zp) or (int(np.abs(v).max(initial=0)) * int(np.abs(num).max(initial=0))
                                   + int(np.abs(zp).max(initial=0)) * int(den.max(initial=1)) >= _LIMIT):
         v, num, den, zp = (_obj(a) for a in (v, num, den, zp))
     else:
