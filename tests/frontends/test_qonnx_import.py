@@ -337,3 +337,35 @@ def test_refused_nodes_name_the_node(build, frag):
     with pytest.raises(ValueError, match="node 'n") as err:
         import_qonnx(m.build([2, 4]))
     assert frag in str(err.value)
+
+
+# ----------------------------------------------------------------------------------------- accumulator widths
+def test_accumulator_widths_finn_rule_exact_and_where_float32_is_a_bit_short():
+    from fxpsim.hardware.accumulator_widths import accumulator_widths, finn_width
+    m = Model()
+    m.quant("x", F32(1.0), 0, 1, "q0", signed=0)                    # binary input {0, 1}
+    w = np.zeros((3, 2), np.float32)
+    w[:, 0] = [2 ** 25, 1, 0]                                       # column sum 2^25 + 1: float32 drops the 1
+    w[:, 1] = [-5, 7, 3]
+    m.quant(m.c(w), F32(1.0), 0, 27, "wq")
+    m.node("MatMul", ["q0", "wq"], "y")
+    model = m.build([4, 3])
+    net = import_qonnx(model)
+    x = np.array([[1, 1, 0], [1, 0, 1], [0, 1, 1], [1, 1, 1]], F32)
+    (r,) = accumulator_widths(net, x)
+    assert r.weights_range == (-5, 2 ** 25 + 1)
+    assert r.finn_weights == 27 == finn_width(-5, 2 ** 25 + 1)      # signed: ceil(log2(2^25 + 2)) + 1
+    assert r.finn_float32 == 26                                     # FINN's float32 arithmetic: one bit short
+    assert r.finn_datatypes == finn_width(-(2 ** 26) * 3, 3 * (2 ** 26 - 1)) == 29  # weights at INT27 extremes
+    assert r.observed == (2 ** 25 + 1).bit_length() + 1 == 27
+    # the MLP: widths ordered as they must be, and against qonnx's own range function
+    pytest.importorskip("qonnx")
+    from qonnx.core.datatype import DataType
+    from qonnx.util.basic import calculate_matvec_accumulator_range
+    net = import_qonnx(_mlp())
+    for r, node in zip(accumulator_widths(net, _x((6, 16), seed=21)), [n for n in net.nodes if n.op == "qonnx_matmul"]):
+        wmat = net.tensors[node.inputs[1]].data
+        idt = DataType["INT8"] if node.attrs["x_lo"] < 0 else DataType["UINT4"]
+        lo, hi = calculate_matvec_accumulator_range(wmat.astype(np.float64), idt)
+        assert r.weights_range == (int(lo), int(hi))
+        assert r.observed <= r.finn_weights + 1 and r.finn_weights <= r.finn_datatypes

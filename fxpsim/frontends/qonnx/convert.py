@@ -27,6 +27,7 @@ class V:
     hi: int = 0
     raw: object = None              # const: the value as the model holds it
     codes: object = None            # const in exact form: centred integer codes, real = scale * codes
+    qrange: tuple | None = None     # const from a quantizer: its centred code range (the weights' datatype)
 
 
 def bits_for(lo: int, hi: int, what: str) -> tuple[int, bool]:
@@ -153,7 +154,8 @@ class Conversions:
             codes = q - np.broadcast_to(zp, q.shape)
             full = ExactScale.from_float(np.broadcast_to(s32, q.shape))
             deq = A.to_float32(codes.astype(object) * full.m * (1 << max(full.e, 0)), full.d << max(-full.e, 0))
-            self.set(n, V("const", raw=deq, shape=q.shape, codes=codes.astype(object), scale=full))
+            self.set(n, V("const", raw=deq, shape=q.shape, codes=codes.astype(object), scale=full,
+                          qrange=(lo - int(np.max(zp)), hi - int(np.min(zp)))))
             return
         rank = len(x.shape)
         s32 = self.per_sample(n, np.asarray(scale_raw, np.float32), rank)
@@ -182,7 +184,7 @@ class Conversions:
             codes = np.where(np.asarray(x.raw) >= 0, 1, -1)
             full = ExactScale.from_float(np.broadcast_to(scale_raw, codes.shape))
             self.set(n, V("const", raw=(codes * scale_raw).astype(np.float32), shape=codes.shape,
-                          codes=codes.astype(object), scale=full))
+                          codes=codes.astype(object), scale=full, qrange=(-1, 1)))
             return
         S = ExactScale.from_float(self.per_sample(n, scale_raw, len(x.shape)))
         out = self.new_act(n.outputs[0], x.shape, -1, 1, S, 0)

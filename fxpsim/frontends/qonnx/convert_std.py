@@ -24,6 +24,7 @@ class StandardConversions:
             raise self.refuse(n, f"input {i} (the weights) must be constant; a product of two activations is "
                                  "not a supported MAC")
         codes, s = self.exact_const(v)
+        self._wrange = v.qrange or (min(int(codes.min()), 0), max(int(codes.max()), 0))
         return codes, ExactScale(np.broadcast_to(s.m, codes.shape) if s.m.size > 1 else s.m.reshape((1,) * codes.ndim),
                                  s.e, s.d)
 
@@ -35,7 +36,8 @@ class StandardConversions:
         out = self.new_act(n.outputs[0], shape, lo, hi, scale, 0)
         wg = self.new_const(f"{n.name}/weights", w)
         self.scales[wg] = {**wscale.to_json(), "zp": 0}
-        self.add_node(n, op, [x.g, wg], [out.g], x_zp=x.zp, **attrs)
+        self.add_node(n, op, [x.g, wg], [out.g], x_zp=x.zp, x_lo=amin, x_hi=amax, w_lo=self._wrange[0],
+                      w_hi=self._wrange[1], **attrs)
         return out
 
     def _matmul(self, n, x: V, w: np.ndarray, ws: ExactScale, out_name=None):
@@ -287,7 +289,7 @@ class StandardConversions:
     def _move(self, n, fn_full, per_sample_shape, **attrs):
         v = self.val(n, 0)
         if v.kind == "const":
-            out = V("const", raw=fn_full(np.asarray(v.raw)))
+            out = V("const", raw=fn_full(np.asarray(v.raw)), qrange=v.qrange)
             out.shape = out.raw.shape
             if v.codes is not None:
                 out.codes = fn_full(np.asarray(v.codes))
