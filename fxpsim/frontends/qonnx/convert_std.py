@@ -340,9 +340,9 @@ class StandardConversions:
 
     def _c_Reshape(self, n):
         at = self.attrs(n, {"allowzero": 0})
-        if at["allowzero"]:
-            raise self.refuse(n, "allowzero=1 is not supported")
         target = [int(t) for t in self.const(n, 1, "shape").ravel()]
+        if at["allowzero"] and 0 in target:
+            raise self.refuse(n, "allowzero=1 with a zero in the shape is not supported")
         v = self.val(n, 0)
         if v.kind == "const":
             full = [v.raw.shape[i] if t == 0 else t for i, t in enumerate(target)]
