@@ -14,7 +14,8 @@ import os
 
 # public name -> module of this package that defines it (imported on first use)
 _LAZY = {"import_tflite": "tflite.importer", "tflite_coverage": "tflite.coverage", "import_onnx": "onnx.importer",
-         "onnx_coverage": "onnx.coverage", "onnxruntime_cpu": "onnx.importer"}
+         "onnx_coverage": "onnx.coverage", "onnxruntime_cpu": "onnx.importer",
+         "import_qonnx": "qonnx.importer"}
 
 __all__ = ["import_model", "model_coverage"] + list(_LAZY)
 
@@ -33,19 +34,24 @@ def import_model(path, **options):
     """Read a quantized model into an :class:`~fxpsim.graph.IntegerGraph`.
 
     ``.tflite`` files (recognised by their ``TFL3`` identifier) go to :func:`fxpsim.import_tflite`,
-    ``.onnx`` files to :func:`fxpsim.import_onnx`; ``options`` are passed on (e.g. ``kernels="xnnpack"``
+    ``.onnx`` files to :func:`fxpsim.import_onnx`, or to :func:`fxpsim.import_qonnx` when they hold qonnx's
+    custom ops (``Quant``, ``BipolarQuant``, ``Trunc``, ``MultiThreshold``); ``options`` are passed on (e.g. ``kernels="xnnpack"``
     for TFLite). fxpsim's own saved graphs load with :func:`fxpsim.load_graph` and its trained models
     with :func:`fxpsim.load_model`.
     """
-    if _reader_of(path) == "tflite":
+    reader = _reader_of(path)
+    if reader == "tflite":
         from .tflite.importer import import_tflite
         return import_tflite(path, **options)
+    if reader == "qonnx":
+        from .qonnx.importer import import_qonnx
+        return import_qonnx(path, **options)
     from .onnx.importer import import_onnx
     return import_onnx(path, **options)
 
 
 def _reader_of(path) -> str:
-    """``"tflite"`` or ``"onnx"`` for the file at ``path`` (a ``TFL3`` identifier or the name's suffix)."""
+    """``"tflite"``, ``"qonnx"`` (an ``.onnx`` file with qonnx's custom ops) or ``"onnx"`` for the file at ``path``."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such file")
@@ -54,7 +60,8 @@ def _reader_of(path) -> str:
     if head[4:8] == _TFLITE_MAGIC or path.lower().endswith(".tflite"):
         return "tflite"
     if path.lower().endswith(".onnx"):
-        return "onnx"
+        from .qonnx.reader import is_qonnx
+        return "qonnx" if is_qonnx(path) else "onnx"
     if head[:2] == b"PK":
         raise ValueError(f"{path}: a zip/npz file; fxpsim graphs load with fxpsim.load_graph and trained models "
                          "with fxpsim.load_model")

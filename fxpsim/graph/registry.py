@@ -38,7 +38,8 @@ OPS: dict[str, Op] = {}
 #: ``ops``. The graph imports no frontend: :func:`find_op` loads these by name, in order, on demand, when a
 #: graph names an op no loaded module registered (a saved imported graph read back by ``load_graph``, a
 #: graph unpickled in a worker process). A new frontend adds its line here.
-OP_PROVIDERS = ("fxpsim.graph.ops", "fxpsim.frontends.tflite.ops", "fxpsim.frontends.onnx.ops")
+OP_PROVIDERS = ("fxpsim.graph.ops", "fxpsim.frontends.tflite.ops", "fxpsim.frontends.onnx.ops",
+                "fxpsim.frontends.qonnx.ops")
 
 
 def find_op(name: str) -> Op | None:
