@@ -22,17 +22,9 @@ import numpy as np
 from .fused import _finish, _product_specials, _specials, align
 from .operands import Operand, split_codes
 
+from .rounding import _bitlen
+
 __all__ = ["rd_step"]
-
-
-def _bitlen(x):
-    out = np.zeros(x.shape, np.int64)
-    y = x.copy()
-    for k in (32, 16, 8, 4, 2, 1):
-        big = y >= (np.int64(1) << k)
-        out += np.where(big, k, 0)
-        y = np.where(big, y >> k, y)
-    return out + (y > 0)
 
 
 def _stage1(prod, P, F, fm, mask):

@@ -29,7 +29,7 @@ def _require_onnx():
         import onnx
         from onnx import numpy_helper  # noqa: F401
     except ImportError as exc:
-        raise ImportError("fxpsim.import_onnx needs the 'onnx' package: pip install fxpsim[onnx]") from exc
+        raise ImportError("fxpsim.import_onnx needs the 'onnx' package: pip install -e '.[onnx]' from the clone") from exc
     return onnx
 
 

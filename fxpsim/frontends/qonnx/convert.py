@@ -161,7 +161,7 @@ class Conversions:
         s32 = self.per_sample(n, np.asarray(scale_raw, np.float32), rank)
         S = ExactScale.from_float(s32)
         z = self.uniform_zp(n, zp)
-        common_attrs = dict(zp=z, lo=lo, hi=hi, rounding=mode, bipolar=bipolar)
+        common_attrs = dict(zp=z, lo=lo, hi=hi, rounding_mode=mode, bipolar=bipolar)
         out = self.new_act(n.outputs[0], x.shape, lo, hi, S, z)
         if x.kind == "float":
             self.add_node(n, "qonnx_quant", [x.g], [out.g], float_in=True, scale=s32.astype(np.float64).tolist(),
@@ -241,7 +241,7 @@ class Conversions:
             lo, hi = bounds
         out = self.new_act(n.outputs[0], x.shape, lo, hi, out_scale, out_zp)
         self.add_node(n, "qonnx_trunc", [x.g], [out.g], x_zp=x.zp, num=num.tolist(), den=den.tolist(), zp=z,
-                      shift=k, rounding=mode, bounds=None if bounds is None else list(bounds))
+                      shift=k, rounding_mode=mode, bounds=None if bounds is None else list(bounds))
         self.set(n, out)
 
     def _c_MultiThreshold(self, n):

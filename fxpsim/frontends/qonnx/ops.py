@@ -10,10 +10,10 @@ The importer computes every integer multiplier between scales once; the ops comp
 op                    inputs / attributes (arrays broadcast against the per-sample shape)
 ====================  =================================================================================
 ``qonnx_quant``       Quant/IntQuant: float x (``float_in``; ``scale``: float32 values) or codes (``x_zp``,
-                      ``num``/``den``: input scale over output scale); ``zp``, ``lo``, ``hi``, ``rounding``,
+                      ``num``/``den``: input scale over output scale); ``zp``, ``lo``, ``hi``, ``rounding_mode`` (qonnx's names),
                       ``bipolar`` (qonnx's 1-bit signed case)
 ``qonnx_bipolar``     BipolarQuant: :math:`\\pm 1` by the sign of x (``float_in``, ``x_zp``)
-``qonnx_trunc``       Trunc v1/v2: ``x_zp``, ``num``, ``den``, ``zp``, ``shift``, ``rounding``, ``bounds``
+``qonnx_trunc``       Trunc v1/v2: ``x_zp``, ``num``, ``den``, ``zp``, ``shift``, ``rounding_mode``, ``bounds``
 ``qonnx_threshold``   MultiThreshold: x, integer thresholds ``[C or 1, B]`` (float32 bit patterns with
                       ``float_in``); ``channel_axis``
 ``qonnx_matmul``      x [..., K], w [K, M] (centred codes); ``x_zp``
@@ -103,7 +103,7 @@ _NP_ROUND = {
 # ----------------------------------------------------------------------------------------- quantizers
 def _quant_run(graph, node, ins, dp, trace):
     a = node.attrs
-    lo, hi, mode = int(a["lo"]), int(a["hi"]), a["rounding"]
+    lo, hi, mode = int(a["lo"]), int(a["hi"]), a["rounding_mode"]
     if a.get("float_in"):
         x = np.asarray(ins[0], np.float32)
         if a.get("bipolar"):
@@ -128,7 +128,7 @@ def _quant_float(graph, node, ins):
     if a.get("bipolar"):
         q = np.where(y >= 0, 1.0, -1.0)
     else:
-        q = np.clip(_NP_ROUND[a["rounding"]](y), int(a["lo"]), int(a["hi"]))
+        q = np.clip(_NP_ROUND[a["rounding_mode"]](y), int(a["lo"]), int(a["hi"]))
     return [(q - z) * s]
 
 
@@ -144,7 +144,7 @@ def _bipolar_float(graph, node, ins):
 def _trunc_run(graph, node, ins, dp, trace):
     a = node.attrs
     q = A.trunc_codes(_centred(ins[0], a["x_zp"]), _arr(a["num"]), _arr(a["den"]), _arr(a["zp"]),
-                      int(a["shift"]), a["rounding"], a.get("bounds"))
+                      int(a["shift"]), a["rounding_mode"], a.get("bounds"))
     return [_out(graph, node, q)], _no_trace()
 
 
@@ -156,7 +156,7 @@ def _trunc_float(graph, node, ins):
     y = y0 / 2.0 ** int(a["shift"])
     if a.get("bounds") is not None:
         y = np.clip(y, *a["bounds"])
-    q = _NP_ROUND[a["rounding"]](y)
+    q = _NP_ROUND[a["rounding_mode"]](y)
     return [(q - _arr(a["zp"])) * _real_scale(graph, node.outputs[0])]
 
 

@@ -4,9 +4,11 @@ shape) and outputs. A malformed file raises ``ValueError`` naming the file and t
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
+
+from ..onnx.nodes import _ONode
 
 __all__ = ["QONNX_CUSTOM_OPS", "QModel", "QNode", "read_qonnx", "is_qonnx"]
 
@@ -19,18 +21,12 @@ def _require_onnx():
         import onnx  # noqa: F401
         from onnx import helper, numpy_helper  # noqa: F401
     except ImportError as exc:
-        raise ImportError("fxpsim.import_qonnx needs the 'onnx' package: pip install fxpsim[qonnx]") from exc
+        raise ImportError("fxpsim.import_qonnx needs the 'onnx' package: pip install -e '.[qonnx]' from the clone") from exc
     return onnx
 
 
-@dataclass
-class QNode:
-    op: str
-    domain: str
-    name: str
-    inputs: list
-    outputs: list
-    attrs: dict = field(default_factory=dict)
+#: a model node: the ONNX reader's record (op, domain, name, inputs, outputs, attrs), one for both readers
+QNode = _ONode
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-_INSTALL_HINT = "pip install fxpsim[tflite]"
+_INSTALL_HINT = "pip install -e '.[tflite]' from the clone"
 
 # TensorType enum of the schema
 _FLOAT32, _FLOAT16, _INT32, _UINT8, _INT64, _STRING, _BOOL, _INT16 = 0, 1, 2, 3, 4, 5, 6, 7
