@@ -186,7 +186,7 @@ def test_host_detection_from_cpu_flags():
 
 
 # ------------------------------------------------------------------------------------------ ONNX models
-onnx = pytest.importorskip("onnx", reason="onnx not installed (pip install -e ".[onnx]")")
+onnx = pytest.importorskip("onnx", reason="onnx not installed (pip install -e '.[onnx]')")
 from fxpsim.frontends.onnx.importer import import_onnx  # noqa: E402
 
 STORED = np.load(VECTORS)
@@ -231,7 +231,7 @@ def _builders():
 def test_live_host_flavour_matches_onnxruntime_and_the_other_does_not(tmp_path, case):
     """onnxruntime on this host, fresh extreme inputs: the detected flavour matches; the other flavour
     differs wherever the case saturates (on an AVX2 host: exact is wrong; on a VNNI / ARM host: avx2 is)."""
-    pytest.importorskip("onnxruntime", reason="onnxruntime not installed (pip install -e ".[onnx]")")
+    pytest.importorskip("onnxruntime", reason="onnxruntime not installed (pip install -e '.[onnx]')")
     mk = _builders()
     model, saturates = mk.build(case)
     assert model.SerializeToString() == STORED[f"model:{case}"].tobytes()     # the generator is stable

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-onnx = pytest.importorskip("onnx", reason="onnx not installed (pip install -e ".[onnx]")")
+onnx = pytest.importorskip("onnx", reason="onnx not installed (pip install -e '.[onnx]')")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from fxpsim.frontends.onnx.coverage import onnx_coverage  # noqa: E402

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("onnx", reason="onnx not installed (pip install -e ".[onnx]")")
+pytest.importorskip("onnx", reason="onnx not installed (pip install -e '.[onnx]')")
 
 from fxpsim.frontends.onnx.coverage import onnx_coverage  # noqa: E402
 from fxpsim.frontends.onnx.importer import import_onnx  # noqa: E402

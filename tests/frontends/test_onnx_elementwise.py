@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-onnx = pytest.importorskip("onnx", reason="onnx not installed (pip install -e ".[onnx]")")
-ort = pytest.importorskip("onnxruntime", reason="onnxruntime not installed (pip install -e ".[onnx]")")
+onnx = pytest.importorskip("onnx", reason="onnx not installed (pip install -e '.[onnx]')")
+ort = pytest.importorskip("onnxruntime", reason="onnxruntime not installed (pip install -e '.[onnx]')")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from fxpsim.datapath.onnxruntime import elementwise as E  # noqa: E402

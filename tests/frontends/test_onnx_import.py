@@ -25,7 +25,7 @@ from fxpsim.graph import load_graph
 from fxpsim.graph.ops import run_node
 from reference import accumulate, ref_mbqm, ref_quantize_multiplier
 
-onnx = pytest.importorskip("onnx", reason="onnx not installed (pip install -e ".[onnx]")")
+onnx = pytest.importorskip("onnx", reason="onnx not installed (pip install -e '.[onnx]')")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from fxpsim.frontends.onnx.importer import SUPPORTED_OPS, import_onnx  # noqa: E402
@@ -42,7 +42,7 @@ _GRAPHS: dict = {}
 
 
 def _ort():
-    return pytest.importorskip("onnxruntime", reason="onnxruntime not installed (pip install -e ".[onnx]")")
+    return pytest.importorskip("onnxruntime", reason="onnxruntime not installed (pip install -e '.[onnx]')")
 
 
 def _graph(name):

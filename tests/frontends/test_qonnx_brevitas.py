@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("onnx", reason="onnx not installed (pip install -e ".[qonnx]")")
+pytest.importorskip("onnx", reason="onnx not installed (pip install -e '.[qonnx]')")
 
 from fxpsim.frontends.qonnx.importer import exact_values, import_qonnx  # noqa: E402
 import qonnx_reference as R  # noqa: E402

@@ -20,7 +20,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-onnx = pytest.importorskip("onnx", reason="onnx not installed (pip install -e ".[qonnx]")")
+onnx = pytest.importorskip("onnx", reason="onnx not installed (pip install -e '.[qonnx]')")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import fxpsim  # noqa: E402
@@ -62,7 +62,7 @@ class Model:
 
 
 def qonnx_context(model, x):
-    qonnx = pytest.importorskip("qonnx", reason="qonnx not installed (pip install -e ".[qonnx]")")  # noqa: F841
+    qonnx = pytest.importorskip("qonnx", reason="qonnx not installed (pip install -e '.[qonnx]')")  # noqa: F841
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.core.onnx_exec import execute_onnx
     from qonnx.transformation.infer_shapes import InferShapes

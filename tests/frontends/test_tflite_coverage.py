@@ -24,7 +24,7 @@ import pytest
 import fxpsim
 from fxpsim.datapath import tflite as T
 
-tflite = pytest.importorskip("tflite", reason="the tflite package is not installed (pip install -e ".[tflite]")")
+tflite = pytest.importorskip("tflite", reason="the tflite package is not installed (pip install -e '.[tflite]')")
 from test_tflite_import import _act, _const, _options, build_tflite  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,7 +33,7 @@ KERNELS = ("reference", "builtin", "xnnpack")
 
 
 def _litert():
-    return pytest.importorskip("ai_edge_litert", reason="ai-edge-litert not installed (pip install -e ".[litert]")")
+    return pytest.importorskip("ai_edge_litert", reason="ai-edge-litert not installed (pip install -e '.[litert]')")
 
 
 def _interpreter(kernels, *, path=None, content=None, preserve=False):

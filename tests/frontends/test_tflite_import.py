@@ -25,7 +25,7 @@ import fxpsim
 from fxpsim.graph import load_graph
 from reference import accumulate, ref_mbqm, ref_quantize_multiplier, round_fraction
 
-tflite = pytest.importorskip("tflite", reason="the tflite package is not installed (pip install -e ".[tflite]")")
+tflite = pytest.importorskip("tflite", reason="the tflite package is not installed (pip install -e '.[tflite]')")
 
 REPO = Path(__file__).resolve().parents[2]
 MODELS_DIR = REPO / "tests" / "vectors" / "tflite_models"
@@ -206,7 +206,7 @@ def test_saved_graph_reads_back_in_a_fresh_process(tmp_path):
 
 # ------------------------------------------------------------------------------------------ live LiteRT
 def _litert():
-    return pytest.importorskip("ai_edge_litert", reason="ai-edge-litert not installed (pip install -e ".[litert]")")
+    return pytest.importorskip("ai_edge_litert", reason="ai-edge-litert not installed (pip install -e '.[litert]')")
 
 
 def _random_inputs(detail, n, seed):

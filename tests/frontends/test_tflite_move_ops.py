@@ -8,7 +8,7 @@ import pytest
 
 import fxpsim
 
-tflite = pytest.importorskip("tflite", reason="the tflite package is not installed (pip install -e ".[tflite]")")
+tflite = pytest.importorskip("tflite", reason="the tflite package is not installed (pip install -e '.[tflite]')")
 from test_tflite_import import _act, _const, _options, build_tflite  # noqa: E402
 
 KERNELS = ("reference", "builtin", "xnnpack")
@@ -54,7 +54,7 @@ CASES = {c[0]: c[1:] for c in _cases()}
 
 
 def _interp(content, kernels):
-    pytest.importorskip("ai_edge_litert", reason="ai-edge-litert not installed (pip install -e ".[litert]")")
+    pytest.importorskip("ai_edge_litert", reason="ai-edge-litert not installed (pip install -e '.[litert]')")
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
     r = {"reference": OpResolverType.BUILTIN_REF, "builtin": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
          "xnnpack": OpResolverType.BUILTIN}[kernels]

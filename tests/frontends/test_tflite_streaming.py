@@ -16,7 +16,7 @@ import pytest
 
 import fxpsim
 
-pytest.importorskip("tflite", reason="the tflite package is not installed (pip install -e ".[tflite]")")
+pytest.importorskip("tflite", reason="the tflite package is not installed (pip install -e '.[tflite]')")
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / "tests" / "vectors" / "tflite_streaming" / "ring_conv.tflite"
@@ -25,7 +25,7 @@ STEPS = 150
 
 
 def _interpreter(kernels):
-    pytest.importorskip("ai_edge_litert", reason="ai-edge-litert not installed (pip install -e ".[litert]")")
+    pytest.importorskip("ai_edge_litert", reason="ai-edge-litert not installed (pip install -e '.[litert]')")
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
     resolver = {"reference": OpResolverType.BUILTIN_REF,
                 "builtin": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,

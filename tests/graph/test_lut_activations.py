@@ -18,7 +18,7 @@ from fxpsim.datapath import lut
 from fxpsim.hardware.config import ConfigError, HardwareConfig
 from reference import round_fraction
 
-pytest.importorskip("tflite", reason="the tflite package is not installed (pip install -e ".[tflite]")")
+pytest.importorskip("tflite", reason="the tflite package is not installed (pip install -e '.[tflite]')")
 MODELS = Path(__file__).resolve().parents[1] / "vectors" / "tflite_models"
 _GRAPHS: dict = {}
 FUNCS = {"tflite_logistic": lambda x: 1.0 / (1.0 + np.exp(-x)), "tflite_tanh": np.tanh,
@@ -227,7 +227,7 @@ def test_interpolation_without_a_table_is_an_error(tmp_path):
 def test_onnx_graphs_have_no_table_ops_and_the_knob_changes_nothing():
     """The ONNX importer has no sigmoid/tanh/softmax ops (onnx_ops has none): the knob applies to no node,
     and lut_nodes says so."""
-    pytest.importorskip("onnx", reason="onnx not installed (pip install -e ".[onnx]")")
+    pytest.importorskip("onnx", reason="onnx not installed (pip install -e '.[onnx]')")
     onnx_model = MODELS.parent / "onnx_models" / "qs_cnn_qdq_s8_pt.onnx"
     g = fxpsim.import_model(onnx_model)
     cfg = BASE.replace(activation_lut_entries=16)

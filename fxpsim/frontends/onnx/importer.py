@@ -411,7 +411,7 @@ def import_onnx(path, *, cpu: str = "exact") -> IntegerGraph:
     Raises
     ------
     ImportError
-        Without the ``onnx`` package (``pip install -e ".[onnx]"``).
+        Without the ``onnx`` package (``pip install -e '.[onnx]'``).
     FileNotFoundError
         No such file.
     ValueError

@@ -1,7 +1,7 @@
 """Import a full-integer (int8) ``.tflite`` model as an :class:`~fxpsim.graph.IntegerGraph`.
 
 :func:`import_tflite` reads the flatbuffer with the ``tflite`` package (the generated schema classes;
-``pip install -e ".[tflite]"``) and maps every operator onto the graph's ops: the MAC ops of
+``pip install -e '.[tflite]'``) and maps every operator onto the graph's ops: the MAC ops of
 :mod:`fxpsim.graph.ops` (``conv2d``, ``depthwise_conv2d``, ``fully_connected``, which accumulate through
 the datapath the graph runs on) and the TFLite element-wise, pooling, reduction and activation ops of
 :mod:`fxpsim.frontends.tflite.ops` (integer semantics of LiteRT's kernels). The graph's
@@ -377,7 +377,7 @@ def import_tflite(path, *, kernels: str = "reference") -> IntegerGraph:
     Raises
     ------
     ImportError
-        Without the ``tflite`` package (``pip install -e ".[tflite]"``).
+        Without the ``tflite`` package (``pip install -e '.[tflite]'``).
     ValueError
         A damaged or truncated file, a float (non-quantized) or int16-activation model, or operators that
         do not import under ``kernels`` (one error listing every one: op, count, operator index and output
