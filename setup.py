@@ -61,9 +61,11 @@ def _extensions():
     exts = []
     for pyx in sorted(glob.glob(os.path.join("fxpsim", "**", "*.pyx"), recursive=True)):
         name = os.path.splitext(pyx)[0].replace(os.sep, ".")
-        # every C header beside the .pyx (and its .pxd files) is a dependency: editing one rebuilds the module
+        # every C header beside the .pyx (and its .pxd and included .pxi files) is a dependency: editing one
+        # rebuilds the module
         here = os.path.dirname(pyx)
-        depends = sorted(glob.glob(os.path.join(here, "*.h")) + glob.glob(os.path.join(here, "*.pxd")))
+        depends = sorted(glob.glob(os.path.join(here, "*.h")) + glob.glob(os.path.join(here, "*.pxd"))
+                         + glob.glob(os.path.join(here, "*.pxi")))
         exts.append(Extension(name, [pyx], include_dirs=[np.get_include(), here], depends=depends,
                               extra_compile_args=compile_args, extra_link_args=link_args,
                               define_macros=macros))

@@ -198,12 +198,14 @@ def _frexp_multiplier(real: float, integer_bits: int):
     return m, e
 
 
-@functools.lru_cache(maxsize=512)
-def _logistic_params(si, zi, so, zo, dt):
-    lut = _lut_int8(si, zi, so, zo, dt, _sigmoid_f32)
+@functools.lru_cache(maxsize=1024)
+def _table_params(cls, f_lut, f_xnnpack, si, zi, so, zo, dt):
+    """``cls`` (:class:`LogisticParams` or :class:`TanhParams`) of one quantization: LiteRT's table of ``f_lut``,
+    XNNPACK's of ``f_xnnpack`` and TFLite Micro's Q4.27 input multiplier and radius (cached: Prepare runs once)."""
+    lut = _lut_int8(si, zi, so, zo, dt, f_lut)
     m, e = _frexp_multiplier(float(si), 4)
-    return LogisticParams(float(si), zi, float(so), zo, dt, lut, m, e, calculate_input_radius(4, e, 31),
-                          _lut_xnnpack(si, zi, so, zo, dt, _sigmoid_xnnpack))
+    return cls(float(si), zi, float(so), zo, dt, lut, m, e, calculate_input_radius(4, e, 31),
+               _lut_xnnpack(si, zi, so, zo, dt, f_xnnpack))
 
 
 def logistic_params(input_scale: float, input_zero_point: int, *, output_scale: float = 1 / 256,
@@ -216,8 +218,8 @@ def logistic_params(input_scale: float, input_zero_point: int, *, output_scale: 
     if so != np.float32(1 / 256):
         raise ValueError(f"TFLite's quantized LOGISTIC needs output scale 1/256, got {float(so)!r}")
     zo = int(np.iinfo(dt).min) if output_zero_point is None else _zero_point(output_zero_point, dt, "output_zero_point")
-    return _logistic_params(_scale(input_scale, "input_scale"), _zero_point(input_zero_point, dt, "input_zero_point"),
-                            so, zo, dt)
+    return _table_params(LogisticParams, _sigmoid_f32, _sigmoid_xnnpack, _scale(input_scale, "input_scale"),
+                         _zero_point(input_zero_point, dt, "input_zero_point"), so, zo, dt)
 
 
 def _lut_apply(x, params, lut) -> np.ndarray:
@@ -271,14 +273,6 @@ class TanhParams(_TableActivationParams):
     :class:`LogisticParams`)."""
 
 
-@functools.lru_cache(maxsize=512)
-def _tanh_params(si, zi, so, zo, dt):
-    lut = _lut_int8(si, zi, so, zo, dt, _tanhf)
-    m, e = _frexp_multiplier(float(si), 4)
-    return TanhParams(float(si), zi, float(so), zo, dt, lut, m, e, calculate_input_radius(4, e, 31),
-                      _lut_xnnpack(si, zi, so, zo, dt, _tanhf))
-
-
 def tanh_params(input_scale: float, input_zero_point: int, *, output_scale: float = 1 / 128,
                 output_zero_point: int | None = None, dtype=np.int8) -> TanhParams:
     """Parameters of :func:`quantized_tanh` (LiteRT ``TanhPrepare``; TFLite Micro's tanh Prepare).  The
@@ -286,8 +280,9 @@ def tanh_params(input_scale: float, input_zero_point: int, *, output_scale: floa
     dt = _dtype(dtype, (np.int8, np.uint8))
     zo = (0 if dt == np.int8 else 128) if output_zero_point is None else \
         _zero_point(output_zero_point, dt, "output_zero_point")
-    return _tanh_params(_scale(input_scale, "input_scale"), _zero_point(input_zero_point, dt, "input_zero_point"),
-                        _scale(output_scale, "output_scale"), zo, dt)
+    return _table_params(TanhParams, _tanhf, _tanhf, _scale(input_scale, "input_scale"),
+                         _zero_point(input_zero_point, dt, "input_zero_point"),
+                         _scale(output_scale, "output_scale"), zo, dt)
 
 
 def quantized_tanh(x, params: TanhParams, *, kernels: str = "reference") -> np.ndarray:
