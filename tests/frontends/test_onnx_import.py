@@ -372,7 +372,7 @@ def test_import_model_dispatches_onnx_files():
 
 def test_missing_onnx_package_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "onnx", None)
-    with pytest.raises(ImportError, match=r"pip install fxpsim\[onnx\]"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[onnx\]' from the clone"):
         import_onnx(MODELS_DIR / "hb_qgemm_u8_pt.onnx")
 
 
