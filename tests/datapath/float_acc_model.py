@@ -175,9 +175,15 @@ def fused_chunk(a, b, c_code, out, prec, F, zero_exp, mode, rounding, overflow, 
         if counts is not None and t != 0 and q * unit != t:
             counts["terms_inexact"] += 1
     code, over = round_into(total * unit, prec, rounding, overflow)
+    if code & (prec.sign_bit - 1) == 0:
+        # NVIDIA's fused sum is a fixed-point integer: a zero result is +0 whatever the sign of the
+        # sum that underflowed (MMA-Sim's nv_fused_dot_add truncates the significand to an integer)
+        underflowed, code = total != 0, 0
+    else:
+        underflowed = False
     if counts is not None:
         counts["overflows"] += over
-        counts["underflows"] += int(total != 0 and code & (prec.sign_bit - 1) == 0)
+        counts["underflows"] += int(underflowed)
     return widen(code, prec, out)
 
 

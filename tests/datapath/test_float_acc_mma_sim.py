@@ -20,7 +20,7 @@ DIR = VECTORS_DIR / "mma_sim"
 FILES = sorted(DIR.glob("*.npz"))
 CATEGORIES = ("normal", "random_bits", "exponent_spread", "subnormal", "cancel_pairs", "cancel_c",
               "large_c", "small_c", "near_ulp_and_ties", "all_equal", "alternating_sign",
-              "signed_zeros", "inf_nan", "overflow", "scale_extremes", "zero_times_large")
+              "signed_zeros", "inf_nan", "overflow", "scale_extremes", "zero_times_large", "underflow_to_zero")
 _TYPES = {"f16": "float16", "bf16": "bfloat16", "tf32": "tf32", "e4m3": "e4m3", "e5m2": "e5m2",
           "fp8": "e4m3fnuz", "bf8": "e5m2fnuz",
           "e2m1": "e2m1"}

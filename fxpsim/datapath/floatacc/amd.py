@@ -10,7 +10,8 @@ MMA-Sim's ``amd_fused_dot_rd_add`` (mmasim/simulator/arithmetic.py, c785138), pe
    :math:`T_1, e_1`), then each is floored to F bits below :math:`\\max(e_0, e_1)` and added;
 2. :math:`e = \\max(e_1, E_c)`: the sum is floored to S fraction bits below ``e`` and C to
    :math:`F_c` bits (fp8: C is dropped when :math:`E_c < e - 25`);
-3. one rounding to nearest even into float32 (IEEE overflow to ±Inf).
+3. one rounding to nearest even into float32 (IEEE overflow to ±Inf); a negative sum that
+   rounds to zero gives -0, an exact zero sum +0.
 
 Specials as an IEEE sum of the operands; when that sum is finite, a product of magnitude
 :math:`\\ge 2^{128}` counts as ±Inf (both signs: NaN).
@@ -71,8 +72,10 @@ def rd_step(a: Operand, b: Operand, c_codes: np.ndarray, acc, stats):
     total = s2 + (sc << (S - Fc))
     ok = ~(spec[0] | spec[1])
     stats["terms_inexact"] += int(((lost + (m2 & (T != 0)) + (mc & (c.sig != 0))) * ok).sum())
-    # _finish rounds total * 2^(emax - fraction_bits): pass the sum's own scale
-    return _finish(_Scaled(acc, S), total, emax, c, spec, stats)
+    # _finish rounds total * 2^(emax - fraction_bits): pass the sum's own scale.  The sum is a
+    # float64 that MMA-Sim converts to float32 with RNE: a negative sum that rounds to zero is -0
+    # (an exact zero sum is +0).
+    return _finish(_Scaled(acc, S), total, emax, c, spec, stats, zero_sign=total < 0)
 
 
 class _Scaled:

@@ -56,11 +56,12 @@ def _product_specials(a: Operand, b: Operand, extra_nan=None):
     return pnan, pinf & ~sign, pinf & sign
 
 
-def _finish(acc, s, emax, c: Operand, spec, stats):
-    """Round the int64 sums ``s * 2^(emax - F)`` and apply the specials."""
+def _finish(acc, s, emax, c: Operand, spec, stats, zero_sign=None):
+    """Round the int64 sums ``s * 2^(emax - F)`` and apply the specials; a zero result is +0
+    unless ``zero_sign`` (bool array) says otherwise."""
     F = acc.fraction_bits
     codes, ovf, unf = round_scaled(s, emax - F, acc.precision, acc.output_rounding, acc.overflow,
-                                   storage=acc.output)
+                                   storage=acc.output, zero_sign=zero_sign)
     nan, inf, ineg = spec
     out = acc.output
     if out.has_inf:
