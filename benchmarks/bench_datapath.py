@@ -313,8 +313,8 @@ def main():
     parser.add_argument("--before", metavar="PATH", help="also time another fxpsim checkout (subprocess)")
     parser.add_argument("--child-json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    from fxpsim.datapath import accumulate as A
-    cores = A._CORES
+    from fxpsim.datapath import _acc_operands, accumulate as A
+    cores = _acc_operands._CORES
     import inspect
     new_api = "count" in inspect.signature(A.matmul).parameters
     figs = fxpsim_figures(args.quick, cores, new_api)

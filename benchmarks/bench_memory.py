@@ -7,7 +7,7 @@ every temporary the call makes and nothing the setup did; or, when larger, the p
 ``tracemalloc`` traces during the call (numpy buffers: a heap that kept the setup's freed memory
 resident would hide them from the RSS).  ``ratio`` is that extra
 peak over the bytes of the inputs plus the outputs (codes and overflow counts); fxpsim keeps its
-kernel temporaries within max(64 MiB, 2 x (inputs + outputs)) (``accumulate._temp_limit``).
+kernel temporaries within max(64 MiB, 2 x (inputs + outputs)) (``fxpsim.datapath._acc_scratch._temp_limit``).
 Cases cover every kernel: the 16-bit and 32-bit (int16-operand) AVX-512 per-add loops, the
 compiler-vectorised 32/64-bit ones, the adder tree, the exact BLAS sums (float32 K chunks) and the
 uncounted wrap (``count=False``: BLAS or the unsigned 64-bit kernel).  :func:`measure` runs any

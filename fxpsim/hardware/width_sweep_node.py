@@ -13,7 +13,7 @@ import threading
 import numpy as np
 
 from ..datapath import _accumulate as _k
-from ..datapath import accumulate as _acc
+from ..datapath import _acc_operands as _operands, _acc_per_add as _per_add, _acc_scratch as _scratch
 from ..datapath.accumulate import matmul as _matmul
 from ..datapath.accumulate import sum as _dsum
 from ..datapath.partial_sums import mac_rows
@@ -261,15 +261,15 @@ class _Node:
     def _pack(self):
         if self.layout == "rows":
             self.a16 = self.a.astype(np.int16, copy=False)
-            packed = _acc._pack_slabs(self.wt[None].astype(np.int16), np.int16).copy()
+            packed = _scratch._pack_slabs(self.wt[None].astype(np.int16), np.int16).copy()
             self.e_k, self.ref_k = self.e, self.ref
         else:
             if self.layout == "cols":      # few output channels: the rows of the node become the columns
                 self.a16 = np.ascontiguousarray(self.wt.T, dtype=np.int16)                # [O, K]
-                packed = _acc._pack_slabs(self.a.T[None], np.int16).copy()
+                packed = _scratch._pack_slabs(self.a.T[None], np.int16).copy()
             else:                          # products: one column per output, a = ones
                 self.a16 = np.ones((1, self.k), np.int16)
-                packed = _acc._pack_slabs(self.p[None], np.int16).copy()
+                packed = _scratch._pack_slabs(self.p[None], np.int16).copy()
             e_t = np.zeros((self.n, self.rpad), np.int64)
             e_t[:, :self.r] = self.e.T
             r_t = np.zeros((self.n, self.rpad), np.int32)
@@ -283,7 +283,7 @@ class _Node:
 
     def kernel_ok(self, width: int, order: str):
         """``(kernel, init dtype, lane bits)`` of the AVX-512BW kernel for this width, or None."""
-        if order != "sequential" or not _acc._SIMD512 or max(self.amax, self.bmax) >= 1 << 15:
+        if order != "sequential" or not _per_add._SIMD512 or max(self.amax, self.bmax) >= 1 << 15:
             return None
         if width <= 16 and self.pmax < 1 << 15:
             return _k.mac_fast16, np.int16, 16
@@ -349,7 +349,7 @@ SWEEP_THREAD_WORK = 1 << 26
 
 
 def _sweep_threads(work: int) -> int:
-    return 1 if work < SWEEP_THREAD_WORK else _acc._threads(None, work)
+    return 1 if work < SWEEP_THREAD_WORK else _operands._threads(None, work)
 
 
 def _scratch_pair(rows: int, cols: int):

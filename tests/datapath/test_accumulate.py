@@ -14,6 +14,7 @@ from hypothesis import given, strategies as st
 
 import reference as ref
 from fxpsim.datapath import accumulate as datapath
+from fxpsim.datapath import _acc_conv, _acc_exact, _acc_operands, _acc_per_add, _acc_scratch
 from fxpsim.datapath import _accumulate as kernels
 from fxpsim.datapath.accumulate import conv1d, conv2d, cumsum, dot, matmul
 from fxpsim.datapath.accumulate import sum as fsum
@@ -133,9 +134,9 @@ def test_matmul_matches_reference(c):
                                               (40, True, "simd64"), (20, False, "simd32")])
 def test_simd_kernels_match_reference(overflow, word, signed, path):
     """The vectorised 16/32/64-bit-lane kernels: full 64-column blocks, a remainder, several rows."""
-    if path == "simd16" and not datapath._SIMD16:
+    if path == "simd16" and not _acc_per_add._SIMD16:
         path = "simd32"
-    if path == "simd32" and not datapath._SIMD512:
+    if path == "simd32" and not _acc_per_add._SIMD512:
         path = "simd32w"                  # without AVX-512BW: the int32-operand kernel
     rng = np.random.default_rng(word)
     a = rng.integers(-128, 128, (5, 150)) * (1 << max(word - 16, 0) // 2)
@@ -187,7 +188,7 @@ def test_simd16_variants_agree_with_generic_kernel(level, mode, word):
     init = rng.integers(-(1 << (word - 1)), 1 << (word - 1), (35, 70))
     fast = {"sat": kernels.FAST_SATURATE, "zero": kernels.FAST_ZERO, "wrap": kernels.FAST_WRAP_SIGNED}[mode]
     out, cnt = np.empty((35, 70), np.int64), np.empty((35, 70), np.int64)
-    kernels.mac_fast16(a.astype(np.int16), datapath._pack_slabs(b[None], np.int16), init.astype(np.int16),
+    kernels.mac_fast16(a.astype(np.int16), _acc_scratch._pack_slabs(b[None], np.int16), init.astype(np.int16),
                        out, cnt, 35, fast, np.int16(-(1 << (word - 1))), np.int16((1 << (word - 1)) - 1),
                        16 - word, 1, level)
     gout, gcnt = np.empty((35, 70), np.int64), np.empty((35, 70), np.int64)
@@ -203,7 +204,7 @@ def test_simd16_variants_agree_with_generic_kernel(level, mode, word):
                                              (1 << 12, "blas64", 0), (1 << 28, "int64", 1 << 26)])
 def test_exact_paths_agree_with_generic_kernel(monkeypatch, amax, path, small):
     """Fast exact paths (int32 kernel, float32/float64 BLAS, int64 kernel) == the generic per-add kernel."""
-    monkeypatch.setattr(datapath, "_SMALL_EXACT", small)
+    monkeypatch.setattr(_acc_exact, "_SMALL_EXACT", small)
     rng = np.random.default_rng(7)
     a = rng.integers(-amax, amax, (9, 33))
     b = rng.integers(-amax, amax, (33, 11))
@@ -310,7 +311,7 @@ def test_conv2d_matches_direct_reference(case, overflow, order):
     if pads == "VALID":
         pads = ((0, 0), (0, 0))
     elif pads == "SAME":
-        pads = tuple(datapath._same_pad(s, k, st_, d) for s, k, st_, d in
+        pads = tuple(_acc_conv._same_pad(s, k, st_, d) for s, k, st_, d in
                      zip(case["shape"][1:3], case["k"], stride, dil))
     got = conv2d(x, w, acc, stride=case["stride"], padding=case["padding"], dilation=case["dil"],
                  groups=case["groups"], overflow=overflow, order=order, init=init)
@@ -321,10 +322,10 @@ def test_conv2d_matches_direct_reference(case, overflow, order):
 
 def test_same_padding_matches_tensorflow_rule():
     # TF: out = ceil(in / stride); pad_total = max((out-1)*stride + (k-1)*d + 1 - in, 0), extra at the end
-    assert datapath._same_pad(7, 3, 2, 1) == (1, 1)
-    assert datapath._same_pad(6, 3, 2, 1) == (0, 1)
-    assert datapath._same_pad(5, 3, 1, 2) == (2, 2)
-    assert datapath._same_pad(4, 1, 1, 1) == (0, 0)
+    assert _acc_conv._same_pad(7, 3, 2, 1) == (1, 1)
+    assert _acc_conv._same_pad(6, 3, 2, 1) == (0, 1)
+    assert _acc_conv._same_pad(5, 3, 1, 2) == (2, 2)
+    assert _acc_conv._same_pad(4, 1, 1, 1) == (0, 0)
 
 
 def test_conv1d_equals_reference_and_conv2d():
@@ -333,7 +334,7 @@ def test_conv1d_equals_reference_and_conv2d():
     w = rng.integers(-128, 128, (3, 2, 6)).astype(np.int8)
     init = rng.integers(-100, 100, (6,))
     got = conv1d(x, w, 13, stride=2, padding="SAME", dilation=1, groups=2, init=init, overflow="wrap")
-    want, total = ref_conv2d(x[:, None], w[None], (1, 2), ((0, 0), datapath._same_pad(9, 3, 2, 1)), (1, 1), 2,
+    want, total = ref_conv2d(x[:, None], w[None], (1, 2), ((0, 0), _acc_conv._same_pad(9, 3, 2, 1)), (1, 1), 2,
                              init, Format(13, 0), "wrap", "sequential")
     np.testing.assert_array_equal(got.raw, want[:, 0])
     assert got.overflows == total
@@ -423,10 +424,10 @@ def test_non_contiguous_and_read_only_inputs_are_not_modified():
 
 
 def test_integer_inputs_get_the_smallest_format():
-    assert datapath._operand(np.array([-128, 127], np.int64), "a")[1] == Format(8, 0, True)
-    assert datapath._operand(np.array([0, 255], np.uint8), "a")[1] == Format(8, 0, False)
-    assert datapath._operand(np.array([-1, 0]), "a")[1] == Format(1, 0, True)
-    assert datapath._operand(np.array([], np.int32), "a")[1].word == 1
+    assert _acc_operands._operand(np.array([-128, 127], np.int64), "a")[1] == Format(8, 0, True)
+    assert _acc_operands._operand(np.array([0, 255], np.uint8), "a")[1] == Format(8, 0, False)
+    assert _acc_operands._operand(np.array([-1, 0]), "a")[1] == Format(1, 0, True)
+    assert _acc_operands._operand(np.array([], np.int32), "a")[1].word == 1
 
 
 # --------------------------------------------------------------------------- bad input
@@ -495,7 +496,7 @@ def test_few_output_columns_many_rows_matches_reference(order, overflow):
     rows, k, n, acc_bits = 700, 27, 8, 12
     a = rng.integers(-128, 128, (rows, k))
     b = rng.integers(-128, 128, (k, n))
-    assert datapath._transpose_wins(b[None], rows, n, 0)          # the path under test is taken
+    assert _acc_scratch._transpose_wins(b[None], rows, n, 0)          # the path under test is taken
     got = matmul(a, b, acc=acc_bits, overflow=overflow, order=order)
     accumulate = ref.accumulate_tree if order == "tree" else ref.accumulate
     want, overflows = np.empty((rows, n), dtype=np.int64), 0
@@ -575,8 +576,8 @@ def test_most_negative_int64_code():
         matmul([[-2 ** 63]], [[1]])
     with pytest.raises(ValueError, match="64 bits"):
         matmul([[-2 ** 63]], [[1]], acc=64)
-    assert datapath._operand(np.array([-2 ** 63]), "a")[1] == Format(64, 0)
-    assert datapath._operand(np.array([-5, -3]), "a")[1] == Format(4, 0)       # all negative: -8..7
+    assert _acc_operands._operand(np.array([-2 ** 63]), "a")[1] == Format(64, 0)
+    assert _acc_operands._operand(np.array([-5, -3]), "a")[1] == Format(4, 0)       # all negative: -8..7
     # with a 64-bit b format whose products fit: Format(63) x Format(1) products are within +-2^62
     got = matmul(from_raw([[-2 ** 62, -2 ** 62]], Format(63, 0)), from_raw([[-1], [-1]], Format(1, 0)), acc=64,
                  per_output=True)
@@ -599,8 +600,8 @@ def test_narrow_right_operand_keeps_memory_near_the_inputs():
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert datapath.last_path == ("simd32" if datapath._SIMD512 else "simd32w")
-    assert peak < datapath._TEMP_BYTES + 8 * (a.nbytes + b.nbytes), peak
+    assert datapath.last_path == ("simd32" if _acc_per_add._SIMD512 else "simd32w")
+    assert peak < _acc_scratch._TEMP_BYTES + 8 * (a.nbytes + b.nbytes), peak
     exact = int((a.astype(np.int64) @ b.astype(np.int64))[0, 0])
     assert int(got.raw[0, 0]) == ref.overflow_int(exact, 20, True, "wrap")[0]   # wrap: order-free
 
@@ -615,11 +616,11 @@ def test_chunked_kernels_match_reference(monkeypatch, kwargs):
     """Chunks along K carry the fitted accumulators as the next chunk's init (per-add fitting is
     sequential); rows/columns chunks of the generic kernel and K chunks of the exact BLAS sums:
     every path, forced into chunks of 1..3 steps, against the reference model."""
-    monkeypatch.setattr(datapath, "_TEMP_BYTES", 1)
-    monkeypatch.setattr(datapath, "_TEMP_FACTOR", 0)
+    monkeypatch.setattr(_acc_scratch, "_TEMP_BYTES", 1)
+    monkeypatch.setattr(_acc_scratch, "_TEMP_FACTOR", 0)
     rng = np.random.default_rng(11)
     for min_chunk, (m, k, n) in zip((1, 2, 3, 1), ((3, 17, 5), (2, 40, 66), (1, 9, 1), (4, 0, 3))):
-        monkeypatch.setattr(datapath, "_MIN_K_CHUNK", min_chunk)
+        monkeypatch.setattr(_acc_scratch, "_MIN_K_CHUNK", min_chunk)
         a = rng.integers(-128, 128, (m, k))
         b = rng.integers(-128, 128, (k, n))
         init = rng.integers(-300, 300, (m, n)) if "rounding" not in kwargs else None

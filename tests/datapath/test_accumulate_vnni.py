@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, strategies as st
 
 from fxpsim.datapath import accumulate as A
+from fxpsim.datapath import _acc_exact
 
-pytestmark = pytest.mark.skipif(not A._VNNI, reason="no AVX512-VNNI on this CPU")
+pytestmark = pytest.mark.skipif(not _acc_exact._VNNI, reason="no AVX512-VNNI on this CPU")
 
 
 def _ref(a, b):
@@ -64,7 +65,7 @@ def test_batched_and_shared_operands_and_the_portable_path(monkeypatch):
     for i in range(3):
         assert (got.raw[i].astype(object) == _wrapped(_ref(a[i], b[i]), 40)).all()
         assert (shared.raw[i].astype(object) == _wrapped(_ref(a[i], b1), 40)).all()
-    monkeypatch.setattr(A, "_VNNI", False)
+    monkeypatch.setattr(_acc_exact, "_VNNI", False)
     assert (A.matmul(a, b, 40, overflow="wrap", count=False).raw == got.raw).all()
     assert A.last_path != "vnni16"
 

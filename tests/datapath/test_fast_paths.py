@@ -22,6 +22,7 @@ import reference as ref
 from fxpsim.core.fixed import Format, from_raw
 from fxpsim.datapath import _accumulate as kernels
 from fxpsim.datapath import accumulate as datapath
+from fxpsim.datapath import _acc_per_add, _acc_scratch
 from fxpsim.datapath.accumulate import conv2d, dot, matmul
 from fxpsim.datapath.accumulate import sum as fsum
 
@@ -231,7 +232,7 @@ def test_row_index_and_shared_init_forms(word):
     lo, hi = -(1 << (word - 1)), (1 << (word - 1)) - 1
     init = rng.integers(lo, hi + 1, (1, n)) // 2
     rows = rng.permutation(m).astype(np.int64)
-    bs = datapath._pack_slabs(b[None], np.int16).copy()
+    bs = _acc_scratch._pack_slabs(b[None], np.int16).copy()
     out, cnt = np.empty((m, n), np.int64), np.empty((m, n), np.int64)
     if word <= 16:
         kernels.mac_fast16(a.astype(np.int16), bs, init.astype(np.int16), out, cnt, m, kernels.FAST_SATURATE,
@@ -275,7 +276,7 @@ def test_avx512_kernels_small_shapes(word, overflow, seed, m, k, n):
 @pytest.mark.parametrize("word,overflow", [(12, "saturate"), (12, "wrap"), (24, "saturate"), (40, "wrap")])
 def test_count_false_without_avx512_kernels(monkeypatch, word, overflow):
     """Kernels that always count (AVX2 16-bit, compiler-vectorised 32/64-bit): counts taken, then dropped."""
-    monkeypatch.setattr(datapath, "_SIMD512", False)
+    monkeypatch.setattr(_acc_per_add, "_SIMD512", False)
     rng = np.random.default_rng(word)
     a, b = _data(rng, word, 5, 300, 70)
     got = matmul(a, b, word, overflow=overflow, count=False)

@@ -17,9 +17,10 @@ from hypothesis import given, settings, strategies as st
 from fxpsim.core.fixed import Format
 from fxpsim.datapath import _accumulate as kernels
 from fxpsim.datapath import accumulate as A
+from fxpsim.datapath import _acc_exact
 
 LO, HI = -(1 << 31), (1 << 31) - 1
-AVX512_KERNEL = "mul32" if A._MUL32_LEVEL else "mul32-portable"
+AVX512_KERNEL = "mul32" if _acc_exact._MUL32_LEVEL else "mul32-portable"
 
 
 def model(a, b, w, init=None, signed=True):
@@ -147,7 +148,7 @@ def test_portable_kernel_gives_the_same_bits(monkeypatch, threads):
         force_wide(a, b)
         fast.append((a, b, A.matmul(a, b, 64, overflow="wrap", count=False, threads=threads).raw))
         assert A.last_int64_kernel == AVX512_KERNEL
-    monkeypatch.setattr(A, "_MUL32_LEVEL", 0)
+    monkeypatch.setattr(_acc_exact, "_MUL32_LEVEL", 0)
     for a, b, want in fast:
         got = A.matmul(a, b, 64, overflow="wrap", count=False, threads=threads)
         assert (A.last_path, A.last_int64_kernel) == ("int64", "mul32-portable")

@@ -135,8 +135,8 @@ def test_bad_arguments(demo):
 
 def test_without_the_avx512_kernels(demo, monkeypatch):
     """The portable path (public datapath functions on whole rows, numpy scoring) gives the same numbers."""
-    from fxpsim.datapath import accumulate
-    monkeypatch.setattr(accumulate, "_SIMD512", False)
+    from fxpsim.datapath import _acc_per_add
+    monkeypatch.setattr(_acc_per_add, "_SIMD512", False)
     graph, x = demo
     dp = graph.default_datapath
     widths = (9, 16, 18)
