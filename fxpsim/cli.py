@@ -47,46 +47,26 @@ def _int_list(text: str) -> list[int]:
     return out
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def _checked(parse, ok, expected: str):
+    """An argparse type: ``parse(text)`` where ``ok`` accepts it, else the one-line error
+    ``expected <expected>, got '<text>'`` (NaN and infinities fail every float check below)."""
+    def convert(text: str):
+        try:
+            value = parse(text)
+        except ValueError:
+            value = None
+        if value is None or not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+    return convert
 
 
-def _seed(text: str) -> int:
-    """A random seed: an integer in 0..2^32 - 1 (numpy's legacy seeding range)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value < 1 << 32:
-        raise argparse.ArgumentTypeError(f"expected an integer seed in 0..{(1 << 32) - 1}, got {text!r}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    """An accuracy: a finite number in [0, 1]."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0.0 <= value <= 1.0:   # also refuses nan and inf
-        raise argparse.ArgumentTypeError(f"expected an accuracy in [0, 1] (e.g. 0.97), got {text!r}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0.0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text!r}")
-    return value
+_positive_int = _checked(int, lambda v: v >= 1, "a positive integer")
+#: A random seed: an integer in 0..2^32 - 1 (numpy's legacy seeding range).
+_seed = _checked(int, lambda v: 0 <= v < 1 << 32, f"an integer seed in 0..{(1 << 32) - 1}")
+#: An accuracy: a finite number in [0, 1].
+_fraction = _checked(float, lambda v: 0.0 <= v <= 1.0, "an accuracy in [0, 1] (e.g. 0.97)")
+_positive_float = _checked(float, lambda v: 0.0 < v < float("inf"), "a positive finite number")
 
 
 def _str_list(text: str) -> list[str]:
