@@ -64,6 +64,11 @@ CASES = [
         [Node("p", "max_pool2d", ["x"], ["y"], {"pool_size": 2})], ["x"], ["y"]), ValueError, "shape"),
     ("graph.run preset name", lambda: _graph().run(_X8, "int8-acc16-sat"), TypeError, "fxpsim.preset"),
     ("graph.run datapath 16", lambda: _graph().run(_X8, 16), TypeError, "datapath"),
+    ("node_sweep unknown node", lambda: __import__("fxpsim.hardware.width_sweep", fromlist=["node_sweep"]).node_sweep(
+        _graph(), _X8, nodes=["zz"]), ValueError, "'zz'"),
+    ("A2Q accumulator_bits=0", lambda: fxpsim.quant.AccumulatorAwareQuantizer(accumulator_bits=0), ValueError,
+     "accumulator_bits"),
+    ("A2Q input_bits=0", lambda: fxpsim.quant.AccumulatorAwareQuantizer(input_bits=0), ValueError, "input_bits"),
     ("load_graph max_bytes 0", lambda: load_graph("x.npz", max_bytes=0), ValueError, "max_bytes"),
     ("thread_limit(0)", lambda: train.thread_limit(0), ValueError, "threads"),
     ("thread_limit(-1)", lambda: train.thread_limit(-1), ValueError, "threads"),

@@ -178,6 +178,13 @@ def node_sweep(graph, x, widths=range(8, 33), overflows=("saturate", "wrap"), da
         raise ValueError(f"widths must be accumulator widths in 2..64, got {widths}")
     if not modes:
         raise ValueError("overflows must name at least one overflow mode")
+    if nodes is not None:
+        nodes = [nodes] if isinstance(nodes, str) else list(nodes)
+        macs = [nd.name for _, nd in _mac_nodes(graph)]
+        unknown = [n for n in nodes if n not in macs]
+        if unknown or not nodes:
+            raise ValueError(f"nodes: {unknown or 'an empty list'} name no MAC node of the graph (its MAC nodes: "
+                             f"{', '.join(macs[:12])}{' ...' if len(macs) > 12 else ''})")
     with _one_blas_thread():
         res = _node_sweep(graph, x, widths, modes, datapath, nodes, _workers(workers))
     res.seconds = time.perf_counter() - t0

@@ -160,8 +160,8 @@ class AccumulatorAwareQuantizer(Quantizer):
                  log_scale=None, log_norm=None, gradient=None):
         super().__init__(gradient)
         where = "AccumulatorAwareQuantizer"
-        self.accumulator_bits = _check_num_bits(accumulator_bits, 2, 64, where)
-        self.input_bits = _check_num_bits(input_bits, 1, 32, where)
+        self.accumulator_bits = _check_num_bits(accumulator_bits, 2, 64, where, "accumulator_bits")
+        self.input_bits = _check_num_bits(input_bits, 1, 32, where, "input_bits")
         self.input_signed = bool(input_signed)
         self.num_bits = _check_num_bits(num_bits, 2, 16, where)
         if isinstance(axis, bool) or not isinstance(axis, numbers.Integral):

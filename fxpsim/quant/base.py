@@ -191,11 +191,12 @@ def _gradient_from_config(value, what: str = "gradient"):
     return fn
 
 
-def _check_num_bits(num_bits, lo: int, hi: int, where: str) -> int:
+def _check_num_bits(num_bits, lo: int, hi: int, where: str, name: str = "num_bits") -> int:
+    """``num_bits`` (the argument ``name`` of ``where``) as an int in ``[lo, hi]``."""
     if isinstance(num_bits, bool) or not isinstance(num_bits, numbers.Integral):
-        raise TypeError(f"{where}: num_bits must be an int, got {num_bits!r}")
+        raise TypeError(f"{where}: {name} must be an int, got {num_bits!r}")
     if not lo <= num_bits <= hi:
-        raise ValueError(f"{where}: num_bits must be in [{lo}, {hi}], got {num_bits}")
+        raise ValueError(f"{where}: {name} must be in [{lo}, {hi}], got {num_bits}")
     return int(num_bits)
 
 
