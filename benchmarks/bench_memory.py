@@ -131,6 +131,22 @@ def measure(setup: str, call: str, threads: int = 1) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+CONV_SETUP = """
+import numpy as np, fxpsim
+rng = np.random.default_rng(0)
+x = rng.integers(-128, 128, (4, 128, 128, 608), dtype=np.int8)
+w = rng.integers(-128, 128, (3, 3, 608, 16), dtype=np.int8)
+io = x.nbytes + w.nbytes + 2 * 4 * 128 * 128 * 16 * 8          # codes and per-output counts, int64
+fxpsim.conv2d(x[:1, :4, :4], w, 16, padding="SAME")              # imports, first-call buffers
+"""
+#: conv2d on a 38 MiB int8 input: the im2col lowering runs in tiles of output rows (``_acc_conv``).
+CONV_CASES = {
+    "conv2d 4x128x128x608, 3x3 -> 16, acc=16": 'fxpsim.conv2d(x, w, 16, padding="SAME", per_output=True)',
+    "conv2d the same, adder tree": 'fxpsim.conv2d(x, w, 16, padding="SAME", order="tree", per_output=True)',
+    "conv2d the same, exact accumulator": 'fxpsim.conv2d(x, w, None, padding="SAME", per_output=True)',
+}
+
+
 def run_case(name):
     sa, sb, dtype, kwargs = CASES[name]
     env = dict(os.environ, OMP_NUM_THREADS="1")
@@ -143,15 +159,22 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="only the cases that take a second or two")
     args = parser.parse_args(argv)
+    mib = 1 << 20
     print(f"{'case':58s} {'in+out MiB':>10s} {'peak extra MiB':>14s} {'ratio':>6s} {'seconds':>8s}  path")
     for name in CASES:
         if args.quick and name not in QUICK:
             continue
         t0 = time.perf_counter()
         r = run_case(name)
-        mib = 1 << 20
         print(f"{name:58s} {r['io'] / mib:10.1f} {r['extra'] / mib:14.1f} {r['extra'] / r['io']:6.2f} "
               f"{r['seconds']:8.2f}  {r['path']}  ({time.perf_counter() - t0:.0f} s with setup)")
+    for name, call in CONV_CASES.items():
+        if args.quick and name != next(iter(CONV_CASES)):
+            continue
+        t0 = time.perf_counter()
+        r = measure(CONV_SETUP, call)
+        print(f"{name:58s} {r['io'] / mib:10.1f} {r['extra'] / mib:14.1f} {r['extra'] / r['io']:6.2f} "
+              f"{r['seconds']:8.2f}  im2col tiles  ({time.perf_counter() - t0:.0f} s with setup)")
 
 
 if __name__ == "__main__":

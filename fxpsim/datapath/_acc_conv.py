@@ -1,13 +1,18 @@
 """Convolution helpers of :mod:`fxpsim.datapath.accumulate`: stride/dilation/group checks, SAME and
-explicit padding, and the im2col lowering of a convolution to the per-add matmul."""
+explicit padding, and the im2col lowering of a convolution to the per-add matmul, in tiles of output rows
+whose patches take at most ``_CONV_TILE_BYTES`` (each output's sum is its own, so a tile boundary never changes
+a bit; the accumulator format and the ``init`` codes are resolved once for the whole output)."""
 from __future__ import annotations
 
 
 import numpy as np
 
-from ._acc_operands import _data_range
+from ._acc_operands import _data_range, _init_codes, _parse_acc
 from ._acc_scratch import _scratch
-from ._acc_per_add import _accumulate
+from ._acc_per_add import UNCOUNTED, _accumulate, _exact_acc
+
+#: Patch bytes of one tile of output rows (im2col copy); the kernels' own temporaries are a small multiple.
+_CONV_TILE_BYTES = 4 << 20    # = _SCRATCH_BYTES: the patch buffer is reused
 
 def _positive_int(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and v >= 1
@@ -82,25 +87,79 @@ def _conv(cx, fx, cw, fw, acc, stride, padding, dilation, groups, r, o, order, a
     if dtype.itemsize > 2:                                     # narrow lanes: less memory traffic
         dtype = next(t for t in (np.int16, np.int32, np.int64)
                      if np.iinfo(t).min <= a_rng[0] and a_rng[1] <= np.iinfo(t).max)
-    xp = np.pad(cx, ((0, 0), pads[0], pads[1], (0, 0)))
-    # one strided copy: windows [N, OH, OW, C, KH, KW] -> patches [N, OH, OW, KH, KW, C]
-    windows = np.lib.stride_tricks.sliding_window_view(
-        xp, ((kh - 1) * dils[0] + 1, (kw - 1) * dils[1] + 1), axis=(1, 2))
-    windows = windows[:, ::strides[0], ::strides[1], :, ::dils[0], ::dils[1]][:, :oh, :ow]
-    patches = _scratch("patches", (nbatch, oh, ow, kh, kw, cin), dtype)
-    np.copyto(patches, windows.transpose(0, 1, 2, 4, 5, 3), casting="unsafe")
-    npos, cog, kk = nbatch * oh * ow, cout // groups, kh * kw * cg
-    a3 = patches.reshape(npos, kh, kw, groups, cg).transpose(3, 0, 1, 2, 4).reshape(groups, npos, kk)
+    (pt, _), (pl, pr) = pads
+    span_h, span_w = (kh - 1) * dils[0] + 1, (kw - 1) * dils[1] + 1
+
+    def windows(b0, b1, r0, r1):
+        """Windows [n, rows, OW, C, KH, KW] of output rows r0..r1 of images b0..b1, on a zero-padded copy of
+        only the input rows they read (padded rows r0*s .. (r1-1)*s + span)."""
+        y0, y1 = r0 * strides[0], (r1 - 1) * strides[0] + span_h
+        slab = np.zeros((b1 - b0, y1 - y0, wd + pl + pr, cin), cx.dtype)
+        c0, c1 = max(y0 - pt, 0), min(y1 - pt, h)
+        if c1 > c0:
+            slab[:, c0 + pt - y0:c1 + pt - y0, pl:pl + wd] = cx[b0:b1, c0:c1]
+        win = np.lib.stride_tricks.sliding_window_view(slab, (span_h, span_w), axis=(1, 2))
+        return win[:, ::strides[0], ::strides[1], :, ::dils[0], ::dils[1]][:, :r1 - r0, :ow]
+
+    cog, kk = cout // groups, kh * kw * cg
     b3 = cw.reshape(kh, kw, cg, groups, cog).transpose(3, 0, 1, 2, 4).reshape(groups, kk, cog)
     user = (nbatch, ow, cout) if one_d else (nbatch, oh, ow, cout)
 
-    def to_internal(t):
-        return t.reshape(npos, groups, cog).transpose(1, 0, 2)
+    def tile(b0, b1, r0, r1, acc_t, init_t, shape):
+        win = windows(b0, b1, r0, r1)
+        nb, nr = win.shape[:2]
+        patches = _scratch("patches", (nb, nr, ow, kh, kw, cin), dtype)
+        np.copyto(patches, win.transpose(0, 1, 2, 4, 5, 3), casting="unsafe")
+        npos = nb * nr * ow
+        a3 = patches.reshape(npos, kh, kw, groups, cg).transpose(3, 0, 1, 2, 4).reshape(groups, npos, kk)
 
-    out, counts, accf, rng = _accumulate(a3, b3, fx, fw, acc, init, r, o, order, at_end, threads, op, user,
-                                         to_internal, a_rng, count=count)
-    out = out.transpose(1, 0, 2).reshape(user)
-    counts = counts if counts is None or isinstance(counts, str) else counts.transpose(1, 0, 2).reshape(user)
+        def to_internal(t):
+            return t.reshape(npos, groups, cog).transpose(1, 0, 2)
+
+        out, counts, accf, rng = _accumulate(a3, b3, fx, fw, acc_t, init_t, r, o, order, at_end, threads, op,
+                                             shape, to_internal, a_rng, count=count)
+        out = out.transpose(1, 0, 2).reshape(shape)
+        if counts is not None and not isinstance(counts, str):
+            counts = counts.transpose(1, 0, 2).reshape(shape)
+        return out, counts, accf, rng
+
+    row_bytes = ow * kh * kw * cin * np.dtype(dtype).itemsize
+    if nbatch * oh * row_bytes <= _CONV_TILE_BYTES:
+        return tile(0, nbatch, 0, oh, acc, init, user)
+    # tiles: whole images while a row block holds one, else blocks of rows of one image
+    rows = max(1, _CONV_TILE_BYTES // row_bytes)
+    if rows >= oh:
+        step = rows // oh
+        tiles = [(b, min(b + step, nbatch), 0, oh) for b in range(0, nbatch, step)]
+    else:
+        tiles = [(b, b + 1, t, min(t + rows, oh)) for b in range(nbatch) for t in range(0, oh, rows)]
+    accf = _parse_acc(acc, fx.frac + fw.frac)
+    init_codes = _init_codes(init, user, fx.frac + fw.frac if accf is None else accf.frac)
+    if accf is None:
+        accf = _exact_acc(fx, fw, kk, _data_range(init_codes) if init_codes is not None else (0, 0), op)
+    elif init_codes is not None:
+        lo, hi = _data_range(init_codes)
+        if lo < accf.min_code or hi > accf.max_code:
+            raise ValueError(f"{op}: init codes {lo}..{hi} do not fit the accumulator {accf}")
+    if init_codes is not None and one_d:
+        init_codes = init_codes[:, None]
+    full = (nbatch, oh, ow, cout)
+    out = np.empty(full, np.int64)
+    counts = None
+    ranges = []
+    for b0, b1, r0, r1 in tiles:
+        init_t = None if init_codes is None else init_codes[b0:b1, r0:r1]
+        o_t, c_t, _, rng = tile(b0, b1, r0, r1, accf, init_t, (b1 - b0, r1 - r0, ow, cout))
+        out[b0:b1, r0:r1] = o_t
+        if isinstance(c_t, str):
+            counts = UNCOUNTED
+        elif c_t is not None:
+            if counts is None:
+                counts = np.zeros(full, np.int64)
+            counts[b0:b1, r0:r1] = c_t
+        ranges.append(rng)
+    rng = None if any(x is None for x in ranges) else (min(x[0] for x in ranges), max(x[1] for x in ranges))
+    if one_d:
+        out = out.reshape(user)
+        counts = counts.reshape(user) if counts is not None and not isinstance(counts, str) else counts
     return out, counts, accf, rng
-
-

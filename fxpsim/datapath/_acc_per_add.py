@@ -19,6 +19,14 @@ _SIMD512 = _k.simd16_level() >= 2    # the AVX-512BW kernels (16-bit and int16-o
 UNCOUNTED = "uncounted"
 
 
+def _exact_acc(fa: Format, fb: Format, kk: int, i_rng, op: str) -> Format:
+    """The narrowest accumulator that holds every sum of ``kk`` products of ``fa`` x ``fb`` plus an ``init``
+    code in ``i_rng``: :math:`[\\min(i_{lo}, 0) + K \\min(p_{lo}, 0),\\ \\max(i_{hi}, 0) + K \\max(p_{hi}, 0)]`."""
+    p_lo, p_hi = _product_range((fa.min_code, fa.max_code), (fb.min_code, fb.max_code), 0)
+    return _exact_format(min(i_rng[0], 0) + kk * min(p_lo, 0), max(i_rng[1], 0) + kk * max(p_hi, 0),
+                         fa.frac + fb.frac, f"K={kk} products of {fa} x {fb}", op)
+
+
 def _accumulate(a3, b3, fa: Format, fb: Format, acc, init, r: Rounding, o: Overflow, order: str,
                 at_end: bool, threads, op: str, init_shape, to_internal, a_rng=None, count=True):
     """Per-add accumulation of a3 [B, M, K] @ b3 [1 or B, K, N] -> (codes, counts, acc, exact range).
@@ -46,9 +54,7 @@ def _accumulate(a3, b3, fa: Format, fb: Format, acc, init, r: Rounding, o: Overf
     b_rng = _data_range(b3)
     i_rng = _data_range(init3) if init3 is not None else (0, 0)
     if acc is None:             # exact accumulator sized from the formats
-        p_lo, p_hi = _product_range((fa.min_code, fa.max_code), (fb.min_code, fb.max_code), 0)
-        acc = _exact_format(min(i_rng[0], 0) + kk * min(p_lo, 0), max(i_rng[1], 0) + kk * max(p_hi, 0),
-                            frac_p, f"K={kk} products of {fa} x {fb}", op)
+        acc = _exact_acc(fa, fb, kk, i_rng, op)
     if o is Overflow.WRAP_SIGN_MAGNITUDE and not acc.signed:
         raise ValueError(f"overflow='wrap_sign_magnitude' needs a signed accumulator, got {acc}")
     shift = acc.frac - frac_p

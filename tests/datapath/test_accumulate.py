@@ -320,6 +320,74 @@ def test_conv2d_matches_direct_reference(case, overflow, order):
     assert got.overflows == total > 0
 
 
+@pytest.mark.parametrize("tile_bytes", [1, 700, 5000])      # one row per tile, a few rows, whole images
+@pytest.mark.parametrize("case", [
+    dict(stride=1, padding="SAME", dil=1, groups=1, shape=(3, 7, 6, 3), k=(3, 3), cout=4, acc=14),
+    dict(stride=2, padding=((2, 1), (1, 2)), dil=1, groups=1, shape=(2, 9, 7, 2), k=(3, 2), cout=3, acc=13),
+    dict(stride=(2, 1), padding="VALID", dil=(2, 1), groups=3, shape=(2, 9, 5, 3), k=(2, 3), cout=6, acc=None),
+])
+@pytest.mark.parametrize("overflow,order", [("saturate", "sequential"), ("wrap", "tree")])
+def test_tiled_conv2d_matches_direct_reference(monkeypatch, tile_bytes, case, overflow, order):
+    """Patches in tiles of output rows (a small ``_CONV_TILE_BYTES``): the same codes and overflow counts as
+    the direct model, with halo rows at tile edges and the padding of the first and last rows."""
+    monkeypatch.setattr(_acc_conv, "_CONV_TILE_BYTES", tile_bytes)
+    rng = np.random.default_rng(11)
+    x = rng.integers(-128, 128, case["shape"]).astype(np.int8)
+    cg = case["shape"][3] // case["groups"]
+    w = rng.integers(-128, 128, case["k"] + (cg, case["cout"])).astype(np.int8)
+    init = rng.integers(-3000, 3000, case["cout"])
+    stride = case["stride"] if isinstance(case["stride"], tuple) else (case["stride"],) * 2
+    dil = case["dil"] if isinstance(case["dil"], tuple) else (case["dil"],) * 2
+    pads = case["padding"]
+    if pads == "VALID":
+        pads = ((0, 0), (0, 0))
+    elif pads == "SAME":
+        pads = tuple(_acc_conv._same_pad(s, k, st_, d) for s, k, st_, d in
+                     zip(case["shape"][1:3], case["k"], stride, dil))
+    got, counts = conv2d(x, w, case["acc"], stride=case["stride"], padding=case["padding"], dilation=case["dil"],
+                         groups=case["groups"], overflow=overflow, order=order, init=init, per_output=True)
+    acc = got.fmt
+    if case["acc"] is None:       # exact: the narrowest register for any K products of int8 x int8 plus init
+        kk = case["k"][0] * case["k"][1] * cg
+        need = max(kk * 128 * 128 + int(init.max()), kk * 128 * 127 - int(init.min()))
+        assert acc == Format(need.bit_length() + 1, 0)
+    want, total = ref_conv2d(x, w, stride, pads, dil, case["groups"], init, acc, overflow, order)
+    np.testing.assert_array_equal(got.raw, want)
+    assert got.overflows == total == int(counts.sum())
+    assert case["acc"] is None or total > 0
+
+
+def test_tiled_conv_keeps_per_position_init_and_conv1d(monkeypatch):
+    """A per-output ``init`` is cut with the tiles; conv1d (one row of images) tiles over the batch."""
+    rng = np.random.default_rng(12)
+    x = rng.integers(-128, 128, (3, 6, 5, 2)).astype(np.int8)
+    w = rng.integers(-128, 128, (3, 3, 2, 3)).astype(np.int8)
+    init = rng.integers(-2000, 2000, (3, 6, 5, 3))
+    monkeypatch.setattr(_acc_conv, "_CONV_TILE_BYTES", 1)
+    got = conv2d(x, w, 13, padding="SAME", init=init, overflow="wrap")
+    want = np.zeros((3, 6, 5, 3), np.int64)
+    total = 0
+    for p in range(6):                         # each output position: the reference on its own init
+        for q in range(5):
+            for o in range(3):
+                for n in range(3):
+                    prods = [int(x[n, p + i - 1, q + j - 1, c]) * int(w[i, j, c, o])
+                             for i in range(3) for j in range(3) for c in range(2)
+                             if 0 <= p + i - 1 < 6 and 0 <= q + j - 1 < 5]
+                    want[n, p, q, o], c_ = ref_acc(prods, int(init[n, p, q, o]), Format(13, 0), "wrap",
+                                                   "sequential", False)
+                    total += c_
+    np.testing.assert_array_equal(got.raw, want)
+    assert got.overflows == total > 0
+    x1 = rng.integers(-128, 128, (4, 9, 2)).astype(np.int8)
+    w1 = rng.integers(-128, 128, (3, 2, 4)).astype(np.int8)
+    got1 = conv1d(x1, w1, 12, padding="SAME", overflow="saturate")
+    want1, total1 = ref_conv2d(x1[:, None], w1[None], (1, 1), ((0, 0), (1, 1)), (1, 1), 1, np.zeros(4, np.int64),
+                               Format(12, 0), "saturate", "sequential")
+    np.testing.assert_array_equal(got1.raw, want1[:, 0])
+    assert got1.overflows == total1
+
+
 def test_same_padding_matches_tensorflow_rule():
     # TF: out = ceil(in / stride); pad_total = max((out-1)*stride + (k-1)*d + 1 - in, 0), extra at the end
     assert _acc_conv._same_pad(7, 3, 2, 1) == (1, 1)
