@@ -99,7 +99,7 @@ def _tree_peak(p: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def running_sum_peak(a: np.ndarray, w: np.ndarray, init=None, *, order: str = "sequential", tile_k=None,
-                     shift: int = 0, rounding="half_up", after=None) -> dict:
+                     shift: int = 0, rounding="half_up", after=None, keep_sums: bool = False) -> dict:
     """Largest exact partial sums of the MAC layer ``(a, w)`` laid out by :func:`mac_rows`.
 
     Parameters
@@ -116,12 +116,15 @@ def running_sum_peak(a: np.ndarray, w: np.ndarray, init=None, *, order: str = "s
         Products rounded onto an accumulator LSB ``2**shift`` times the product's (:func:`round_products`).
     after : int array ``[O]``, optional
         A bias added after the sum (one more partial sum).
+    keep_sums : bool
+        Also return ``sums``: the exact final values ``[R, O]`` (``init`` and ``after`` included).
 
     Returns
     -------
     dict
         ``peak``: the largest :math:`|s|` of the (wide) accumulator over the whole sequence, its start value
-        included; ``tile_peak``: the largest running sum inside a tile (``None`` without tiling).
+        included; ``tile_peak``: the largest running sum inside a tile (``None`` without tiling); ``sums``
+        with ``keep_sums``.
     """
     n_rows, groups, k = a.shape
     n_out = w.shape[0]
@@ -129,6 +132,7 @@ def running_sum_peak(a: np.ndarray, w: np.ndarray, init=None, *, order: str = "s
     init = np.zeros(n_out, np.int64) if init is None else np.asarray(init, np.int64).reshape(n_out)
     peak = int(np.abs(init).max()) if n_out else 0
     tile_peak = None
+    kept = []
     tk = k if not tile_k or tile_k >= k else int(tile_k)
     n_tiles = -(-k // tk)
     step = max(1, _CHUNK // max(n_out * k, 1))
@@ -160,5 +164,11 @@ def running_sum_peak(a: np.ndarray, w: np.ndarray, init=None, *, order: str = "s
             else:
                 peak = max(peak, _peak_with_init(run, init))
         if after is not None:
-            peak = max(peak, int(np.abs(final + np.asarray(after, np.int64)[None, :]).max()))
-    return {"peak": peak, "tile_peak": tile_peak}
+            final = final + np.asarray(after, np.int64)[None, :]
+            peak = max(peak, int(np.abs(final).max()))
+        if keep_sums:
+            kept.append(np.asarray(final, np.int64))
+    out = {"peak": peak, "tile_peak": tile_peak}
+    if keep_sums:
+        out["sums"] = np.concatenate(kept) if kept else np.zeros((0, n_out), np.int64)
+    return out

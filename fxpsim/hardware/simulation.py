@@ -14,6 +14,7 @@ import numpy as np
 
 from ..graph.extract import _LINEAR_KINDS, FloatGraph, FloatStage, _check_x, _float_trace, _stage_ends, extract
 from ..graph.ir import IntegerGraph
+from ..graph.mac_view import MAC_VIEWS, mac_operands, mac_sums
 from ..graph.ops import exact_accumulator
 from ..report.render import LayerRecord, Report
 from .config import REQUANTIZATION_SCHEMES, ConfigError, HardwareConfig, load_config, preset, preset_names
@@ -117,8 +118,26 @@ def run_collect(graph: IntegerGraph, x, datapath, batch_size: int = 4096, exact:
             if exact and nd.op in _MAC_OPS:
                 ins = [values[t] if t in values else graph.tensors[t].data for t in nd.inputs if t]
                 accs.setdefault(nd.name, []).append(exact_accumulator(graph, nd, ins))
+            elif exact and nd.op in MAC_VIEWS and info.get("acc") is not None:
+                # an importer's MAC op that ran an integer accumulator: its exact sums and partial-sum peak
+                # from its core view (its own kernel traces neither)
+                ins = [values[t] if t in values else graph.tensors[t].data for t in nd.inputs if t]
+                ops = mac_operands(graph, nd, ins)
+                if ops is not None:
+                    dp = _node_datapath(datapath, nd, graph)
+                    sums, peak = mac_sums(ops, preload=getattr(dp, "bias_add", "preload") == "preload",
+                                          order=getattr(dp, "accumulator_order", "sequential"))
+                    accs.setdefault(nd.name, []).append(sums)
+                    if info.get("partial_peak") is None:
+                        traces[nd.name]["partial_peak"] = max(peak, traces[nd.name]["partial_peak"] or 0)
     values = {k: np.concatenate(v) for k, v in parts.items()}
     return values, traces, {k: np.concatenate(v) for k, v in accs.items()}
+
+
+def _node_datapath(datapath, node, graph):
+    """The datapath one node runs on: a config's per-node override, or the datapath itself."""
+    for_node = getattr(datapath, "for_node", None)
+    return for_node(node, graph.nodes.index(node)) if for_node is not None else datapath
 
 
 def exact_datapath(config: HardwareConfig, keep=()) -> HardwareConfig:
@@ -213,7 +232,7 @@ def simulate(model, config="tflite-int8", x=None, y=None, *, calibration_x=None,
                           not_exact_fraction=_differs(codes, exact_values[name]),
                           output_scale=None if spec.scale is None else float(spec.scale[0]),
                           output_zero_point=None if spec.scale is None else int(spec.zero_point[0]))
-        if node.op in _MAC_OPS:
+        if node.op in _MAC_OPS or (node.name in accs and exact_traces[node.name]["partial_peak"] is not None):
             exact = accs[node.name]
             lo, hi = int(exact.min()), int(exact.max())
             bits = config.for_node(node, graph.nodes.index(node)).accumulator_bits
@@ -301,7 +320,7 @@ def network_metrics(graph: IntegerGraph, out_codes: np.ndarray, ref: np.ndarray,
     hw_top, ref_top = hw.argmax(axis=1), ref.argmax(axis=1)
     bit_ops = 0
     for nd in graph.nodes:
-        if nd.op in _MAC_OPS:
+        if nd.op in _MAC_OPS or nd.op in MAC_VIEWS:
             bit_ops += graph.macs(nd) * graph.tensors[nd.inputs[1]].bits * graph.tensors[nd.inputs[0]].bits
     lsb = float(spec.scale[0]) if spec.scale is not None else 1.0
     return {"n_samples": int(hw.shape[0]),

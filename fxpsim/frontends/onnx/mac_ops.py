@@ -14,6 +14,7 @@ from ...datapath.onnxruntime import mlas as K
 from ...datapath.onnxruntime import x86_pairs as _x86
 from ...datapath.requantize import Requantizer
 from ...graph.mac_ops import check_mac_operands, refuse_unmodelled_knobs
+from ...graph.mac_view import MacOperands, register_mac_view
 from ...graph.ops import Op, requantizer_for
 from .op_support import (F32, _acc_format, _clipped, _name, _no_trace, _overflow_at, _pads, _pair, _quantized_io,
                          _scale, _spec, _wzp, _zp, is_native, is_onnxruntime_datapath, register_op)
@@ -318,5 +319,27 @@ def _mac_bound(graph, node) -> int:
     return int(max(bound))
 
 
+def _mac_view(graph, node, ins):
+    """The node's integer MAC in a core op's layout (:mod:`fxpsim.graph.mac_view`): a plain convolution as
+    ``conv2d``, one group per input channel as ``depthwise_conv2d``, a matmul as ``fully_connected``; other
+    group counts have no view."""
+    x_zp, w_zp = _mac_zero_points(graph, node)
+    xo = ins[0].astype(np.int64) - int(x_zp)
+    wz = np.asarray(w_zp, np.int64)
+    wo = ins[1].astype(np.int64) - (wz.reshape((-1,) + (1,) * (ins[1].ndim - 1)) if wz.ndim else wz)
+    bias = _bias_input(node, ins)
+    bias = None if bias is None else np.asarray(bias, np.int64).reshape(-1)
+    if node.op in ("qlinear_matmul", "matmul_integer"):
+        return MacOperands("fully_connected", xo, wo, bias)
+    geometry = dict(stride=_pair(node.attrs, "stride"), dilation=_pair(node.attrs, "dilation"), pads=_pads(node.attrs))
+    groups = int(node.attrs.get("group", 1))
+    if groups == 1:
+        return MacOperands("conv2d", xo, wo, bias, geometry)
+    if groups == xo.shape[3] and wo.shape[3] == 1:      # [C*M, KH, KW, 1] -> [1, KH, KW, C*M]
+        return MacOperands("depthwise_conv2d", xo, np.transpose(wo, (3, 1, 2, 0)), bias, geometry)
+    return None
+
+
 for _op in ("qlinear_conv", "qlinear_matmul", "conv_integer", "matmul_integer"):
     register_op(Op(_op, _mac_run, _mac_float, _mac_check, _mac_count, _mac_bound))
+    register_mac_view(_op, _mac_view)

@@ -11,6 +11,7 @@ from ...core.fixed import Format
 from ...datapath.integer_ops import (quantized_conv2d, quantized_depthwise_conv2d, quantized_fully_connected)
 from ...datapath.requantize import Requantizer, _srdhm, _wrap_int32, activation_range, quantize_multiplier
 from ...graph.mac_ops import refuse_unmodelled_knobs
+from ...graph.mac_view import core_operands, register_mac_view
 from ...graph.ops import OPS, Op, register_op
 from .op_support import _cached, _kernels, _spec
 
@@ -114,3 +115,4 @@ for _name, _core in _CORE_MAC.items():
                    (lambda core: lambda graph, node: OPS[core].check(graph, _shadow(graph, node)))(_core),
                    (lambda core: lambda graph, node: OPS[core].macs(graph, _shadow(graph, node)))(_core),
                    (lambda core: lambda graph, node: OPS[core].worst_case_sum(graph, _shadow(graph, node)))(_core)))
+    register_mac_view(_name, lambda graph, node, ins: core_operands(graph, _shadow(graph, node), ins))

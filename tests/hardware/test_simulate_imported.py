@@ -1,0 +1,136 @@
+"""The report's accumulator columns on imported models (ONNX QLinearConv/QLinearMatMul, LiteRT builtin and
+XNNPACK kernels), against an independent model: every MAC output's running sum in the kernel's product order
+(KH, KW, C), bias preloaded, summed in Python integers from the graph's own codes and zero points."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fxpsim
+from fxpsim.hardware.simulation import exact_datapath, simulate
+
+VEC = Path(__file__).resolve().parents[1] / "vectors"
+
+
+def _needed(peak: int) -> int:
+    """Two's complement bits that hold -peak..peak (independent of fxpsim's helper)."""
+    bits = 1
+    while not (-(1 << (bits - 1)) <= -peak and peak <= (1 << (bits - 1)) - 1):
+        bits += 1
+    return bits
+
+
+def _peak_conv(x, w, b, zx, zw, stride, pads, groups):
+    """Largest |running sum| of a grouped NHWC conv with w [O, KH, KW, Cg], products in (i, j, c) order."""
+    n, h, wd, _ = x.shape
+    o_ch, kh, kw, cg = w.shape
+    (pt, pb), (pl, pr) = pads
+    oh = (h + pt + pb - kh) // stride[0] + 1
+    ow = (wd + pl + pr - kw) // stride[1] + 1
+    peak = 0
+    per_group = o_ch // groups
+    for s in range(n):
+        for p in range(oh):
+            for q in range(ow):
+                for o in range(o_ch):
+                    g = o // per_group
+                    acc = int(b[o]) if b is not None else 0
+                    peak = max(peak, abs(acc))
+                    for i in range(kh):
+                        for j in range(kw):
+                            y, xx = p * stride[0] + i - pt, q * stride[1] + j - pl
+                            for c in range(cg):
+                                v = int(x[s, y, xx, g * cg + c]) - zx if 0 <= y < h and 0 <= xx < wd else 0
+                                acc += v * (int(w[o, i, j, c]) - int(zw[o] if np.ndim(zw) else zw))
+                                peak = max(peak, abs(acc))
+    return peak
+
+
+def _peak_dense(x, w, b, zx, zw):
+    peak = 0
+    for row in x.reshape(-1, x.shape[-1]):
+        for o in range(w.shape[0]):
+            acc = int(b[o]) if b is not None else 0
+            peak = max(peak, abs(acc))
+            for k in range(w.shape[1]):
+                acc += (int(row[k]) - zx) * (int(w[o, k]) - int(zw[o] if np.ndim(zw) else zw))
+                peak = max(peak, abs(acc))
+    return peak
+
+
+def _onnx_peaks(graph, vals):
+    out = {}
+    for nd in graph.nodes:
+        if nd.op not in ("qlinear_conv", "qlinear_matmul"):
+            continue
+        xs, ws = graph.tensors[nd.inputs[0]], graph.tensors[nd.inputs[1]]
+        zx = int(xs.zero_point[0])
+        zw = ws.zero_point if ws.zero_point.size > 1 else int(ws.zero_point[0])
+        b = graph.tensors[nd.inputs[2]].data if len(nd.inputs) > 2 and nd.inputs[2] else None
+        x = vals[nd.inputs[0]]
+        if nd.op == "qlinear_conv":
+            st = nd.attrs.get("stride", 1)
+            st = (st, st) if isinstance(st, int) else tuple(st)
+            pads = tuple(tuple(int(v) for v in side) for side in nd.attrs.get("padding", [[0, 0], [0, 0]]))
+            out[nd.name] = _peak_conv(x, ws.data, b, zx, zw, st, pads, int(nd.attrs.get("group", 1)))
+        else:
+            out[nd.name] = _peak_dense(x, ws.data, b, zx, zw)
+    return out
+
+
+def test_onnx_report_fills_the_accumulator_columns_from_the_independent_model():
+    pytest.importorskip("onnx", reason="the onnx extra (pip install -e '.[onnx]') reads the model")
+    path = VEC / "onnx_models" / "qs_cnn_qdq_s8_pc.onnx"
+    graph = fxpsim.import_model(str(path))
+    spec = graph.tensors[graph.inputs[0]]
+    x = np.random.default_rng(0).integers(-128, 128, (2,) + tuple(spec.shape)).astype(spec.dtype)
+    cfg = fxpsim.preset("int8-acc16-sat")
+    rep = simulate(graph, cfg, x)
+    _, _, here = graph.run(x, cfg, trace=True, keep=True)
+    _, _, ex = graph.run(x, exact_datapath(cfg), trace=True, keep=True)
+    want_here, want_exact = _onnx_peaks(graph, here), _onnx_peaks(graph, ex)
+    rows = {r.name: r for r in rep.layers}
+    assert len(want_exact) == 4
+    for name in want_exact:
+        r = rows[name]
+        assert r.accumulator_bits == 16
+        assert r.acc_bits_needed == _needed(want_exact[name]), name
+        assert r.acc_bits_needed_cumulative == _needed(want_here[name]), name
+        assert r.acc_peak == want_here[name]
+        assert r.headroom_bits == 16 - _needed(want_exact[name])
+        assert r.isolated_sqnr_db is not None
+    assert any(r.overflow_count for r in rep.layers)
+    # bit-ops: MACs per sample x 8-bit weights x 8-bit activations, MACs counted by hand from the shapes
+    macs = 0
+    for nd in graph.nodes:
+        if nd.op == "qlinear_conv":
+            w = graph.tensors[nd.inputs[1]].data
+            y = graph.tensors[nd.outputs[0]].shape
+            macs += int(np.prod(y)) * int(np.prod(w.shape[1:]))
+        elif nd.op == "qlinear_matmul":
+            macs += int(np.prod(graph.tensors[nd.inputs[1]].data.shape))
+    assert rep.network["bit_ops"] == macs * 64
+
+
+@pytest.mark.parametrize("kernels", ["builtin", "xnnpack"])
+def test_litert_kernel_imports_report_what_the_reference_import_reports(kernels):
+    """A builtin/XNNPACK import's MAC nodes (runtime-native ops) get the columns of the reference-kernel
+    import (the core MAC ops), node for node: the same accumulator, the same sums."""
+    pytest.importorskip("tflite", reason="the tflite extra (pip install -e '.[tflite]') reads the model")
+    path = str(VEC / "tflite_models" / "conv_block.tflite")
+    ref, nat = fxpsim.import_model(path), fxpsim.import_model(path, kernels=kernels)
+    spec = ref.tensors[ref.inputs[0]]
+    x = np.random.default_rng(1).integers(-128, 128, (3,) + tuple(spec.shape)).astype(spec.dtype)
+    cfg = fxpsim.preset("int8-acc16-sat")
+    a, b = simulate(ref, cfg, x), simulate(nat, cfg, x)
+    ra = {r.name: r for r in a.layers if r.accumulator_bits is not None}
+    rb = {r.name: r for r in b.layers if r.accumulator_bits is not None}
+    assert len(ra) >= 6 and set(ra) == set(rb)
+    for name, r in ra.items():
+        q = rb[name]
+        assert (q.acc_bits_needed, q.acc_bits_needed_cumulative, q.headroom_bits, q.acc_peak) == \
+            (r.acc_bits_needed, r.acc_bits_needed_cumulative, r.headroom_bits, r.acc_peak), name
+        assert q.acc_histogram == r.acc_histogram, name
+    assert b.network["bit_ops"] == a.network["bit_ops"] > 0
