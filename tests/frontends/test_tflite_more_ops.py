@@ -20,13 +20,14 @@ from hypothesis import strategies as st
 import fxpsim
 from fxpsim.datapath import tflite as K
 from fxpsim.graph import load_graph
+from reference import ref_mbqm, ref_quantize_multiplier
 
 tflite = pytest.importorskip("tflite", reason="the tflite package is not installed (pip install -e '.[tflite]')")
 from test_tflite_import import _act, _const, _litert, _options, _random_inputs, build_tflite  # noqa: E402
 
 KERNELS = ("reference", "builtin", "xnnpack")
 MODELS_DIR = Path(__file__).resolve().parents[1] / "vectors" / "tflite_more"
-MODELS = sorted(p.stem for p in MODELS_DIR.glob("*.tflite") if p.stem != "batch_matmul")
+MODELS = sorted(p.stem for p in MODELS_DIR.glob("*.tflite"))
 Q = (0.05, -3)
 
 
@@ -34,7 +35,7 @@ def test_fixtures_present():
     assert {"slice", "transpose", "gather_constant_indices", "gather_batch_dims", "gather_embedding",
             "resize_bilinear_half_pixel", "resize_bilinear_align_corners", "resize_bilinear_legacy",
             "resize_nearest_half_pixel", "resize_nearest_align_corners", "resize_nearest_legacy",
-            "upsampling2d_bilinear"} <= set(MODELS)
+            "upsampling2d_bilinear", "batch_matmul"} <= set(MODELS)
 
 
 def _interpreter(model, kernels, preserve=False):
@@ -98,13 +99,17 @@ def _compare_live(g, model, kernels, feeds, intermediates):
 
 OP_OF = {"slice": "tflite_strided_slice", "transpose": "tflite_transpose", "gather": "tflite_gather",
          "resize_bilinear": "tflite_resize_bilinear", "upsampling2d_bilinear": "tflite_resize_bilinear",
-         "resize_nearest": "tflite_resize_nearest"}
+         "resize_nearest": "tflite_resize_nearest", "batch_matmul": "tflite_batch_matmul"}
 
 
 @pytest.mark.parametrize("kernels", KERNELS)
 @pytest.mark.parametrize("name", MODELS)
 def test_converter_models_equal_live_litert(name, kernels):
     path = MODELS_DIR / f"{name}.tflite"
+    if name == "batch_matmul" and kernels == "xnnpack":
+        with pytest.raises(ValueError, match="BATCH_MATMUL x2: XNNPACK's int8 BATCH_MATMUL differs"):
+            fxpsim.import_tflite(path, kernels=kernels)
+        return
     g = fxpsim.import_tflite(path, kernels=kernels)
     op = next(v for k, v in OP_OF.items() if name.startswith(k))
     assert op in [n.op for n in g.nodes]
@@ -389,3 +394,52 @@ def test_kernel_argument_errors():
     before = x.copy()
     K.gather_tflite(x, np.array([1, 0]), axis=2)
     np.testing.assert_array_equal(x, before)
+
+
+# ------------------------------------------------------------------------------------------ BATCH_MATMUL
+def _model_batch_matmul(a, b, qa, qb, qy):
+    """Zero-point-shifted int products summed on Python ints, then MBQM of the exact-rational multiplier."""
+    m, e = ref_quantize_multiplier(float(np.float64(np.float32(qa[0])) * np.float64(np.float32(qb[0])) /
+                                         np.float64(np.float32(qy[0]))))
+    out = np.zeros(a.shape[:-1] + b.shape[-1:], np.int8)
+    for idx in np.ndindex(*out.shape):
+        *batch, r, c = idx
+        acc = sum((int(a[(*batch, r, k)]) - qa[1]) * (int(b[(*batch, k, c)]) - qb[1]) for k in range(a.shape[-1]))
+        out[idx] = min(max(ref_mbqm(acc, m, e, "double") + qy[1], -128), 127)
+    return out
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(m=st.integers(1, 9), k=st.integers(1, 40), n=st.integers(1, 9), batch=st.integers(1, 3),
+       adj=st.tuples(st.booleans(), st.booleans()), const_b=st.booleans(),
+       q=st.tuples(*[st.tuples(st.floats(0.002, 0.08), st.integers(-30, 30))] * 2,
+                   st.tuples(st.floats(0.01, 2.0), st.integers(-30, 30))),
+       seed=st.integers(0, 2 ** 16))
+def test_batch_matmul_one_op_models_equal_live_litert_and_a_python_model(tmp_path, m, k, n, batch, adj, const_b, q,
+                                                                          seed):
+    rng = np.random.default_rng(seed)
+    qa, qb, qy = q
+    ash = [1, batch] + ([k, m] if adj[0] else [m, k])
+    bsh = [1, batch] + ([n, k] if adj[1] else [k, n])
+    bdata = rng.integers(-128, 128, bsh).astype(np.int8)
+    tensors = [_act("a", ash, *qa), _const("b", bdata, 9, scale=[qb[0]], zero_point=[qb[1]]) if const_b else
+               _act("b", bsh, *qb), _act("y", [1, batch, m, n], *qy)]
+    content = build_tflite(tensors, [{"op": "BATCH_MATMUL", "inputs": [0, 1], "outputs": [2],
+                                      "options": _options("BatchMatMulOptions", AdjX=adj[0], AdjY=adj[1])}],
+                           [0] if const_b else [0, 1], [2])
+    for kernels in ("reference", "builtin"):
+        g = _import(tmp_path, content, kernels)
+        feeds = _feeds(g, 3, seed)
+        _compare_live(g, content, kernels, feeds, False)
+    a = feeds[0][:1].reshape(ash)
+    b = bdata if const_b else feeds[1][:1].reshape(bsh)
+    want = _model_batch_matmul(np.swapaxes(a, -1, -2) if adj[0] else a, np.swapaxes(b, -1, -2) if adj[1] else b,
+                               qa, qb, qy)
+    np.testing.assert_array_equal(g.run(feeds)[:1].reshape(want.shape), want)
+
+
+def test_batch_matmul_operand_ranks(tmp_path):
+    """A run-time operand whose batch axis would be broadcast against another axis is refused."""
+    content = build_tflite([_act("a", [1, 4, 6], *Q), _act("b", [1, 2, 6, 3], *Q), _act("y", [1, 2, 4, 3], *Q)],
+                           [{"op": "BATCH_MATMUL", "inputs": [0, 1], "outputs": [2]}], [0, 1], [2])
+    _raises(tmp_path, content, r"operator 0 \(BATCH_MATMUL.*run-time operand 'a' of shape \[1, 4, 6\]")

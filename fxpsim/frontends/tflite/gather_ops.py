@@ -1,4 +1,7 @@
-"""TFLite graph ops that reorder int8 codes: ``tflite_gather`` (GATHER) and ``tflite_transpose`` (TRANSPOSE).
+"""TFLite graph ops that reorder int8 codes: ``tflite_gather`` (GATHER) and ``tflite_transpose`` (TRANSPOSE);
+and ``tflite_batch_matmul`` (int8 BATCH_MATMUL with ``adj_x``/``adj_y``: LiteRT's own int32 dot product and
+requantization, :func:`fxpsim.datapath.tflite.quantized_batch_matmul`, like MEAN not the datapath's accumulator;
+a run-time operand has the output's rank, a constant keeps its TFLite shape and broadcasts).
 
 ``tflite_gather`` holds TFLite's own ``axis`` and ``batch_dims`` (of the batch-1 TFLite tensors, resolved to
 non-negative values at import). Its params and indices are each either a graph constant (TFLite shape, batch
@@ -13,7 +16,7 @@ import numpy as np
 
 from ...datapath import tflite as K
 from ...graph.ops import Op, register_op
-from .op_support import _check_io, _no_trace, _q, _spec
+from .op_support import _cached, _call, _check_io, _kernels, _no_trace, _q, _spec
 
 
 def _gather(graph, node, params, indices):
@@ -96,3 +99,38 @@ def _transpose_check(graph, node):
 
 
 register_op(Op("tflite_transpose", _transpose_run, _transpose_float, _transpose_check))
+
+
+def _bmm_params(graph, node):
+    a, b, y = (_spec(graph, t) for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
+    return _cached(graph, node, "batch_matmul", lambda: K.batch_matmul_params(*_q(a), *_q(b), *_q(y), dtype=y.dtype))
+
+
+def _batch_matmul_run(graph, node, ins, dp, trace):
+    kern = _kernels(graph)
+    a, b = ins
+    out = _call(node, kern, K.quantized_batch_matmul, a, b, _bmm_params(graph, node),
+                adj_x=bool(node.attrs.get("adj_x")), adj_y=bool(node.attrs.get("adj_y")), kernels=kern)
+    return [out], _no_trace()
+
+
+def _batch_matmul_float(graph, node, ins):
+    a, b = ins
+    a = np.swapaxes(a, -1, -2) if node.attrs.get("adj_x") else a
+    b = np.swapaxes(b, -1, -2) if node.attrs.get("adj_y") else b
+    return [np.matmul(a, b)]
+
+
+def _batch_matmul_check(graph, node):
+    _check_io(2)(graph, node)
+    specs = [_spec(graph, t) for t in (node.inputs[0], node.inputs[1], node.outputs[0])]
+    if all(s.is_constant for s in specs[:2]):
+        raise ValueError(f"node {node.name!r} (tflite_batch_matmul): both operands are constants")
+    probe = [np.zeros(s.shape if s.is_constant else (1,) + s.shape, np.int8) for s in specs[:2]]
+    got = _batch_matmul_float(graph, node, probe)[0].shape
+    if tuple(got) != (1,) + tuple(specs[2].shape):
+        raise ValueError(f"node {node.name!r} (tflite_batch_matmul): the operands give {list(got)}, the output is "
+                         f"{[1] + list(specs[2].shape)}")
+
+
+register_op(Op("tflite_batch_matmul", _batch_matmul_run, _batch_matmul_float, _batch_matmul_check))

@@ -1,5 +1,5 @@
-"""The TFLite operators that reorder codes (SLICE, GATHER, TRANSPOSE) and resize images
-(RESIZE_NEAREST_NEIGHBOR, RESIZE_BILINEAR): a mixin of :class:`fxpsim.frontends.tflite.importer._Builder`.
+"""The TFLite operators that reorder codes (SLICE, GATHER, TRANSPOSE), resize images
+(RESIZE_NEAREST_NEIGHBOR, RESIZE_BILINEAR) and multiply run-time matrices (BATCH_MATMUL, int8): a mixin of :class:`fxpsim.frontends.tflite.importer._Builder`.
 
 SLICE, GATHER and TRANSPOSE on values known at import (shape arithmetic) are folded; on run-time codes they
 become ``tflite_strided_slice`` (SLICE: one ``[begin, begin + size, 1]`` per axis), ``tflite_gather`` and
@@ -14,7 +14,7 @@ import numpy as np
 
 from ...datapath import tflite as K
 from ...graph.ir import TensorSpec
-from .reader import _INT32, _INT64
+from .reader import _INT8, _INT32, _INT64
 
 
 def _ints(v) -> list:
@@ -137,6 +137,30 @@ class ReorderOps:
         inn = self.index_tensor(i, op)
         yn = self.declare(y, op, out)
         self.node(op, "tflite_gather", [pn, inn], [yn], {"axis": axis, "batch_dims": bd})
+
+    # ------------------------------------------------------------------ BATCH_MATMUL
+    def op_BATCH_MATMUL(self, op):
+        a, b = op["inputs"][:2]
+        y = op["outputs"][0]
+        o = op["options"]
+        if o.get("asymmetric_quantize_inputs") and any(self.t[t]["type"] != _INT8 for t in (a, b)):
+            raise ValueError(f"{self.path}: {self.where(op)}: hybrid (float x int8) BATCH_MATMUL is not supported")
+        out = tuple(int(d) for d in self.t[y]["shape"])
+        names = []
+        for t in (a, b):
+            self.check_int8(t, op)
+            self.quant(t, op)
+            if t in self.static and t not in self.names:
+                names.append(self.constant(t, op))
+            elif len(self.shape[t]) != len(out) or len(self.shape[t]) < (2 if t == a else 3):
+                raise ValueError(f"{self.path}: {self.where(op)}: run-time operand {self.t[t]['name']!r} of shape "
+                                 f"{list(self.shape[t])} for an output of rank {len(out)}: fxpsim needs "
+                                 f"run-time operands of the output's rank (the batch axis first, not a matrix axis)")
+            else:
+                names.append(self.activation_tensor(t, op))
+        self.quant(y, op)
+        yn = self.declare(y, op, out)
+        self.node(op, "tflite_batch_matmul", names, [yn], {"adj_x": bool(o.get("adj_x")), "adj_y": bool(o.get("adj_y"))})
 
     # ------------------------------------------------------------------ RESIZE_*
     def _resize(self, op, graph_op):
