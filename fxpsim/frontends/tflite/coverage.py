@@ -31,14 +31,15 @@ SUPPORTED_OPS = (
     "FULLY_CONNECTED", "HARD_SWISH", "LEAKY_RELU", "LOGISTIC", "MAX_POOL_2D", "MEAN", "MUL", "PACK", "PAD",
     "PADV2", "QUANTIZE", "RELU", "RELU6", "RELU_N1_TO_1", "RESHAPE", "SHAPE", "SOFTMAX", "SQUEEZE",
     "STRIDED_SLICE", "SUB", "TANH", "CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE",
-    "SPLIT", "SPLIT_V",
+    "SPLIT", "SPLIT_V", "SLICE", "GATHER", "TRANSPOSE", "RESIZE_NEAREST_NEIGHBOR", "RESIZE_BILINEAR",
+    "BATCH_MATMUL",
 )
 #: Ops of init subgraphs (run once by ``CALL_ONCE``, evaluated at import).
 INIT_OPS = ("VAR_HANDLE", "ASSIGN_VARIABLE")
 #: Supported ops that fxpsim evaluates only on values known at import (shape arithmetic).
 STATIC_ONLY_OPS = ("PACK",)
 #: Ops whose output is known at import whenever their inputs are (or always, for SHAPE).
-_FOLDABLE = ("SHAPE", "PACK", "STRIDED_SLICE", "RESHAPE", "CONCATENATION")
+_FOLDABLE = ("SHAPE", "PACK", "STRIDED_SLICE", "RESHAPE", "CONCATENATION", "SLICE", "GATHER", "TRANSPOSE")
 
 
 @dataclass(frozen=True)

@@ -32,10 +32,11 @@ import numpy as np
 
 from . import ops as _tflite_graph_ops  # noqa: F401  (registers the TFLite graph ops)
 from ...graph.ir import IntegerGraph, Node, TensorSpec
-from .reader import (_ACTIVATIONS, _FLOAT32, _INT8, _INT16, _INT32, _TYPE_NAMES, _UINT8, _const_value,
-                            _read_model)
+from .reader import (_ACTIVATIONS, _FLOAT32, _INT8, _INT16, _INT32, _INT64, _TYPE_NAMES, _UINT8, _const_value,
+                     _read_model)
 from .coverage import KERNEL_SETS, SUPPORTED_OPS, analyse, unsupported_error
 from .layer_ops import LayerOps
+from .reorder_ops import ReorderOps
 from .shape_ops import ShapeOps
 from .state_ops import StateOps
 
@@ -65,10 +66,11 @@ def litert_datapath(kernels: str = "reference") -> dict:
 
 
 # ============================================================================ graph building
-class _Builder(LayerOps, ShapeOps, StateOps):
+class _Builder(LayerOps, ShapeOps, ReorderOps, StateOps):
     """Turns the parsed model into graph tensors and nodes, one TFLite operator at a time (the MAC and pooling
     operators in :mod:`fxpsim.frontends.tflite.layer_ops`, the shape-changing ones in
-    :mod:`fxpsim.frontends.tflite.shape_ops`)."""
+    :mod:`fxpsim.frontends.tflite.shape_ops`, SLICE, GATHER, TRANSPOSE and the resize operators in
+    :mod:`fxpsim.frontends.tflite.reorder_ops`)."""
 
     def __init__(self, model: dict, path: str, kernels: str):
         self.m, self.path, self.kernels = model, path, kernels
@@ -150,13 +152,16 @@ class _Builder(LayerOps, ShapeOps, StateOps):
         raise ValueError(f"{self.path}: {self.where(op) if op else 'the model'} reads tensor "
                          f"{self.t[i]['name']!r}, which no earlier operator computes")
 
-    def declare(self, i: int, op, shape: tuple, *, float_ok=False, uint8_ok=False) -> str:
-        """Declare the graph tensor of TFLite activation ``i`` with runtime ``shape`` (batch 1 on axis 0)."""
+    def declare(self, i: int, op, shape: tuple, *, float_ok=False, uint8_ok=False, index_ok=False) -> str:
+        """Declare the graph tensor of TFLite activation ``i`` with runtime ``shape`` (batch 1 on axis 0);
+        ``index_ok``: an int32/int64 tensor (GATHER indices) as plain integers."""
         t = self.t[i]
         self.shape[i] = tuple(int(d) for d in shape)
         ps = self.per_sample(i, op)
         if t["type"] == _FLOAT32 and float_ok:
             spec = TensorSpec(self._unique[i], 0, True, ps)
+        elif t["type"] in (_INT32, _INT64) and index_ok:
+            spec = TensorSpec(self._unique[i], 32 if t["type"] == _INT32 else 64, True, ps)
         elif t["type"] == _UINT8 and uint8_ok:
             s, z = self.quant(i, op)
             spec = TensorSpec(self._unique[i], 8, False, ps, s.astype(np.float64), z)
@@ -232,9 +237,10 @@ class _Builder(LayerOps, ShapeOps, StateOps):
         graph_inputs = []
         for i in m["inputs"]:
             t = self.t[i]
-            if t["type"] not in (_INT8, _FLOAT32):
+            if t["type"] not in (_INT8, _FLOAT32, _INT32, _INT64):
                 self.check_int8(i, {"index": "-", "op": "graph input", "outputs": [i]})
-            self.declare(i, {"index": "-", "op": "graph input", "outputs": [i]}, tuple(t["shape"]), float_ok=True)
+            self.declare(i, {"index": "-", "op": "graph input", "outputs": [i]}, tuple(t["shape"]), float_ok=True,
+                         index_ok=True)
             graph_inputs.append(self.names[i])
         for op in m["ops"]:
             handler = getattr(self, f"op_{op['op']}")      # every supported op has one (checked above)

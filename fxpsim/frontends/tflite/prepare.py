@@ -15,6 +15,8 @@ SOFTMAX (int8/uint8)   :math:`\\min(\\beta s_{in} 2^{26}, 2^{31}-1) > 1` (double
 HARD_SWISH             output exponent of :math:`\\mathrm{fl}_{32}(s_{in}/128/s_{out}) \\le 0`  all (``HardSwishPrepare``)
 CONV_2D, DEPTHWISE,    :math:`\\mathrm{fl}_{32}(s_x s_w)/s_y < 256` (XNNPACK's delegate       xnnpack
 FULLY_CONNECTED        refuses larger scales)
+RESIZE_BILINEAR        not both ``align_corners`` and ``half_pixel_centers``              reference, builtin
+                       (XNNPACK takes it, as ``align_corners``)
 =====================  ================================================================  ===========================
 
 The HARD_SWISH exponent range of LiteRT's int16 arithmetic is *not* a check of any kernel set: scales whose
@@ -57,6 +59,11 @@ def prepare_problem(op: dict, tensors: list, kernels: str) -> str | None:
     """
     name = op["op"]
     ins, outs = op["inputs"], op["outputs"]
+    opts = op.get("options") or {}
+    if name == "RESIZE_BILINEAR" and kernels != "xnnpack" and opts.get("align_corners") and \
+            opts.get("half_pixel_centers"):
+        return ("RESIZE_BILINEAR with both align_corners and half_pixel_centers: LiteRT's Prepare refuses it "
+                "(only kernels='xnnpack' runs it, as align_corners)")
     if not ins or not outs or ins[0] < 0 or outs[0] < 0:
         return None                      # structural problems are the importer's to name
     x, y = tensors[ins[0]], tensors[outs[0]]
