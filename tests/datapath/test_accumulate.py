@@ -289,6 +289,19 @@ def ref_conv2d(x, w, stride, pads, dil, groups, init, acc, overflow, order):
     return out, total
 
 
+def _case_geometry(case):
+    """(stride, dilation, explicit pads) of a conv case, SAME by TensorFlow's rule."""
+    stride = case["stride"] if isinstance(case["stride"], tuple) else (case["stride"],) * 2
+    dil = case["dil"] if isinstance(case["dil"], tuple) else (case["dil"],) * 2
+    pads = case["padding"]
+    if pads == "VALID":
+        pads = ((0, 0), (0, 0))
+    elif pads == "SAME":
+        pads = tuple(_acc_conv._same_pad(s, k, st_, d) for s, k, st_, d in
+                     zip(case["shape"][1:3], case["k"], stride, dil))
+    return stride, dil, pads
+
+
 @pytest.mark.parametrize("case", [
     dict(stride=1, padding="VALID", dil=1, groups=1, shape=(2, 5, 6, 3), k=(3, 3), cout=4),
     dict(stride=2, padding="SAME", dil=1, groups=1, shape=(1, 7, 6, 2), k=(3, 2), cout=3),
@@ -305,14 +318,7 @@ def test_conv2d_matches_direct_reference(case, overflow, order):
     w = rng.integers(-128, 128, case["k"] + (cg, case["cout"])).astype(np.int8)
     init = rng.integers(-3000, 3000, case["cout"])
     acc = Format(14, 0)
-    stride = case["stride"] if isinstance(case["stride"], tuple) else (case["stride"],) * 2
-    dil = case["dil"] if isinstance(case["dil"], tuple) else (case["dil"],) * 2
-    pads = case["padding"]
-    if pads == "VALID":
-        pads = ((0, 0), (0, 0))
-    elif pads == "SAME":
-        pads = tuple(_acc_conv._same_pad(s, k, st_, d) for s, k, st_, d in
-                     zip(case["shape"][1:3], case["k"], stride, dil))
+    stride, dil, pads = _case_geometry(case)
     got = conv2d(x, w, acc, stride=case["stride"], padding=case["padding"], dilation=case["dil"],
                  groups=case["groups"], overflow=overflow, order=order, init=init)
     want, total = ref_conv2d(x, w, stride, pads, dil, case["groups"], init, acc, overflow, order)
@@ -336,14 +342,7 @@ def test_tiled_conv2d_matches_direct_reference(monkeypatch, tile_bytes, case, ov
     cg = case["shape"][3] // case["groups"]
     w = rng.integers(-128, 128, case["k"] + (cg, case["cout"])).astype(np.int8)
     init = rng.integers(-3000, 3000, case["cout"])
-    stride = case["stride"] if isinstance(case["stride"], tuple) else (case["stride"],) * 2
-    dil = case["dil"] if isinstance(case["dil"], tuple) else (case["dil"],) * 2
-    pads = case["padding"]
-    if pads == "VALID":
-        pads = ((0, 0), (0, 0))
-    elif pads == "SAME":
-        pads = tuple(_acc_conv._same_pad(s, k, st_, d) for s, k, st_, d in
-                     zip(case["shape"][1:3], case["k"], stride, dil))
+    stride, dil, pads = _case_geometry(case)
     got, counts = conv2d(x, w, case["acc"], stride=case["stride"], padding=case["padding"], dilation=case["dil"],
                          groups=case["groups"], overflow=overflow, order=order, init=init, per_output=True)
     acc = got.fmt
