@@ -94,13 +94,14 @@ def _partial_peaks(graph, node, ins, bias, dp, knobs) -> dict:
                             after=None if preload or bias is None else bias)
 
 
-def refuse_unmodelled_knobs(node, dp, where: str) -> None:
+def refuse_unmodelled_knobs(node, dp, where: str, allow=()) -> None:
     """Raise when ``dp`` sets a MAC knob that the op of ``node`` (an importer's runtime-specific MAC) does not
-    model, rather than ignoring it: zero-point folding, K-tiling, accumulator fraction bits, a bias shift."""
+    model, rather than ignoring it: zero-point folding, K-tiling, accumulator fraction bits, a bias shift
+    (less the knobs named in ``allow``)."""
     set_knobs = [name for name, value, default in (
         ("zero_point", getattr(dp, "zero_point", "subtract"), "subtract"), ("tile_k", getattr(dp, "tile_k", None), None),
         ("accumulator_frac_bits", getattr(dp, "accumulator_frac_bits", 0) or 0, 0),
-        ("bias_shift", getattr(dp, "bias_shift", 0) or 0, 0)) if value != default]
+        ("bias_shift", getattr(dp, "bias_shift", 0) or 0, 0)) if value != default and name not in allow]
     if set_knobs:
         raise ValueError(f"node {node.name!r} ({node.op}, {where}): the datapath sets {', '.join(set_knobs)}, which "
                          "this op does not model; use the graph's core MAC ops (a TFLite reference import) or "

@@ -39,6 +39,7 @@ class MacOperands:
     w: np.ndarray                           # offset weight codes (int64), the core layout
     bias: np.ndarray | None = None          # [O] codes in the accumulator's LSB
     geometry: dict = field(default_factory=dict)    # stride, dilation, pads (convolutions)
+    x_zero_point: int = 0                   # z_x: what zero_point="fold" feeds the multipliers back
 
     def __post_init__(self):
         if self.op not in ("fully_connected", "conv2d", "depthwise_conv2d"):
@@ -67,14 +68,22 @@ def core_operands(graph, node, ins) -> MacOperands:
         stride, dilation = _pair(node.attrs, "stride"), _pair(node.attrs, "dilation")
         geometry = dict(stride=stride, dilation=dilation,
                         pads=_pads(xo.shape[1:3], wo.shape[1:3], stride, dilation, _padding(node.attrs)))
-    return MacOperands(node.op, xo, wo, bias, geometry)
+    return MacOperands(node.op, xo, wo, bias, geometry, int(xspec.zero_point[0]))
 
 
-def mac_sums(ops: MacOperands, *, preload: bool = True, order: str = "sequential") -> tuple[np.ndarray, int]:
+def mac_sums(ops: MacOperands, *, preload: bool = True, order: str = "sequential",
+             zero_point: str = "subtract") -> tuple[np.ndarray, int]:
     """``(s, peak)``: the exact accumulator values (the layer's output shape, int64) and the largest exact
     :math:`|\\text{partial sum}|` of the MAC sequence, with the bias preloaded (the accumulator starts at
-    :math:`b`) or added after the sum (one more partial sum), summed in ``order`` ("sequential" or "tree")."""
+    :math:`b`) or added after the sum (one more partial sum), summed in ``order`` ("sequential" or "tree").
+    ``zero_point="fold"``: the multipliers see raw codes :math:`x` (padded taps :math:`z_x`) and the bias is
+    :math:`b' = b - z_x \\sum_k w_k` (unsaturated): the same final values, other partial sums."""
     a, w2, out_shape = mac_rows(ops.op, ops.x, ops.w, **ops.geometry)
-    r = running_sum_peak(a, w2, ops.bias if preload else None, order=order,
-                         after=None if preload else ops.bias, keep_sums=True)
+    bias = ops.bias
+    if zero_point == "fold" and ops.x_zero_point:
+        a = a + ops.x_zero_point
+        folded = -ops.x_zero_point * w2.sum(axis=1)
+        bias = folded if bias is None else np.asarray(bias, np.int64) + folded
+    r = running_sum_peak(a, w2, bias if preload else None, order=order,
+                         after=None if preload else bias, keep_sums=True)
     return r["sums"].reshape(out_shape), r["peak"]

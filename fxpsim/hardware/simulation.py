@@ -126,7 +126,8 @@ def run_collect(graph: IntegerGraph, x, datapath, batch_size: int = 4096, exact:
                 if ops is not None:
                     dp = _node_datapath(datapath, nd, graph)
                     sums, peak = mac_sums(ops, preload=getattr(dp, "bias_add", "preload") == "preload",
-                                          order=getattr(dp, "accumulator_order", "sequential"))
+                                          order=getattr(dp, "accumulator_order", "sequential"),
+                                          zero_point=getattr(dp, "zero_point", "subtract"))
                     accs.setdefault(nd.name, []).append(sums)
                     if info.get("partial_peak") is None:
                         traces[nd.name]["partial_peak"] = max(peak, traces[nd.name]["partial_peak"] or 0)

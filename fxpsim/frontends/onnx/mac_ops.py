@@ -12,6 +12,7 @@ from ...core.fixed import FixedArray, Format, from_raw
 from ...datapath import accumulate as _acc
 from ...datapath.onnxruntime import mlas as K
 from ...datapath.onnxruntime import x86_pairs as _x86
+from ...datapath.integer_ops import quantized_conv2d, quantized_depthwise_conv2d, quantized_fully_connected
 from ...datapath.requantize import Requantizer
 from ...graph.mac_ops import check_mac_operands, refuse_unmodelled_knobs
 from ...graph.mac_view import MacOperands, register_mac_view
@@ -42,9 +43,56 @@ def _finish_bias(acc: FixedArray, bias, dp):
     return total, overflows
 
 
+def _core_kernel_mac(node, x, w, dp, x_zp, w_zp, bias):
+    """The accumulation through fxpsim's core MAC kernels (:mod:`fxpsim.datapath.integer_ops`), for the knobs
+    they model and onnxruntime has not: ``zero_point="fold"`` (raw codes into the multipliers, the accumulator
+    preloaded with :math:`b' = b - z_x \\sum_k w_k`, saturated to ``bias_bits``) and K tiles (``tile_k``, each
+    tile summed in a ``tile_accumulator_bits`` register). The bias is saturated into the accumulator first, as
+    on the core MAC ops. Returns ``(acc, overflows, biases clipped)``."""
+    fmt = _acc_format(dp)
+    at_end = _overflow_at(dp) == "end"
+    common = dict(requant=Requantizer("float", scale=(1.0,)), x_zp=int(x_zp), w_zp=w_zp, out_zp=0,
+                  out_dtype=np.int32, acc=Format.integer(62) if at_end else fmt,
+                  overflow="wrap" if at_end else _name(dp.accumulator_overflow), order=dp.accumulator_order,
+                  bias_at="init" if getattr(dp, "bias_add", "after") == "preload" else "end",
+                  zero_point=getattr(dp, "zero_point", "subtract"), bias_bits=getattr(dp, "bias_bits", None),
+                  tile_k=getattr(dp, "tile_k", None),
+                  tile_acc=getattr(dp, "tile_accumulator_bits", None) or dp.accumulator_bits, need_acc=True)
+    clipped = 0
+    if bias is not None:
+        b = np.asarray(bias, np.int64).reshape(-1)
+        bias = b if at_end else np.clip(b, fmt.min_code, fmt.max_code)
+        clipped = int(np.count_nonzero(bias != b))
+    if node.op in ("qlinear_matmul", "matmul_integer"):
+        res = quantized_fully_connected(x.reshape(-1, x.shape[-1]), w, bias, **common)
+        acc = res.acc.reshape(x.shape[:-1] + (w.shape[0],))
+    else:
+        groups = int(node.attrs.get("group", 1))
+        geometry = dict(stride=_pair(node.attrs, "stride"), padding=_pads(node.attrs),
+                        dilation=_pair(node.attrs, "dilation"))
+        if groups == 1:
+            res = quantized_conv2d(x, w, bias, **geometry, **common)
+        elif groups == x.shape[3] and w.shape[3] == 1:          # depthwise: [C*M, KH, KW, 1] -> [1, KH, KW, C*M]
+            res = quantized_depthwise_conv2d(x, np.ascontiguousarray(np.transpose(w, (3, 1, 2, 0))), bias,
+                                             **geometry, **common)
+        else:
+            raise ValueError(f"node {node.name!r} ({node.op}): zero_point='fold' and tile_k are modelled on plain "
+                             f"and depthwise convolutions, not on {groups} groups of {x.shape[3] // groups} "
+                             "channels; leave them at their defaults for this model")
+        acc = res.acc
+    overflows = int(res.overflows)
+    if at_end:
+        fitted = from_raw(np.asarray(acc, np.int64), Format.integer(62)).cast(fmt, overflow=_name(dp.accumulator_overflow))
+        acc, overflows = fitted.raw, int(fitted.overflows)
+    return np.asarray(acc, np.int64), overflows, clipped + int(res.bias_clipped)
+
+
 def _integer_mac(graph, node, ins, dp, x_zp, w_zp, bias):
-    """Accumulator codes (channels last, int64) and overflow count of a conv / matmul node on ``dp``."""
+    """Accumulator codes (channels last, int64), overflow count and biases clipped into the bias register of a
+    conv / matmul node on ``dp``."""
     x, w = ins[0], ins[1]
+    if getattr(dp, "zero_point", "subtract") != "subtract" or getattr(dp, "tile_k", None):
+        return _core_kernel_mac(node, x, w, dp, x_zp, w_zp, bias)
     fmt = _acc_format(dp)
     overflow = _name(dp.accumulator_overflow)
     preload = getattr(dp, "bias_add", "after") == "preload"
@@ -66,7 +114,8 @@ def _integer_mac(graph, node, ins, dp, x_zp, w_zp, bias):
         out_shape = x.shape[:-1] + (w.shape[0],)
         init = np.broadcast_to(b, out_shape).copy() if (b is not None and preload) else None
         res = _acc.matmul(xo, np.ascontiguousarray(wo.T), init=init, **common)
-    return _finish_bias(res, None if (b is None or preload) else b, dp)
+    clipped = 0 if b is None else int(np.count_nonzero(b != np.asarray(bias, np.int64)))
+    return (*_finish_bias(res, None if (b is None or preload) else b, dp), clipped)
 
 
 def _conv_out_shape(node, x_shape, w_shape):
@@ -178,9 +227,9 @@ def _mac_run(graph, node, ins, dp, trace):
         out = _float_kernel_run(graph, node, ins)
         info = {**_no_trace(), "adds": 0} if trace else None
         return [out], info
-    refuse_unmodelled_knobs(node, dp, "onnxruntime semantics")
+    refuse_unmodelled_knobs(node, dp, "onnxruntime semantics", allow=("zero_point", "tile_k"))
     x_zp, w_zp = _mac_zero_points(graph, node)
-    acc, overflows = _integer_mac(graph, node, ins, dp, x_zp, w_zp, _bias_input(node, ins))
+    acc, overflows, bias_clipped = _integer_mac(graph, node, ins, dp, x_zp, w_zp, _bias_input(node, ins))
     if node.attrs.get("u8s8_pairs", "exact") == "saturate16":
         acc = _saturate_pairs(node, ins, dp, x_zp, acc)
     if integer_out:
@@ -198,10 +247,12 @@ def _mac_run(graph, node, ins, dp, trace):
     info = None
     if trace:
         k = int(np.prod(ins[1].shape[1:]))
-        bias = _bias_input(node, ins) is not None
-        info = {"overflows": int(overflows), "acc": acc,
+        tile_k = getattr(dp, "tile_k", None)
+        tiles = -(-k // tile_k) if tile_k and tile_k < k else 0
+        bias = _bias_input(node, ins) is not None or getattr(dp, "zero_point", "subtract") == "fold"
+        info = {"overflows": int(overflows), "acc": acc, "bias_clipped": bias_clipped,
                 "clipped": 0 if pre is None else _clipped(pre, lo, hi),
-                "adds": int(acc.size) * (k + (bias and getattr(dp, "bias_add", "after") != "preload"))}
+                "adds": int(acc.size) * (k + tiles + (bias and getattr(dp, "bias_add", "after") != "preload"))}
     return [out], info
 
 
@@ -330,13 +381,13 @@ def _mac_view(graph, node, ins):
     bias = _bias_input(node, ins)
     bias = None if bias is None else np.asarray(bias, np.int64).reshape(-1)
     if node.op in ("qlinear_matmul", "matmul_integer"):
-        return MacOperands("fully_connected", xo, wo, bias)
+        return MacOperands("fully_connected", xo, wo, bias, x_zero_point=int(x_zp))
     geometry = dict(stride=_pair(node.attrs, "stride"), dilation=_pair(node.attrs, "dilation"), pads=_pads(node.attrs))
     groups = int(node.attrs.get("group", 1))
     if groups == 1:
-        return MacOperands("conv2d", xo, wo, bias, geometry)
+        return MacOperands("conv2d", xo, wo, bias, geometry, int(x_zp))
     if groups == xo.shape[3] and wo.shape[3] == 1:      # [C*M, KH, KW, 1] -> [1, KH, KW, C*M]
-        return MacOperands("depthwise_conv2d", xo, np.transpose(wo, (3, 1, 2, 0)), bias, geometry)
+        return MacOperands("depthwise_conv2d", xo, np.transpose(wo, (3, 1, 2, 0)), bias, geometry, int(x_zp))
     return None
 
 
