@@ -84,11 +84,34 @@ def _candidates(candidates) -> dict:
     return out
 
 
+def _is_graph(model) -> bool:
+    from ..graph.ir import IntegerGraph
+    return isinstance(model, IntegerGraph)
+
+
 def mac_nodes(model, config, calibration_x) -> list[dict]:
-    """The MAC nodes of ``model`` converted for ``config``: ``[{"name", "op", "macs", "index"}]`` in run order."""
-    graph = convert(model, config, calibration_x)
+    """The MAC nodes of ``model`` converted for ``config`` (an :class:`~fxpsim.graph.IntegerGraph` as it is):
+    ``[{"name", "op", "macs", "index"}]`` in run order -- the core MAC ops and every importer op with a MAC view
+    (:mod:`fxpsim.graph.mac_view`)."""
+    from ..graph.mac_view import MAC_VIEWS
+    from ..graph.registry import find_op
+    graph = model if _is_graph(model) else convert(model, config, calibration_x)
+    for nd in graph.nodes:
+        find_op(nd.op)                  # loads the op's frontend, which registers its MAC view
     return [{"name": nd.name, "op": nd.op, "macs": int(graph.macs(nd)), "index": i}
-            for i, nd in enumerate(graph.nodes) if nd.op in ("fully_connected", "conv2d", "depthwise_conv2d")]
+            for i, nd in enumerate(graph.nodes)
+            if nd.op in ("fully_connected", "conv2d", "depthwise_conv2d") or nd.op in MAC_VIEWS]
+
+
+def _graph_candidates(model, cands: dict) -> dict:
+    """An IntegerGraph keeps the widths it was built with: only the accumulator axis can be lowered."""
+    if not _is_graph(model):
+        return cands
+    fixed = sorted(set(cands) - {"accumulator_bits"})
+    if fixed:
+        raise ValueError(f"candidates: {', '.join(fixed)} cannot change on an IntegerGraph (its weights and "
+                         "activations are the model's own codes); give accumulator_bits only")
+    return cands
 
 
 def configuration_cost(nodes: Sequence[dict], settings: Mapping[str, Mapping[str, int]], base: HardwareConfig,
@@ -170,11 +193,17 @@ def sensitivity(model, data, config="int8-acc16-sat", candidates=None, *, calibr
     ``weight_bits`` / ``activation_bits`` / ``accumulator_bits`` to the widths to try (default
     :data:`DEFAULT_CANDIDATES`; widths at or above the reference's are skipped).
     ``executor`` / ``processes`` as in :func:`fxpsim.hardware.sweep` (default: this process).
+
+    ``model`` may be an imported or loaded :class:`~fxpsim.graph.IntegerGraph` (post-training): its MAC nodes
+    (core and importer ops) get the accumulator axis (the default candidates there), and the metric without
+    labels is ``exact_fraction``, the fraction of output codes equal to the exact datapath's.
     """
     _require_layers()
     base = load_config(config)
     reference = exact_datapath(base)
-    cands = _candidates(candidates)
+    cands = _graph_candidates(model, _candidates(
+        {"accumulator_bits": DEFAULT_CANDIDATES["accumulator_bits"]} if candidates is None and _is_graph(model)
+        else candidates))
     x, y = _data(data)
     calib = x if calibration_x is None else calibration_x
     nodes = mac_nodes(model, reference, calib)
@@ -187,7 +216,9 @@ def sensitivity(model, data, config="int8-acc16-sat", candidates=None, *, calibr
                 points.append({nd["name"]: {axis: bits}})
                 keys.append((nd, axis, bits))
     records, float_acc = _evaluate(model, (x, y), reference, points, calib, executor, processes)
-    metric = "accuracy" if y is not None else "agreement"
+    # without labels: an IntegerGraph is judged by the fraction of its output codes bit-exact with the exact
+    # datapath (top-1 agreement with float cannot tell a detector's or a regressor's widths apart)
+    metric = "accuracy" if y is not None else ("exact_fraction" if _is_graph(model) else "agreement")
     ref_acc = records[0][metric]
     out = []
     for key, rec in zip(keys[1:], records[1:]):
@@ -203,7 +234,8 @@ class SearchResult:
     """What :func:`search` found.
 
     ``config``: the chosen :class:`HardwareConfig` (per-node overrides in ``config.layers``); ``layers``: the
-    same per-node settings as a plain dict; ``accuracy`` / ``costs`` of the choice; ``uniform``: records of the
+    same per-node settings as a plain dict; ``accuracy`` / ``costs`` of the choice (``accuracy`` holds the value
+    of ``metric``: task accuracy, or ``exact_fraction`` on an unlabelled IntegerGraph); ``uniform``: records of the
     uniform configurations; ``evaluated``: every mixed configuration tried (``layers``, accuracy, costs);
     ``pareto_uniform`` / ``pareto_mixed``: the fronts (cost against accuracy); ``best_uniform``: the uniform
     record the choice is compared with (the cheapest meeting ``target``, or the most accurate within
@@ -226,6 +258,7 @@ class SearchResult:
     budget: float | None = None
     history: list = field(default_factory=list)
     feasible: bool = True
+    metric: str = "accuracy"
 
     @property
     def saving(self) -> float | None:
@@ -239,11 +272,11 @@ class SearchResult:
         rows = [[name, *(s.get(a) for a in _AXES)] for name, s in self.layers.items()]
         text = format_table(rows, ["node", *_AXES])
         best = self.best_uniform
-        text += (f"\nchosen: accuracy {self.accuracy:.4f}, {self.cost} {self.costs[self.cost]:,}"
+        text += (f"\nchosen: {self.metric} {self.accuracy:.4f}, {self.cost} {self.costs[self.cost]:,}"
                  + ("" if best is None else
                     f"; best uniform (W{best['weight_bits']} A{best['activation_bits']} "
                     f"acc{best['accumulator_bits']}): "
-                    f"accuracy {best['accuracy']:.4f}, {self.cost} {best[self.cost]:,} "
+                    f"{self.metric} {best['accuracy']:.4f}, {self.cost} {best[self.cost]:,} "
                     f"({100 * self.saving:.1f}% saved)"))
         return text
 
@@ -269,7 +302,7 @@ class SearchResult:
             ax.axhline(100 * self.float_accuracy, ls="--", c="k", lw=0.8, label="float")
         ax.set_xscale("log")
         ax.set_xlabel(key.replace("_", " "))
-        ax.set_ylabel("accuracy (%)")
+        ax.set_ylabel(f"{self.metric} (%)")
         lo = min([100 * r["accuracy"] for r in self.pareto_mixed + self.pareto_uniform] + [100 * self.accuracy])
         ax.set_ylim(max(lo - 5, 0), 100.5)
         ax.grid(True, alpha=0.3)
@@ -280,8 +313,8 @@ class SearchResult:
         return fig
 
 
-def _record(layers, rec, nodes, base) -> dict:
-    out = {"layers": {n: dict(s) for n, s in layers.items()}, "accuracy": rec["accuracy"],
+def _record(layers, rec, nodes, base, metric: str = "accuracy") -> dict:
+    out = {"layers": {n: dict(s) for n, s in layers.items()}, "accuracy": rec[metric],
            "overflow_count": rec["overflow_count"]}
     for c in COSTS:
         out[c] = configuration_cost(nodes, layers, base, c)
@@ -295,8 +328,10 @@ def search(model, data, budget: float | None = None, candidates=None, *, target:
 
     Parameters
     ----------
-    model : fxpsim.nn.Sequential
-    data : (x, y)
+    model : fxpsim.nn.Sequential or IntegerGraph
+        An imported or loaded graph searches the accumulator axis only (its widths are its own); without
+        labels its metric is ``exact_fraction`` (output codes equal to the exact datapath's).
+    data : (x, y), or x for an IntegerGraph
         The data the choices are made on (a validation split: report accuracy on data not used here).
     budget : float, optional
         Largest allowed cost (in ``cost`` units); the result is the most accurate configuration found within it.
@@ -326,8 +361,10 @@ def search(model, data, budget: float | None = None, candidates=None, *, target:
     base = load_config(config)
     cands = _candidates(candidates)
     x, y = _data(data)
-    if y is None:
+    if y is None and not _is_graph(model):
         raise ValueError("search: data must be (x, y) with labels")
+    metric = "accuracy" if y is not None else "exact_fraction"
+    cands = _graph_candidates(model, cands)
     calib = x if calibration_x is None else calibration_x
     nodes = mac_nodes(model, base, calib)
 
@@ -340,7 +377,8 @@ def search(model, data, budget: float | None = None, candidates=None, *, target:
     for rec in uni.records:
         setting = {axis: rec[axis] for axis in cands}
         layers = {nd["name"]: dict(setting) for nd in nodes}
-        uniform.append({**{a: rec.get(a, getattr(base, a)) for a in _AXES}, **_record(layers, rec, nodes, base)})
+        uniform.append({**{a: rec.get(a, getattr(base, a)) for a in _AXES}, **_record(layers, rec, nodes, base,
+                                                                                        metric)})
 
     # greedy descent from the widest setting (then exchanges: one axis up, another down, cheaper overall)
     seen: dict = {}
@@ -352,7 +390,7 @@ def search(model, data, budget: float | None = None, candidates=None, *, target:
         todo = [c for c in configs if key(c) not in seen]
         recs, _ = _evaluate(model, (x, y), base, todo, calib, executor, processes)
         for c, rec in zip(todo, recs):
-            seen[key(c)] = _record(c, rec, nodes, base)
+            seen[key(c)] = _record(c, rec, nodes, base, metric)
             evaluated.append(seen[key(c)])
         return [seen[key(c)] for c in configs]
 
@@ -423,5 +461,5 @@ def search(model, data, budget: float | None = None, candidates=None, *, target:
                         pareto_uniform=pareto_front(uniform, cost, "accuracy"),
                         pareto_mixed=pareto_front(evaluated, cost, "accuracy"), best_uniform=best_uniform,
                         float_accuracy=float_acc, target=target, budget=budget, history=history,
-                        feasible=bool(feasible))
+                        feasible=bool(feasible), metric=metric)
 

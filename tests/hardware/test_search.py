@@ -122,3 +122,55 @@ def test_exchanges_never_cost_more(setup):
     assert [h["step"] for h in refined.history[:len(plain.history)]] == [h["step"] for h in plain.history]
     keys = [tuple(sorted((n, tuple(sorted(s.items()))) for n, s in r["layers"].items())) for r in refined.evaluated]
     assert len(keys) == len(set(keys))                      # every configuration evaluated once
+
+
+# ------------------------------------------------------------------- imported graphs (post-training)
+def _imported_block():
+    pytest.importorskip("tflite", reason="the tflite extra (pip install -e '.[tflite]') reads the model")
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "vectors" / "tflite_models" / "conv_block.tflite"
+    import fxpsim
+    graph = fxpsim.import_model(str(path), kernels="builtin")
+    spec = graph.tensors[graph.inputs[0]]
+    x = np.random.default_rng(0).integers(-128, 128, (16,) + tuple(spec.shape)).astype(spec.dtype)
+    return graph, x
+
+
+def _exact_fraction(graph, x, cfg, ref_cfg):
+    """Output codes equal to the exact datapath's, by running the graph directly (no sweep machinery)."""
+    return float(np.mean(graph.run(x, cfg) == graph.run(x, ref_cfg)))
+
+
+def test_sensitivity_on_an_imported_graph_matches_direct_runs():
+    """Post-training accumulator sensitivity of a LiteRT builtin import (runtime-native MAC ops): every record
+    equals the graph run directly with that one node's accumulator lowered."""
+    from fxpsim.hardware.simulation import exact_datapath
+    graph, x = _imported_block()
+    res = search_mod.sensitivity(graph, x, "int8-acc16-sat", candidates={"accumulator_bits": (16, 13)})
+    ref = exact_datapath(preset("int8-acc16-sat"))
+    assert res.metric == "exact_fraction" and res.reference_accuracy == 1.0
+    macs = [nd.name for nd in graph.nodes
+            if nd.op in ("tflite_conv2d", "tflite_depthwise_conv2d", "tflite_fully_connected")]
+    assert {r["node"] for r in res.records} == set(macs) and len(res.records) == 2 * len(macs)
+    for r in res.records:
+        want = _exact_fraction(graph, x, ref.with_layer(r["node"], accumulator_bits=r["bits"]), ref)
+        assert r["exact_fraction"] == pytest.approx(want, abs=1e-12), r
+        assert r["drop"] == pytest.approx(1.0 - want, abs=1e-12)
+    assert any(r["drop"] > 0 for r in res.records)
+    with pytest.raises(ValueError, match="IntegerGraph"):
+        search_mod.sensitivity(graph, x, "int8-acc16-sat", candidates={"weight_bits": (4,)})
+
+
+def test_search_on_an_imported_graph_meets_its_target_when_run_directly():
+    graph, x = _imported_block()
+    res = search_mod.search(graph, x, target=0.95, candidates={"accumulator_bits": (32, 20, 16, 13)},
+                 config="int8-acc16-sat", cost="acc_bit_macs")
+    assert res.metric == "exact_fraction" and res.feasible
+    from fxpsim.hardware.simulation import exact_datapath
+    ref = exact_datapath(preset("int8-acc16-sat"))
+    got = _exact_fraction(graph, x, res.config, ref)
+    assert got == pytest.approx(res.accuracy, abs=1e-12) and got >= 0.95
+    by_hand = sum(int(graph.macs(nd)) * res.layers[nd.name]["accumulator_bits"] for nd in graph.nodes
+                  if nd.name in res.layers)
+    assert res.costs["acc_bit_macs"] == by_hand
+    assert res.best_uniform is not None and by_hand < res.best_uniform["acc_bit_macs"]
