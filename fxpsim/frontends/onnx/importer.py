@@ -76,6 +76,7 @@ from .coverage import read_model, table as coverage_table, unsupported_error
 from .graph_tensors import GraphTensors
 from .nodes import _FLOAT_TYPES, _MS, SUPPORTED_OPS, _ONode, _require_onnx, _unsupported, _Val
 from .elementwise import ElementwiseConversions
+from .moves import MoveConversions
 from .qdq import QDQConversions
 from .qdq_groups import QDQGroupConversions
 from .qoperator import QOperatorConversions
@@ -117,7 +118,8 @@ def _damaged(path, exc, node=None) -> ValueError:
                       "attribute / input the op does not allow)")
 
 
-class _Importer(ElementwiseConversions, QDQConversions, QDQGroupConversions, QOperatorConversions, OrtRewrites, GraphTensors):
+class _Importer(ElementwiseConversions, MoveConversions, QDQConversions, QDQGroupConversions, QOperatorConversions,
+                OrtRewrites, GraphTensors):
     """Reads one ONNX model: onnxruntime's rewrites (:mod:`fxpsim.frontends.onnx.rewrites`), then every node into
     the graph being built (:mod:`fxpsim.frontends.onnx.graph_tensors`; the node conversions are in
     :mod:`fxpsim.frontends.onnx.qdq`, :mod:`fxpsim.frontends.onnx.qdq_groups` and
