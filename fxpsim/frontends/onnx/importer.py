@@ -77,6 +77,7 @@ from .graph_tensors import GraphTensors
 from .nodes import _FLOAT_TYPES, _MS, SUPPORTED_OPS, _ONode, _require_onnx, _unsupported, _Val
 from .elementwise import ElementwiseConversions
 from .moves import MoveConversions
+from .reductions import ReductionConversions
 from .qdq import QDQConversions
 from .qdq_groups import QDQGroupConversions
 from .qoperator import QOperatorConversions
@@ -118,7 +119,7 @@ def _damaged(path, exc, node=None) -> ValueError:
                       "attribute / input the op does not allow)")
 
 
-class _Importer(ElementwiseConversions, MoveConversions, QDQConversions, QDQGroupConversions, QOperatorConversions,
+class _Importer(ElementwiseConversions, MoveConversions, ReductionConversions, QDQConversions, QDQGroupConversions, QOperatorConversions,
                 OrtRewrites, GraphTensors):
     """Reads one ONNX model: onnxruntime's rewrites (:mod:`fxpsim.frontends.onnx.rewrites`), then every node into
     the graph being built (:mod:`fxpsim.frontends.onnx.graph_tensors`; the node conversions are in
