@@ -351,8 +351,8 @@ class MoveConversions:
         if int(n.attrs.get("antialias", 0)) or n.attrs.get("axes") is not None \
                 or n.attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
             raise _unsupported(n, "antialias, axes or keep_aspect_ratio_policy")
-        if ctm == "tf_crop_and_resize":
-            raise _unsupported(n, "coordinate_transformation_mode 'tf_crop_and_resize'")
+        if ctm in ("tf_crop_and_resize", "tf_half_pixel_for_nn"):
+            raise _unsupported(n, f"coordinate_transformation_mode {ctm!r} (not reproduced bit for bit)")
         full = len(shape) + 1
         scales_name, sizes_name = (self._input(n, 2), self._input(n, 3)) if self.opset > 10 else (self._input(n, 1), "")
         scales = self.const(scales_name) if scales_name else None
@@ -372,6 +372,10 @@ class MoveConversions:
         else:
             if len(sizes) != full:
                 raise ValueError(f"Resize node {n.name!r}: {len(sizes)} sizes for a rank-{full} input")
+            batch = self.types.get(self.inputs[0], (None, None))[1] if self.inputs else None
+            if not batch or batch[0] != sizes[0]:
+                raise _unsupported(n, f"Resize sizes {sizes} fix the batch at {sizes[0]}; the model's batch is "
+                                      f"{batch[0] if batch else None} (sizes need a model of that fixed batch)")
             out_len = sizes[1:]
             sc = np.array([_F32(o) / _F32(d) for o, d in zip(out_len, shape)], _F32)
         steps = []
@@ -380,9 +384,37 @@ class MoveConversions:
                 raise ValueError(f"Resize node {n.name!r}: axis {ax + 1} of {d} resizes to {o}")
             if o == d and s == 1:
                 continue
-            idx = [self._nearest(self._coordinate(ctm, i, s, o, d), nearest, s < 1, d) for i in range(o)]
+            idx = []
+            for i in range(o):
+                x = self._coordinate(ctm, i, s, o, d)
+                if self._on_boundary(ctm, i, s, o, d, x, nearest):
+                    raise _unsupported(n, f"nearest Resize whose input coordinate {float(x)} of output {i} on axis "
+                                          f"{ax + 1} lies on a rounding boundary, where onnxruntime's float32 "
+                                          "arithmetic decides (not reproduced bit for bit)")
+                idx.append(self._nearest(x, nearest, s < 1, d))
             steps.append({"op": "take", "axis": ax, "indices": idx})
         return steps
+
+    @staticmethod
+    def _on_boundary(ctm, i, s, out_len, in_len, x, mode) -> bool:
+        """The exact coordinate (the formula in rationals on the float32 scale) lies within float32 error of a
+        point where ``mode`` changes its answer, unless float32 computes exactly that point."""
+        from fractions import Fraction as Q
+        sq, h = Q(float(s)), Q(1, 2)
+        if ctm == "asymmetric":
+            v = Q(i) / sq
+        elif ctm in ("half_pixel", "pytorch_half_pixel"):
+            v = Q(0) if ctm == "pytorch_half_pixel" and out_len <= 1 else (i + h) / sq - h
+        elif ctm == "align_corners":
+            v = Q(0) if out_len == 1 else Q(i * (in_len - 1), out_len - 1)
+        else:                                            # half_pixel_symmetric
+            v = Q(in_len, 2) * (1 - Q(out_len) / (sq * in_len)) + (i + h) / sq - h
+        off = 0 if mode in ("floor", "ceil", "simple") else h    # boundaries: integers, or halves
+        nearest_b = round(v - off) + off                          # the closest boundary
+        dist = abs(v - nearest_b)
+        if dist == 0:
+            return Q(float(x)) != v
+        return dist < Q(1, 1 << 16) * max(1, abs(v))
 
     @staticmethod
     def _coordinate(ctm, i, s, out_len, in_len):
@@ -392,8 +424,6 @@ class MoveConversions:
             return _F32(x / s)
         if ctm == "pytorch_half_pixel":
             return _F32(_F32(_F32(x + _F32(0.5)) / s) - _F32(0.5)) if lr > 1 else _F32(0)
-        if ctm == "tf_half_pixel_for_nn":
-            return _F32(_F32(x + _F32(0.5)) / s)
         if ctm == "align_corners":
             return _F32(0) if lr == 1 else _F32(_F32(x * _F32(lo - 1)) / _F32(lr - 1))
         if ctm == "half_pixel_symmetric":
