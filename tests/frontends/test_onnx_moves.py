@@ -195,6 +195,67 @@ def test_hand_built_qdq_moves_every_code(tmp_path, case, dtype):
         assert any(n.op == "onnx_move" for n in g.nodes)
 
 
+# ------------------------------------------------------------------ QDQ propagation
+PROPAGATION = {"Transpose": True, "Slice": True, "Unsqueeze": True, "Reshape": True, "MaxPool": True,
+               "Gather": False, "Split": False, "Resize": False, "Flatten": False}
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("op", sorted(PROPAGATION))
+def test_dq_propagation_through_moves_decides_the_fusion(tmp_path, op, dtype):
+    """DQ -> move -> Conv -> Q with no QuantizeLinear after the move: onnxruntime moves the DequantizeLinear past
+    Transpose, Slice, Squeeze / Unsqueeze, Reshape and MaxPool (the Conv fuses into QLinearConv) and not past the
+    others (float32 Conv); checked in the graph onnxruntime optimizes to and on the outputs."""
+    zx, zy = (128, 120) if dtype == np.uint8 else (3, -8)
+    rng = np.random.default_rng(len(op))
+    w = rng.integers(-127, 128, (8, 4, 3, 3)).astype(np.int8)
+    mv = {"Transpose": [helper.make_node("Transpose", ["xd"], ["t"], perm=[0, 1, 3, 2])],
+          "Slice": [helper.make_node("Slice", ["xd", "a", "b", "c"], ["t"])],
+          "Unsqueeze": [helper.make_node("Unsqueeze", ["xd", "ua"], ["u"]), helper.make_node("Squeeze", ["u", "ua"], ["t"])],
+          "Reshape": [helper.make_node("Reshape", ["xd", "rs"], ["t"])],
+          "MaxPool": [helper.make_node("MaxPool", ["xd"], ["t"], kernel_shape=[2, 1])],
+          "Gather": [helper.make_node("Gather", ["xd", "gi"], ["t"], axis=3)],
+          "Split": [helper.make_node("Split", ["xd", "spl"], ["t", "t_rest"], axis=2)],
+          "Resize": [helper.make_node("Resize", ["xd", "", "rsc"], ["t"], mode="nearest")],
+          "Flatten": [helper.make_node("Flatten", ["xd"], ["f"]), helper.make_node("Reshape", ["f", "rs"], ["t"])]}[op]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"])] + mv + [
+             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"]),
+             helper.make_node("Conv", ["t", "wd"], ["cv"], name="conv", kernel_shape=[3, 3]),
+             helper.make_node("QuantizeLinear", ["cv", "sy", "zy"], ["cq"]),
+             helper.make_node("DequantizeLinear", ["cq", "sy", "zy"], ["y"])]
+    inits = [_init("sx", np.array(0.05, F32)), _init("zx", np.array(zx, dtype)), _init("wq", w),
+             _init("ws", np.array(0.01, F32)), _init("wz", np.array(0, np.int8)), _init("sy", np.array(0.2, F32)),
+             _init("zy", np.array(zy, dtype)), _init("ua", np.array([4], np.int64)), _init("a", np.array([1], np.int64)),
+             _init("b", np.array([5], np.int64)), _init("c", np.array([2], np.int64)),
+             _init("gi", np.array([0, 2, 3, 5, 1], np.int64)), _init("rs", np.array([0, 4, 6, 6], np.int64)),
+             _init("rsc", np.array([1, 1, 2, 2], F32)), _init("spl", np.array([4, 2], np.int64))]
+    outs = ("y", "t_rest") if op == "Split" else ("y",)
+    path = tmp_path / "p.onnx"
+    onnx.save(_model(nodes, inits, TensorProto.FLOAT, (4, 6, 6), outputs=outs, out_type=TensorProto.FLOAT), str(path))
+    x = (rng.standard_normal((20, 4, 6, 6)) * 2).astype(F32)
+    g = _compare(path, x, f"{op} {dtype.__name__}")
+    fused = "conv" not in {f["node"] for f in g.meta["onnxruntime"]["float_nodes"]}
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    theirs = "QLinearConv" in {n.op_type for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node}
+    assert fused == theirs == PROPAGATION[op]
+
+
+def test_pad_folded_into_a_conv_is_refused(tmp_path):
+    nodes = [helper.make_node("Pad", ["d", "pp"], ["t"], name="pad_into_conv"),
+             helper.make_node("DequantizeLinear", ["wq", "ws"], ["wd"]),
+             helper.make_node("Conv", ["t", "wd"], ["cv"], kernel_shape=[1, 1])]
+    inits = [_init("pp", np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)),
+             _init("wq", np.ones((2, 3, 1, 1), np.int8)), _init("ws", np.array(0.1, F32))]
+    onnx.save(_qdq_move(nodes, inits, np.uint8, (3, 4, 4), 0.1, 3, {"cv": (F32(0.1), 3)}), str(tmp_path / "pc.onnx"))
+    with pytest.raises(ValueError, match="pad_into_conv.*PadFusion"):
+        import_onnx(tmp_path / "pc.onnx")
+
+
 # ------------------------------------------------------------------ QOperator-style moves on codes
 def test_moves_on_integer_tensors(tmp_path):
     """QuantizeLinear, then a Transpose / Split / Pad (a code as the value) / Gather / Slice chain on the codes, as

@@ -25,6 +25,8 @@ from .nodes import _unsupported, _Val
 
 #: The ONNX ops converted here.
 MOVE_OPS = ("Transpose", "Slice", "Split", "Gather", "Pad", "Squeeze", "Unsqueeze", "Resize")
+#: The ops onnxruntime's QDQ propagation moves a DequantizeLinear forward through (QDQPropagationTransformer).
+DQ_PROPAGATING = ("Transpose", "Slice", "Squeeze", "Unsqueeze", "Reshape", "MaxPool")
 _F32 = np.float32
 _BIG = 2 ** 31 - 1
 
@@ -66,12 +68,15 @@ class MoveConversions:
         s_in, z_in = self._params(src.g)
         code_in = None if pad is None else self._code_of(pad, s_in, z_in, src.dtype)
         if q is None:
+            cons = self.consumers(out)
+            if n.op == "Pad" and any(c.domain == "" and c.op in ("Conv", "MaxPool", "AveragePool") for c, _ in cons):
+                raise _unsupported(n, "a Pad read directly by a Conv / pool, which onnxruntime folds into its pads "
+                                      "(PadFusion) before fusing the QDQ group; not reproduced")
             if pad is not None and code_in is None:
                 return self._pad_before_q(n, xv, src, out, steps, shape, out_shape, pad)
             mid = f"{out}:codes"
             self._emit_move(n, src, mid, steps, shape, out_shape, code_in or 0, s_in, z_in)
-            self.env[out] = _Val("dq", src=mid, scale=np.array([s_in], _F32), zp=np.array([z_in]),
-                                 shape=tuple(out_shape), dtype=np.dtype(_F32), float_only=True)
+            self._dq_after_move(n, xv, out, mid, s_in, z_in, out_shape)
             return
         scale, zp, dtype = self._claim(q)
         same = np.float32(s_in) == scale and z_in == zp and src.dtype == dtype
@@ -118,6 +123,20 @@ class MoveConversions:
         self.env[out] = _Val("dq", src=moved, scale=np.array([scale], _F32), zp=np.array([zp]),
                              shape=tuple(out_shape), dtype=np.dtype(_F32), float_only=True)
         self._note(n.name, n, False, "float32 Pad of dequantized values: requantized to the QuantizeLinear after it")
+
+    def _dq_after_move(self, n, xv, out, codes, scale, zp, shape):
+        """The dequantized value of moved ``codes`` with no QuantizeLinear after the move. onnxruntime's QDQ
+        propagation moves a DequantizeLinear forward through Transpose, Slice, Squeeze, Unsqueeze, Reshape and
+        MaxPool, so their consumers read a DequantizeLinear (and may fuse, on the int8 -> uint8 rewritten codes
+        where the input was rewritten); through the other ops it does not (their consumers run in float32).
+        Measured live with onnxruntime 1.32."""
+        propagated = n.op in DQ_PROPAGATING and not xv.float_only
+        if propagated and xv.src in self.converted:
+            self.converted.add(codes)
+        self.env[out] = _Val("dq", src=codes, scale=np.array([scale], _F32), zp=np.array([zp]), shape=tuple(shape),
+            dtype=np.dtype(_F32), float_only=not propagated)
+        self._note(n.name, n, propagated, "" if propagated else "float32 op on dequantized values (no "
+                                                                "QuantizeLinear after it)")
 
     def _single_q(self, out):
         if out in self.outputs:
