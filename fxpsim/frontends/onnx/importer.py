@@ -26,14 +26,22 @@ ops (onnxruntime 1.32, x86-64):
   ``quantize_static`` leaves them), QLinearSigmoid and QLinearLeakyRelu: one table per input code
   (``onnx_lut``, :mod:`fxpsim.frontends.onnx.elementwise`) of onnxruntime's float32 kernels.
 
+* data movement (Transpose, Slice, Split, Gather, Pad, Squeeze, Unsqueeze, nearest Resize) on codes, in QOperator
+  graphs and between DequantizeLinear and QuantizeLinear (onnxruntime drops the pair or moves the dequantized
+  floats: the same codes), requantized where the pair's parameters differ: ``onnx_move``
+  (:mod:`fxpsim.frontends.onnx.moves`); a nearest Resize whose input coordinate lies on a rounding boundary is
+  refused (onnxruntime's float32 details decide there);
+* QLinearSoftmax and the DequantizeLinear -> Softmax -> QuantizeLinear groups it fuses into it:
+  ``qlinear_softmax`` (:mod:`fxpsim.datapath.onnxruntime.softmax`); an unfused float32 Softmax is refused.
+
 A model with ops outside :data:`SUPPORTED_OPS` is refused before any conversion with one ValueError listing
 every unsupported op with its count and node names (:func:`fxpsim.frontends.onnx.coverage.onnx_coverage`
 returns the whole table without raising); a damaged file raises one ValueError naming the file (and the
 node) and the damage.
 
 Not reproduced (refused with a ValueError): float pooling, a MatMul / Gemm whose output is not quantized
-(MatMulIntegerToFloat, QGemm with float output), per-channel activations inside the graph, QDQ
-propagation through data-movement ops, int16 / 4-bit / float8 types, ops outside :data:`SUPPORTED_OPS`.
+(MatMulIntegerToFloat, QGemm with float output), per-channel activations inside the graph, linear /
+cubic Resize, ReduceMean, int16 / 4-bit / float8 types, ops outside :data:`SUPPORTED_OPS`.
 Float32 kernels depend on the CPU (FMA, AVX2: as on any x86-64 from 2013 on) and, for MatMul / Gemm with
 more columns than rows and large K, on onnxruntime's thread count (``FXPSIM_ORT_THREADS``, default the
 usable cores); ``IntegerGraph.run`` splits batches above 256 samples, which onnxruntime does not.
@@ -76,6 +84,8 @@ from .coverage import read_model, table as coverage_table, unsupported_error
 from .graph_tensors import GraphTensors
 from .nodes import _FLOAT_TYPES, _MS, SUPPORTED_OPS, _ONode, _require_onnx, _unsupported, _Val
 from .elementwise import ElementwiseConversions
+from .moves import MoveConversions
+from .reductions import ReductionConversions
 from .qdq import QDQConversions
 from .qdq_groups import QDQGroupConversions
 from .qoperator import QOperatorConversions
@@ -117,7 +127,8 @@ def _damaged(path, exc, node=None) -> ValueError:
                       "attribute / input the op does not allow)")
 
 
-class _Importer(ElementwiseConversions, QDQConversions, QDQGroupConversions, QOperatorConversions, OrtRewrites, GraphTensors):
+class _Importer(ElementwiseConversions, MoveConversions, ReductionConversions, QDQConversions, QDQGroupConversions, QOperatorConversions,
+                OrtRewrites, GraphTensors):
     """Reads one ONNX model: onnxruntime's rewrites (:mod:`fxpsim.frontends.onnx.rewrites`), then every node into
     the graph being built (:mod:`fxpsim.frontends.onnx.graph_tensors`; the node conversions are in
     :mod:`fxpsim.frontends.onnx.qdq`, :mod:`fxpsim.frontends.onnx.qdq_groups` and

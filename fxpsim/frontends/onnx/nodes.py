@@ -15,6 +15,8 @@ SUPPORTED_OPS = (
     "com.microsoft:QLinearAveragePool", "com.microsoft:QLinearConcat",
     "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu", "Div", "Sub", "Pow",
     "com.microsoft:QLinearSigmoid", "com.microsoft:QLinearLeakyRelu",
+    "Transpose", "Slice", "Split", "Gather", "Pad", "Squeeze", "Unsqueeze", "Resize",
+    "Softmax", "com.microsoft:QLinearSoftmax",
 )
 
 _MS = "com.microsoft"

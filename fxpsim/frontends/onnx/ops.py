@@ -28,6 +28,9 @@ op                    inputs / attributes
 ``qlinear_avg_pool``  ``pool_size``, ``stride``, ``padding``, ``count_include_pad``, ``global_path``,
                       ``u8_shift``
 ``qlinear_concat``    inputs of any quantization; ``axis`` (per sample)
+``onnx_move``         codes -> the same codes moved (Transpose, Slice, Split, Gather, Pad, Squeeze, Unsqueeze,
+                      nearest Resize): ``steps`` on the ONNX layout, ``in_perm``, ``out_perm``, ``pad_code``
+``qlinear_softmax``   QLinearSoftmax (onnxruntime's table of exponentials); ``axis``, ``opset13``, ``in_perm``
 ``onnx_lut``          codes -> codes through a table of one entry per code: an elementwise float32 program
                       (Sigmoid, HardSigmoid, HardSwish, LeakyRelu, Div / Sub / Mul / Add by constants, Pow by
                       2 or 3, Relu, Clip) between DequantizeLinear and QuantizeLinear; ``program``
@@ -53,7 +56,7 @@ refused with a ValueError on any other. On a MAC node, ``u8_shift`` means that o
 int8 activation codes + 128 (its int8 -> uint8 rewrite), which matters only for the pair saturation.
 
 The ops live in one module per family: :mod:`.quantize_ops` (Q / DQ / reinterpret / transpose), :mod:`.mac_ops`
-(the MAC ops), :mod:`.qlinear_ops` (add, mul, average pool, concat) and :mod:`.lut_ops` (tables), on the
+(the MAC ops), :mod:`.qlinear_ops` (add, mul, average pool, concat) and :mod:`.lut_ops` (tables), :mod:`.move_ops` (data movement), on the
 helpers of :mod:`.op_support`.
 """
 from __future__ import annotations
@@ -64,6 +67,8 @@ from . import quantize_ops  # noqa: F401  (onnx_quantize, onnx_dequantize, onnx_
 from . import mac_ops  # noqa: F401  (qlinear_conv, qlinear_matmul, conv_integer, matmul_integer)
 from . import qlinear_ops  # noqa: F401  (qlinear_add, qlinear_mul, qlinear_avg_pool, qlinear_concat)
 from . import lut_ops  # noqa: F401  (onnx_lut)
+from . import move_ops  # noqa: F401  (onnx_move)
+from . import softmax_ops  # noqa: F401  (qlinear_softmax)
 from .op_support import is_native, is_onnxruntime_datapath, register_op  # noqa: F401
 
 __all__ = ["ONNX_OPS", "is_native", "is_onnxruntime_datapath"]
@@ -71,4 +76,5 @@ __all__ = ["ONNX_OPS", "is_native", "is_onnxruntime_datapath"]
 #: The ops this module registers.
 ONNX_OPS = ("onnx_quantize", "onnx_dequantize", "onnx_requantize", "onnx_reinterpret", "transpose", "qlinear_conv",
             "qlinear_matmul", "conv_integer", "matmul_integer", "qlinear_add", "qlinear_mul", "qlinear_avg_pool",
-            "qlinear_concat", "onnx_lut")
+            "qlinear_concat", "onnx_lut", "onnx_move",
+            "qlinear_softmax")

@@ -23,7 +23,7 @@ class QDQConversions:
         if n.domain == "" and n.op == "Identity":
             self.env[n.outputs[0]] = self.val(n.inputs[0], n)
             return
-        if self._elementwise(n):
+        if self._elementwise(n) or self._move(n) or self._reduction(n):
             return
         handler = {"": {"QLinearConv": self._qlinear_conv, "QLinearMatMul": self._qlinear_matmul,
                         "MatMulInteger": self._integer_mac, "ConvInteger": self._integer_mac},
@@ -232,13 +232,12 @@ class QDQConversions:
                 raise ValueError(f"{n.op} node {n.name!r}: its output is not quantized by exactly one "
                                  "QuantizeLinear (onnxruntime would compute it in float)")
             # onnxruntime runs the op in float32 on the dequantized values; on codes it is the same op
-            # followed by the DequantizeLinear. Its consumers do not see a DequantizeLinear: not fusable.
+            # followed by the DequantizeLinear. Reshape / MaxPool: its QDQ propagation moves the
+            # DequantizeLinear after the op, so consumers see one (fusable); Flatten: they do not.
             s_in, z_in = self._params(src.g)
             mid = f"{n.outputs[0]}:codes"
             self._movement_op(n, src, mid, s_in, z_in)
-            self.env[n.outputs[0]] = _Val("dq", src=mid, scale=np.array([s_in], np.float32), zp=np.array([z_in]),
-                                          shape=self.env[mid].shape, dtype=np.dtype(np.float32), float_only=True)
-            self._note(n.name, n, False, "float32 op on dequantized values (no QuantizeLinear after it)")
+            self._dq_after_move(n, xv, n.outputs[0], mid, s_in, z_in, self.env[mid].shape)
             return
         scale, zp, dtype = self._claim(q)
         if clip is not None:

@@ -1,0 +1,72 @@
+"""Softmax of quantized tensors (a mixin of the ONNX importer, :mod:`fxpsim.frontends.onnx.importer`; the graph
+op is ``qlinear_softmax``, :mod:`fxpsim.frontends.onnx.softmax_ops`): ``com.microsoft:QLinearSoftmax``
+(QOperator) and the DequantizeLinear -> Softmax -> QuantizeLinear groups onnxruntime fuses into it (QDQ; both
+``quantize_static`` formats give one of these).
+
+onnxruntime fuses the group when the Softmax reads a DequantizeLinear, one QuantizeLinear reads its output and
+both have the same element type after its int8 -> uint8 rewrite; otherwise it runs MLAS's float32 softmax,
+which fxpsim does not reproduce (refused with a ValueError).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .nodes import _MS, _unsupported
+
+
+class ReductionConversions:
+    """Softmax conversions (methods of :class:`fxpsim.frontends.onnx.importer._Importer`)."""
+
+    def _reduction(self, n) -> bool:
+        if n.domain == "" and n.op == "Softmax":
+            self._softmax(n)
+            return True
+        if n.domain == _MS and n.op == "QLinearSoftmax":
+            self._qlinear_softmax(n)
+            return True
+        return False
+
+    def _softmax_axis(self, n, shape, opset):
+        full = len(shape) + 1
+        a = int(n.attrs.get("axis", 1 if opset < 13 else -1))
+        if not -full <= a < full:
+            raise ValueError(f"{n.op} node {n.name!r}: axis {a} is outside the {full} axes of the input")
+        a = a + full if a < 0 else a
+        if a == 0:
+            raise _unsupported(n, "a softmax over the batch axis")
+        return a - 1
+
+    def _emit_softmax(self, n, src, out_name, scale, zp, dtype, opset):
+        axis = self._softmax_axis(n, src.shape, opset)
+        g = self._int_value(out_name, tuple(src.shape), dtype, scale, zp)
+        attrs = {"axis": axis, "opset13": opset >= 13}
+        if len(src.shape) == 3:
+            attrs["in_perm"] = [2, 0, 1]
+        self._add_node("qlinear_softmax", [src.g], [g], attrs, name=n.name)
+
+    def _softmax(self, n):
+        xv, src = self._activation_dq(n, n.inputs[0])
+        q, clip = self._group_q(n)
+        if q is None:
+            raise _unsupported(n, "a Softmax whose output no single QuantizeLinear reads: onnxruntime runs it in "
+                                  "float32 (MLAS), which fxpsim does not reproduce")
+        x_t, y_t = self._dq_type(xv), self._q_type(q)
+        if x_t != y_t or xv.float_only:
+            raise _unsupported(n, f"onnxruntime runs this Softmax in float32 (input {x_t}, output {y_t}"
+                                  f"{', its input is no DequantizeLinear output' if xv.float_only else ''}), which "
+                                  "fxpsim does not reproduce")
+        scale, zp, dtype = self._claim(q)
+        if clip is not None:
+            self.claimed.add(id(clip))
+        self._emit_softmax(n, src, q.outputs[0], scale, zp, dtype, self.opset)
+        self._note(n.name, n, True)
+
+    def _qlinear_softmax(self, n):
+        i = n.inputs + [""] * (5 - len(n.inputs))
+        if "opset" not in n.attrs:
+            raise ValueError(f"QLinearSoftmax node {n.name!r} needs its 'opset' attribute")
+        xv = self._int_input(n, i[0], i[1], i[2])
+        scale, zp, dtype = self._out_params(n, i[3], i[4], xv.dtype)
+        if dtype != xv.dtype:
+            raise ValueError(f"QLinearSoftmax node {n.name!r}: input {xv.dtype} and output {dtype} types differ")
+        self._emit_softmax(n, xv, n.outputs[0], scale, zp, dtype, int(n.attrs["opset"]))
