@@ -18,6 +18,7 @@ op                     attributes
 ``max_pool2d``         ``pool_size``, ``stride``, ``padding``
 ``avg_pool2d``         ``pool_size``, ``stride``, ``padding``
 ``reshape``            ``shape`` (per sample)
+``transpose``          ``perm`` (per sample): codes (or floats) moved, scale and zero point kept
 ``clamp``              ``activation`` (relu, relu6, relu_n1_to_1): a separate integer max/min
 ``add``                ``activation``: TFLite's integer ADD (two inputs, broadcasting)
 =====================  =========================================================================
@@ -138,6 +139,35 @@ def _one_to_one(graph, node):
         raise ValueError(f"node {node.name!r} ({node.op}): needs an input and one output")
 
 
+def _perm(node):
+    return (0,) + tuple(int(p) + 1 for p in node.attrs["perm"])
+
+
+def _transpose_run(graph, node, ins, dp, trace):
+    return [np.ascontiguousarray(np.transpose(ins[0], _perm(node)))], _no_trace()
+
+
+def _transpose_float(graph, node, ins):
+    return [np.transpose(ins[0], _perm(node))]
+
+
+def _transpose_check(graph, node):
+    """``perm`` a permutation of the per-sample axes; the output the permuted shape, with the input's type,
+    scale and zero point (a transpose moves codes, it never requantizes)."""
+    _one_to_one(graph, node)
+    x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
+    perm = node.attrs.get("perm")
+    if not isinstance(perm, (list, tuple)) or sorted(int(p) for p in perm) != list(range(len(x.shape))):
+        raise ValueError(f"node {node.name!r} (transpose): perm {perm!r} is not a permutation of the "
+                         f"{len(x.shape)} per-sample axes")
+    known = x.scale is not None and y.scale is not None      # (an ONNX graph input may carry none)
+    same_q = x.is_float == y.is_float and (x.is_float or not known or (
+        np.array_equal(x.scale, y.scale) and np.array_equal(x.zero_point, y.zero_point)))
+    if not same_q or tuple(x.shape[int(p)] for p in perm) != tuple(y.shape):
+        raise ValueError(f"node {node.name!r} (transpose): the output must have shape "
+                         f"{[x.shape[int(p)] for p in perm]} and the input's type, scale and zero point")
+
+
 def _quantize_float(graph, node, ins):
     return [_float_clip(graph, node, ins[0])]
 
@@ -147,4 +177,5 @@ register_op(Op("dequantize", _dequantize_run, _identity_float, _one_to_one))
 register_op(Op("max_pool2d", _max_pool_run, _max_pool_float, _one_to_one, _pool_macs))
 register_op(Op("avg_pool2d", _avg_pool_run, _avg_pool_float, _one_to_one, _pool_macs, _avg_pool_bound))
 register_op(Op("reshape", _reshape_run, _reshape_float, _one_to_one))
+register_op(Op("transpose", _transpose_run, _transpose_float, _transpose_check))
 register_op(Op("clamp", _clamp_run, _clamp_float, _one_to_one))

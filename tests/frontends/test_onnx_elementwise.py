@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from fxpsim.datapath.onnxruntime import elementwise as E  # noqa: E402
 from fxpsim.frontends.onnx.importer import import_onnx  # noqa: E402
+from ort_session import ort_session  # noqa: E402
 
 F32 = np.float32
 
@@ -29,10 +30,7 @@ def _model(nodes, inits, in_type=TensorProto.FLOAT, out_type=TensorProto.FLOAT, 
     return m
 
 
-def _session(path):
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+_session = ort_session
 
 
 def _run_graph(g, x):

@@ -19,6 +19,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from fxpsim.frontends.onnx.coverage import onnx_coverage  # noqa: E402
 from fxpsim.frontends.onnx.importer import SUPPORTED_OPS, import_onnx  # noqa: E402
 from fxpsim.graph import load_graph  # noqa: E402
+from ort_session import ort_session  # noqa: E402
 
 F32 = np.float32
 MOVE_OPS = ("Transpose", "Slice", "Split", "Gather", "Pad", "Squeeze", "Unsqueeze", "Resize")
@@ -37,10 +38,7 @@ def _model(nodes, inits, x_type, x_shape, outputs=("y",), out_type=None, opset=1
     return m
 
 
-def _session(path):
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+_session = ort_session
 
 
 def _compare(path, feeds, what):

@@ -21,6 +21,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from fxpsim.frontends.onnx.coverage import onnx_coverage  # noqa: E402
 from fxpsim.frontends.onnx.importer import import_onnx  # noqa: E402
+from ort_session import ort_session  # noqa: E402
 
 F32 = np.float32
 
@@ -84,10 +85,7 @@ def _softmax_model(form, dtype, shape, sx, zx, sy, zy, opset=13, axis=-1):
     return m
 
 
-def _session(path):
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+_session = ort_session
 
 
 def _rows(dtype, d, rng):

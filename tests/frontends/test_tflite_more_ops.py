@@ -97,7 +97,7 @@ def _compare_live(g, model, kernels, feeds, intermediates):
     return got
 
 
-OP_OF = {"slice": "tflite_strided_slice", "transpose": "tflite_transpose", "gather": "tflite_gather",
+OP_OF = {"slice": "tflite_strided_slice", "transpose": "transpose", "gather": "tflite_gather",
          "resize_bilinear": "tflite_resize_bilinear", "upsampling2d_bilinear": "tflite_resize_bilinear",
          "resize_nearest": "tflite_resize_nearest", "batch_matmul": "tflite_batch_matmul"}
 

@@ -63,7 +63,7 @@ from __future__ import annotations
 
 # The op families, each registered in :data:`fxpsim.graph.ops.OPS` when its module is imported; the graph loads
 # this module by name (:data:`fxpsim.graph.ops.OP_PROVIDERS`), so importing it registers them all.
-from . import quantize_ops  # noqa: F401  (onnx_quantize, onnx_dequantize, onnx_requantize, onnx_reinterpret, transpose)
+from . import quantize_ops  # noqa: F401  (onnx_quantize, onnx_dequantize, onnx_requantize, onnx_reinterpret)
 from . import mac_ops  # noqa: F401  (qlinear_conv, qlinear_matmul, conv_integer, matmul_integer)
 from . import qlinear_ops  # noqa: F401  (qlinear_add, qlinear_mul, qlinear_avg_pool, qlinear_concat)
 from . import lut_ops  # noqa: F401  (onnx_lut)
@@ -74,7 +74,7 @@ from .op_support import is_native, is_onnxruntime_datapath, register_op  # noqa:
 __all__ = ["ONNX_OPS", "is_native", "is_onnxruntime_datapath"]
 
 #: The ops this module registers.
-ONNX_OPS = ("onnx_quantize", "onnx_dequantize", "onnx_requantize", "onnx_reinterpret", "transpose", "qlinear_conv",
+ONNX_OPS = ("onnx_quantize", "onnx_dequantize", "onnx_requantize", "onnx_reinterpret", "qlinear_conv",
             "qlinear_matmul", "conv_integer", "matmul_integer", "qlinear_add", "qlinear_mul", "qlinear_avg_pool",
             "qlinear_concat", "onnx_lut", "onnx_move",
             "qlinear_softmax")

@@ -82,18 +82,6 @@ def _clip_float(graph, node, ins):
     return [v]
 
 
-def _perm(node):
-    return (0,) + tuple(int(p) + 1 for p in node.attrs["perm"])
-
-
-def _transpose_run(graph, node, ins, dp, trace):
-    return [np.ascontiguousarray(np.transpose(ins[0], _perm(node)))], _no_trace()
-
-
-def _transpose_float(graph, node, ins):
-    return [np.transpose(ins[0], _perm(node))]
-
-
 
 def _check_quantize(graph, node):
     _one_in_one_out(graph, node)
@@ -114,17 +102,7 @@ def _check_requantize(graph, node):
     _quantized_io(graph, node, node.inputs + node.outputs)
 
 
-def _check_transpose(graph, node):
-    _one_in_one_out(graph, node)
-    perm = node.attrs.get("perm")
-    x = _spec(graph, node.inputs[0])
-    if perm is None or sorted(int(p) for p in perm) != list(range(len(x.shape))):
-        raise ValueError(f"node {node.name!r}: transpose needs a per-sample 'perm' of {len(x.shape)} axes, "
-                         f"got {perm!r}")
-
-
 register_op(Op("onnx_quantize", _quantize_run, _identity_float, _check_quantize))
 register_op(Op("onnx_dequantize", _dequantize_run, _identity_float, _check_dequantize))
 register_op(Op("onnx_requantize", _requantize_run, _clip_float, _check_requantize))
 register_op(Op("onnx_reinterpret", _reinterpret_run, _reinterpret_float, _check_requantize))
-register_op(Op("transpose", _transpose_run, _transpose_float, _check_transpose))

@@ -1,5 +1,5 @@
-"""TFLite graph ops that reorder int8 codes: ``tflite_gather`` (GATHER) and ``tflite_transpose`` (TRANSPOSE);
-and ``tflite_batch_matmul`` (int8 BATCH_MATMUL with ``adj_x``/``adj_y``: LiteRT's own int32 dot product and
+"""TFLite graph ops that reorder int8 codes: ``tflite_gather`` (GATHER; TRANSPOSE imports as the core
+``transpose``); and ``tflite_batch_matmul`` (int8 BATCH_MATMUL with ``adj_x``/``adj_y``: LiteRT's own int32 dot product and
 requantization, :func:`fxpsim.datapath.tflite.quantized_batch_matmul`, like MEAN not the datapath's accumulator;
 a run-time operand has the output's rank, a constant keeps its TFLite shape and broadcasts).
 
@@ -8,8 +8,8 @@ non-negative values at import). Its params and indices are each either a graph c
 axis included where the model has one) or a run-time tensor (the graph's batch on axis 0 standing for TFLite's
 batch of 1); every sample is gathered as LiteRT gathers it in one invoke (:func:`_gather`).  Indices out of
 range, known at import or met at run time, raise ``ValueError`` naming the node (LiteRT fails the invoke).
-``tflite_transpose`` holds the per-sample permutation ``perm``. Codes, scale and zero point pass through
-(TFLite's quantized GATHER and TRANSPOSE copy codes; the importer requires equal quantization in and out)."""
+Codes, scale and zero point pass through (TFLite's quantized GATHER copies codes; the importer requires equal
+quantization in and out)."""
 from __future__ import annotations
 
 import numpy as np
@@ -74,31 +74,6 @@ def _gather_check(graph, node):
 register_op(Op("tflite_gather", _gather_run, _gather_float, _gather_check))
 
 
-def _perm(node):
-    return (0,) + tuple(int(p) + 1 for p in node.attrs["perm"])
-
-
-def _transpose_run(graph, node, ins, dp, trace):
-    return [np.ascontiguousarray(np.transpose(ins[0], _perm(node)))], _no_trace()
-
-
-def _transpose_float(graph, node, ins):
-    return [np.transpose(ins[0], _perm(node))]
-
-
-def _transpose_check(graph, node):
-    _check_io(1)(graph, node)
-    x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
-    perm = node.attrs.get("perm")
-    if not isinstance(perm, list) or sorted(int(p) for p in perm) != list(range(len(x.shape))):
-        raise ValueError(f"node {node.name!r} (tflite_transpose): perm {perm!r} is not a permutation of the "
-                         f"{len(x.shape)} per-sample axes")
-    if _q(x) != _q(y) or tuple(x.shape[int(p)] for p in perm) != tuple(y.shape):
-        raise ValueError(f"node {node.name!r} (tflite_transpose): the output must have shape "
-                         f"{[x.shape[int(p)] for p in perm]} and the input's scale and zero point")
-
-
-register_op(Op("tflite_transpose", _transpose_run, _transpose_float, _transpose_check))
 
 
 def _bmm_params(graph, node):

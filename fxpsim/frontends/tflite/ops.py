@@ -30,7 +30,6 @@ op                         TFLite op, attributes
 ``tflite_split``           SPLIT / SPLIT_V; ``axis`` (per sample), ``sizes``
 ``tflite_gather``          GATHER; ``axis``, ``batch_dims`` (TFLite's, of the batch-1 tensors); params and
                            indices each constant or run-time; run-time indices out of range raise
-``tflite_transpose``       TRANSPOSE; ``perm`` (per sample)
 ``tflite_resize_nearest``  RESIZE_NEAREST_NEIGHBOR; ``size`` [H, W], ``align_corners``, ``half_pixel_centers``
 ``tflite_batch_matmul``    BATCH_MATMUL (int8); ``adj_x``, ``adj_y`` (reference and builtin kernel sets)
 ``tflite_resize_bilinear`` RESIZE_BILINEAR; ``size``, ``align_corners``, ``half_pixel_centers`` (LiteRT's integer
@@ -73,7 +72,7 @@ TFLITE_OPS = ("tflite_quantize", "tflite_dequantize", "tflite_requantize", "tfli
               "tflite_mean", "tflite_pad", "tflite_concat", "tflite_softmax", "tflite_logistic", "tflite_tanh",
               "tflite_hard_swish", "tflite_leaky_relu", "tflite_relu", "tflite_conv2d",
               "tflite_depthwise_conv2d", "tflite_fully_connected", "tflite_strided_slice", "tflite_split",
-              "tflite_gather", "tflite_transpose", "tflite_resize_nearest", "tflite_resize_bilinear",
+              "tflite_gather", "tflite_resize_nearest", "tflite_resize_bilinear",
               "tflite_batch_matmul")
 
 #: TFLite ops whose arithmetic in a kernel set fxpsim does not reproduce: kernel set -> {op: why}.
@@ -286,5 +285,5 @@ register_op(Op("tflite_concat", _concat_run, _concat_float, _concat_check))
 from . import activation_ops  # noqa: E402,F401  (tflite_softmax, tflite_logistic, tflite_tanh, ...)
 from . import mac_ops  # noqa: E402,F401  (tflite_conv2d, tflite_depthwise_conv2d, tflite_fully_connected)
 from . import move_ops  # noqa: E402,F401  (tflite_strided_slice)
-from . import gather_ops  # noqa: E402,F401  (tflite_gather, tflite_transpose, tflite_batch_matmul)
+from . import gather_ops  # noqa: E402,F401  (tflite_gather, tflite_batch_matmul)
 from . import resize_ops  # noqa: E402,F401  (tflite_resize_nearest, tflite_resize_bilinear)

@@ -3,7 +3,7 @@
 
 SLICE, GATHER and TRANSPOSE on values known at import (shape arithmetic) are folded; on run-time codes they
 become ``tflite_strided_slice`` (SLICE: one ``[begin, begin + size, 1]`` per axis), ``tflite_gather`` and
-``tflite_transpose`` (:mod:`.gather_ops`); the resize operators ``tflite_resize_nearest`` /
+``transpose`` (the core op); the resize operators ``tflite_resize_nearest`` /
 ``tflite_resize_bilinear`` (:mod:`.resize_ops`).  Every one keeps TFLite's batch of 1 on axis 0 (an operator
 that moves, slices or gathers along the batch axis is refused) and needs the same scale and zero point in and
 out (TFLite's kernels copy or interpolate codes; the converter always emits them equal).
@@ -96,7 +96,7 @@ class ReorderOps:
         if perm[0] != 0:
             raise ValueError(f"{self.path}: {self.where(op)}: TRANSPOSE with perm {perm} moves the batch axis, "
                              f"which fxpsim graphs keep on axis 0 (not supported)")
-        self._move_node(op, x, tuple(xs[d] for d in perm), "tflite_transpose", {"perm": [d - 1 for d in perm[1:]]})
+        self._move_node(op, x, tuple(xs[d] for d in perm), "transpose", {"perm": [d - 1 for d in perm[1:]]})
 
     # ------------------------------------------------------------------ GATHER
     def op_GATHER(self, op):
