@@ -365,6 +365,10 @@ QUANTIZATION_SCHEMES = {
     "ternary": {"weight_quantizer": {"class_name": "ternary"}, "batchnorm": True},
     "binary": {"weight_quantizer": {"class_name": "binary", "scale_axis": -1},
                "activation_quantizer": {"class_name": "binary"}, "activation": None, "batchnorm": True},
+    "fp8": {"weight_quantizer": {"class_name": "float", "fmt": "e4m3", "scale": "channel"},
+            "activation_quantizer": {"class_name": "float", "fmt": "e4m3", "scale": "tensor"}},
+    "mxfp4": {"weight_quantizer": {"class_name": "block", "fmt": "mxfp4", "axis": -2},
+              "activation_quantizer": {"class_name": "block", "fmt": "mxfp8_e4m3", "axis": -1}},
 }
 
 
@@ -375,7 +379,9 @@ def quantization_scheme(name: str) -> dict:
     initial [-1, 1] / [-0.5, 0.5]) and ReLU outputs ([0, 4]); ``"w2"``: DoReFa 2-bit weights (levels
     ±1/3, ±1) + batch norm, 8-bit activations; ``"ternary"``: TWN weights + batch norm; ``"binary"``: BNN
     sign activations (clipped STE) after batch norm and sign weights with XNOR-Net's per-output-channel
-    scale (mean |w|), full-precision input and logits.
+    scale (mean |w|), full-precision input and logits; ``"fp8"``: E4M3 weights (a power-of-two scale per output
+    channel) and activations (per tensor); ``"mxfp4"``: OCP MXFP4 weights in blocks of 32 along the input axis,
+    MXFP8 (E4M3) activations in blocks of 32 along the channels (:mod:`fxpsim.quant.float_quantizers`).
     """
     if name not in QUANTIZATION_SCHEMES:
         raise ValueError(f"unknown quantization scheme {name!r}; known: {sorted(QUANTIZATION_SCHEMES)}")

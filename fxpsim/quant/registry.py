@@ -21,7 +21,8 @@ Registry (:func:`get`)
 
 * ``None`` or ``"identity"`` -> :class:`IdentityQuantizer`;
 * a name: ``"fake_quant"``, ``"affine"``, ``"fixed"``, ``"binary"``,
-  ``"ternary"``, ``"dorefa"``, ``"identity"`` (class names such as
+  ``"ternary"``, ``"dorefa"``, ``"float"`` (FP8/FP6/FP4, :mod:`.float_quantizers`), ``"block"`` (MX/NVFP4),
+  ``"identity"`` (class names such as
   ``"FakeQuant"`` work too), built with default arguments;
 * a name followed by a bit width, a keyword shortcut: ``"fake_quant8"``,
   ``"affine4"``, ``"dorefa2"`` (``num_bits`` = the number);
@@ -45,13 +46,15 @@ from typing import Callable
 import numpy as np
 
 from .affine import AffineQuantizer, FakeQuant
+from .float_quantizers import BlockQuantizer, FloatQuantizer
 from .lowbit import BinaryQuantizer, DoReFaQuantizer, TernaryQuantizer
 from .base import (IntegerForm, Quantizer, _gradient_from_config, _gradient_to_config, register_gradient,
                    registered_gradients)
 
 __all__ = [
     "Quantizer", "IntegerForm", "FunctionQuantizer", "IdentityQuantizer", "FakeQuant", "AffineQuantizer",
-    "FixedPointQuantizer", "BinaryQuantizer", "TernaryQuantizer", "DoReFaQuantizer",
+    "FixedPointQuantizer", "BinaryQuantizer", "TernaryQuantizer", "DoReFaQuantizer", "FloatQuantizer",
+    "BlockQuantizer",
     "get_quantizer", "register_quantizer", "serialize_quantizer", "deserialize_quantizer",
     "registered_quantizers", "register_gradient", "registered_gradients",
 ]
@@ -182,7 +185,7 @@ def register(name: str, cls: type | None = None):
 
 
 for _cls in (IdentityQuantizer, FunctionQuantizer, FakeQuant, AffineQuantizer, FixedPointQuantizer,
-             BinaryQuantizer, TernaryQuantizer, DoReFaQuantizer):
+             BinaryQuantizer, TernaryQuantizer, DoReFaQuantizer, FloatQuantizer, BlockQuantizer):
     register(_cls.name, _cls)
 
 
