@@ -37,6 +37,8 @@ class TensorDiff:
     patterns: list = field(default_factory=list)
     mask: Any = field(default=None, repr=False)
     hypothesis: Any = field(default=None, repr=False)
+    #: bool array of the elements compared (None: all); :func:`~fxpsim.rtl.compare.compare_arrays`'s ``known``
+    known: Any = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:

@@ -197,9 +197,10 @@ class _NodeModel:
                 f"+ out_zp {zp} = {scaled + zp}, clamp [{lo}, {hi}] -> {y}"]
 
 
-def _sample(mask_flat: np.ndarray) -> np.ndarray:
+def _sample(mask_flat: np.ndarray, known=None) -> np.ndarray:
+    """Flat indices a hypothesis is tested on: mismatching elements and matching ones (known ones only)."""
     bad = np.flatnonzero(mask_flat)[:_SAMPLE_BAD]
-    good = np.flatnonzero(~mask_flat)
+    good = np.flatnonzero(~mask_flat if known is None else ~mask_flat & np.asarray(known).reshape(-1))
     if good.size > _SAMPLE_GOOD:
         good = good[np.linspace(0, good.size - 1, _SAMPLE_GOOD).astype(np.int64)]
     return np.concatenate([bad, good])
@@ -207,7 +208,7 @@ def _sample(mask_flat: np.ndarray) -> np.ndarray:
 
 def _acc_hypothesis(t: TensorDiff, got, exp, model: _NodeModel):
     """(description, kwargs, kind) of the alternative datapath that reproduces the RTL's accumulator."""
-    idx = _sample(t.mask.reshape(-1))
+    idx = _sample(t.mask.reshape(-1), t.known)
     coords = np.stack(np.unravel_index(idx, exp.shape), axis=1)
     try:
         ref = model.acc(coords)
@@ -227,7 +228,7 @@ def _acc_hypothesis(t: TensorDiff, got, exp, model: _NodeModel):
 
 
 def _output_hypothesis(t: TensorDiff, got, exp, model: _NodeModel, rtl_acc):
-    idx = _sample(t.mask.reshape(-1))
+    idx = _sample(t.mask.reshape(-1), t.known)
     if model.A is None or model.mult is None or model.kind not in ("double", "single"):
         return None
     ch = np.unravel_index(idx, exp.shape)[-1]
@@ -298,7 +299,8 @@ def _generic_patterns(t: TensorDiff, got, exp) -> list:
         v = int(x[0])
         if v and v & (v - 1) == 0:
             out.append(f"bit {v.bit_length() - 1} differs in every mismatch (a consistent bit missing or stuck)")
-    out += _layout_patterns(t, got, exp)
+    if t.known is None or np.all(t.known):        # a permutation needs the whole tensor
+        out += _layout_patterns(t, got, exp)
     if not out:
         out.append(f"no simple pattern (differences {int(d.min()):+d} .. {int(d.max()):+d} LSB)")
     return out
