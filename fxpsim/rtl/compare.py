@@ -152,18 +152,21 @@ def _compare(g: _Golden, golden_dir: str, desc: str, items, html) -> CompareResu
     not_dumped = sorted({f"{k['node']}/{k['stem']}" for key, k in g.keys.items()
                          if k["meta"]["bits"] and key not in {f[0] for f in items}})
     first = None
-    rtl_acc = {}                # node -> RTL accumulator array (first one found)
+    rtl_acc = {}                # node -> (RTL accumulator array, known mask), the first one found
     for t in diffs:
         if t.role == "accumulator" and t.node not in rtl_acc:
-            rtl_acc[t.node] = arrays[id(t)][0]
+            rtl_acc[t.node] = arrays[id(t)][0], t.known
     for t in diffs:
         if t.ok:
             continue
         got, exp, fmt = arrays[id(t)]
         model = _NodeModel.make(g, t.node)
-        t.patterns = _patterns(t, got, exp, model, rtl_acc.get(t.node))
+        acc, acc_known = rtl_acc.get(t.node, (None, None))
+        t.patterns = _patterns(t, got, exp, model, acc)
         if first is None:
-            first = _first_mismatch(g, t, got, exp, fmt, model, rtl_acc.get(t.node), arrays, diffs)
+            if acc_known is not None and (acc_known.shape != exp.shape or not acc_known.reshape(-1)[t.first_flat]):
+                acc = None              # the RTL has not produced that element's accumulator yet
+            first = _first_mismatch(g, t, got, exp, fmt, model, acc, arrays, diffs)
     result = CompareResult(golden_dir, desc, diffs, first, not_dumped)
     if html is not None:
         result.to_html(html)
