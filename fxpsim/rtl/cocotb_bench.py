@@ -21,9 +21,11 @@ bundled test :func:`fxpsim_check_node` and returns the report.  cocotb >= 1.8 is
 """
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import random
+import subprocess
 from pathlib import Path
 
 try:
@@ -67,6 +69,21 @@ async def check_node(dut, golden_dir, node: str, ports: StreamPorts | None = Non
     first differing word, ``ScoreboardError`` for a protocol error (undefined value, a word too many, a timeout).
     ``report_dir``: write the report there as ``compare.txt`` and ``compare.json`` (also on failure).
     """
+    try:
+        result, cycles = await _run(dut, golden_dir, node, ports, clock_ns, start_clock, reset_cycles, stall, seed,
+                                    max_idle)
+    except StreamMismatch as exc:
+        _write_report(report_dir, str(exc), exc.result.to_dict())
+        raise
+    except (ScoreboardError, ValueError, TypeError) as exc:
+        _write_report(report_dir, f"fxpsim bench: error: {exc}\n", {"ok": False, "error": str(exc)})
+        raise
+    _write_report(report_dir, result.to_text(), result.to_dict())
+    dut._log.info("fxpsim: node %r matches the golden vectors (%d cycles)", node, cycles)
+    return result
+
+
+async def _run(dut, golden_dir, node, ports, clock_ns, start_clock, reset_cycles, stall, seed, max_idle):
     if not 0.0 <= float(stall) < 1.0:
         raise ValueError(f"check_node: stall must be in [0, 1), got {stall!r}")
     sb = Scoreboard(golden_dir, node, ports)
@@ -100,51 +117,41 @@ async def check_node(dut, golden_dir, node: str, ports: StreamPorts | None = Non
     holding = dict.fromkeys(src, False)
     ready_now = dict.fromkeys(sinks, 0)
     cycle = idle = 0
-    try:
-        while not sb.done:
-            for r, (_, data, valid, _) in src.items():
-                if not holding[r] and pos[r] < len(words[r]) and rng.random() >= stall:
-                    data.value = words[r][pos[r]]
-                    holding[r] = True
-                valid.value = int(holding[r])
-            for v, (_, _, _, ready) in sinks.items():
-                ready_now[v] = int(rng.random() >= stall)
-                if ready is not None:
-                    ready.value = ready_now[v]
-            await RisingEdge(clk)
-            cycle += 1
-            when = f"cycle {cycle}, {get_sim_time('ns'):g} ns"
-            moved = False
-            for r, (_, _, _, ready) in src.items():
-                if holding[r] and (ready is None or _bit(ready)):
-                    pos[r] += 1
-                    holding[r], moved = False, True
-            for v, (roles, datas, valid, ready) in sinks.items():
-                if _bit(valid) and (ready is None or ready_now[v]):
-                    beat = {}
-                    for r in roles:
-                        try:
-                            beat[r] = (int(datas[r].value), len(datas[r]))
-                        except ValueError:
-                            sb.undefined(r, str(datas[r].value), when)
-                    sb.receive(beat, when)
-                    moved = True
-            idle = 0 if moved else idle + 1
-            if idle > max_idle:
-                sent = ", ".join(f"{p.inputs[r].data} {pos[r]}/{len(words[r])}" for r in src)
-                got = ", ".join(f"{p.outputs[r].data} {sb.seen[r]}/{sb.beats(r)}" for r in p.outputs)
-                raise ScoreboardError(f"node {node!r}: timeout, no word moved for {max_idle} cycles ({when}); "
-                                      f"words sent: {sent}; received: {got}")
-        result = sb.finish()
-    except StreamMismatch as exc:
-        _write_report(report_dir, str(exc), exc.result.to_dict())
-        raise
-    except ScoreboardError as exc:
-        _write_report(report_dir, str(exc), {"ok": False, "error": str(exc)})
-        raise
-    _write_report(report_dir, result.to_text(), result.to_dict())
-    dut._log.info("fxpsim: node %r matches the golden vectors (%d cycles)", node, cycle)
-    return result
+    while not sb.done:
+        for r, (_, data, valid, _) in src.items():
+            if not holding[r] and pos[r] < len(words[r]) and rng.random() >= stall:
+                data.value = words[r][pos[r]]
+                holding[r] = True
+            valid.value = int(holding[r])
+        for v, (_, _, _, ready) in sinks.items():
+            ready_now[v] = int(rng.random() >= stall)
+            if ready is not None:
+                ready.value = ready_now[v]
+        await RisingEdge(clk)
+        cycle += 1
+        when = f"cycle {cycle}, {get_sim_time('ns'):g} ns"
+        moved = False
+        for r, (_, _, _, ready) in src.items():
+            if holding[r] and (ready is None or _bit(ready)):
+                pos[r] += 1
+                holding[r], moved = False, True
+        for v, (roles, datas, valid, ready) in sinks.items():
+            if _bit(valid) and (ready is None or ready_now[v]):
+                beat = {}
+                for r in roles:
+                    try:
+                        beat[r] = (int(datas[r].value), len(datas[r]))
+                    except ValueError:
+                        sb.undefined(r, str(datas[r].value), when)
+                sb.receive(beat, when)
+                moved = True
+        idle = 0 if moved else idle + 1
+        if idle > max_idle:
+            sent = ", ".join(f"{p.inputs[r].data} {pos[r]}/{len(words[r])}" for r in src)
+            got = ", ".join(f"{p.outputs[r].data} {sb.seen[r]}/{sb.beats(r)}" for r in p.outputs)
+            raise ScoreboardError(f"node {node!r}: timeout, no word moved for {max_idle} cycles ({when}); "
+                                  f"words sent: {sent}; received: {got}")
+    return sb.finish(), cycle
 
 
 def _bit(handle) -> int:
@@ -203,16 +210,27 @@ def simulate_node(golden_dir, node: str, sources, toplevel: str, *, simulator: s
         if (report_dir / f).exists():
             (report_dir / f).unlink()
     runner = _runner(simulator)
-    runner.build(sources=[os.fspath(s) for s in sources], hdl_toplevel=toplevel, parameters=dict(parameters or {}),
-                 defines=dict(defines or {}), build_dir=build_dir, always=True, waves=waves)
+    try:
+        files = "sources" if "sources" in inspect.signature(runner.build).parameters else "verilog_sources"
+        runner.build(**{files: [os.fspath(s) for s in sources]}, hdl_toplevel=toplevel,
+                     parameters=dict(parameters or {}), defines=dict(defines or {}), build_dir=build_dir, always=True,
+                     waves=waves)
+    except (SystemExit, subprocess.CalledProcessError) as exc:
+        raise RuntimeError(f"{simulator} could not build {toplevel} from {', '.join(map(str, sources))} "
+                           f"({exc!r}); see the simulator's output above") from None
     env = {"GOLDEN": golden_dir, "NODE": node, "REPORT": str(report_dir), "STALL": repr(float(stall)),
            "SEED": str(int(seed)), "CLOCK_NS": repr(float(clock_ns)), "MAX_IDLE": str(int(max_idle))}
     if ports is not None:
         env["PORTS"] = ports.to_json()
-    xml = runner.test(test_module="fxpsim.rtl.cocotb_bench", hdl_toplevel=toplevel, build_dir=build_dir,
-                      test_dir=build_dir, extra_env={ENV_PREFIX + k: v for k, v in env.items()},
-                      testcase="fxpsim_check_node", waves=waves)
+    xml, status = build_dir / "results.xml", 0
+    try:        # under pytest, cocotb's runner exits (SystemExit) when a test failed: the report says why
+        xml = runner.test(test_module="fxpsim.rtl.cocotb_bench", hdl_toplevel=toplevel, build_dir=build_dir,
+                          test_dir=build_dir, extra_env={ENV_PREFIX + k: v for k, v in env.items()},
+                          testcase="fxpsim_check_node", waves=waves)
+    except SystemExit as exc:
+        status = exc.code
     if not (report_dir / REPORT_JSON).exists():
-        raise RuntimeError(f"the simulation wrote no report ({report_dir}); see the simulator's output above")
+        raise RuntimeError(f"the simulation wrote no report ({report_dir}, exit status {status}); see the "
+                           "simulator's output above")
     report = json.loads((report_dir / REPORT_JSON).read_text(encoding="utf-8"))
     return BenchResult(bool(report.get("ok")), (report_dir / REPORT_TEXT).read_text(encoding="utf-8"), report, xml)

@@ -185,3 +185,13 @@ def test_compare_arrays_checks_its_arguments(golden):
     known[2, 5] = True
     res = compare_arrays(golden, {"0:dense/output": z}, known={"0:dense/output": known})
     assert res.first.index == (2, 5) and res.tensors[0].total == 33
+
+
+def test_the_cocotb_bench_names_the_extra_when_cocotb_is_missing(monkeypatch):
+    import importlib
+    import sys
+    monkeypatch.setitem(sys.modules, "cocotb", None)                  # import cocotb -> ImportError
+    monkeypatch.delitem(sys.modules, "fxpsim.rtl.cocotb_bench", raising=False)
+    with pytest.raises(ImportError, match=r'needs cocotb >= 1.8: pip install -e "\.\[test\]"'):
+        importlib.import_module("fxpsim.rtl.cocotb_bench")
+    monkeypatch.delitem(sys.modules, "fxpsim.rtl.cocotb_bench", raising=False)
