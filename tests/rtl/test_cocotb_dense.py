@@ -234,3 +234,37 @@ def test_a_port_name_the_dut_lacks_is_named(net, tmp_path, sim):
     r = simulate_node(d, "0:dense", SOURCES, "dense_stream", simulator=sim, parameters=dense_parameters(d, "0:dense"),
                       ports=ports, build_dir=tmp_path / "b")
     assert not r.ok and "the DUT 'dense_stream' has no signal 'out_data' (output data)" in r.text
+
+
+# ----------------------------------------------------------------------------------------- docs/rtl_cocotb.md
+DOC = Path(__file__).resolve().parents[2] / "docs" / "rtl_cocotb.md"
+
+
+@pytest.mark.skipif(_ICARUS is not None, reason=_ICARUS or "")
+def test_doc_runs_as_written(tmp_path, monkeypatch):
+    """Every Python block of docs/rtl_cocotb.md, in order, in one namespace, from a directory laid out like the
+    repository root: each print prints what its comment promises, the report shows the documented lines."""
+    import contextlib
+    import io
+    text = DOC.read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) == 5
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "rtl").symlink_to(RTL)
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    outputs = []
+    for i, block in enumerate(blocks):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(block, f"{DOC} block {i + 1}", "exec"), namespace)
+        lines = [ln.strip() for ln in out.getvalue().splitlines()]
+        for promise in re.findall(r"print\(.*?\)\s*#\s*(.*)", block):
+            assert promise.strip() in lines, f"block {i + 1}: {promise!r} not printed:\n{out.getvalue()}"
+        outputs.append(out.getvalue())
+    shown = re.search(r"```text\n(.*?)```", text, re.S).group(1)
+    digits = lambda t: re.sub(r"[0-9a-f]*[0-9][0-9a-f]*", "#", t)   # noqa: E731 (numbers depend on training)
+    for line in shown.splitlines():
+        if line.startswith(("fxpsim compare:", "First mismatch", "  in this tensor", "MAC sequence", "#1", "  RTL acc")):
+            assert digits(line.split("   ")[0]) in digits(outputs[2]), line
+    assert (tmp_path / "cocotb-demo" / "build-bug" / "fxpsim_report" / "compare.txt").is_file()
