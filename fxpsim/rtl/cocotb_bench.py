@@ -39,7 +39,7 @@ except ImportError as exc:                  # pragma: no cover - depends on the 
 
 from .scoreboard import Scoreboard, ScoreboardError, StreamMismatch, StreamPorts
 
-__all__ = ["check_node", "simulate_node", "fxpsim_check_node", "BenchResult"]
+__all__ = ["check_node", "simulate_node", "BenchResult"]      # fxpsim_check_node: the bundled test, not for import *
 
 ENV_PREFIX = "FXPSIM_BENCH_"
 REPORT_TEXT, REPORT_JSON = "compare.txt", "compare.json"

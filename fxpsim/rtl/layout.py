@@ -323,7 +323,8 @@ class Layout:
                 if re.fullmatch(r"[0-9a-fA-FxXzZ?]+", tok) and set(tok) & set("xXzZ?"):
                     raise ValueError(f"{path}: undefined value at line {lineno}: {tok!r} has x/z digits")
                 if not digits.issuperset(tok):
-                    raise ValueError(f"{where}: malformed word {tok!r}: not a {'hexadecimal' if self.radix == 16 else 'binary'} number")
+                    kind = "hexadecimal" if self.radix == 16 else "binary"
+                    raise ValueError(f"{where}: malformed word {tok!r}: not a {kind} number")
                 if len(tok) != ndigits:
                     raise ValueError(f"{where}: {tok!r} has {len(tok)} digits; a {wb}-bit word ({self.pack} x {bits} "
                                      f"bits) takes exactly {ndigits}")

@@ -195,15 +195,17 @@ class Scoreboard:
                                  "from the StreamPorts")
             self.tensor[role] = (key, g.keys[key]["meta"], g.array(key))
         mac = n.get("mac") or {}
-        missing = [k for k in self.ports.scalars if k not in mac or not isinstance(mac[k], int)]
+        ints = [k for k, v in mac.items() if isinstance(v, int) and not isinstance(v, bool)]
+        missing = [k for k in self.ports.scalars if k not in ints]
         if missing:
             raise ValueError(f"node {node!r}: no scalar {missing[0]!r} in its manifest entry (integer fields: "
-                             f"{', '.join(k for k, v in mac.items() if isinstance(v, int) and not isinstance(v, bool))})")
+                             f"{', '.join(ints)})")
         self.scalars = {sig: int(mac[k]) for k, sig in self.ports.scalars.items()}
         self.beat_map = {role: self._beat_map(role) for role in self.ports.outputs}
         self.got = {r: np.zeros(self.tensor[r][2].shape, np.int64) for r in self.ports.outputs}
         self.known = {r: np.zeros(self.tensor[r][2].shape, bool) for r in self.ports.outputs}
         self.seen = dict.fromkeys(self.ports.outputs, 0)
+        self.last_when = ""                 # when the last word arrived
 
     def _beat_map(self, role: str) -> np.ndarray:
         """``[beats, lanes]`` flat index into the golden tensor of every word's lanes (-1: not checked)."""
@@ -312,4 +314,4 @@ class Scoreboard:
                  for r in self.ports.outputs if self.seen[r] != self.beats(r)]
         if short:
             raise ScoreboardError(f"node {self.node!r}: the DUT stopped early: " + "; ".join(short))
-        return self.result(when=getattr(self, "last_when", ""))
+        return self.result(when=self.last_when)

@@ -48,7 +48,8 @@ def _verilator_skip():
     return None
 
 
-_ICARUS = None if shutil.which("iverilog") and shutil.which("vvp") else "iverilog not installed (apt-get install iverilog)"
+_ICARUS = None if shutil.which("iverilog") and shutil.which("vvp") else \
+    "iverilog not installed (apt-get install iverilog)"
 SIMULATORS = [pytest.param("icarus", marks=pytest.mark.skipif(_ICARUS is not None, reason=_ICARUS or "")),
               pytest.param("verilator", marks=pytest.mark.skipif(_verilator_skip() is not None,
                                                                  reason=_verilator_skip() or ""))]
@@ -265,6 +266,7 @@ def test_doc_runs_as_written(tmp_path, monkeypatch):
     shown = re.search(r"```text\n(.*?)```", text, re.S).group(1)
     digits = lambda t: re.sub(r"[0-9a-f]*[0-9][0-9a-f]*", "#", t)   # noqa: E731 (numbers depend on training)
     for line in shown.splitlines():
-        if line.startswith(("fxpsim compare:", "First mismatch", "  in this tensor", "MAC sequence", "#1", "  RTL acc")):
+        if line.startswith(("fxpsim compare:", "First mismatch", "  in this tensor", "MAC sequence", "#1",
+                            "  RTL acc")):
             assert digits(line.split("   ")[0]) in digits(outputs[2]), line
     assert (tmp_path / "cocotb-demo" / "build-bug" / "fxpsim_report" / "compare.txt").is_file()

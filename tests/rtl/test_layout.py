@@ -62,7 +62,8 @@ def layouts(draw):
     lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
     codes = np.array(draw(st.lists(st.integers(lo, hi), min_size=int(np.prod(shape)), max_size=int(np.prod(shape)))),
                      dtype=np.int64).reshape(shape)
-    lay = Layout(order=order, tiles=tiles, pack=draw(st.integers(1, 4)), endian=draw(st.sampled_from(["little", "big"])),
+    lay = Layout(order=order, tiles=tiles, pack=draw(st.integers(1, 4)),
+                 endian=draw(st.sampled_from(["little", "big"])),
                  radix=draw(st.sampled_from([16, 2])), per_line=draw(st.integers(1, 3)),
                  address=draw(st.none() | st.integers(0, 300)), pad=draw(st.integers(lo, hi)))
     return lay, codes, axes, bits, signed
