@@ -44,7 +44,7 @@ def _verilator_skip():
         need = m.group(1) if m else need
     if not have or tuple(map(int, have.groups())) < tuple(map(int, need.split(".")[:2])):
         return (f"{out.strip() or 'verilator'} is older than {need}, the oldest cocotb {cocotb.__version__} "
-                "supports (install a newer Verilator)")
+                "supports (install a newer Verilator, or use cocotb 1.9, which accepts it)")
     return None
 
 
