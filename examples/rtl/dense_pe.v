@@ -22,6 +22,11 @@
 // one `out_valid` clock per output channel (out_ch = o, acc_out, y_out), and pulses `done`
 // together with the last one.  Latency K + 2 (BIAS_PRELOAD=0: K + 3) clocks per channel.
 //
+// MAC trace tap: `trace_valid` is high for one clock after every accumulator update, with
+// `trace_acc` the new value: s_0 (the preloaded bias, or 0), then s_k after product k-1, then (BIAS_PRELOAD=0)
+// the sum with the bias -- K + 1 (BIAS_PRELOAD=0: K + 2) values per output channel, the columns of
+// fxpsim's MAC trace.  Leave both unconnected when not needed.
+//
 // Bug-injection defines (for testing the co-simulation flow; never define them otherwise):
 //   BUG_WRAP_INSTEAD_OF_SAT     the accumulator always wraps, ignoring SATURATE
 //   BUG_ROUND_HALF_UP           RoundingDivideByPOT drops the sign term of its threshold:
@@ -60,7 +65,9 @@ module dense_pe #(
     output reg  [((M > 1) ? $clog2(M) : 1) - 1:0]          out_ch,
     output reg  signed [ACC_BITS-1:0]  acc_out,    // the accumulator value the requantizer saw
     output reg  signed [7:0]           y_out,
-    output reg                         done
+    output reg                         done,
+    output reg                         trace_valid,  // the accumulator was just updated
+    output wire signed [ACC_BITS-1:0]  trace_acc     // its value
 );
     localparam integer KW = (K > 1) ? $clog2(K) : 1;
     localparam integer MW = (M > 1) ? $clog2(M) : 1;
@@ -117,7 +124,8 @@ module dense_pe #(
     reg [MW-1:0]       o;
     reg signed [39:0]  acc;                // always holds a fitted (AB-bit) value, sign-extended
 
-    assign busy    = (state != S_IDLE);
+    assign busy      = (state != S_IDLE);
+    assign trace_acc = acc[ACC_BITS-1:0];
     assign x_addr  = k;
     assign ch_addr = o;
     /* verilator lint_off UNUSEDSIGNAL */
@@ -160,9 +168,11 @@ module dense_pe #(
             acc_out   <= {ACC_BITS{1'b0}};
             y_out     <= 8'sd0;
             done      <= 1'b0;
+            trace_valid <= 1'b0;
         end else begin
             out_valid <= 1'b0;
             done      <= 1'b0;
+            trace_valid <= (state == S_INIT) || (state == S_MAC) || (state == S_BIAS);
             case (state)
                 S_IDLE: if (start) begin
                     o     <= {MW{1'b0}};

@@ -61,7 +61,7 @@ module tb_dense;
         .ch_addr(ch_addr), .bias_data(bias_mem[ch_addr]), .mult_data(mult_mem[ch_addr]),
         .shift_data(shift_mem[ch_addr]),
         .busy(busy), .out_valid(out_valid), .out_ch(out_ch), .acc_out(acc_out), .y_out(y_out),
-        .done(done)
+        .done(done), .trace_valid(), .trace_acc()
     );
 
     always #5 clk = ~clk;

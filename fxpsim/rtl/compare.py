@@ -46,10 +46,10 @@ import os
 import numpy as np
 
 from .compare_results import CompareResult, MacAnalysis, Mismatch, TensorDiff
-from .golden import _Golden, _read, _resolve
+from .golden import _Golden, _key_from_name, _read, _resolve
 from .mismatch import _first_mismatch, _NodeModel, _patterns
 
-__all__ = ["compare", "CompareResult", "TensorDiff", "Mismatch", "MacAnalysis"]
+__all__ = ["compare", "compare_arrays", "CompareResult", "TensorDiff", "Mismatch", "MacAnalysis"]
 
 
 # ----------------------------------------------------------------------------------------- comparison
@@ -78,37 +78,96 @@ def compare(golden_dir, rtl_dump, *, html=None) -> CompareResult:
     """
     g = _Golden(os.fspath(golden_dir))
     found, desc = _resolve(g, rtl_dump)
+    items = [(key, path, fmt, _read(path, fmt, g.keys[key]["meta"]), None) for key, path, fmt in found]
+    return _compare(g, os.fspath(golden_dir), desc, items, html)
+
+
+def compare_arrays(golden_dir, arrays, *, known=None, source: str = "arrays", labels=None, html=None) -> CompareResult:
+    """:func:`compare` on arrays the caller holds (a simulator's stream, a scoreboard) instead of files.
+
+    Parameters
+    ----------
+    golden_dir : str or os.PathLike
+    arrays : mapping
+        ``{tensor: array}``, tensors named as in :func:`compare`'s mapping (``"0:dense/output"``); each array has
+        the golden tensor's shape.
+    known : mapping, optional
+        ``{tensor: bool array}`` of the golden shape: the elements the RTL has produced so far (a scoreboard
+        that stops at the first mismatch).  Only those are compared; the others are neither mismatches nor
+        evidence for a pattern (a pattern must reproduce the known elements only), the ``elements`` column
+        counts the known ones, and layout patterns (which need the whole tensor) are not tried.
+    source : str
+        What the report names as the RTL (``"RTL: ..."``).
+    labels : mapping, optional
+        ``{tensor: text}`` shown in the report's "RTL file" column and line (e.g. the stream's port name).
+
+    Raises
+    ------
+    ValueError
+        An unknown tensor, an array or mask of the wrong shape, a non-integer array.
+    """
+    g = _Golden(os.fspath(golden_dir))
+    known, labels = dict(known or {}), dict(labels or {})
+    items = []
+    for name, arr in arrays.items():
+        key = _key_from_name(g, name)
+        meta = g.keys[key]["meta"]
+        shape = tuple(meta["shape"])
+        a = np.asarray(arr)
+        if a.dtype.kind not in "iu" or a.shape != shape:
+            raise ValueError(f"compare_arrays: {name!r} must be an integer array of shape {shape}, got "
+                             f"{a.dtype} {a.shape}")
+        mask = known.pop(name, None)
+        if mask is not None:
+            mask = np.asarray(mask)
+            if mask.dtype != bool or mask.shape != shape:
+                raise ValueError(f"compare_arrays: known[{name!r}] must be a bool array of shape {shape}")
+        items.append((key, str(labels.pop(name, name)), "array", a.astype(np.int64), mask))
+    if known or labels:
+        raise ValueError(f"compare_arrays: known/labels name tensors not in arrays: {sorted(set(known) | set(labels))}")
+    if not items:
+        raise ValueError("compare_arrays: no arrays given")
+    return _compare(g, os.fspath(golden_dir), source, items, html)
+
+
+def _compare(g: _Golden, golden_dir: str, desc: str, items, html) -> CompareResult:
+    """Compare ``[(golden key, RTL label or path, format, array, known mask or None)]``."""
     diffs, arrays = [], {}
-    for key, path, fmt in sorted(found, key=lambda f: g.order(f[0]) + (f[1],)):
+    for key, path, fmt, got, known in sorted(items, key=lambda f: g.order(f[0]) + (f[1],)):
         k = g.keys[key]
         meta = k["meta"]
-        got = _read(path, fmt, meta)
         exp = g.array(key)
+        if known is not None:
+            got = np.where(known, got, exp)          # elements not produced yet: never a mismatch
         mask = got != exp
         flat = np.flatnonzero(mask.reshape(-1))
         gp, _ = g.golden_path(key)
         n = g.nodes[k["node"]]
         diffs.append(TensorDiff(k["node"], n["index"], k["role"], k["stem"], meta["tensor"], os.path.relpath(gp, g.dir),
                                 path, tuple(meta["shape"]), meta.get("layout", ""), tuple(meta.get("axes", ())),
-                                int(meta["bits"]), bool(meta["signed"]), int(mask.size), int(flat.size),
-                                int(flat[0]) if flat.size else None, mask=mask))
+                                int(meta["bits"]), bool(meta["signed"]),
+                                int(mask.size if known is None else np.count_nonzero(known)), int(flat.size),
+                                int(flat[0]) if flat.size else None, mask=mask, known=known))
         arrays[id(diffs[-1])] = (got, exp, fmt)
     not_dumped = sorted({f"{k['node']}/{k['stem']}" for key, k in g.keys.items()
-                         if k["meta"]["bits"] and key not in {f[0] for f in found}})
+                         if k["meta"]["bits"] and key not in {f[0] for f in items}})
     first = None
-    rtl_acc = {}                # node -> RTL accumulator array (first one found)
+    rtl_acc = {}                # node -> (RTL accumulator array, known mask), the first one found
     for t in diffs:
         if t.role == "accumulator" and t.node not in rtl_acc:
-            rtl_acc[t.node] = arrays[id(t)][0]
+            rtl_acc[t.node] = arrays[id(t)][0], t.known
     for t in diffs:
         if t.ok:
             continue
         got, exp, fmt = arrays[id(t)]
         model = _NodeModel.make(g, t.node)
-        t.patterns = _patterns(t, got, exp, model, rtl_acc.get(t.node))
+        acc, acc_known = rtl_acc.get(t.node, (None, None))
+        t.patterns = _patterns(t, got, exp, model, acc)
         if first is None:
-            first = _first_mismatch(g, t, got, exp, fmt, model, rtl_acc.get(t.node), arrays, diffs)
-    result = CompareResult(os.fspath(golden_dir), desc, diffs, first, not_dumped)
+            if acc_known is not None and (acc_known.shape != exp.shape or not acc_known.reshape(-1)[t.first_flat]):
+                acc = None              # the RTL has not produced that element's accumulator yet
+            first = _first_mismatch(g, t, got, exp, fmt, model, acc, arrays, diffs)
+    result = CompareResult(golden_dir, desc, diffs, first, not_dumped)
     if html is not None:
         result.to_html(html)
     return result

@@ -37,6 +37,8 @@ class TensorDiff:
     patterns: list = field(default_factory=list)
     mask: Any = field(default=None, repr=False)
     hypothesis: Any = field(default=None, repr=False)
+    #: bool array of the elements compared (None: all); :func:`~fxpsim.rtl.compare.compare_arrays`'s ``known``
+    known: Any = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -77,12 +79,15 @@ class MacAnalysis:
     rtl_acc: int | None
     rtl_matches: list
     hypothesis: str | None = None
+    #: for a MAC-trace mismatch: the step whose RTL value ``rtl_acc`` is (``rtl_matches`` compares that step)
+    rtl_step: int | None = None
 
     def to_dict(self) -> dict:
         return {"coords": list(self.coords), "acc_bits": self.acc_bits, "mode": self.mode, "order": self.order,
                 "parting_step": self.parting_step, "step": self.step, "step_reason": self.step_reason,
                 "golden_acc": self.golden_acc, "finals": self.finals, "rtl_acc": self.rtl_acc,
-                "rtl_matches": self.rtl_matches, "hypothesis": self.hypothesis, "rows": self.rows}
+                "rtl_matches": self.rtl_matches, "hypothesis": self.hypothesis, "rtl_step": self.rtl_step,
+                "rows": self.rows}
 
 
 @dataclass
@@ -304,7 +309,8 @@ def _mac_text(a: MacAnalysis) -> list:
              f"golden accumulator {a.golden_acc} ({a.mode})")
     if a.rtl_acc is not None:
         which = " and ".join(f"the {k} sum" for k in a.rtl_matches) if a.rtl_matches else "none of them"
-        L.append(f"  RTL accumulator {a.rtl_acc}: matches {which}")
+        at = "" if a.rtl_step is None else f" after step {a.rtl_step} ({a.rows[a.rtl_step]['label']})"
+        L.append(f"  RTL accumulator{at} {a.rtl_acc}: matches {which}")
     elif a.rtl_matches:
         L.append(f"  (no RTL accumulator dumped) the RTL's output matches the requantized "
                  f"{' and '.join(a.rtl_matches)} sum")

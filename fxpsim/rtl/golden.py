@@ -100,8 +100,8 @@ def _read(path: str, fmt: str, meta: dict) -> np.ndarray:
 
 
 def _word_line(path: str, fmt: str, flat: int) -> int | None:
-    """1-based line of word ``flat`` in a text dump (None for .npy)."""
-    if fmt == "npy":
+    """1-based line of word ``flat`` in a text dump (None for .npy and arrays)."""
+    if fmt not in ("hex", "mem", "csv"):
         return None
     comment = "#" if fmt == "csv" else "//"
     count = 0

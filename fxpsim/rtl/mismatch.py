@@ -197,9 +197,10 @@ class _NodeModel:
                 f"+ out_zp {zp} = {scaled + zp}, clamp [{lo}, {hi}] -> {y}"]
 
 
-def _sample(mask_flat: np.ndarray) -> np.ndarray:
+def _sample(mask_flat: np.ndarray, known=None) -> np.ndarray:
+    """Flat indices a hypothesis is tested on: mismatching elements and matching ones (known ones only)."""
     bad = np.flatnonzero(mask_flat)[:_SAMPLE_BAD]
-    good = np.flatnonzero(~mask_flat)
+    good = np.flatnonzero(~mask_flat if known is None else ~mask_flat & np.asarray(known).reshape(-1))
     if good.size > _SAMPLE_GOOD:
         good = good[np.linspace(0, good.size - 1, _SAMPLE_GOOD).astype(np.int64)]
     return np.concatenate([bad, good])
@@ -207,7 +208,7 @@ def _sample(mask_flat: np.ndarray) -> np.ndarray:
 
 def _acc_hypothesis(t: TensorDiff, got, exp, model: _NodeModel):
     """(description, kwargs, kind) of the alternative datapath that reproduces the RTL's accumulator."""
-    idx = _sample(t.mask.reshape(-1))
+    idx = _sample(t.mask.reshape(-1), t.known)
     coords = np.stack(np.unravel_index(idx, exp.shape), axis=1)
     try:
         ref = model.acc(coords)
@@ -227,7 +228,7 @@ def _acc_hypothesis(t: TensorDiff, got, exp, model: _NodeModel):
 
 
 def _output_hypothesis(t: TensorDiff, got, exp, model: _NodeModel, rtl_acc):
-    idx = _sample(t.mask.reshape(-1))
+    idx = _sample(t.mask.reshape(-1), t.known)
     if model.A is None or model.mult is None or model.kind not in ("double", "single"):
         return None
     ch = np.unravel_index(idx, exp.shape)[-1]
@@ -248,11 +249,38 @@ def _output_hypothesis(t: TensorDiff, got, exp, model: _NodeModel, rtl_acc):
     return None
 
 
+def _trace_hypothesis(t: TensorDiff, got, exp, model: _NodeModel):
+    """(description, kwargs, kind) of the alternative datapath whose running sums are the RTL's MAC trace
+    (on the known elements; hypotheses that change the number of steps are not tried)."""
+    coords = np.array(model.tr["coords"], dtype=np.int64).reshape(exp.shape[0], -1)
+    known = np.ones(exp.shape, bool) if t.known is None else np.asarray(t.known)
+    try:
+        if not np.array_equal(model.acc(coords, trace=True)[1], exp):
+            return None
+    except (ValueError, IndexError):
+        return None
+    for desc, kw, kind in model.acc_hypotheses():
+        if "order" in kw or "bias_mode" in kw:
+            continue
+        try:
+            h = _wrap(model.acc(coords, trace=True, **kw)[1], t.bits)
+        except (ValueError, IndexError):
+            continue
+        if h.shape == got.shape and np.array_equal(h[known], got[known]):
+            return desc, kw, kind
+    return None
+
+
 def _patterns(t: TensorDiff, got, exp, model, rtl_acc) -> list:
     out = []
     t.hypothesis = None
     if model is not None and t.role == "accumulator":
         h = _acc_hypothesis(t, got, exp, model)
+        if h:
+            out.append(h[0])
+            t.hypothesis = h
+    if model is not None and t.role == "mac_trace" and model.tr:
+        h = _trace_hypothesis(t, got, exp, model)
         if h:
             out.append(h[0])
             t.hypothesis = h
@@ -298,7 +326,8 @@ def _generic_patterns(t: TensorDiff, got, exp) -> list:
         v = int(x[0])
         if v and v & (v - 1) == 0:
             out.append(f"bit {v.bit_length() - 1} differs in every mismatch (a consistent bit missing or stuck)")
-    out += _layout_patterns(t, got, exp)
+    if t.known is None or np.all(t.known):        # a permutation needs the whole tensor
+        out += _layout_patterns(t, got, exp)
     if not out:
         out.append(f"no simple pattern (differences {int(d.min()):+d} .. {int(d.max()):+d} LSB)")
     return out
@@ -352,7 +381,7 @@ def _first_mismatch(g: _Golden, t: TensorDiff, got, exp, fmt, model, rtl_acc, ar
         return m
     try:
         m.mac = _mac_analysis(model, coords, t, got if t.role == "accumulator" else None, rtl_acc, trace_step,
-                              got if t.role == "output" else None)
+                              got if t.role == "output" else None, got if t.role == "mac_trace" else None)
     except (ValueError, IndexError, KeyError):
         m.mac = None
     if t.role == "output" and model.mult is not None and model.kind in ("double", "single"):
@@ -368,7 +397,8 @@ def _first_mismatch(g: _Golden, t: TensorDiff, got, exp, fmt, model, rtl_acc, ar
     return m
 
 
-def _mac_analysis(model: _NodeModel, coords, t: TensorDiff, rtl_acc_tensor, rtl_acc, trace_step, rtl_y):
+def _mac_analysis(model: _NodeModel, coords, t: TensorDiff, rtl_acc_tensor, rtl_acc, trace_step, rtl_y,
+                  rtl_trace=None):
     c = np.array([coords], dtype=np.int64)
     P = mac_products(model.mac, model.x, model.w, c)[0].tolist()
     b = model.bias_for(c)
@@ -390,15 +420,17 @@ def _mac_analysis(model: _NodeModel, coords, t: TensorDiff, rtl_acc_tensor, rtl_
     flat = int(np.ravel_multi_index(tuple(int(v) for v in coords), model.A.shape)) if model.A is not None else None
     golden_acc = int(model.A.reshape(-1)[flat]) if flat is not None else gold[-1]
     finals = {"exact": exact[-1], "saturating": sat[-1], "wrapping": wrap[-1]}
-    rtl_value = None
-    if rtl_acc_tensor is not None:
+    rtl_value, rtl_step, matches = None, None, []
+    if rtl_trace is not None and trace_step is not None:     # the RTL's running sum at that step
+        rtl_step, rtl_value = trace_step, int(rtl_trace.reshape(-1)[t.first_flat])
+        matches = [k for k in ("saturating", "wrapping", "exact") if rows[trace_step][k] == rtl_value]
+    elif rtl_acc_tensor is not None:
         rtl_value = int(rtl_acc_tensor.reshape(-1)[flat])
     elif rtl_acc is not None and flat is not None and rtl_acc.size == model.A.size:
         rtl_value = int(rtl_acc.reshape(-1)[flat])
-    matches = []
-    if rtl_value is not None:
+    if rtl_value is not None and rtl_step is None:
         matches = [k for k in ("saturating", "wrapping", "exact") if finals[k] == rtl_value]
-    elif rtl_y is not None and model.mult is not None and model.kind in ("double", "single"):
+    elif rtl_value is None and rtl_y is not None and model.mult is not None and model.kind in ("double", "single"):
         y = int(rtl_y.reshape(-1)[flat])
         for k in ("saturating", "wrapping"):
             if int(model.requant(np.array([finals[k]]), np.array([int(coords[-1])]))[0]) == y:
@@ -407,14 +439,16 @@ def _mac_analysis(model: _NodeModel, coords, t: TensorDiff, rtl_acc_tensor, rtl_
     hyp = getattr(t, "hypothesis", None)
     if trace_step is not None:
         step, reason = trace_step, "the RTL's running accumulator first differs here"
-    elif hyp and t.role == "accumulator":
+    if hyp and t.role in ("accumulator", "mac_trace"):
         desc, kwh, kind = hyp
         hyp_text = desc
         hseq = _hyp_sequence(model, P, b, kwh, coords)
         if hseq is not None:
             for r, v in zip(rows, hseq):
                 r["hypothesis"] = v
-            if kind == "overflow":
+            if trace_step is not None:
+                pass
+            elif kind == "overflow":
                 step, reason = parting, "saturating and wrapping sums part ways"
             elif kind == "width":
                 step = next((s for s in range(len(hseq)) if hseq[s] != exact[s]), None)
@@ -423,7 +457,7 @@ def _mac_analysis(model: _NodeModel, coords, t: TensorDiff, rtl_acc_tensor, rtl_
                 step = next((s for s in range(len(hseq)) if hseq[s] != gold[s]), None)
                 reason = "first step where the RTL's model leaves the golden sequence"
     return MacAnalysis(tuple(int(v) for v in coords), model.W, model.mode, model.mac["order"], rows, parting, step,
-                       reason, golden_acc, finals, rtl_value, matches, hyp_text)
+                       reason, golden_acc, finals, rtl_value, matches, hyp_text, rtl_step)
 
 
 def _product_positions(labels, P) -> dict:
