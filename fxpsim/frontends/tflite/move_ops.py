@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...graph.ops import Op, register_op
-from .op_support import _check_io, _no_trace, _q, _spec
+from .op_support import _code_move_check, _no_trace, _q, _spec
 
 
 def _index(node):
@@ -30,14 +30,7 @@ def _strided_slice_float(graph, node, ins):
 
 
 def _strided_slice_check(graph, node):
-    _check_io(1)(graph, node)
-    x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
-    if _q(x) != _q(y):
-        raise ValueError(f"node {node.name!r} (tflite_strided_slice): input and output need the same scale and "
-                         f"zero point (TFLite's quantized STRIDED_SLICE copies codes)")
-    if len(node.attrs.get("slices", [])) != len(x.shape):
-        raise ValueError(f"node {node.name!r} (tflite_strided_slice): needs one [start, stop, step] per axis of "
-                         f"{list(x.shape)}")
+    x, y = _code_move_check(graph, node, "slices", "one [start, stop, step]")
     probe = np.empty((1,) + tuple(x.shape), np.int8)
     got = _shrink(node, probe[_index(node)]).shape[1:]
     if tuple(got) != tuple(y.shape):

@@ -70,3 +70,18 @@ def _check_io(n_in: int | tuple, n_out: int = 1, quantized_in=True, quantized_ou
 
 def _identity_float(graph, node, ins):
     return [ins[0]]
+
+
+def _code_move_check(graph, node, attr: str, what: str):
+    """The checks of an op that moves codes (PAD, STRIDED_SLICE): one input and output of the same scale and
+    zero point, and ``attrs[attr]`` holding one ``what`` per per-sample axis. Returns (x, y) specs."""
+    _check_io(1)(graph, node)
+    x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
+    op = node.attrs.get("tflite_op", node.op)
+    if _q(x) != _q(y):
+        raise ValueError(f"node {node.name!r} ({node.op}): input and output need the same scale and zero point "
+                         f"(TFLite's quantized {op} copies codes)")
+    if len(node.attrs.get(attr, [])) != len(x.shape):
+        raise ValueError(f"node {node.name!r} ({node.op}): needs {what} per axis of {list(x.shape)}")
+    return x, y
+

@@ -63,7 +63,7 @@ import numpy as np
 
 from ...datapath import tflite as K
 from ...graph.ops import OPS, Op, register_op
-from .op_support import (_cached, _call, _check_io, _float_activation, _identity_float, _kernels, _no_trace, _q,
+from .op_support import (_cached, _call, _check_io, _code_move_check, _float_activation, _identity_float, _kernels, _no_trace, _q,
                          _spec)
 
 __all__ = ["TFLITE_OPS", "kernel_support", "KERNEL_LIMITS"]
@@ -248,14 +248,7 @@ def _pad_float(graph, node, ins):
 
 
 def _pad_check(graph, node):
-    _check_io(1)(graph, node)
-    x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
-    if _q(x) != _q(y):
-        raise ValueError(f"node {node.name!r} (tflite_pad): TFLite's quantized PAD needs the same scale and zero "
-                         f"point in and out")
-    if len(node.attrs.get("paddings", [])) != len(x.shape):
-        raise ValueError(f"node {node.name!r} (tflite_pad): paddings must have one pair per axis of "
-                         f"{list(x.shape)}")
+    _code_move_check(graph, node, "paddings", "one [before, after] pair of paddings")
 
 
 def _concat_run(graph, node, ins, dp, trace):
