@@ -19,8 +19,9 @@ __all__ = ["sqnr_bars", "overflow_bars", "accuracy_vs_accumulator", "weight_accu
 CAPTIONS = {
     "sqnr_per_layer": "Signal-to-quantization-noise ratio of each layer's hardware output against the float model.",
     "overflow_per_layer": "Accumulator additions that overflowed in each layer (label: rate per addition).",
-    "accumulator_histograms": "Exact (infinite-precision) accumulator values of each layer on a signed log2 axis; "
-                              "dashed: the configured accumulator's limits. Mass outside them overflows.",
+    "accumulator_histograms": "Exact (infinite-precision) accumulator values of each layer (a row) on a signed log2 "
+                              "axis, colour the log count; red ticks: the configured accumulator's limits. Mass "
+                              "outside them overflows.",
     "accuracy_vs_accumulator": "Sweep: network accuracy against accumulator width, per overflow mode and "
                                "weight/activation width.",
     "heatmap_weight_accumulator": "Sweep: accuracy over weight bits x accumulator bits (best over the other axes).",
@@ -38,8 +39,19 @@ def _figure(width: float = 7.0, height: float = 3.6):
 def figure_png(fig) -> bytes:
     """PNG bytes of a figure (Agg)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight")
+    # figures that set their own margins (the per-layer ones, tall on deep networks) skip the second
+    # drawing pass that bbox_inches="tight" costs
+    fig.savefig(buf, format="png", bbox_inches=None if getattr(fig, "_fixed_margins", False) else "tight")
     return buf.getvalue()
+
+
+def _label_margins(fig, labels, fontsize: float, right: float = 0.97) -> None:
+    """Room on the left for the longest label (about 0.6 em per character), set once, no tight layout."""
+    longest = max((len(str(t)) for t in labels), default=4)
+    width_in = fig.get_figwidth()
+    left = min(0.6, (0.3 + 0.6 * fontsize / 72 * longest) / width_in)
+    fig.subplots_adjust(left=left, right=right, top=1 - 0.45 / fig.get_figheight(), bottom=0.7 / fig.get_figheight())
+    fig._fixed_margins = True
 
 
 def _get(r: Any, key: str):
@@ -53,41 +65,47 @@ def _finite(v, cap: float) -> float:
     return cap if math.isinf(v) and v > 0 else v
 
 
-def sqnr_bars(layers: Sequence) -> "Figure":
-    """Per-layer SQNR (dB) of the hardware output against the float model (``inf`` drawn at the top)."""
-    fig = _figure()
+def _layer_bars(names: list, values: list, colour: str, xlabel: str, title: str):
+    """Horizontal bars, one row per layer in run order (top to bottom): names stay legible at any depth
+    (a 65-layer network gets a taller figure, not 65 rotated labels)."""
+    n = max(len(names), 1)
+    fig = _figure(7.0, max(2.6, 0.17 * n + 1.3))
     ax = fig.add_subplot()
+    bars = ax.barh(range(len(values)), values, color=colour)
+    ax.set_yticks(range(len(names)), names, fontsize=7 if n > 30 else 8)
+    ax.set_ylim(len(names) - 0.5, -0.5)
+    _label_margins(fig, names, 7 if n > 30 else 8, right=0.9)
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+    return fig, ax, bars
+
+
+def sqnr_bars(layers: Sequence) -> "Figure":
+    """Per-layer SQNR (dB) of the hardware output against the float model (``inf`` drawn at the end, hatched)."""
     names = [_get(r, "name") for r in layers]
     finite = [float(_get(r, "sqnr_db")) for r in layers if math.isfinite(float(_get(r, "sqnr_db")))]
     cap = (max(finite) + 10) if finite else 100.0
     values = [_finite(_get(r, "sqnr_db"), cap) for r in layers]
-    bars = ax.bar(range(len(values)), values, color="#4477aa")
+    fig, ax, bars = _layer_bars(names, values, "#4477aa", "SQNR (dB)",
+                                "Per-layer SQNR, hardware vs float model (hatched: exact)")
     for bar, r in zip(bars, layers):
         if math.isinf(float(_get(r, "sqnr_db"))):
             bar.set_hatch("//")
-    ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("SQNR (dB)")
-    ax.set_title("Per-layer SQNR, hardware vs float model (hatched: exact)")
-    ax.grid(axis="y", alpha=0.3)
     return fig
 
 
 def overflow_bars(layers: Sequence) -> "Figure":
-    """Accumulator overflow events per layer (count, with the rate as a label)."""
-    fig = _figure()
-    ax = fig.add_subplot()
+    """Accumulator overflow events per layer (count, with the rate per addition as a label)."""
     names = [_get(r, "name") for r in layers]
     counts = [int(_get(r, "overflow_count") or 0) for r in layers]
-    bars = ax.bar(range(len(counts)), counts, color="#cc6677")
+    fig, ax, bars = _layer_bars(names, counts, "#cc6677", "overflow events",
+                                "Accumulator overflows per layer" + ("" if any(counts) else " (none)"))
     for bar, r in zip(bars, layers):
         rate = _get(r, "overflow_rate") or 0.0
         if rate:
-            ax.annotate(f"{rate:.2%}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                        ha="center", va="bottom", fontsize=7)
-    ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("overflow events")
-    ax.set_title("Accumulator overflows per layer" + ("" if any(counts) else " (none)"))
-    ax.grid(axis="y", alpha=0.3)
+            ax.annotate(f" {rate:.2%}", (bar.get_width(), bar.get_y() + bar.get_height() / 2),
+                        ha="left", va="center", fontsize=6)
     return fig
 
 
@@ -168,31 +186,38 @@ def weight_accumulator_heatmap(records: Sequence, metric: str = "accuracy") -> "
 
 
 def accumulator_histograms(layers: Sequence) -> "Figure":
-    r"""Histograms of the exact accumulator values of each layer on a signed log2 axis (a value needing
-    ``b`` bits sits near ``±(b - 1)``), with the accumulator's limits :math:`\pm(A - 1)` dashed."""
+    r"""The exact accumulator values of every accumulating layer as one heat map: a row per layer (run order),
+    columns the signed log2 axis :math:`\mathrm{sign}(v)\log_2(1 + |v|)` (a value needing ``b`` bits sits near
+    :math:`\pm(b - 1)`), colour :math:`\log_{10}(1 + \text{count})`; red ticks mark the configured
+    accumulator's limits :math:`\pm(A - 1)`, so mass outside them is what overflows."""
+    import numpy as np
     with_hist = [r for r in layers if _get(r, "acc_histogram")]
-    n = max(len(with_hist), 1)
-    cols = min(n, 3)
-    rows = math.ceil(n / cols)
-    fig = _figure(4.4 * cols, 3.4 * rows)
-    for k, r in enumerate(with_hist):
-        ax = fig.add_subplot(rows, cols, k + 1)
+    fig = _figure(8.0, max(2.6, 0.17 * len(with_hist) + 1.6))
+    ax = fig.add_subplot()
+    if not with_hist:
+        ax.text(0.5, 0.5, "no accumulating layers", ha="center")
+        return fig
+    span = max(max(abs(float(e)) for e in _get(r, "acc_histogram")["edges"]) for r in with_hist)
+    grid = np.linspace(-span, span, 61)                        # one common axis for every row
+    image = np.zeros((len(with_hist), len(grid) - 1))
+    for i, r in enumerate(with_hist):
         h = _get(r, "acc_histogram")
-        edges, counts = h["edges"], h["counts"]
-        ax.stairs(counts, edges, fill=True, color="#4477aa")
+        centres = (np.asarray(h["edges"][:-1], float) + np.asarray(h["edges"][1:], float)) / 2
+        cols = np.clip(np.searchsorted(grid, centres) - 1, 0, len(grid) - 2)
+        np.add.at(image[i], cols, np.asarray(h["counts"], float))
+    im = ax.imshow(np.log10(1 + image), aspect="auto", cmap="viridis", interpolation="nearest",
+                   extent=(-span, span, len(with_hist) - 0.5, -0.5))
+    for i, r in enumerate(with_hist):
         bits = _get(r, "accumulator_bits")
         if bits:
-            for x in (-(bits - 1), bits - 1):
-                ax.axvline(x, color="#cc3311", linestyle="--", linewidth=1)
-        ax.set_yscale("log")
-        ax.set_xlabel("sign(v) log2(1 + |v|)  (a value of b bits sits near ±(b-1))", fontsize=8)
-        ax.set_ylabel("count", fontsize=8)
-        ax.set_title(f"{_get(r, 'name')} (acc {bits} b, needs {_get(r, 'acc_bits_needed')} b)", fontsize=9)
-        ax.tick_params(labelsize=8)
-    if not with_hist:
-        fig.add_subplot().text(0.5, 0.5, "no accumulating layers", ha="center")
-    fig.suptitle("Exact accumulator values vs the accumulator's limits (dashed)", fontsize=10)
-    fig.tight_layout()
+            ax.plot([-(bits - 1), bits - 1], [i, i], linestyle="none", marker="|", color="#ff2222", markersize=9, markeredgewidth=2.5)
+    labels = [f"{_get(r, 'name')} ({_get(r, 'accumulator_bits')} b, needs {_get(r, 'acc_bits_needed')})"
+              for r in with_hist]
+    ax.set_yticks(range(len(with_hist)), labels, fontsize=7 if len(with_hist) > 30 else 8)
+    _label_margins(fig, labels, 7 if len(with_hist) > 30 else 8, right=0.88)
+    ax.set_xlabel("sign(v) log2(1 + |v|)  (a value of b bits sits near ±(b-1))", fontsize=8)
+    ax.set_title("Exact accumulator values per layer; red: the accumulator's limits", fontsize=10)
+    fig.colorbar(im, ax=ax, label="log10(1 + count)", fraction=0.03, pad=0.02)
     return fig
 
 

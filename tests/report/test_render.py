@@ -148,3 +148,29 @@ def test_save_removes_stale_files_and_links_plots(report, tmp_path):
     md = (tmp_path / "report.md").read_text()
     for name in paths["plots"]:
         assert f"(plots/{name}.png)" in md and (tmp_path / "plots" / f"{name}.png").exists()
+
+
+def test_per_layer_plots_stay_legible_on_deep_networks():
+    """65 layers (MobileNetV2's depth): one row per layer, labels unrotated, the figure grows with the depth;
+    the accumulator values are one heat map whose rows carry every layer's counts, not a 53-panel grid."""
+    n = 65
+    rng = np.random.default_rng(0)
+    layers = []
+    for i in range(n):
+        counts = rng.integers(0, 50, 60).tolist()
+        layers.append({"name": f"op{i}:CONV_2D", "sqnr_db": float(rng.uniform(0, 30)), "overflow_count": i,
+                       "overflow_rate": i / 1000, "accumulator_bits": 16, "acc_bits_needed": 18,
+                       "acc_histogram": {"edges": np.linspace(-18, 18, 61).tolist(), "counts": counts}})
+    for fig in (plots.sqnr_bars(layers), plots.overflow_bars(layers)):
+        ax = fig.axes[0]
+        labels = [t.get_text() for t in ax.get_yticklabels()]
+        assert labels == [r["name"] for r in layers]
+        assert all(t.get_rotation() == 0 for t in ax.get_yticklabels())
+        assert fig.get_figheight() >= 0.17 * n
+    heat = plots.accumulator_histograms(layers)
+    assert len(heat.axes) == 2                                   # the map and its colour bar
+    image = heat.axes[0].images[0].get_array()
+    assert image.shape[0] == n
+    np.testing.assert_allclose((10 ** np.asarray(image) - 1).sum(axis=1),
+                               [sum(r["acc_histogram"]["counts"]) for r in layers])   # every count lands
+    assert plots.figure_png(heat).startswith(PNG_MAGIC)
