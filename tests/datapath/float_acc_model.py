@@ -36,8 +36,13 @@ def floor_log2(q: Fraction) -> int:
 
 
 def exponent(v: Fraction, fmt, zero_exponent):
+    """The exponent a datapath aligns ``v`` by: floor(log2|v|), at least the format's smallest normal exponent
+    where the format has subnormals (their exponent is emin); a format without subnormals (E8M0: every code is
+    2^(code - 127), code 0 is 2^-127) keeps its own exponent, as MMA-Sim's extract_significand_exponent does."""
     if v == 0:
         return zero_exponent
+    if not getattr(fmt, "subnormals", True):
+        return floor_log2(v)
     emin = 1 - fmt.bias
     return max(floor_log2(v), emin)
 
@@ -213,6 +218,8 @@ def block_chunk(a, b, c_code, out, F, zero_exp, mode, nan_code, sa, sb, group, a
         if counts is not None and t != 0 and q * unit != t:
             counts["terms_inexact"] += 1
     code, over = round_into(total * unit, out, "toward_zero", "inf")
+    if code & (out.sign_bit - 1) == 0:
+        code = 0                                # a zero result is +0 (NVIDIA's fixed-point sum, as fused_chunk)
     if counts is not None:
         counts["overflows"] += over
     return code
