@@ -218,8 +218,9 @@ def test_exact_blas_path_equals_python_integers():
 
 def test_block_tiny_products_without_zero_exponent():
     """A block product of exactly 2^-149 (E8M0 scale code 0 is 2^-127: its exponent is -127, not clamped to
-    -126): kept as the float32 subnormal 2^-149, as MMA-Sim's block-scale arithmetic gives with C's zero
-    exponent left out (was a strict xfail: the model clamped E8M0's exponent)."""
+    -126): kept as the float32 subnormal 2^-149 by the kernel and the model alike; MMA-Sim always gives C an
+    exponent, so this setting is its rule applied by hand (tools/fixtures/mma_sim/probe_block_edges.py; was a
+    strict xfail: the model clamped E8M0's exponent)."""
     acc = FloatAccumulator(kind="block", chunk=4, group=4, fraction_bits=6, zero_exponent=None, align="truncate")
     a = [0, 0, 0, 1]                       # e2m3 code 1: 2^-3; scaled product 2^-149
     r = float_dot(np.array([a]), np.array([a]), "e2m3", "e2m3", acc, np.array([0]),
