@@ -1,4 +1,4 @@
-"""Quantization-aware training on scikit-learn's digits: float vs 8/4-bit, 2-bit weights, ternary, binary.
+"""Quantization-aware training on scikit-learn's digits: float vs 8/4-bit, 2-bit weights, ternary, binary, FP8, MXFP4.
 
 Trains the same MLP (64-128-64-10) and small CNN (conv 16, pool, conv 32, pool, dense) under each scheme of
 :func:`fxpsim.nn.quantization_scheme`, prints test accuracy and time per epoch, and saves a plot of test
@@ -23,7 +23,7 @@ from fxpsim.nn.train import Adam, CosineLR, evaluate, fit
 # (scheme, label, weight bits for the plot: ternary carries log2(3) bits of information)
 SCHEMES = [("float", "float32", 32.0), ("int8", "8-bit W+A", 8.0), ("int4", "4-bit W+A", 4.0),
            ("w2", "2-bit W", 2.0), ("ternary", "ternary W (TWN)", math.log2(3)),
-           ("binary", "binary W+A (BNN)", 1.0)]
+           ("binary", "binary W+A (BNN)", 1.0), ("fp8", "FP8 E4M3 W+A", 8.0), ("mxfp4", "MXFP4 W, MXFP8 A", 4.0)]
 NETWORKS = {"MLP": (mlp, True), "CNN": (small_cnn, False)}
 
 

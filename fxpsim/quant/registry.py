@@ -24,6 +24,8 @@ Registry (:func:`get`)
   ``"ternary"``, ``"dorefa"``, ``"float"`` (FP8/FP6/FP4, :mod:`.float_quantizers`), ``"block"`` (MX/NVFP4),
   ``"identity"`` (class names such as
   ``"FakeQuant"`` work too), built with default arguments;
+* a float or block format's name: ``"float8_e4m3fn"``, ``"e5m2"``, ``"bfloat16"`` (a :class:`FloatQuantizer`),
+  ``"mxfp8_e4m3"``, ``"mxfp4"``, ``"nvfp4"`` (a :class:`BlockQuantizer`);
 * a name followed by a bit width, a keyword shortcut: ``"fake_quant8"``,
   ``"affine4"``, ``"dorefa2"`` (``num_bits`` = the number);
   ``"fixed:Q3.4"`` / ``"fixed:sfix8_En4"`` give a :class:`FixedPointQuantizer` of that
@@ -207,6 +209,21 @@ def _lookup(name: str) -> type:
 _SHORTCUT = re.compile(r"^([a-z_]+?)_?(\d+)$")
 
 
+def _format_quantizer(name: str, kwargs):
+    """A block format's name (``"mxfp8_e4m3"``, ``"nvfp4"``) gives its BlockQuantizer, a float format's
+    (``"float8_e4m3fn"``, ``"e5m2"``, ``"bfloat16"``) its FloatQuantizer; anything else None."""
+    from ..core.block_format import BLOCK_FORMATS
+    from ..core.float_format import FloatFormat
+    key = name.lower().replace("-", "_")
+    if key in BLOCK_FORMATS:
+        return BlockQuantizer(key, **kwargs)
+    try:
+        FloatFormat.parse(name)
+    except (ValueError, TypeError):
+        return None
+    return FloatQuantizer(name, **kwargs)
+
+
 def get(spec=None, **kwargs) -> Quantizer:
     """Build a quantizer from ``spec`` (see the module docstring); ``kwargs`` go to the constructor."""
     if isinstance(spec, Quantizer):
@@ -222,6 +239,9 @@ def get(spec=None, **kwargs) -> Quantizer:
         key = text.lower()
         if key in _REGISTRY or any(c.__name__.lower() == key for c in _REGISTRY.values()):
             return _lookup(key)(**kwargs)
+        fmt_quantizer = _format_quantizer(text, kwargs)
+        if fmt_quantizer is not None:
+            return fmt_quantizer
         match = _SHORTCUT.match(key)
         if match and match.group(1) in _REGISTRY:
             cls = _lookup(match.group(1))

@@ -88,6 +88,10 @@ def test_configs_registry_and_bad_arguments():
         x = np.linspace(-10, 10, 64).reshape(4, 16)
         np.testing.assert_array_equal(again(x), q(x))
     assert isinstance(registry.get({"class_name": "float", "fmt": "e4m3"}), FloatQuantizer)
+    assert isinstance(registry.get("mxfp8_e4m3"), BlockQuantizer) and registry.get("nvfp4").fmt.name == "nvfp4"
+    assert registry.get("float8_e4m3fn").fmt.max_finite == 448.0 and registry.get("bfloat16").fmt.man_bits == 7
+    with pytest.raises(ValueError, match="unknown quantizer"):
+        registry.get("int8")
     with pytest.raises(ValueError, match="FloatQuantizer"):
         FloatQuantizer("fp-bogus")
     with pytest.raises(ValueError, match="scale"):
@@ -113,4 +117,4 @@ def test_qat_on_digits_with_float_and_block_formats(scheme):
         m = small_cnn((8, 8, 1), seed=0, **quantization_scheme(name))
         fit(m, (x, y), 6, 32, Adam(3e-3), seed=0, progress=False)
         acc[name] = float(np.mean(predict(m, xt).argmax(1) == yt))
-    assert acc[scheme] >= acc["float"] - 0.02 and acc[scheme] > 0.9, acc
+    assert acc[scheme] >= acc["float"] - 0.01 and acc[scheme] > 0.9, acc
