@@ -64,13 +64,17 @@ class FloatQuantizer(Quantizer):
         The channel axis for ``scale="channel"`` (default -1, the output channels of a Dense/Conv2D kernel).
     seed : int, optional
         Stochastic rounding's random stream.
+    amax_history : int
+        With ``scale="tensor"``: the scale uses the largest of the last ``amax_history`` forward passes' amax
+        (this one included) while training, as Transformer Engine's amax history does; 1 (default) uses this
+        pass's amax only. In eval mode the history stays as it is.
     """
 
     name = "float"
     default_gradient = "clipped_ste"
 
     def __init__(self, fmt="e4m3", rounding: str = "half_even", scale: str = "none", axis: int = -1,
-                 seed=None, gradient=None):
+                 seed=None, amax_history: int = 1, gradient=None):
         super().__init__(gradient)
         self.fmt = _format(fmt, FloatFormat, "FloatQuantizer")
         if scale not in _SCALES:
@@ -80,12 +84,23 @@ class FloatQuantizer(Quantizer):
         encode(np.zeros(1), self.fmt, rounding=rounding, seed=0 if rounding == "stochastic" and seed is None
                else seed)                                   # checks rounding (and its seed) now
         self.rounding, self.scale, self.axis, self.seed = rounding, scale, int(axis), seed
+        if isinstance(amax_history, bool) or not isinstance(amax_history, (int, np.integer)) or amax_history < 1:
+            raise ValueError(f"FloatQuantizer: amax_history must be a positive int, got {amax_history!r}")
+        if amax_history > 1 and scale != "tensor":
+            raise ValueError("FloatQuantizer: amax_history applies to scale='tensor' only")
+        self.amax_history = int(amax_history)
+        self._history: list = []
 
     def _exponent(self, x):
         if self.scale == "none":
             return np.zeros((1,) * x.ndim)
         if self.scale == "tensor":
             amax = np.abs(x).max(initial=0.0, keepdims=True) if x.size else np.zeros((1,) * x.ndim)
+            if self.amax_history > 1:
+                if self.training:
+                    self._history = (self._history + [float(amax.reshape(-1)[0])])[-self.amax_history:]
+                amax = np.full_like(amax, max(self._history + [float(amax.reshape(-1)[0])]) if self.training
+                                    else max(self._history or [float(amax.reshape(-1)[0])]))
         else:
             axis = _normalize_axis(self.axis, x.ndim, "FloatQuantizer")
             others = tuple(i for i in range(x.ndim) if i != axis)
@@ -108,7 +123,7 @@ class FloatQuantizer(Quantizer):
 
     def _config(self):
         return {"fmt": self.fmt.name or str(self.fmt), "rounding": self.rounding, "scale": self.scale,
-                "axis": self.axis, "seed": self.seed}
+                "axis": self.axis, "seed": self.seed, "amax_history": self.amax_history}
 
 
 class BlockQuantizer(Quantizer):

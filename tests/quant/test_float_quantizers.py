@@ -118,3 +118,21 @@ def test_qat_on_digits_with_float_and_block_formats(scheme):
         fit(m, (x, y), 6, 32, Adam(3e-3), seed=0, progress=False)
         acc[name] = float(np.mean(predict(m, xt).argmax(1) == yt))
     assert acc[scheme] >= acc["float"] - 0.01 and acc[scheme] > 0.9, acc
+
+
+def test_amax_history_scales_by_the_largest_recent_amax():
+    """scale="tensor", amax_history=3: the exponent follows max(amax of the last 3 training passes)."""
+    q = FloatQuantizer("e4m3", scale="tensor", amax_history=3)
+    amaxes = [1000.0, 10.0, 20.0, 30.0, 5.0]
+    for i, amax in enumerate(amaxes):
+        x = np.array([amax, amax / 3, -amax / 7])
+        y = q(x)
+        used = max(amaxes[max(0, i - 2):i + 1])
+        e = math.ceil(math.log2(used / 448.0))
+        np.testing.assert_array_equal(y, _cast(x / 2.0 ** e, "e4m3") * 2.0 ** e)
+    q.eval()
+    x = np.array([3.0, 1.0])
+    e = math.ceil(math.log2(max(amaxes[-3:]) / 448.0))
+    np.testing.assert_array_equal(q(x), _cast(x / 2.0 ** e, "e4m3") * 2.0 ** e)     # eval: the history, unchanged
+    with pytest.raises(ValueError, match="amax_history"):
+        FloatQuantizer("e4m3", scale="channel", amax_history=4)
