@@ -199,3 +199,35 @@ def test_onnx_zero_point_fold_matches_the_independent_fold_model():
     np.testing.assert_array_equal(graph.run(x, wide.replace(zero_point="fold")), graph.run(x, wide))
     np.testing.assert_array_equal(graph.run(x, wide.replace(tile_k=5, tile_accumulator_bits=24)), graph.run(x, wide))
 
+
+
+@pytest.mark.parametrize("kernels", ["builtin", "xnnpack"])
+@pytest.mark.parametrize("bits,overflow,bias_add", [(16, "saturate", "preload"), (17, "wrap", "after"), (32, "wrap", "preload")])
+def test_litert_native_macs_accumulate_as_the_core_mac_ops(kernels, bits, overflow, bias_add):
+    """LiteRT's kernel-set MAC ops on their own (native) requantization with a narrow accumulator: every node's
+    accumulators and overflow counts equal the core MAC op's (the reference-kernel import) on the same inputs."""
+    pytest.importorskip("tflite", reason="the tflite extra (pip install -e '.[tflite]') reads the model")
+    import dataclasses
+    from fxpsim.graph.ops import run_node
+    path = str(VEC / "tflite_models" / "conv_block.tflite")
+    ref, nat = fxpsim.import_model(path), fxpsim.import_model(path, kernels=kernels)
+    spec = ref.tensors[ref.inputs[0]]
+    x = np.random.default_rng(4).integers(-128, 128, (3,) + tuple(spec.shape)).astype(spec.dtype)
+    core_dp = dataclasses.replace(ref.default_datapath, accumulator_bits=bits, accumulator_overflow=overflow,
+                                  bias_add=bias_add)
+    native_dp = dataclasses.replace(nat.default_datapath, accumulator_bits=bits, accumulator_overflow=overflow,
+                                    bias_add=bias_add)
+    assert native_dp.requantization == "native"
+    _, _, vals = ref.run(x, core_dp, trace=True, keep=True)
+    total = 0
+    for nd in ref.nodes:
+        if nd.op not in ("conv2d", "depthwise_conv2d", "fully_connected"):
+            continue
+        ins = [None if not t else (ref.tensors[t].data if ref.tensors[t].is_constant else vals[t]) for t in nd.inputs]
+        _, want = run_node(ref, nd, ins, core_dp, True)
+        node = next(n for n in nat.nodes if n.name == nd.name)
+        _, got = run_node(nat, node, ins, native_dp, True)
+        np.testing.assert_array_equal(np.asarray(got["acc"]), np.asarray(want["acc"]), err_msg=nd.name)
+        assert got["overflows"] == want["overflows"], nd.name
+        total += got["overflows"]
+    assert (total > 0) == (bits < 32)
