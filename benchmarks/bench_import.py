@@ -196,6 +196,12 @@ def main(argv=None):
     row("fxpsim exact (graph.run, LiteRT reference arithmetic)", f"batch {len(x)}", r_exact,
         "bit-exact vs LiteRT reference: " + ("yes" if agree.get("reference") else
                                              "not checked" if not litert else "NO"))
+    for label in ("builtin", "xnnpack"):       # the kernel-set imports on their own (native) datapath
+        g = fxpsim.import_tflite(MODEL, kernels=label)
+        rate = _best_rate(lambda: g.run(x), len(x), args.min_time, args.repeat)
+        row(f"fxpsim kernels={label!r} (graph.run)", f"batch {len(x)}", rate,
+            f"bit-exact vs LiteRT {label}: " + ("yes" if agree.get(label) else
+                                                "not checked" if not litert else "NO"))
     row("fxpsim int8-acc16-sat, trace=True", f"batch {len(x)}", r_acc16,
         f"{overflows:,} accumulator overflows; {np.mean(np.any(y16 != exact, axis=-1)):.0%} of outputs change")
     if baseline:

@@ -23,11 +23,23 @@ _CORE_MAC = {"tflite_conv2d": "conv2d", "tflite_depthwise_conv2d": "depthwise_co
 def _mbqm_tie_up(acc, m, s):
     """LiteRT's optimized ``MultiplyByQuantizedMultiplier`` (x86-64): gemmlowp's SRDHM, then a right shift
     that rounds ties toward :math:`+\\infty` (``(v + 2^{e-1}) >> e``) instead of away from zero."""
-    acc = np.asarray(acc, dtype=np.int64)
     m = np.asarray(m, dtype=np.int64)
     s = np.asarray(s, dtype=np.int64)
     left, right = np.maximum(s, 0), np.maximum(-s, 0)
-    v = _srdhm(_wrap_int32(acc << left) if np.any(left) else acc, m)
+    if np.any(left):
+        return _srdhm_tie_up_general(np.asarray(acc, dtype=np.int64), m, left, right)
+    v = np.array(acc, dtype=np.int64)               # one buffer, every step in place (the hot path)
+    v *= m
+    v += 1 << 30
+    v >>= 31                                         # SRDHM: floor((a m + 2^30) / 2^31), saturated below
+    np.minimum(v, (1 << 31) - 1, out=v)
+    v += (np.int64(1) << right) >> 1
+    v >>= right
+    return v
+
+
+def _srdhm_tie_up_general(acc, m, left, right):
+    v = _srdhm(_wrap_int32(acc << left), m)
     return (v + ((np.int64(1) << right) >> 1)) >> right
 
 
