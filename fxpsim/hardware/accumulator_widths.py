@@ -1,6 +1,9 @@
-"""How wide each MAC accumulator of an imported QONNX graph must be, three ways, computed exactly.
+"""How wide each MAC accumulator of a graph must be, three ways, computed exactly.
 
-For every ``qonnx_matmul`` / ``qonnx_conv`` node, with ``K`` products per output:
+For every MAC node -- QONNX's ``qonnx_matmul`` / ``qonnx_conv``, the core MAC ops, and every importer op with a
+MAC view (:mod:`fxpsim.graph.mac_view`: LiteRT's kernel-set ops, ONNX ``QLinearConv`` ...) -- with ``K``
+products per output (the operands as the multipliers see them: codes minus zero points; the bias left out, as
+FINN leaves it out):
 
 * ``finn_datatypes``: FINN's ``MinimizeAccumulatorWidth`` rule for runtime-writeable weights, from the input and
   weight datatypes alone (every weight at the datatype's minimum, then at its maximum);
@@ -86,12 +89,53 @@ def _observed(graph, node, kept) -> int:
     return int(running_sum_peak(a, wr)["peak"]).bit_length() + 1
 
 
+def _view(graph, node, kept):
+    """The node's MAC as core-layout operands (bias dropped), or None for a node that does not accumulate."""
+    from ..graph.mac_ops import MAC_OPS
+    from ..graph.mac_view import MAC_VIEWS, MacOperands, core_operands, mac_operands
+    from ..graph.registry import find_op
+    find_op(node.op)                                     # loads the op's frontend (its view)
+    if node.op not in MAC_OPS and node.op not in MAC_VIEWS:
+        return None
+    ins = []
+    for t in node.inputs:
+        spec = graph.tensors[t] if t else None
+        if spec is None:
+            ins.append(None)
+        elif spec.is_constant:
+            ins.append(spec.data)
+        else:
+            ins.append(kept[t] if kept is not None else np.zeros((1,) + tuple(spec.shape), spec.dtype))
+    ins = [v for v in ins if v is not None]
+    ops = core_operands(graph, node, ins) if node.op in MAC_OPS else mac_operands(graph, node, ins)
+    return None if ops is None else MacOperands(ops.op, ops.x, ops.w, None, ops.geometry, ops.x_zero_point)
+
+
+def _view_width(graph, node, ops, observed: bool) -> AccumulatorWidth:
+    xs, ws = graph.tensors[node.inputs[0]], graph.tensors[node.inputs[1]]
+    zx = int(xs.zero_point[0]) if xs.zero_point is not None else 0
+    x_lo, x_hi = (int(v) - zx for v in xs.code_range)
+    zw = np.asarray(ws.zero_point if ws.zero_point is not None else [0], np.int64)
+    w_lo, w_hi = int(ws.code_range[0]) - int(zw.max()), int(ws.code_range[1]) - int(zw.min())
+    a, w2, _ = mac_rows(ops.op, ops.x, ops.w, **ops.geometry)
+    w = w2.T                                               # [K, outputs], the matvec layout
+    lo1, hi1 = matvec_range(np.full(w.shape, w_lo, np.int64), x_lo, x_hi)
+    lo2, hi2 = matvec_range(np.full(w.shape, w_hi, np.int64), x_lo, x_hi)
+    obs = int(running_sum_peak(a, w2)["peak"]).bit_length() + 1 if observed else None
+    return AccumulatorWidth(node.name, node.op, int(w.shape[0]), finn_width(min(lo1, lo2), max(hi1, hi2)),
+                            finn_width(*matvec_range(w, x_lo, x_hi)), _finn_float32(w, x_lo, x_hi), obs,
+                            matvec_range(w, x_lo, x_hi))
+
+
 def accumulator_widths(graph, x=None) -> list[AccumulatorWidth]:
-    """One :class:`AccumulatorWidth` per MAC node of an imported QONNX graph (``observed`` when ``x`` is given)."""
+    """One :class:`AccumulatorWidth` per MAC node of ``graph`` (``observed`` when ``x`` is given), in run order."""
     kept = graph.run(x, keep=True)[2] if x is not None else None
     out = []
     for node in graph.nodes:
         if node.op not in ("qonnx_matmul", "qonnx_conv"):
+            ops = _view(graph, node, kept)
+            if ops is not None:
+                out.append(_view_width(graph, node, ops, kept is not None))
             continue
         a = node.attrs
         x_lo, x_hi, w_lo, w_hi = (int(a[k]) for k in ("x_lo", "x_hi", "w_lo", "w_hi"))

@@ -94,8 +94,8 @@ class NodeSweepResult:
         from ..report.render import format_table
         rows = [[r["node"], r["width"], r["overflow"], r["overflow_count"], f"{r['not_exact_fraction']:.4f}",
                  r["max_abs_error_lsb"], f"{r['mean_abs_error_lsb']:.4f}"] for r in self.records]
-        return format_table(["node", "W", "overflow", "overflows", "not exact", "max |err| LSB", "mean |err| LSB"],
-                            rows)
+        return format_table(rows, ["node", "W", "overflow", "overflows", "not exact", "max |err| LSB",
+                                   "mean |err| LSB"])
 
     def record(self, node: str, width: int, overflow: str) -> dict:
         for r in self.records:
@@ -107,6 +107,15 @@ class NodeSweepResult:
 # ----------------------------------------------------------------------------------------- the sweep
 def _mac_nodes(graph):
     return [(i, nd) for i, nd in enumerate(graph.nodes) if nd.op in MAC_OPS]
+
+
+def _is_swept(node) -> bool:
+    """A node the per-node sweep covers: a core MAC op (fast path), or an importer's MAC op with a view
+    (:mod:`fxpsim.graph.mac_view`: LiteRT's kernel-set ops, ONNX QLinearConv ...), run per width by run_node."""
+    from ..graph.mac_view import MAC_VIEWS
+    from ..graph.registry import find_op
+    find_op(node.op)
+    return node.op in MAC_OPS or node.op in MAC_VIEWS
 
 
 def _replace(dp, **changes):
@@ -180,7 +189,7 @@ def node_sweep(graph, x, widths=range(8, 33), overflows=("saturate", "wrap"), da
         raise ValueError("overflows must name at least one overflow mode")
     if nodes is not None:
         nodes = [nodes] if isinstance(nodes, str) else list(nodes)
-        macs = [nd.name for _, nd in _mac_nodes(graph)]
+        macs = [nd.name for nd in graph.nodes if _is_swept(nd)]
         unknown = [n for n in nodes if n not in macs]
         if unknown or not nodes:
             raise ValueError(f"nodes: {unknown or 'an empty list'} name no MAC node of the graph (its MAC nodes: "
@@ -241,8 +250,8 @@ def _node_sweep(graph, x, widths, modes, datapath, nodes, workers) -> NodeSweepR
             dp = node_datapath(datapath, node, index)          # the swept points start from this one
             edp = node_datapath(exact, node, index)            # the reference, and what feeds the next nodes
             ins = [values[t] if t else None for t in node.inputs]
-            swept = node.op in MAC_OPS and (want is None or node.name in want)
-            fast = swept and _node_knobs(node, dp) is None and same_but_accumulator(dp, edp)
+            swept = _is_swept(node) and (want is None or node.name in want)
+            fast = swept and node.op in MAC_OPS and _node_knobs(node, dp) is None and same_but_accumulator(dp, edp)
             # the fast path: the point's datapath at the exact width (its exact sums are the exact datapath's)
             nd = _Node(graph, node, ins, _replace(dp, accumulator_bits=edp.accumulator_bits,
                                                   accumulator_overflow="wrap")) if fast else None

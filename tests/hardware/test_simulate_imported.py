@@ -231,3 +231,62 @@ def test_litert_native_macs_accumulate_as_the_core_mac_ops(kernels, bits, overfl
         assert got["overflows"] == want["overflows"], nd.name
         total += got["overflows"]
     assert (total > 0) == (bits < 32)
+
+
+def test_node_sweep_covers_importer_mac_ops():
+    """A LiteRT builtin import (runtime-native MAC ops) is swept node by node (was: no records at all); the
+    first MAC node, fed the same input in both imports, overflows exactly as the core op's fast path says."""
+    pytest.importorskip("tflite", reason="the tflite extra (pip install -e '.[tflite]') reads the model")
+    from fxpsim.hardware.width_sweep import node_sweep
+    path = str(VEC / "tflite_models" / "conv_block.tflite")
+    res = {}
+    for kernels in ("reference", "builtin"):
+        g = fxpsim.import_model(path, kernels=kernels)
+        spec = g.tensors[g.inputs[0]]
+        x = np.random.default_rng(0).integers(-128, 128, (3,) + tuple(spec.shape)).astype(spec.dtype)
+        res[kernels] = node_sweep(g, x, widths=(14, 16, 20), overflows=("saturate", "wrap"),
+                                  datapath=fxpsim.preset("int8-acc16-sat"))
+    nat = res["builtin"]
+    assert len({r["node"] for r in nat.records}) == 8 and len(nat.records) == 8 * 3 * 2
+    assert {r["method"] for r in nat.records} == {"run_node"}
+    first = "op1:CONV_2D"
+    pick = lambda r: [(x["width"], x["overflow"], x["overflow_count"], x["not_exact_fraction"])  # noqa: E731
+                      for x in r.records if x["node"] == first]
+    assert pick(nat) == pick(res["reference"]) and any(v[2] for v in pick(nat))
+    assert len(nat.table().splitlines()) == 2 + len(nat.records)
+
+
+def test_accumulator_widths_of_a_tflite_graph_against_loops():
+    """accumulator_widths on any graph (was QONNX only: an empty list): FINN's weight rule and the observed
+    running-sum peak (bias left out) against Python loops over the graph's own codes."""
+    pytest.importorskip("tflite", reason="the tflite extra (pip install -e '.[tflite]') reads the model")
+    graph = fxpsim.import_model(str(VEC / "tflite_models" / "conv_block.tflite"), kernels="builtin")
+    spec = graph.tensors[graph.inputs[0]]
+    x = np.random.default_rng(5).integers(-128, 128, (2,) + tuple(spec.shape)).astype(spec.dtype)
+    widths = {w.node: w for w in fxpsim.hardware.accumulator_widths(graph, x)}
+    _, _, vals = graph.run(x, keep=True)
+    checked = 0
+    for nd in graph.nodes:
+        if nd.op not in ("tflite_conv2d", "tflite_fully_connected"):
+            continue
+        xs, ws = graph.tensors[nd.inputs[0]], graph.tensors[nd.inputs[1]]
+        zx = int(xs.zero_point[0])
+        w = ws.data.astype(np.int64) - ws.zero_point.reshape((-1,) + (1,) * (ws.data.ndim - 1))
+        x_lo, x_hi = -128 - zx, 127 - zx
+        hi = max(sum(int(v) * (x_hi if v > 0 else x_lo) for v in w[o].reshape(-1)) for o in range(w.shape[0]))
+        lo = min(sum(int(v) * (x_lo if v > 0 else x_hi) for v in w[o].reshape(-1)) for o in range(w.shape[0]))
+        bits = 1
+        while not (-(1 << (bits - 1)) <= lo and hi <= (1 << (bits - 1)) - 1):
+            bits += 1
+        assert widths[nd.name].finn_weights == bits, nd.name
+        if nd.op == "tflite_conv2d":
+            st = nd.attrs.get("stride", 1)
+            st = (st, st) if isinstance(st, int) else tuple(st)
+            from fxpsim.graph.registry import _pads
+            pads = _pads(xs.shape[:2], ws.data.shape[1:3], st, (1, 1), nd.attrs.get("padding", "VALID"))
+            peak = _peak_conv(vals[nd.inputs[0]], ws.data, None, zx, ws.zero_point, st, pads, 1)
+        else:
+            peak = _peak_dense(vals[nd.inputs[0]], ws.data, None, zx, ws.zero_point)
+        assert widths[nd.name].observed == int(peak).bit_length() + 1, nd.name
+        checked += 1
+    assert checked >= 6
