@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fxpsim.core.block_format import BLOCK_FORMATS, quantize_block
+from fxpsim.core.block_format import BLOCK_FORMATS, BlockArray, quantize_block
 from fxpsim.core.float_codec import decode, encode
 
 VEC = Path(__file__).resolve().parents[1] / "vectors" / "mx"
@@ -194,6 +194,9 @@ def test_torchao_to_mx(name, mode):
     assert bad.size == 0, (bad[:5].tolist(), x[tuple(bad[0])], e_exp[tuple(bad[0])], e_ref[tuple(bad[0])])
     assert counts["nan"] == 1 and counts["inf"] == 2
     assert counts["rceil_f32"] <= 3
+    # torchao's dequantization of its own codes = fxpsim's exact decode of the same codes
+    deq = _deq32(BlockArray(e_ref, s_ref.reshape(-1, 1), fmt))
+    assert np.all(_same(deq, d[f"{name}__{mode}__deq"]))
 
 
 # --------------------------------------------------------------------------- torchao NVFP4
