@@ -140,6 +140,11 @@ def test_microxcaling_mx_blocks(name, rounding):
     assert n["floor_log2"] <= (40 if rounding == "floor" else 0)
     plain = quantize_block(x, name, scale_rule="floor", rounding=MICRO_ROUND[rounding])
     assert _same(_deq32(plain), ref).mean() > 0.9
+    if rounding == "nearest":
+        # the same blocks along axis 0 of the transposed input
+        assert np.all(_same(exp.T, d[f"{name}__nearest__axis0"]))
+        along0 = quantize_block(np.ascontiguousarray(x.T), name, axis=0, rounding="half_away")
+        assert np.array_equal(along0.elements.T, plain.elements)
     if name == "mxint8":
         assert n["int8_-128"] > 0 or rounding == "floor"     # the vectors do hit -2 * X
         assert n["nan_scale"] == 1                          # the float32-max block: log2 -> 128
