@@ -55,8 +55,8 @@ def _deq32(q) -> np.ndarray:
 
 # --------------------------------------------------------------------------- microxcaling, MX blocks
 def _micro_expected(x, name, rnd, ref):
-    """fxpsim's floor-rule blocks, with microxcaling's departures applied (module docstring of the
-    README): returns (expected float32, counts of each departure)."""
+    """fxpsim's floor-rule blocks with microxcaling's departures (a)-(d) of tools/fixtures/mx/README.md
+    applied: returns (expected float32, counts of each departure)."""
     fmt = BLOCK_FORMATS[name]
     n = {"log2_scale": 0, "nan_scale": 0, "int8_-128": 0, "floor_log2": 0, "zero_sign": 0}
     out = np.empty_like(ref)
@@ -64,7 +64,7 @@ def _micro_expected(x, name, rnd, ref):
     for i in range(x.shape[0]):
         q = quantize_block(x[i:i + 1], name, scale_rule="floor", rounding=rnd)
         cands = [q]
-        # (1) float32 log2(amax) rounds up to the next integer when amax is just below a power of
+        # (a) float32 log2(amax) rounds up to the next integer when amax is just below a power of
         #     two: the shared exponent is one higher (or above 127: the NaN scale).
         if _just_below_pow2(amax[i]) and np.isfinite(x[i]).all():
             e = int(q.scales[0, 0]) - 127
@@ -95,17 +95,17 @@ def _micro_elements(x, q, y, fmt, rnd, ref):
     y = y.copy()
     codes = q.elements.astype(np.int64)
     if fmt.name == "mxint8":
-        # (2) microxcaling's INT8 element is sign-magnitude, clamped to +-127/64: code -128 -> -127
+        # (b) microxcaling's INT8 element is sign-magnitude, clamped to +-127/64: code -128 -> -127
         m = codes == 0x80
         with np.errstate(over="ignore"):
             y[m] = np.float32(-127 / 64 * X)
         k["int8_-128"] += int(m.sum())
-        # (4b) a negative value that rounds to 0 keeps its sign (-0.0); two's complement has no -0
+        # (d) a negative value that rounds to 0 keeps its sign (-0.0); two's complement has no -0
         m = (y == 0) & (x < 0)
         y[m] = -0.0
         k["zero_sign"] += int(m.sum())
     elif rnd == "toward_zero":
-        # (3) 'floor' rounds |v| * 2^(mbits - private_exp): private_exp = floor(float32 log2|v|) is one
+        # (c) 'floor' rounds |v| * 2^(mbits - private_exp): private_exp = floor(float32 log2|v|) is one
         #     too high just below a power of two, so the truncation is on the next binade's coarser
         #     grid -- one code lower in magnitude (only above the element's smallest normal).  Whether
         #     log2 rounds up depends on the binade and on torch's log2, so these elements may take
@@ -119,7 +119,7 @@ def _micro_elements(x, q, y, fmt, rnd, ref):
         m &= _same(low, ref)
         y[m] = low[m]
         k["floor_log2"] += int(m.sum())
-    # (4) torch.sign(-0.0) is +0: an input -0.0 comes back +0.0
+    # (d) torch.sign(-0.0) is +0: an input -0.0 comes back +0.0
     m = (x == 0) & np.signbit(x)
     y[m] = 0.0
     k["zero_sign"] += int(m.sum())
