@@ -306,13 +306,16 @@ def quantize_block(x, fmt="mxfp8_e4m3", axis=None, scale_rule=None, rounding="ha
     if (rule == "amax") == fmt.power_of_two_scale:
         raise ValueError(f"scale_rule {rule!r} does not apply to {fmt.scale_format} scales "
                          f"(floor/ceil/even/rceil: E8M0; amax: other scale formats)")
+    in_dtype = np.asarray(x).dtype
     xs, _ = _float64_input(x, "quantize_block")
     if xs.ndim == 0:
         raise ValueError("quantize_block needs an array of at least one dimension")
     blocks, restore, grid = _to_blocks(xs, fmt)
     nb, k = blocks.shape
-    bad = ~np.isfinite(blocks).all(axis=1)
-    amax = np.where(bad, 0.0, np.max(np.abs(np.where(np.isfinite(blocks), blocks, 0.0)), axis=1, initial=0.0))
+    amax = np.maximum(np.max(blocks, axis=1, initial=0.0),      # NaN / Inf inside a block propagate here
+                      -np.min(blocks, axis=1, initial=0.0))         # (two reductions, no |x| temporary)
+    bad = ~np.isfinite(amax)
+    amax = np.where(bad, 0.0, amax)
     sf = fmt.scale_format
     T = None
     if fmt.tensor_scale:
@@ -339,17 +342,27 @@ def quantize_block(x, fmt="mxfp8_e4m3", axis=None, scale_rule=None, rounding="ha
     rand = None
     if rnd == "stochastic":
         rand = (random_stream(seed, flat.size, 30), 30)
-    per = np.repeat(np.where(bad, 1.0, svals), k)
     if fmt.power_of_two_scale and T is None:
-        E = np.frexp(per)[1].astype(np.int64) - 1                       # scale = 2^E exactly
-        codes, clamped = _elements(flat, fmt, rnd, rand, E, None)
+        # scale = 2^E exactly: E per block (from the value, so caller-given scales work too)
+        Eb = np.frexp(np.where(bad, 1.0, svals))[1].astype(np.int64) - 1
+        src = blocks if not bad.any() else np.where(bad[:, None], 0.0, blocks)
+        # x 2^-E is exact in float64 unless it underflows there: always for float16/float32 inputs (>= 2^-149,
+        # scales <= 2^127), checked for float64 ones; then the elements encode on the kernel's fast path
+        exact_ldexp = in_dtype in (np.float16, np.float32) or bool(np.all((src == 0) | (np.abs(src) >= 2.0 ** -800)))
+        if exact_ldexp and isinstance(fmt.element, FloatFormat):
+            codes, clamped = _elements((src * np.exp2(-Eb.astype(np.float64))[:, None]).reshape(-1), fmt, rnd,
+                                       rand, None, None)
+        else:
+            codes, clamped = _elements(src.reshape(-1), fmt, rnd, rand, np.repeat(Eb, k), None)
     else:
+        per = np.repeat(np.where(bad, 1.0, svals), k)
         div = per * (T if T is not None else 1.0)                        # exact: <= 28 significant bits
         safe = np.where(div > 0, div, 1.0)
         q = np.where(flat < 0, -1.0, 1.0) * _rto_divide(np.where(np.isfinite(flat), flat, 0.0), safe)
         q = np.where(div > 0, q, 0.0)
         codes, clamped = _elements(q, fmt, rnd, rand, None, None)
-    codes = np.where(np.repeat(bad, k), 0, codes)
+    if bad.any():
+        codes = np.where(np.repeat(bad, k), 0, codes)
     elems = restore(codes.astype(np.uint8))
     return BlockArray(np.ascontiguousarray(elems), np.ascontiguousarray(grid(scodes.astype(sf.dtype))),
                       fmt, T, int(clamped), int(bad.sum()))
@@ -379,8 +392,7 @@ def _tensor_scale(amax: np.ndarray, fmt: BlockFormat, given) -> float:
 def _elements(vals, fmt: BlockFormat, rnd, rand, E, _):
     """Element codes (int64) of vals * 2^-E (E None: of vals) and the count of clamped elements."""
     el = fmt.element
-    fin = np.isfinite(vals)
-    v = np.where(fin, vals, 0.0)
+    v = vals if np.isfinite(vals).all() else np.where(np.isfinite(vals), vals, 0.0)
     if isinstance(el, FloatFormat):
         codes, n_ovf, *_ = _encode_any(v, el, rnd, "saturate", False, False, 0.0, rand, scale_exp=E)
         return codes, n_ovf
