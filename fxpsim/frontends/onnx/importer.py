@@ -34,6 +34,8 @@ ops (onnxruntime 1.32, x86-64):
 * linear (bilinear) Resize of 4-D images: the float32 kernel between DequantizeLinear and QuantizeLinear, and on
   QOperator codes the float32 kernel truncated (NCHW) or the 1/1024 fixed-point kernel (NHWC, after a
   QLinearConv): ``onnx_resize_linear`` (:mod:`fxpsim.frontends.onnx.resize`);
+* ReduceMean over trailing axes between DequantizeLinear and QuantizeLinear (``onnx_reduce_mean``) and
+  ConvTranspose in QDQ groups (``onnx_conv_transpose``), both run by onnxruntime in float32 and reproduced so;
 * QLinearSoftmax and the DequantizeLinear -> Softmax -> QuantizeLinear groups it fuses into it:
   ``qlinear_softmax`` (:mod:`fxpsim.datapath.onnxruntime.softmax`); an unfused float32 Softmax is refused.
 
@@ -44,7 +46,7 @@ node) and the damage.
 
 Not reproduced (refused with a ValueError): float pooling, a MatMul / Gemm whose output is not quantized
 (MatMulIntegerToFloat, QGemm with float output), per-channel activations inside the graph, cubic Resize,
-ReduceMean, int16 / 4-bit / float8 types, ops outside :data:`SUPPORTED_OPS`.
+ReduceMean over other axes, int16 / 4-bit / float8 types, ops outside :data:`SUPPORTED_OPS`.
 Float32 kernels depend on the CPU (FMA, AVX2: as on any x86-64 from 2013 on) and, for MatMul / Gemm with
 more columns than rows and large K, on onnxruntime's thread count (``FXPSIM_ORT_THREADS``, default the
 usable cores); ``IntegerGraph.run`` splits batches above 256 samples, which onnxruntime does not.
@@ -89,6 +91,7 @@ from .nodes import _FLOAT_TYPES, _MS, SUPPORTED_OPS, _ONode, _require_onnx, _uns
 from .elementwise import ElementwiseConversions
 from .moves import MoveConversions
 from .resize import ResizeConversions
+from .conv_transpose import ConvTransposeConversions
 from .reductions import ReductionConversions
 from .qdq import QDQConversions
 from .qdq_groups import QDQGroupConversions
@@ -131,7 +134,7 @@ def _damaged(path, exc, node=None) -> ValueError:
                       "attribute / input the op does not allow)")
 
 
-class _Importer(ElementwiseConversions, MoveConversions, ResizeConversions,
+class _Importer(ElementwiseConversions, MoveConversions, ResizeConversions, ConvTransposeConversions,
                 ReductionConversions, QDQConversions, QDQGroupConversions, QOperatorConversions,
                 OrtRewrites, GraphTensors):
     """Reads one ONNX model: onnxruntime's rewrites (:mod:`fxpsim.frontends.onnx.rewrites`), then every node into

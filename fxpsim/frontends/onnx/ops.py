@@ -35,6 +35,8 @@ op                    inputs / attributes
                       ``kernel`` (``"float"``, ``"float_codes"``, ``"integer"``)
 ``onnx_reduce_mean``  DQ -> float32 ReduceMean over trailing axes -> Q (:mod:`.reduce_ops`); ``reduce_from``,
                       ``in_perm``, ``out_perm``
+``onnx_conv_transpose`` DQ -> float32 ConvTranspose -> Q (:mod:`.conv_transpose_ops`); x, w [C, F, KH, KW], bias;
+                      ``stride``, ``pads``, ``dilation``, ``group``, ``output_padding``
 ``onnx_lut``          codes -> codes through a table of one entry per code: an elementwise float32 program
                       (Sigmoid, HardSigmoid, HardSwish, LeakyRelu, Div / Sub / Mul / Add by constants, Pow by
                       2 or 3, Relu, Clip) between DequantizeLinear and QuantizeLinear; ``program``
@@ -75,6 +77,7 @@ from . import move_ops  # noqa: F401  (onnx_move)
 from . import softmax_ops  # noqa: F401  (qlinear_softmax)
 from . import resize_ops  # noqa: F401  (onnx_resize_linear)
 from . import reduce_ops  # noqa: F401  (onnx_reduce_mean)
+from . import conv_transpose_ops  # noqa: F401  (onnx_conv_transpose)
 from .op_support import is_native, is_onnxruntime_datapath, register_op  # noqa: F401
 
 __all__ = ["ONNX_OPS", "is_native", "is_onnxruntime_datapath"]
@@ -83,4 +86,5 @@ __all__ = ["ONNX_OPS", "is_native", "is_onnxruntime_datapath"]
 ONNX_OPS = ("onnx_quantize", "onnx_dequantize", "onnx_requantize", "onnx_reinterpret", "qlinear_conv",
             "qlinear_matmul", "conv_integer", "matmul_integer", "qlinear_add", "qlinear_mul", "qlinear_avg_pool",
             "qlinear_concat", "onnx_lut", "onnx_move",
-            "qlinear_softmax", "onnx_resize_linear", "onnx_reduce_mean")
+            "qlinear_softmax", "onnx_resize_linear", "onnx_reduce_mean",
+            "onnx_conv_transpose")
