@@ -14,8 +14,8 @@ buffers are 64-byte aligned) and :math:`m = \lfloor (n - a) / 4 \rfloor` packets
   by one, in index order;
 
 and the mean is :math:`\mathrm{fl}(S / n)` (a float32 division). The summation does not depend on the thread
-count (threads split rows). Rejected: a sequential sum (up to 3 of 5 rows differ), AVX packets of 8 (53 of
-the probes), every row aligned, :math:`S \cdot \mathrm{fl}(1/n)`.
+count (threads split rows). Rejected: a sequential sum (up to 3 of 3 rows differ), AVX packets of 8 (29 of 48
+probes), every row taken as aligned, :math:`S \cdot \mathrm{fl}(1/n)` (tools/fixtures/onnx/ORT_SEMANTICS.md, §17).
 """
 from __future__ import annotations
 
