@@ -14,8 +14,9 @@ buffers are 64-byte aligned) and :math:`m = \lfloor (n - a) / 4 \rfloor` packets
   by one, in index order;
 
 and the mean is :math:`\mathrm{fl}(S / n)` (a float32 division). The summation does not depend on the thread
-count (threads split rows). Rejected: a sequential sum (up to 3 of 3 rows differ), AVX packets of 8 (29 of 48
-probes), every row taken as aligned, :math:`S \cdot \mathrm{fl}(1/n)` (tools/fixtures/onnx/ORT_SEMANTICS.md, §17).
+count (threads split rows). Rejected (of 48 probes, ``tools/fixtures/onnx/probe_resize_reduce.py``): a
+sequential sum (33 differ), AVX packets of 8 (24), every row taken as aligned (8), :math:`S \cdot \mathrm{fl}(1/n)`
+(19).
 """
 from __future__ import annotations
 

@@ -21,9 +21,9 @@ when :math:`s = 1`), clamped to :math:`[0, d - 1]`, between the neighbours
   :math:`y = \mathrm{trunc}((w^x_2 w^y_2 x_{11} + w^x_1 w^y_2 x_{21} + w^x_2 w^y_1 x_{12} + w^x_1 w^y_1 x_{22})
   / 2^{20})` in integers (division rounding toward zero).
 
-Rejected by the probes (mismatches of 714 … 990 outputs): rounding :math:`w_1` to nearest (14 … 75), an
-arithmetic shift for the division (int8: 184 … 560), the float kernel on NHWC codes (17 … 76) and the integer
-kernel on NCHW codes (21 … 91).
+Rejected by the probes (``tools/fixtures/onnx/probe_resize_reduce.py``, up to this many of 90 … 990 outputs
+differ): rounding :math:`w_1` to nearest (79), an arithmetic shift for the division (int8: 485), the float
+kernel on NHWC codes (72) and the integer kernel on NCHW codes (91).
 """
 from __future__ import annotations
 
