@@ -31,6 +31,11 @@ ops (onnxruntime 1.32, x86-64):
   floats: the same codes), requantized where the pair's parameters differ: ``onnx_move``
   (:mod:`fxpsim.frontends.onnx.moves`); a nearest Resize whose input coordinate lies on a rounding boundary is
   refused (onnxruntime's float32 details decide there);
+* linear (bilinear) Resize of 4-D images: the float32 kernel between DequantizeLinear and QuantizeLinear, and on
+  QOperator codes the float32 kernel truncated (NCHW) or the 1/1024 fixed-point kernel (NHWC, after a
+  QLinearConv): ``onnx_resize_linear`` (:mod:`fxpsim.frontends.onnx.resize`);
+* ReduceMean over trailing axes between DequantizeLinear and QuantizeLinear (``onnx_reduce_mean``) and
+  ConvTranspose in QDQ groups (``onnx_conv_transpose``), both run by onnxruntime in float32 and reproduced so;
 * QLinearSoftmax and the DequantizeLinear -> Softmax -> QuantizeLinear groups it fuses into it:
   ``qlinear_softmax`` (:mod:`fxpsim.datapath.onnxruntime.softmax`); an unfused float32 Softmax is refused.
 
@@ -40,8 +45,8 @@ returns the whole table without raising); a damaged file raises one ValueError n
 node) and the damage.
 
 Not reproduced (refused with a ValueError): float pooling, a MatMul / Gemm whose output is not quantized
-(MatMulIntegerToFloat, QGemm with float output), per-channel activations inside the graph, linear /
-cubic Resize, ReduceMean, int16 / 4-bit / float8 types, ops outside :data:`SUPPORTED_OPS`.
+(MatMulIntegerToFloat, QGemm with float output), per-channel activations inside the graph, cubic Resize,
+ReduceMean over other axes, int16 / 4-bit / float8 types, ops outside :data:`SUPPORTED_OPS`.
 Float32 kernels depend on the CPU (FMA, AVX2: as on any x86-64 from 2013 on) and, for MatMul / Gemm with
 more columns than rows and large K, on onnxruntime's thread count (``FXPSIM_ORT_THREADS``, default the
 usable cores); ``IntegerGraph.run`` splits batches above 256 samples, which onnxruntime does not.
@@ -85,6 +90,8 @@ from .graph_tensors import GraphTensors
 from .nodes import _FLOAT_TYPES, _MS, SUPPORTED_OPS, _ONode, _require_onnx, _unsupported, _Val
 from .elementwise import ElementwiseConversions
 from .moves import MoveConversions
+from .resize import ResizeConversions
+from .conv_transpose import ConvTransposeConversions
 from .reductions import ReductionConversions
 from .qdq import QDQConversions
 from .qdq_groups import QDQGroupConversions
@@ -127,7 +134,8 @@ def _damaged(path, exc, node=None) -> ValueError:
                       "attribute / input the op does not allow)")
 
 
-class _Importer(ElementwiseConversions, MoveConversions, ReductionConversions, QDQConversions, QDQGroupConversions, QOperatorConversions,
+class _Importer(ElementwiseConversions, MoveConversions, ResizeConversions, ConvTransposeConversions,
+                ReductionConversions, QDQConversions, QDQGroupConversions, QOperatorConversions,
                 OrtRewrites, GraphTensors):
     """Reads one ONNX model: onnxruntime's rewrites (:mod:`fxpsim.frontends.onnx.rewrites`), then every node into
     the graph being built (:mod:`fxpsim.frontends.onnx.graph_tensors`; the node conversions are in

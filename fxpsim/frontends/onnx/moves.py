@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...datapath.onnxruntime import mlas as K
+from ...datapath.onnxruntime import resize as R
 from .move_ops import apply_steps
 from .nodes import _unsupported, _Val
 
@@ -37,6 +38,9 @@ class MoveConversions:
     def _move(self, n) -> bool:
         if n.domain != "" or n.op not in MOVE_OPS:
             return False
+        if n.op == "Resize" and n.attrs.get("mode", "nearest") == "linear":
+            self._resize_linear(n)
+            return True
         x = self.val(n.inputs[0], n) if n.inputs and n.inputs[0] else None
         if x is None:
             raise ValueError(f"{n.op} node {n.name!r} has no input")
@@ -362,11 +366,32 @@ class MoveConversions:
         raise _unsupported(n, "a pad value that is not a scalar constant")
 
     def _resize_steps(self, n, shape):
-        mode = n.attrs.get("mode", "nearest")
-        if mode != "nearest":
-            raise _unsupported(n, f"Resize mode {mode!r} (nearest only)")
-        ctm = n.attrs.get("coordinate_transformation_mode", "half_pixel") if self.opset > 10 else "asymmetric"
         nearest = n.attrs.get("nearest_mode", "round_prefer_floor") if self.opset >= 11 else "simple"
+        ctm, sc, out_len = self._resize_scales(n, shape)
+        steps = []
+        for ax, (d, o, s) in enumerate(zip(shape, out_len, sc)):
+            if o < 1:
+                raise ValueError(f"Resize node {n.name!r}: axis {ax + 1} of {d} resizes to {o}")
+            if o == d and s == 1:
+                continue
+            idx = []
+            for i in range(o):
+                x = self._coordinate(ctm, i, s, o, d)
+                if self._on_boundary(ctm, i, s, o, d, x, nearest):
+                    raise _unsupported(n, f"nearest Resize whose input coordinate {float(x)} of output {i} on axis "
+                                          f"{ax + 1} lies on a rounding boundary, where onnxruntime's float32 "
+                                          "arithmetic decides (not reproduced bit for bit)")
+                idx.append(self._nearest(x, nearest, s < 1, d))
+            steps.append({"op": "take", "axis": ax, "indices": idx})
+        return steps
+
+    def _resize_scales(self, n, shape):
+        """``(coordinate_transformation_mode, per-sample float32 scales, output lengths)`` of a Resize with
+        constant scales or sizes (the batch axis kept)."""
+        mode = n.attrs.get("mode", "nearest")
+        if mode not in ("nearest", "linear"):
+            raise _unsupported(n, f"Resize mode {mode!r} (nearest and linear only)")
+        ctm = n.attrs.get("coordinate_transformation_mode", "half_pixel") if self.opset > 10 else "asymmetric"
         if int(n.attrs.get("antialias", 0)) or n.attrs.get("axes") is not None \
                 or n.attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
             raise _unsupported(n, "antialias, axes or keep_aspect_ratio_policy")
@@ -397,22 +422,7 @@ class MoveConversions:
                                       f"{batch[0] if batch else None} (sizes need a model of that fixed batch)")
             out_len = sizes[1:]
             sc = np.array([_F32(o) / _F32(d) for o, d in zip(out_len, shape)], _F32)
-        steps = []
-        for ax, (d, o, s) in enumerate(zip(shape, out_len, sc)):
-            if o < 1:
-                raise ValueError(f"Resize node {n.name!r}: axis {ax + 1} of {d} resizes to {o}")
-            if o == d and s == 1:
-                continue
-            idx = []
-            for i in range(o):
-                x = self._coordinate(ctm, i, s, o, d)
-                if self._on_boundary(ctm, i, s, o, d, x, nearest):
-                    raise _unsupported(n, f"nearest Resize whose input coordinate {float(x)} of output {i} on axis "
-                                          f"{ax + 1} lies on a rounding boundary, where onnxruntime's float32 "
-                                          "arithmetic decides (not reproduced bit for bit)")
-                idx.append(self._nearest(x, nearest, s < 1, d))
-            steps.append({"op": "take", "axis": ax, "indices": idx})
-        return steps
+        return ctm, sc, out_len
 
     @staticmethod
     def _on_boundary(ctm, i, s, out_len, in_len, x, mode) -> bool:
@@ -435,23 +445,8 @@ class MoveConversions:
             return Q(float(x)) != v
         return dist < Q(1, 1 << 16) * max(1, abs(v))
 
-    @staticmethod
-    def _coordinate(ctm, i, s, out_len, in_len):
-        """onnxruntime's float32 input coordinate of output position ``i`` (upsamplebase.h)."""
-        x, s, lr, lo = _F32(i), _F32(s), _F32(out_len), _F32(in_len)
-        if ctm == "asymmetric":
-            return _F32(x / s)
-        if ctm == "pytorch_half_pixel":
-            return _F32(_F32(_F32(x + _F32(0.5)) / s) - _F32(0.5)) if lr > 1 else _F32(0)
-        if ctm == "align_corners":
-            return _F32(0) if lr == 1 else _F32(_F32(x * _F32(lo - 1)) / _F32(lr - 1))
-        if ctm == "half_pixel_symmetric":
-            adjustment = _F32(lr / _F32(s * lo))
-            offset = _F32(_F32(lo / 2) * _F32(1 - adjustment))
-            return _F32(float(offset) + (float(x) + 0.5) / float(s) - 0.5)
-        if ctm == "half_pixel":
-            return _F32(_F32(_F32(x + _F32(0.5)) / s) - _F32(0.5))
-        raise ValueError(f"coordinate_transformation_mode {ctm!r} is not one onnxruntime knows")
+    #: onnxruntime's float32 input coordinate of output position ``i`` (upsamplebase.h).
+    _coordinate = staticmethod(R.original_coordinate)
 
     @staticmethod
     def _nearest(x, mode, down, in_len):

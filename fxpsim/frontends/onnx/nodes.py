@@ -16,7 +16,7 @@ SUPPORTED_OPS = (
     "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu", "Div", "Sub", "Pow",
     "com.microsoft:QLinearSigmoid", "com.microsoft:QLinearLeakyRelu",
     "Transpose", "Slice", "Split", "Gather", "Pad", "Squeeze", "Unsqueeze", "Resize",
-    "Softmax", "com.microsoft:QLinearSoftmax",
+    "Softmax", "com.microsoft:QLinearSoftmax", "ReduceMean", "ConvTranspose",
 )
 
 _MS = "com.microsoft"

@@ -31,6 +31,12 @@ op                    inputs / attributes
 ``onnx_move``         codes -> the same codes moved (Transpose, Slice, Split, Gather, Pad, Squeeze, Unsqueeze,
                       nearest Resize): ``steps`` on the ONNX layout, ``in_perm``, ``out_perm``, ``pad_code``
 ``qlinear_softmax``   QLinearSoftmax (onnxruntime's table of exponentials); ``axis``, ``opset13``, ``in_perm``
+``onnx_resize_linear`` bilinear Resize of NHWC images (:mod:`.resize_ops`); ``ctm``, ``scale_h``, ``scale_w``,
+                      ``kernel`` (``"float"``, ``"float_codes"``, ``"integer"``)
+``onnx_reduce_mean``  DQ -> float32 ReduceMean over trailing axes -> Q (:mod:`.reduce_ops`); ``reduce_from``,
+                      ``in_perm``, ``out_perm``
+``onnx_conv_transpose`` DQ -> float32 ConvTranspose -> Q (:mod:`.conv_transpose_ops`); x, w [C, F, KH, KW], bias;
+                      ``stride``, ``pads``, ``dilation``, ``group``, ``output_padding``
 ``onnx_lut``          codes -> codes through a table of one entry per code: an elementwise float32 program
                       (Sigmoid, HardSigmoid, HardSwish, LeakyRelu, Div / Sub / Mul / Add by constants, Pow by
                       2 or 3, Relu, Clip) between DequantizeLinear and QuantizeLinear; ``program``
@@ -69,6 +75,9 @@ from . import qlinear_ops  # noqa: F401  (qlinear_add, qlinear_mul, qlinear_avg_
 from . import lut_ops  # noqa: F401  (onnx_lut)
 from . import move_ops  # noqa: F401  (onnx_move)
 from . import softmax_ops  # noqa: F401  (qlinear_softmax)
+from . import resize_ops  # noqa: F401  (onnx_resize_linear)
+from . import reduce_ops  # noqa: F401  (onnx_reduce_mean)
+from . import conv_transpose_ops  # noqa: F401  (onnx_conv_transpose)
 from .op_support import is_native, is_onnxruntime_datapath, register_op  # noqa: F401
 
 __all__ = ["ONNX_OPS", "is_native", "is_onnxruntime_datapath"]
@@ -77,4 +86,5 @@ __all__ = ["ONNX_OPS", "is_native", "is_onnxruntime_datapath"]
 ONNX_OPS = ("onnx_quantize", "onnx_dequantize", "onnx_requantize", "onnx_reinterpret", "qlinear_conv",
             "qlinear_matmul", "conv_integer", "matmul_integer", "qlinear_add", "qlinear_mul", "qlinear_avg_pool",
             "qlinear_concat", "onnx_lut", "onnx_move",
-            "qlinear_softmax")
+            "qlinear_softmax", "onnx_resize_linear", "onnx_reduce_mean",
+            "onnx_conv_transpose")

@@ -23,7 +23,7 @@ class QDQConversions:
         if n.domain == "" and n.op == "Identity":
             self.env[n.outputs[0]] = self.val(n.inputs[0], n)
             return
-        if self._elementwise(n) or self._move(n) or self._reduction(n):
+        if self._elementwise(n) or self._move(n) or self._reduction(n) or self._conv_transpose(n):
             return
         handler = {"": {"QLinearConv": self._qlinear_conv, "QLinearMatMul": self._qlinear_matmul,
                         "MatMulInteger": self._integer_mac, "ConvInteger": self._integer_mac},

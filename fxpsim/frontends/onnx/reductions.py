@@ -6,6 +6,12 @@ op is ``qlinear_softmax``, :mod:`fxpsim.frontends.onnx.softmax_ops`): ``com.micr
 onnxruntime fuses the group when the Softmax reads a DequantizeLinear, one QuantizeLinear reads its output and
 both have the same element type after its int8 -> uint8 rewrite; otherwise it runs MLAS's float32 softmax,
 which fxpsim does not reproduce (refused with a ValueError).
+
+A DequantizeLinear -> ReduceMean -> QuantizeLinear group stays unfused: DequantizeLinear, the float32 mean of
+:mod:`fxpsim.datapath.onnxruntime.reduce` over the trailing axes of the ONNX layout (H, W of an image; C, H, W;
+the last axis), QuantizeLinear (``onnx_reduce_mean``, :mod:`fxpsim.frontends.onnx.reduce_ops`). Other axis sets
+run MLAS and depend on the thread count: refused; so is an image mean with keepdims=1 that onnxruntime's layout
+transformation may run in NHWC (anything but a quantized graph input: after a QLinearConv it does, measured).
 """
 from __future__ import annotations
 
@@ -15,7 +21,7 @@ from .nodes import _MS, _unsupported
 
 
 class ReductionConversions:
-    """Softmax conversions (methods of :class:`fxpsim.frontends.onnx.importer._Importer`)."""
+    """Softmax and ReduceMean conversions (methods of :class:`fxpsim.frontends.onnx.importer._Importer`)."""
 
     def _reduction(self, n) -> bool:
         if n.domain == "" and n.op == "Softmax":
@@ -24,7 +30,61 @@ class ReductionConversions:
         if n.domain == _MS and n.op == "QLinearSoftmax":
             self._qlinear_softmax(n)
             return True
+        if n.domain == "" and n.op == "ReduceMean":
+            self._reduce_mean(n)
+            return True
         return False
+
+    def _quantized_graph_input(self, codes) -> bool:
+        """The codes are a QuantizeLinear of a graph input (an NCHW tensor onnxruntime's layout transformation
+        leaves alone)."""
+        p = self.producer(codes)
+        return p is not None and self._is_q(p) and p.inputs[0] in self.inputs
+
+    def _reduce_mean(self, n):
+        """DequantizeLinear -> ReduceMean -> QuantizeLinear over trailing axes (``onnx_reduce_mean``)."""
+        xv, src = self._activation_dq(n, n.inputs[0])
+        shape = tuple(src.shape)
+        full = len(shape) + 1
+        if self.opset >= 18:
+            axes = self._ints(n, self._input(n, 1), "axes list")
+        else:
+            axes = n.attrs.get("axes")
+        if not axes:
+            if int(n.attrs.get("noop_with_empty_axes", 0)):
+                raise _unsupported(n, "a ReduceMean with noop_with_empty_axes=1 and no axes")
+            axes = list(range(full))
+        norm = sorted({int(a) + full if int(a) < 0 else int(a) for a in axes})
+        if len(norm) != len(axes) or not all(0 <= a < full for a in norm):
+            raise ValueError(f"ReduceMean node {n.name!r}: axes {list(axes)} invalid for a rank-{full} input")
+        if 0 in norm:
+            raise _unsupported(n, "a ReduceMean over the batch axis")
+        k = norm[0] - 1
+        if norm != list(range(norm[0], full)):
+            raise _unsupported(n, f"a ReduceMean over axes {norm} that are not the trailing axes: onnxruntime's "
+                                  "float32 summation there (MLAS, thread-dependent) is not reproduced")
+        q = self._single_q(n.outputs[0])
+        if q is None:
+            raise _unsupported(n, "a ReduceMean whose output no single QuantizeLinear reads (a float output)")
+        scale, zp, dtype = self._claim(q)
+        keep = int(n.attrs.get("keepdims", 1))
+        if keep and len(shape) == 3 and not self._quantized_graph_input(xv.src):
+            raise _unsupported(n, "a ReduceMean with keepdims=1 on an image that does not come straight from a "
+                                  "quantized graph input: onnxruntime's layout transformation can run it in NHWC, "
+                                  "where its float32 summation is another (thread-dependent) kernel; measured: "
+                                  "after a QLinearConv it differs")
+        out_shape = tuple(shape[:k]) + ((1,) * (len(shape) - k) if keep else ())
+        if len(out_shape) == 0:
+            raise _unsupported(n, "a ReduceMean to one value per sample without keepdims (a scalar)")
+        g = self._int_value(q.outputs[0], out_shape, dtype, scale, zp)
+        attrs = {"reduce_from": k}
+        if len(shape) == 3:
+            attrs["in_perm"] = [2, 0, 1]
+        if len(out_shape) == 3:
+            attrs["out_perm"] = [1, 2, 0]
+        self._add_node("onnx_reduce_mean", [src.g], [g], attrs, name=n.name)
+        self._note(n.name, n, False, "onnxruntime runs ReduceMean in float32 between DequantizeLinear and "
+                                     "QuantizeLinear")
 
     def _softmax_axis(self, n, shape, opset):
         full = len(shape) + 1
