@@ -1,0 +1,267 @@
+"""examples/rtl/conv_stream.v (int8 conv2d and depthwise conv engine) under the cocotb bench on Icarus Verilog,
+against the golden vectors of the imported MobileNet-style fixture ``conv_block.tflite``:
+
+* end to end on LiteRT's datapath, each engine fed the golden input of its node, every conv2d and depthwise
+  node of the block (stride 2 VALID, SAME padding, depth multiplier 2, 1x1, stride 2 with asymmetric padding)
+  matches bit for bit under random stalls, and the golden outputs are LiteRT's own (the reference-kernel
+  Interpreter, live, every intermediate tensor kept);
+* on a 16-bit saturating, bias-preloaded datapath the engines match too, and each planted bug (wrap for
+  saturate, an accumulator one bit narrow, round-half-up ties, HWIO weights read for OHWI, padding with the
+  code 0 instead of the zero point) fails at the first wrong word, which the scoreboard names: node, tensor,
+  element, value, and the MAC step where the trace shows it.
+
+Where each bug must show first is computed here by an independent model: Python-integer loops over the golden
+input, weights and bias with the bug in them, gemmlowp requantization from ``tests/reference.py``, walked in the
+engine's beat order (per output element: its trace words, then its accumulator and output).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fxpsim
+from fxpsim.rtl.scoreboard import Stream, StreamPorts, conv_parameters
+from fxpsim.rtl.vectors import export_vectors
+from reference import ref_srdhm, ref_wrap32
+
+cocotb = pytest.importorskip("cocotb", reason='cocotb not installed (pip install -e ".[test]")')
+pytest.importorskip("tflite", reason="the tflite package is not installed (pip install -e '.[tflite]')")
+from fxpsim.rtl.cocotb_bench import simulate_node  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not (shutil.which("iverilog") and shutil.which("vvp")),
+                                reason="iverilog not installed (apt-get install iverilog)")
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = ROOT / "tests" / "vectors" / "tflite_models" / "conv_block.tflite"
+SOURCES = [ROOT / "examples" / "rtl" / "dense_pe.v", ROOT / "examples" / "rtl" / "conv_stream.v"]
+NODES = ["op1:CONV_2D", "op2:CONV_2D", "op3:DEPTHWISE_CONV_2D", "op5:DEPTHWISE_CONV_2D", "op6:CONV_2D",
+         "op7:CONV_2D"]
+TRACED = 16                                       # outputs traced per node
+NO_TRACE = StreamPorts(outputs={"output": "y", "accumulator": Stream("y_acc", "y_valid", "y_ready")})
+
+
+def _image():
+    return np.load(MODEL.with_suffix(".npz"))["input"][0]             # (1, 16, 16, 3) int8
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return fxpsim.import_tflite(MODEL)
+
+
+def _export(graph, d, datapath=None):
+    return export_vectors(graph, d, _image(), datapath, formats=("npy",),
+                          mac_trace=[{"node": n, "limit": TRACED} for n in NODES])
+
+
+@pytest.fixture(scope="module")
+def litert_vec(graph, tmp_path_factory):
+    d = tmp_path_factory.mktemp("litert")
+    return d, _export(graph, d)
+
+
+@pytest.fixture(scope="module")
+def sat16_vec(graph, tmp_path_factory):
+    d = tmp_path_factory.mktemp("sat16")
+    dp = dataclasses.replace(graph.default_datapath, accumulator_bits=16, accumulator_overflow="saturate",
+                             bias_add="preload")
+    return d, _export(graph, d, dp)
+
+
+def run(d, node, tmp_path, defines=(), ports=None, stall=0.25, seed=3):
+    return simulate_node(d, node, SOURCES, "conv_stream", parameters=conv_parameters(d, node),
+                         defines={b: 1 for b in defines}, ports=ports, stall=stall, seed=seed,
+                         build_dir=tmp_path / ("build-" + node.replace(":", "_") + "".join(defines)))
+
+
+# ----------------------------------------------------------------------------------------- the model
+def fit(v, bits, mode):
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    if lo <= v <= hi:
+        return v
+    return (hi if v > hi else lo) if mode == "saturate" else (v - lo) % (1 << bits) + lo
+
+
+class Model:
+    """One conv2d / depthwise node from its golden files, with optional bugs (see ``sums`` and ``y``)."""
+
+    def __init__(self, d, manifest, node):
+        e = next(n for n in manifest["nodes"] if n["name"] == node)
+        self.mac, self.dir = e["mac"], Path(d) / e["dir"]
+        ld = lambda r: np.load(self.dir / f"{r}.npy").astype(np.int64)   # noqa: E731
+        self.x, self.w, self.b = ld("input"), ld("weights"), ld("bias")
+        self.mult, self.shift, self.acc, self.out = ld("multiplier"), ld("shift"), ld("accumulator"), ld("output")
+        self.trace = ld("mac_trace") if (self.dir / "mac_trace.npy").exists() else None
+        self.dw = self.mac["op"] == "depthwise_conv2d"
+
+    def sums(self, n, oh, ow, m, bits=None, mode=None, pad_code=None, hwio=False):
+        """s_0 .. the accumulator of output (n, oh, ow, m): taps (i, j, c) row-major, padded taps adding
+        (pad_code - x_zp) * w (pad_code None: 0), weights read as HWIO when ``hwio``."""
+        mac = self.mac
+        bits, mode = bits or mac["acc_bits"], mode or mac["overflow"]
+        (sh, sw), (dh, dwl), (pt, pl) = mac["stride"], mac["dilation"], (mac["pads"][0][0], mac["pads"][1][0])
+        H, W, C = self.x.shape[1:]
+        KH, KW = mac["kernel"]
+        M = self.out.shape[3]
+        wf = self.w.reshape(-1)
+        preload = mac["bias_add"] == "preload"
+        s = [fit(int(self.b[m]), bits, mode) if preload else 0]
+        t = 0
+        for i in range(KH):
+            for j in range(KW):
+                for c in ([m // mac.get("depth_multiplier", 1)] if self.dw else range(C)):
+                    ih, iw = oh * sh + i * dh - pt, ow * sw + j * dwl - pl
+                    if 0 <= ih < H and 0 <= iw < W:
+                        xo = int(self.x[n, ih, iw, c]) - mac["x_zp"]
+                    else:
+                        xo = 0 if pad_code is None else pad_code - mac["x_zp"]
+                    wv = int(wf[t * M + m]) if (self.dw or hwio) else int(wf[m * len(wf) // M + t])
+                    s.append(fit(s[-1] + xo * wv, bits, mode))
+                    t += 1
+        if not preload:
+            s.append(fit(s[-1] + int(self.b[m]), bits, mode))
+        return s
+
+    def y(self, acc, m, tie_up=False):
+        """gemmlowp MultiplyByQuantizedMultiplier, out_zp, clamp; ``tie_up``: RoundingDivideByPOT rounds
+        negative ties up (the bug)."""
+        mlt, sh = int(self.mult[m]), int(self.shift[m])
+        srdhm = ref_srdhm(ref_wrap32(acc << max(sh, 0)), mlt)
+        right = max(-sh, 0)
+        mask = (1 << right) - 1
+        thr = (mask >> 1) + (0 if tie_up or srdhm >= 0 else 1)
+        v = (srdhm >> right) + int((srdhm & mask) > thr) + self.mac["out_zp"]
+        return min(max(v, self.mac["act_min"]), self.mac["act_max"])
+
+    def first_wrong_word(self, tie_up=False, traced=True, **bug):
+        """The first beat the buggy engine sends that differs from the golden one, in its beat order:
+        ``(role, index, value, sums)``, or None."""
+        for flat, (n, oh, ow, m) in enumerate(np.ndindex(*self.out.shape)):
+            s = self.sums(n, oh, ow, m, **bug)
+            if traced and self.trace is not None and flat < len(self.trace):
+                for k, v in enumerate(s):
+                    if v != self.trace[flat, k]:
+                        return "mac_trace", (flat, k), v, s
+            y = self.y(s[-1], m, tie_up)
+            if s[-1] != self.acc[n, oh, ow, m]:
+                return "accumulator", (n, oh, ow, m), s[-1], s
+            if y != self.out[n, oh, ow, m]:
+                return "output", (n, oh, ow, m), y, s
+        return None
+
+
+# ----------------------------------------------------------------------------------------- matches
+def test_conv_block_layers_match_end_to_end_and_litert(litert_vec, tmp_path):
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    d, manifest = litert_vec
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        it = Interpreter(model_path=str(MODEL), num_threads=1, experimental_preserve_all_tensors=True,
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], _image())
+    it.invoke()
+    ops = it._get_ops_details()
+    nodes = {n["name"]: n for n in manifest["nodes"]}
+    seen = set()
+    for node in NODES:
+        e = nodes[node]
+        ours = np.load(Path(d) / e["dir"] / "output.npy")
+        theirs = it.get_tensor(ops[e["attrs"]["tflite_index"]]["outputs"][0])
+        assert np.array_equal(ours, theirs), f"{node}: the golden output is not LiteRT's"
+        model = Model(d, manifest, node)
+        assert model.first_wrong_word() is None, f"{node}: the model disagrees with the golden files"
+        p = conv_parameters(d, node)
+        seen.add((p["DEPTHWISE"], p["SH"], any(map(any, e["mac"]["pads"])), p["DM"]))
+        r = run(d, node, tmp_path, stall=0.3)
+        assert r.ok, r.text
+        size = int(np.prod(ours.shape))
+        K = e["mac"]["K"]
+        assert [(t["role"], t["elements"], t["differ"]) for t in r.report["tensors"]] == [
+            ("mac_trace", TRACED * (K + 2), 0), ("accumulator", size, 0), ("output", size, 0)], node
+    # stride 2 (unpadded and padded bottom/right only), SAME padding, depthwise with multipliers 1 and 2
+    assert {(0, 2, False, 1), (0, 1, True, 1), (1, 1, False, 1), (1, 1, True, 2), (0, 2, True, 1)} <= seen
+
+
+@pytest.mark.parametrize("node", ["op5:DEPTHWISE_CONV_2D", "op7:CONV_2D"])
+def test_saturating_16_bit_preloaded_engines_match(sat16_vec, tmp_path, node):
+    d, manifest = sat16_vec
+    e = next(n for n in manifest["nodes"] if n["name"] == node)
+    assert e["trace"]["overflows"] > 0                             # the accumulator really saturates
+    assert Model(d, manifest, node).first_wrong_word() is None
+    r = run(d, node, tmp_path, stall=0.2)
+    assert r.ok, r.text
+    assert [t["role"] for t in r.report["tensors"]] == ["mac_trace", "accumulator", "output"]
+
+
+# ----------------------------------------------------------------------------------------- planted bugs
+def _check_located(r, node, want):
+    role, index, value, _ = want
+    f = r.report["first_mismatch"]
+    assert not r.ok
+    assert (f["node"], f["role"], tuple(f["index"]), f["got"]) == (node, role, index, value), r.text
+    return f
+
+
+@pytest.mark.parametrize("node, define, bug, ports", [
+    ("op3:DEPTHWISE_CONV_2D", "BUG_WRAP_INSTEAD_OF_SAT", {"mode": "wrap"}, None),
+    ("op6:CONV_2D", "BUG_WEIGHTS_HWIO", {"hwio": True}, None),
+    ("op2:CONV_2D", "BUG_PAD_ZERO_CODE", {"pad_code": 0}, None),
+    ("op7:CONV_2D", "BUG_ACC_ONE_BIT_NARROW", {"bits": 15}, NO_TRACE),
+])
+def test_planted_bug_is_located(sat16_vec, tmp_path, node, define, bug, ports):
+    d, manifest = sat16_vec
+    model = Model(d, manifest, node)
+    want = model.first_wrong_word(traced=ports is None, **bug)
+    assert want is not None, f"the data should expose {define} on {node}"
+    r = run(d, node, tmp_path, defines=[define], ports=ports)
+    f = _check_located(r, node, want)
+    role, index, value, sums = want
+    if role == "mac_trace":                                       # the trace shows the MAC step itself
+        assert f["mac"]["step"] == index[1], r.text
+    else:                                                         # the step where the sums part ways
+        n, oh, ow, m = index
+        good = model.sums(n, oh, ow, m)
+        assert f["mac"]["step"] == next(k for k in range(len(good)) if good[k] != sums[k]), r.text
+    index = next(n["index"] for n in manifest["nodes"] if n["name"] == node)
+    assert f"First mismatch (dataflow order): node #{index} '{node}'" in r.text
+
+
+def test_round_half_up_is_located_in_the_output(graph, tmp_path):
+    """Negative ties survive only where no ReLU clamps them: the 1x1 conv without activation (op6)."""
+    node = "op6:CONV_2D"
+    images = np.load(MODEL.with_suffix(".npz"))["input"][:, 0]
+    every = export_vectors(graph, tmp_path / "all", images, formats=("npy",))
+    model = Model(tmp_path / "all", every, node)
+    hits = sorted({idx[0] for idx in np.ndindex(*model.acc.shape)
+                   if model.y(int(model.acc[idx]), idx[3], tie_up=True) != model.out[idx]})
+    assert hits, "the data should hold a negative rounding tie"
+    d = tmp_path / "vec"
+    manifest = export_vectors(graph, d, images[hits[:1]], formats=("npy",))
+    model = Model(d, manifest, node)
+    assert model.first_wrong_word() is None
+    want = model.first_wrong_word(tie_up=True)
+    assert want is not None and want[0] == "output"
+    r = run(d, node, tmp_path, defines=["BUG_ROUND_HALF_UP"], ports=NO_TRACE, stall=0.0)
+    f = _check_located(r, node, want)
+    assert f["patterns"][0].startswith("round-half-up vs half-away tie"), r.text
+    assert f["mac"]["rtl_acc"] == f["mac"]["golden_acc"]            # the accumulator was right
+
+
+def test_conv_parameters_say_what_the_engine_cannot_run(litert_vec):
+    d, _ = litert_vec
+    with pytest.raises(ValueError, match="conv_stream runs conv2d and depthwise_conv2d nodes, not 'fully_conn"):
+        conv_parameters(d, "op11:FULLY_CONNECTED")
+    with pytest.raises(ValueError, match="no node 'nope'"):
+        conv_parameters(d, "nope")
+    m = json.loads((Path(d) / "manifest.json").read_text())
+    assert conv_parameters(d, "op7:CONV_2D") == {
+        "H": 4, "W": 4, "C": 16, "M": 16, "KH": 3, "KW": 3, "SH": 2, "SW": 2, "DH": 1, "DW": 1, "PT": 0, "PL": 0,
+        "OH": 2, "OW": 2, "DEPTHWISE": 0, "DM": 1, "ACC_BITS": 32, "SATURATE": 0, "BIAS_PRELOAD": 0}
+    assert m["nodes"][7]["mac"]["pads"] == [[0, 1], [0, 1]]
