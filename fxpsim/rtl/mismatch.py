@@ -64,7 +64,32 @@ def _output_hypothesis(t: TensorDiff, got, exp, model: _NodeModel, rtl_acc):
     for desc, variant in model.requant_variants():
         if np.array_equal(model.requant(acc_use, ch, variant), g):
             return desc, variant
-    return None
+    if rtl_acc is not None:
+        return None
+    return _output_only_hypothesis(idx, g, model)
+
+
+def _output_only_hypothesis(idx, g, model: _NodeModel):
+    """Diagnosis from the outputs alone (no RTL accumulator dumped): the accumulator datapath knob (width,
+    overflow rule, weight layout, bias placement, zero-point and padding handling, order) whose accumulators,
+    requantized as the golden ones are, give every sampled RTL output -- mismatching and matching.  Returns
+    ``(description, kwargs, kind)``, or a ``(text, None)`` saying that none does."""
+    coords = np.stack(np.unravel_index(idx, model.A.shape), axis=1)
+    try:
+        if not np.array_equal(model.acc(coords), model.A.reshape(-1)[idx]):
+            return None             # the model does not reproduce the golden accumulators: no search
+    except (ValueError, IndexError):
+        return None
+    tried = model.acc_hypotheses()
+    for desc, kw, kind in tried:
+        try:
+            acc = _wrap(model.acc(coords, **kw), model.W)
+        except (ValueError, IndexError):
+            continue
+        if np.array_equal(model.requant(acc, coords[:, -1]), g):
+            return f"{desc} (found from the outputs alone: its accumulators requantize to every RTL output)", kw, kind
+    return (f"no single datapath knob reproduces the RTL's outputs ({len(tried)} accumulator and "
+            f"{len(model.requant_variants())} requantization alternatives tried)", None)
 
 
 def _trace_hypothesis(t: TensorDiff, got, exp, model: _NodeModel):
@@ -209,7 +234,11 @@ def _first_mismatch(g: _Golden, t: TensorDiff, got, exp, fmt, model, rtl_acc, ar
             "the golden accumulator (no RTL accumulator dumped)"
         m.requant = [f"accumulator used: {acc_used} ({src})"] + model.chain(acc_used, index[-1])
         hyp = getattr(t, "hypothesis", None)
-        if hyp and hyp[1] not in ("rtl_acc",):
+        if hyp and isinstance(hyp[1], dict):            # an accumulator knob, found from the outputs
+            a = int(_wrap(model.acc(np.array([index]), **hyp[1]), model.W)[0])
+            v = int(model.requant(np.array([a]), np.array([index[-1]]))[0])
+            m.requant.append(f"the RTL's value {m.got} is what you get with: {hyp[0]} (accumulator {a} -> {v})")
+        elif hyp and isinstance(hyp[1], str) and hyp[1] != "rtl_acc":
             v = int(model.requant(np.array([acc_used]), np.array([index[-1]]), hyp[1])[0])
             m.requant.append(f"the RTL's value {m.got} is what you get with: {hyp[0]} (-> {v})")
     return m
@@ -257,7 +286,7 @@ def _mac_analysis(model: _NodeModel, coords, t: TensorDiff, rtl_acc_tensor, rtl_
     hyp = getattr(t, "hypothesis", None)
     if trace_step is not None:
         step, reason = trace_step, "the RTL's running accumulator first differs here"
-    if hyp and t.role in ("accumulator", "mac_trace"):
+    if hyp and (t.role in ("accumulator", "mac_trace") or len(hyp) == 3):
         desc, kwh, kind = hyp
         hyp_text = desc
         hseq = _hyp_sequence(model, P, b, kwh, coords)
@@ -294,11 +323,12 @@ def _hyp_sequence(model: _NodeModel, P, b, kw, coords):
     bits = kw.get("bits", model.W)
     mode = kw.get("mode", model.mode)
     bias_mode = kw.get("bias_mode", ("preload" if model.preload else "after") if b is not None else "none")
-    if "w" in kw or "x_zp" in kw:
+    if "w" in kw or "x_zp" in kw or "pad_code" in kw:
         mac = dict(model.mac)
         if "x_zp" in kw:
             mac["x_zp"] = kw["x_zp"]
-        P = mac_products(mac, model.x, kw.get("w", model.w), np.array([coords], dtype=np.int64))[0].tolist()
+        P = mac_products(mac, model.x, kw.get("w", model.w), np.array([coords], dtype=np.int64),
+                         kw.get("pad_code"))[0].tolist()
     if bias_mode != (("preload" if model.preload else "after") if b is not None else "none"):
         return None                 # a different number of steps: no row-by-row comparison
     init = fit_value(b, bits, mode) if bias_mode == "preload" else None

@@ -52,11 +52,12 @@ class _NodeModel:
             return None
         return self.bias[np.asarray(coords)[:, -1]].astype(np.int64)
 
-    def acc(self, coords, *, bits=None, mode=None, w=None, bias_mode=None, x_zp=None, order=None, trace=False):
+    def acc(self, coords, *, bits=None, mode=None, w=None, bias_mode=None, x_zp=None, order=None, pad_code=None,
+            trace=False):
         mac = dict(self.mac)
         if x_zp is not None:
             mac["x_zp"] = x_zp
-        P = mac_products(mac, self.x, self.w if w is None else w, coords)
+        P = mac_products(mac, self.x, self.w if w is None else w, coords, pad_code)
         b = self.bias_for(coords)
         bits = self.W if bits is None else bits
         mode = self.mode if mode is None else mode
@@ -107,6 +108,9 @@ class _NodeModel:
             H.append(("bias not added", dict(bias_mode="none"), "bias"))
         if self.mac["x_zp"] != 0:
             H.append(("input zero point not subtracted", dict(x_zp=0), "zp"))
+            if self.mac["op"] != "fully_connected" and any(map(any, self.mac["pads"])):
+                H.append(("padded taps read the code 0 instead of the input zero point (padding with 0, "
+                          f"x_zp = {self.mac['x_zp']})", dict(pad_code=0), "zp"))
         if self.mac["order"] == "sequential":
             H.append(("adder-tree order instead of sequential", dict(order="tree"), "order"))
         return H
