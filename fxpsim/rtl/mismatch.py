@@ -127,12 +127,17 @@ def _patterns(t: TensorDiff, got, exp, model, rtl_acc) -> list:
         if h:
             out.append(h[0])
             t.hypothesis = h
+    unexplained = None
     if model is not None and t.role == "output":
         h = _output_hypothesis(t, got, exp, model, rtl_acc)
-        if h:
+        if h and h[1] is None:              # searched from the outputs alone, no knob explains them
+            unexplained = h[0]
+        elif h:
             out.append(h[0])
             t.hypothesis = h
     generic = _generic_patterns(t, got, exp)
+    if unexplained and not any(p.startswith(("layout swap", "the same values in a different order")) for p in generic):
+        out.append(unexplained)             # (a layout swap explains the outputs without any arithmetic)
     return out + [p for p in generic if not (out and p.startswith("no simple pattern"))]
 
 
