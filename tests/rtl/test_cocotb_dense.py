@@ -244,7 +244,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "rtl_cocotb.md"
 
 @pytest.mark.skipif(_ICARUS is not None, reason=_ICARUS or "")
 @pytest.mark.skipif(importlib.util.find_spec("tflite") is None,
-                    reason="the tflite package is not installed (pip install -e '.[tflite]'): the conv block imports one")
+                    reason="the tflite package is not installed (pip install -e '.[tflite]'; the conv block needs it)")
 def test_doc_runs_as_written(tmp_path, monkeypatch):
     """Every Python block of docs/rtl_cocotb.md, in order, in one namespace, from a directory laid out like the
     repository root: each print prints what its comment promises, the report shows the documented lines."""
