@@ -176,8 +176,8 @@ def conv_parameters(golden_dir, node: str) -> dict:
     manifest ``mac`` entry and tensor shapes: ``H, W, C`` (input NHWC), ``M`` (output channels), ``KH, KW``,
     ``SH, SW`` (stride), ``DH, DW`` (dilation), ``PT, PL`` (top and left padding), ``OH, OW``, ``DEPTHWISE``,
     ``DM``, ``ACC_BITS``, ``SATURATE``, ``BIAS_PRELOAD``.  A node the engine cannot run exactly (a weight zero
-    point, another requantizer, a tree-ordered or end-of-sum accumulator, one wider than 32 bits) is a
-    ``ValueError`` saying which."""
+    point, another requantizer, a tree-ordered or end-of-sum accumulator, one wider than 32 bits, no bias) is
+    a ``ValueError`` saying which."""
     g = _Golden(str(golden_dir))
     n = _node(g, node)
     mac = n.get("mac") or {}
@@ -189,7 +189,8 @@ def conv_parameters(golden_dir, node: str) -> dict:
                            (mac["order"] == "sequential", f"{mac['order']!r} accumulation order"),
                            (mac["overflow_at"] == "add", f"overflow_at={mac['overflow_at']!r}"),
                            (2 <= int(mac["acc_bits"]) <= 32, f"a {mac['acc_bits']}-bit accumulator"),
-                           (mac["overflow"] in ("saturate", "wrap"), f"accumulator overflow {mac['overflow']!r}"))
+                           (mac["overflow"] in ("saturate", "wrap"), f"accumulator overflow {mac['overflow']!r}"),
+                           (mac["has_bias"], "no bias (the engine takes one per channel: feed zeros)"))
            if not ok]
     if why:
         raise ValueError(f"node {node!r}: conv_stream cannot run it exactly ({'; '.join(why)})")

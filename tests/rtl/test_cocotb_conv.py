@@ -182,8 +182,13 @@ def test_round_half_up_is_located_in_the_output(graph, tmp_path):
     assert f["mac"]["rtl_acc"] == f["mac"]["golden_acc"]            # the accumulator was right
 
 
-def test_conv_parameters_say_what_the_engine_cannot_run(litert_vec):
+def test_conv_parameters_say_what_the_engine_cannot_run(litert_vec, graph, tmp_path):
     d, _ = litert_vec
+    tree = dataclasses.replace(graph.default_datapath, accumulator_order="tree", overflow_at="end")
+    export_vectors(graph, tmp_path / "tree", _image(), tree, formats=("npy",))
+    with pytest.raises(ValueError, match=r"node 'op2:CONV_2D': conv_stream cannot run it exactly \('tree' "
+                                         r"accumulation order; overflow_at='end'\)"):
+        conv_parameters(tmp_path / "tree", "op2:CONV_2D")
     with pytest.raises(ValueError, match="conv_stream runs conv2d and depthwise_conv2d nodes, not 'fully_conn"):
         conv_parameters(d, "op11:FULLY_CONNECTED")
     with pytest.raises(ValueError, match="no node 'nope'"):
