@@ -47,7 +47,8 @@ import numpy as np
 
 from .compare_results import CompareResult, MacAnalysis, Mismatch, TensorDiff
 from .golden import _Golden, _key_from_name, _read, _resolve
-from .mismatch import _first_mismatch, _NodeModel, _patterns
+from .mismatch import _first_mismatch, _patterns
+from .node_model import _NodeModel
 
 __all__ = ["compare", "compare_arrays", "CompareResult", "TensorDiff", "Mismatch", "MacAnalysis"]
 

@@ -165,8 +165,12 @@ def mac_run(P: np.ndarray, *, init=None, bias_end=None, bits: int = 32, mode: st
     return s
 
 
-def mac_products(mac: Mapping, x: np.ndarray, w: np.ndarray, coords: np.ndarray) -> np.ndarray:
+def mac_products(mac: Mapping, x: np.ndarray, w: np.ndarray, coords: np.ndarray, pad_code=None) -> np.ndarray:
     """Products :math:`(x - z_x)(w - z_w)` of MAC outputs in the datapath's order, ``[E, K]`` int64.
+
+    A padded tap of a convolution reads :math:`x = z_x` (its product is 0); ``pad_code``: it reads that code
+    instead (a padding that writes ``pad_code`` rather than the zero point: product
+    :math:`(p - z_x)(w - z_w)`, :math:`p` = ``pad_code``).
 
     Parameters
     ----------
@@ -192,7 +196,8 @@ def mac_products(mac: Mapping, x: np.ndarray, w: np.ndarray, coords: np.ndarray)
     (pt, pb), (pl, pr) = mac["pads"]
     sh, sw = mac["stride"]
     dh, dw = mac["dilation"]
-    xp = np.pad(x.astype(np.int64) - xz, ((0, 0), (pt, pb), (pl, pr), (0, 0)))   # padded taps: x - z_x = 0
+    xp = np.pad(x.astype(np.int64) - xz, ((0, 0), (pt, pb), (pl, pr), (0, 0)),   # padded taps: x - z_x = 0
+                constant_values=0 if pad_code is None else int(pad_code) - xz)
     oh, ow = coords[:, 1][:, None], coords[:, 2][:, None]
     kh, kw = w.shape[1], w.shape[2]
     if mac["op"] == "conv2d":

@@ -1,200 +1,18 @@
-"""Why an RTL tensor differs from the golden one: each MAC node's arithmetic recomputed under alternative
-datapaths (:class:`_NodeModel`), the patterns the mismatches follow, the first mismatch in dataflow order and
-the MAC sequence of that element (:func:`fxpsim.rtl.compare` uses them)."""
+"""Why an RTL tensor differs from the golden one: the hypotheses of :class:`~fxpsim.rtl.node_model._NodeModel`
+(each MAC node's arithmetic recomputed under alternative datapaths) tested against it, the patterns the
+mismatches follow, the first mismatch in dataflow order and the MAC sequence of that element
+(:func:`fxpsim.rtl.compare` uses them)."""
 from __future__ import annotations
 
 import numpy as np
 
 from .compare_results import MacAnalysis, Mismatch, TensorDiff
 from .golden import _Golden, _word_line
-from .mac_model import _tap_labels, fit_value, mac_products, mac_run, mac_sequence
+from .mac_model import _tap_labels, fit_value, mac_products, mac_sequence
+from .node_model import _NodeModel, _wrap
 
-INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 _SAMPLE_BAD = 2000          # mismatching elements a hypothesis is tested on
 _SAMPLE_GOOD = 1000         # matching elements it must also reproduce
-
-
-# ----------------------------------------------------------------------------------------- node model
-def _wrap(v, bits: int):
-    lo = -(1 << (bits - 1))
-    return (np.asarray(v, dtype=np.int64) - lo) % (1 << bits) + lo if bits < 63 else np.asarray(v, np.int64)
-
-
-class _NodeModel:
-    """A MAC node's golden inputs, weights, bias and parameters, to recompute elements under alternatives."""
-
-    @classmethod
-    def make(cls, g: _Golden, node: str):
-        n = g.nodes[node]
-        if not n.get("mac"):
-            return None
-        try:
-            return cls(g, n)
-        except (KeyError, ValueError, StopIteration):
-            return None
-
-    def __init__(self, g: _Golden, n: dict):
-        self.node, self.mac = n, n["mac"]
-        get = lambda stem: g.array(f"{n['dir']}/{stem}") if f"{n['dir']}/{stem}" in g.keys else None  # noqa
-        self.x, self.w = get("input"), get("weights")
-        if self.x is None or self.w is None:
-            raise KeyError("input/weights")
-        self.bias, self.A, self.y = get("bias"), get("accumulator"), get("output")
-        self.mult, self.shift = get("multiplier"), get("shift")
-        rq = self.mac["requantization"]
-        self.kind = rq["kind"]
-        self.W = int(self.mac["acc_bits"])
-        self.mode = self.mac["overflow"]
-        self.preload = self.mac["bias_add"] == "preload"
-        self.tr = n.get("mac_trace")
-
-    # ---------------------------------------------------------------- accumulator
-    def bias_for(self, coords):
-        if self.bias is None:
-            return None
-        return self.bias[np.asarray(coords)[:, -1]].astype(np.int64)
-
-    def acc(self, coords, *, bits=None, mode=None, w=None, bias_mode=None, x_zp=None, order=None, trace=False):
-        mac = dict(self.mac)
-        if x_zp is not None:
-            mac["x_zp"] = x_zp
-        P = mac_products(mac, self.x, self.w if w is None else w, coords)
-        b = self.bias_for(coords)
-        bits = self.W if bits is None else bits
-        mode = self.mode if mode is None else mode
-        bias_mode = (("preload" if self.preload else "after") if b is not None else "none") \
-            if bias_mode is None else bias_mode
-        init = b if bias_mode == "preload" else None
-        if init is not None and bits != self.W:     # a narrower/wider register holds the preloaded bias
-            init = np.array([fit_value(int(v), bits, mode) for v in init], dtype=np.int64)
-        end = b if bias_mode == "after" else None
-        return mac_run(P, init=init, bias_end=end, bits=bits, mode=mode, order=order or self.mac["order"],
-                       overflow_at=self.mac["overflow_at"], trace=trace)
-
-    def transposed_weights(self):
-        w = self.w
-        if self.mac["op"] == "fully_connected":
-            M, K = w.shape
-            return w.reshape(-1).reshape(K, M).T.copy(), "weights transposed (read as [K][M], w[k*M + m], " \
-                "instead of [M][K])"
-        if self.mac["op"] == "conv2d":
-            O, KH, KW, C = w.shape
-            return w.reshape(-1).reshape(KH, KW, C, O).transpose(3, 0, 1, 2).copy(), \
-                "weights transposed (read as HWIO instead of OHWI)"
-        return None, ""
-
-    def acc_hypotheses(self) -> list:
-        """``[(description, kwargs for acc(), kind)]`` of alternative accumulator datapaths."""
-        H = []
-        W, mode = self.W, self.mode
-        other = {"saturate": "wrap", "wrap": "saturate"}.get(mode)
-        if other == "wrap":
-            H.append(("wrapped where saturation was expected", dict(mode="wrap"), "overflow"))
-        elif other == "saturate":
-            H.append(("saturated where wrapping was expected", dict(mode="saturate"), "overflow"))
-        for b in (W - 1, W + 1):
-            if 2 <= b <= 62:
-                for m in (mode, other):
-                    if m:
-                        H.append((f"accumulator {b} bits wide instead of {W}: width off by one "
-                                  f"({b}-bit {m})", dict(bits=b, mode=m), "width"))
-        wt, text = self.transposed_weights()
-        if wt is not None:
-            H.append((text, dict(w=wt), "layout"))
-        if self.bias is not None:
-            if self.preload:
-                H.append(("bias added after the products instead of preloaded", dict(bias_mode="after"), "bias"))
-            else:
-                H.append(("bias preloaded instead of added after the products", dict(bias_mode="preload"), "bias"))
-            H.append(("bias not added", dict(bias_mode="none"), "bias"))
-        if self.mac["x_zp"] != 0:
-            H.append(("input zero point not subtracted", dict(x_zp=0), "zp"))
-        if self.mac["order"] == "sequential":
-            H.append(("adder-tree order instead of sequential", dict(order="tree"), "order"))
-        return H
-
-    # ---------------------------------------------------------------- requantization
-    def requant(self, acc, ch, variant: str = "ref"):
-        """Output codes of accumulators ``acc`` [E] in channels ``ch`` [E] (double/single kinds)."""
-        acc = np.asarray(acc, dtype=np.int64)
-        m = self.mult[ch].astype(np.int64)
-        s = self.shift[ch].astype(np.int64)
-        kind = self.kind
-        if variant == "single":
-            kind = "single"
-        elif variant == "double":
-            kind = "double"
-        if kind == "single":
-            scaled = np.array([(((int(a) * int(mm) + (1 << (30 - int(ss)))) >> (31 - int(ss))) - INT32_MIN)
-                               % (1 << 32) + INT32_MIN for a, mm, ss in zip(acc, m, s)], dtype=np.int64)
-        else:
-            left, right = np.maximum(s, 0), np.maximum(-s, 0)
-            a = _wrap(acc << left, 32)
-            ab = a * m                                              # |ab| <= 2^62
-            nudge = np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
-            t = ab + nudge
-            if variant == "srdhm_floor":
-                q = t >> 31
-            else:
-                q = np.where(t >= 0, t >> 31, -((-t) >> 31))        # truncation toward zero
-            sat = (a == INT32_MIN) & (m == INT32_MIN)
-            srdhm = _wrap(q, 32) if variant == "srdhm_nosat" else np.where(sat, INT32_MAX, _wrap(q, 32))
-            mask = (np.int64(1) << right) - 1
-            rem = srdhm & mask
-            thr = (mask >> 1) + (0 if variant == "tie_up" else (srdhm < 0))
-            scaled = (srdhm >> right) + (rem > thr)
-        zp, lo, hi = self.mac["out_zp"], self.mac["act_min"], self.mac["act_max"]
-        if variant == "no_zp":
-            zp = 0
-        y = scaled + zp
-        if variant == "no_clamp":
-            return _wrap(y, 8)
-        return np.clip(y, lo, hi)
-
-    def requant_variants(self) -> list:
-        if self.kind not in ("double", "single") or self.mult is None or self.shift is None:
-            return []
-        V = []
-        if self.kind == "double":
-            V += [("round-half-up vs half-away tie at the rounding shift (RoundingDivideByPOT without its sign "
-                   "term: negative ties rounded toward +inf)", "tie_up"),
-                  ("SRDHM divides by 2^31 with floor instead of truncation toward zero (negative products one "
-                   "LSB low before the rounding shift)", "srdhm_floor"),
-                  ("SRDHM misses its INT32_MIN x INT32_MIN saturation", "srdhm_nosat"),
-                  ("single rounding (TFLITE_SINGLE_ROUNDING) instead of double", "single")]
-        else:
-            V.append(("double rounding (gemmlowp) instead of single", "double"))
-        V += [("output zero point not added", "no_zp"), ("activation clamp missing (output wraps)", "no_clamp")]
-        return V
-
-    def chain(self, acc: int, ch: int) -> list:
-        """Text lines of the requantization of one accumulator value (double rounding)."""
-        m, s = int(self.mult[ch]), int(self.shift[ch])
-        zp, lo, hi = self.mac["out_zp"], self.mac["act_min"], self.mac["act_max"]
-        if self.kind == "single":
-            total = 31 - s
-            v = (acc * m + (1 << (total - 1))) >> total
-            return [f"acc {acc} * multiplier {m} + 2^{total - 1}, >> {total} (single rounding) = {v}",
-                    f"+ out_zp {zp} = {v + zp}, clamp [{lo}, {hi}] -> {min(max(v + zp, lo), hi)}"]
-        left, right = max(s, 0), max(-s, 0)
-        a = (acc << left) - INT32_MIN
-        a = a % (1 << 32) + INT32_MIN
-        ab = a * m
-        t = ab + ((1 << 30) if ab >= 0 else 1 - (1 << 30))
-        q = t >> 31 if t >= 0 else -((-t) >> 31)
-        srdhm = INT32_MAX if a == m == INT32_MIN else (q - INT32_MIN) % (1 << 32) + INT32_MIN
-        mask = (1 << right) - 1
-        rem, thr = srdhm & mask, (mask >> 1) + (srdhm < 0)
-        scaled = (srdhm >> right) + (rem > thr)
-        tie = right > 0 and rem == (1 << (right - 1))
-        y = min(max(scaled + zp, lo), hi)
-        return [f"acc {acc}, multiplier {m}, shift {s} (left {left}, right {right})",
-                f"a = int32(acc << {left}) = {a}; a*m = {ab}; SRDHM = trunc((a*m {'+' if ab >= 0 else '-'} nudge) / "
-                f"2^31) = {srdhm}",
-                f"RoundingDivideByPOT({srdhm}, {right}): remainder {rem}, threshold {thr} "
-                f"({'mask/2 + 1: negative' if srdhm < 0 else 'mask/2'}) -> {scaled}"
-                + (f"   [a tie: remainder = 2^{right - 1} exactly]" if tie else ""),
-                f"+ out_zp {zp} = {scaled + zp}, clamp [{lo}, {hi}] -> {y}"]
 
 
 def _sample(mask_flat: np.ndarray, known=None) -> np.ndarray:
@@ -246,7 +64,32 @@ def _output_hypothesis(t: TensorDiff, got, exp, model: _NodeModel, rtl_acc):
     for desc, variant in model.requant_variants():
         if np.array_equal(model.requant(acc_use, ch, variant), g):
             return desc, variant
-    return None
+    if rtl_acc is not None:
+        return None
+    return _output_only_hypothesis(idx, g, model)
+
+
+def _output_only_hypothesis(idx, g, model: _NodeModel):
+    """Diagnosis from the outputs alone (no RTL accumulator dumped): the accumulator datapath knob (width,
+    overflow rule, weight layout, bias placement, zero-point and padding handling, order) whose accumulators,
+    requantized as the golden ones are, give every sampled RTL output -- mismatching and matching.  Returns
+    ``(description, kwargs, kind)``, or a ``(text, None)`` saying that none does."""
+    coords = np.stack(np.unravel_index(idx, model.A.shape), axis=1)
+    try:
+        if not np.array_equal(model.acc(coords), model.A.reshape(-1)[idx]):
+            return None             # the model does not reproduce the golden accumulators: no search
+    except (ValueError, IndexError):
+        return None
+    tried = model.acc_hypotheses()
+    for desc, kw, kind in tried:
+        try:
+            acc = _wrap(model.acc(coords, **kw), model.W)
+        except (ValueError, IndexError):
+            continue
+        if np.array_equal(model.requant(acc, coords[:, -1]), g):
+            return f"{desc} (found from the outputs alone: its accumulators requantize to every RTL output)", kw, kind
+    return (f"no single datapath knob reproduces the RTL's outputs ({len(tried)} accumulator and "
+            f"{len(model.requant_variants())} requantization alternatives tried)", None)
 
 
 def _trace_hypothesis(t: TensorDiff, got, exp, model: _NodeModel):
@@ -284,12 +127,17 @@ def _patterns(t: TensorDiff, got, exp, model, rtl_acc) -> list:
         if h:
             out.append(h[0])
             t.hypothesis = h
+    unexplained = None
     if model is not None and t.role == "output":
         h = _output_hypothesis(t, got, exp, model, rtl_acc)
-        if h:
+        if h and h[1] is None:              # searched from the outputs alone, no knob explains them
+            unexplained = h[0]
+        elif h:
             out.append(h[0])
             t.hypothesis = h
     generic = _generic_patterns(t, got, exp)
+    if unexplained and not any(p.startswith(("layout swap", "the same values in a different order")) for p in generic):
+        out.append(unexplained)             # (a layout swap explains the outputs without any arithmetic)
     return out + [p for p in generic if not (out and p.startswith("no simple pattern"))]
 
 
@@ -391,7 +239,11 @@ def _first_mismatch(g: _Golden, t: TensorDiff, got, exp, fmt, model, rtl_acc, ar
             "the golden accumulator (no RTL accumulator dumped)"
         m.requant = [f"accumulator used: {acc_used} ({src})"] + model.chain(acc_used, index[-1])
         hyp = getattr(t, "hypothesis", None)
-        if hyp and hyp[1] not in ("rtl_acc",):
+        if hyp and isinstance(hyp[1], dict):            # an accumulator knob, found from the outputs
+            a = int(_wrap(model.acc(np.array([index]), **hyp[1]), model.W)[0])
+            v = int(model.requant(np.array([a]), np.array([index[-1]]))[0])
+            m.requant.append(f"the RTL's value {m.got} is what you get with: {hyp[0]} (accumulator {a} -> {v})")
+        elif hyp and isinstance(hyp[1], str) and hyp[1] != "rtl_acc":
             v = int(model.requant(np.array([acc_used]), np.array([index[-1]]), hyp[1])[0])
             m.requant.append(f"the RTL's value {m.got} is what you get with: {hyp[0]} (-> {v})")
     return m
@@ -439,7 +291,7 @@ def _mac_analysis(model: _NodeModel, coords, t: TensorDiff, rtl_acc_tensor, rtl_
     hyp = getattr(t, "hypothesis", None)
     if trace_step is not None:
         step, reason = trace_step, "the RTL's running accumulator first differs here"
-    if hyp and t.role in ("accumulator", "mac_trace"):
+    if hyp and (t.role in ("accumulator", "mac_trace") or len(hyp) == 3):
         desc, kwh, kind = hyp
         hyp_text = desc
         hseq = _hyp_sequence(model, P, b, kwh, coords)
@@ -476,11 +328,12 @@ def _hyp_sequence(model: _NodeModel, P, b, kw, coords):
     bits = kw.get("bits", model.W)
     mode = kw.get("mode", model.mode)
     bias_mode = kw.get("bias_mode", ("preload" if model.preload else "after") if b is not None else "none")
-    if "w" in kw or "x_zp" in kw:
+    if "w" in kw or "x_zp" in kw or "pad_code" in kw:
         mac = dict(model.mac)
         if "x_zp" in kw:
             mac["x_zp"] = kw["x_zp"]
-        P = mac_products(mac, model.x, kw.get("w", model.w), np.array([coords], dtype=np.int64))[0].tolist()
+        P = mac_products(mac, model.x, kw.get("w", model.w), np.array([coords], dtype=np.int64),
+                         kw.get("pad_code"))[0].tolist()
     if bias_mode != (("preload" if model.preload else "after") if b is not None else "none"):
         return None                 # a different number of steps: no row-by-row comparison
     init = fit_value(b, bits, mode) if bias_mode == "preload" else None

@@ -38,7 +38,7 @@ from .golden import _Golden
 from .layout import Layout
 
 __all__ = ["Stream", "StreamPorts", "Scoreboard", "StreamMismatch", "ScoreboardError", "INPUT_ROLES",
-           "OUTPUT_ROLES", "dense_parameters"]
+           "OUTPUT_ROLES", "dense_parameters", "conv_parameters"]
 
 INPUT_ROLES = ("input", "weights", "bias", "multiplier", "shift")
 OUTPUT_ROLES = ("accumulator", "output", "mac_trace")
@@ -169,6 +169,40 @@ def dense_parameters(golden_dir, node: str) -> dict:
         why = "; ".join(x for x in n.get("notes", []) if x.startswith("no tb_dense")) or f"a {n['op']} node"
         raise ValueError(f"node {node!r}: dense_pe cannot run it ({why})")
     return {k: int(tb["params"][k]) for k in ("K", "M", "ACC_BITS", "SATURATE", "BIAS_PRELOAD")}
+
+
+def conv_parameters(golden_dir, node: str) -> dict:
+    """The HDL parameters of ``examples/rtl/conv_stream.v`` for a conv2d or depthwise_conv2d node, from its
+    manifest ``mac`` entry and tensor shapes: ``H, W, C`` (input NHWC), ``M`` (output channels), ``KH, KW``,
+    ``SH, SW`` (stride), ``DH, DW`` (dilation), ``PT, PL`` (top and left padding), ``OH, OW``, ``DEPTHWISE``,
+    ``DM``, ``ACC_BITS``, ``SATURATE``, ``BIAS_PRELOAD``.  A node the engine cannot run exactly (a weight zero
+    point, another requantizer, a tree-ordered or end-of-sum accumulator, one wider than 32 bits, no bias) is
+    a ``ValueError`` saying which."""
+    g = _Golden(str(golden_dir))
+    n = _node(g, node)
+    mac = n.get("mac") or {}
+    if mac.get("op") not in ("conv2d", "depthwise_conv2d"):
+        raise ValueError(f"node {node!r}: conv_stream runs conv2d and depthwise_conv2d nodes, not {n['op']!r}")
+    rq = mac["requantization"]
+    why = [w for ok, w in ((mac["w_zp"] == 0, f"weight zero point {mac['w_zp']!r}, not 0"),
+                           (rq["kind"] == "double", f"{rq['kind']!r} requantization, not gemmlowp 'double'"),
+                           (mac["order"] == "sequential", f"{mac['order']!r} accumulation order"),
+                           (mac["overflow_at"] == "add", f"overflow_at={mac['overflow_at']!r}"),
+                           (2 <= int(mac["acc_bits"]) <= 32, f"a {mac['acc_bits']}-bit accumulator"),
+                           (mac["overflow"] in ("saturate", "wrap"), f"accumulator overflow {mac['overflow']!r}"),
+                           (mac["has_bias"], "no bias (the engine takes one per channel: feed zeros)"))
+           if not ok]
+    if why:
+        raise ValueError(f"node {node!r}: conv_stream cannot run it exactly ({'; '.join(why)})")
+    shape = lambda role: g.keys[g.key_of(node, role)]["meta"]["shape"]  # noqa: E731
+    _, h, w, c = shape("input")
+    _, oh, ow, m = shape("output")
+    dw = mac["op"] == "depthwise_conv2d"
+    return {"H": h, "W": w, "C": c, "M": m, "KH": mac["kernel"][0], "KW": mac["kernel"][1],
+            "SH": mac["stride"][0], "SW": mac["stride"][1], "DH": mac["dilation"][0], "DW": mac["dilation"][1],
+            "PT": mac["pads"][0][0], "PL": mac["pads"][1][0], "OH": oh, "OW": ow, "DEPTHWISE": int(dw),
+            "DM": int(mac.get("depth_multiplier", 1)), "ACC_BITS": int(mac["acc_bits"]),
+            "SATURATE": int(mac["overflow"] == "saturate"), "BIAS_PRELOAD": int(mac["bias_add"] == "preload")}
 
 
 def _signed(raw: int, width: int) -> int:

@@ -8,6 +8,7 @@ over the golden inputs and weights, and gemmlowp requantization from ``tests/ref
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shutil
@@ -242,6 +243,8 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "rtl_cocotb.md"
 
 
 @pytest.mark.skipif(_ICARUS is not None, reason=_ICARUS or "")
+@pytest.mark.skipif(importlib.util.find_spec("tflite") is None,
+                    reason="the tflite package is not installed (pip install -e '.[tflite]'; the conv block needs it)")
 def test_doc_runs_as_written(tmp_path, monkeypatch):
     """Every Python block of docs/rtl_cocotb.md, in order, in one namespace, from a directory laid out like the
     repository root: each print prints what its comment promises, the report shows the documented lines."""
@@ -249,9 +252,11 @@ def test_doc_runs_as_written(tmp_path, monkeypatch):
     import io
     text = DOC.read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert len(blocks) == 5
+    assert len(blocks) == 6
     (tmp_path / "examples").mkdir()
     (tmp_path / "examples" / "rtl").symlink_to(RTL)
+    (tmp_path / "tests").mkdir()                    # the conv block reads the imported TFLite fixture
+    (tmp_path / "tests" / "vectors").symlink_to(RTL.parents[1] / "tests" / "vectors")
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     outputs = []
