@@ -277,7 +277,7 @@ def test_example_train_qat_runs(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", [str(script), "--epochs", "1", "--out", str(tmp_path)])
     runpy.run_path(str(script), run_name="__main__")
     out = capsys.readouterr().out
-    assert "binary W+A (BNN)" in out and "ms/epoch" in out
+    assert "binary W+A (BNN)" in out and "MXFP4 W, MXFP8 A" in out and "ms/epoch" in out
     results = json.loads((tmp_path / "qat_results.json").read_text())["results"]
-    assert len(results) == 12 and all(0 <= r["test_accuracy"] <= 1 for r in results)
+    assert len(results) == 16 and all(0 <= r["test_accuracy"] <= 1 for r in results)
     assert (tmp_path / "qat_accuracy.png").stat().st_size > 10_000
