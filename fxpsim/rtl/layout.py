@@ -41,7 +41,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .memfile import _check_bits, _check_fits, _check_signed, _int_codes
+from .memfile import _check_bits, _check_fits, _check_signed, _int_codes, read_ascii_lines
 
 __all__ = ["Layout"]
 
@@ -294,15 +294,8 @@ class Layout:
         ndigits = -(-wb // 4) if self.radix == 16 else wb
         digits = _DIGITS[self.radix]
         base = self.address or 0
-        with open(path, "rb") as f:
-            raw = f.read()
-        try:
-            text = raw.decode("ascii")
-        except UnicodeDecodeError as e:
-            line = raw[:e.start].count(b"\n") + 1
-            raise ValueError(f"{path}, line {line}: not an ASCII text file") from None
+        lines = read_ascii_lines(path)
         at, seen = base, {}
-        lines = text.splitlines()
         ours = next((ln.strip() for ln in lines if ln.strip()), "") == f"// {LAYOUT_MAGIC}"
         want = {"shape": str(shape), "bits": str(bits), "signed": "yes" if signed else "no", "layout": str(self)}
         for lineno, line in enumerate(lines, 1):

@@ -54,6 +54,19 @@ _UNDEFINED = frozenset("xXzZ?")
 
 
 # --------------------------------------------------------------------------- validation helpers
+
+def read_ascii_lines(path) -> list:
+    """The lines of a memory file, which must be ASCII text (else a ValueError naming the file, the line
+    and the byte)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        text = raw.decode("ascii")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise ValueError(f"{path}, line {line}: not an ASCII text file (byte {raw[e.start]:#04x})") from None
+    return text.splitlines()
+
 def _check_bits(bits) -> int:
     if isinstance(bits, (bool, np.bool_)) or not isinstance(bits, (int, np.integer)):
         raise TypeError(f"bits must be an int, got {bits!r}")
@@ -281,14 +294,7 @@ def read_mem(path, bits: int, signed: bool, radix: int = 16, shape=None) -> np.n
     digits, rname = _DIGITS[radix], _RADIX_NAMES[radix]
     limit = 1 << bits
     half = 1 << (bits - 1)
-    with open(path, "rb") as f:
-        raw = f.read()
-    try:
-        text = raw.decode("ascii")
-    except UnicodeDecodeError as e:
-        line = raw[:e.start].count(b"\n") + 1
-        raise ValueError(f"{path}, line {line}: not an ASCII text file (byte {raw[e.start]:#04x})") from None
-    lines = text.splitlines()
+    lines = read_ascii_lines(path)
     info = _parse_header(_leading_comments(lines))
     for key, want in (("bits", bits), ("signed", signed), ("radix", radix)):
         if key in info and info[key] != want:
