@@ -351,8 +351,11 @@ def cmd_export_vectors(args) -> int:
         if not node.strip():
             raise UsageError(f"--mac-trace {spec!r}: expected NODE:IDX[,IDX..] (flat output indices) or NODE")
         traces.append({"node": node, "outputs": outputs, **({"limit": args.limit} if args.limit else {})})
-    config = _load_config(args.config)
     model = _load_model(args.model)
+    # an imported graph's default is its runtime's own arithmetic (the datapath its import recorded): the golden
+    # outputs are then the runtime's outputs; an fxpsim model or graph uses tflite-int8 unless told otherwise
+    imported = _is_graph(model) and isinstance(model.meta, dict) and bool(model.meta.get("datapath"))
+    config = model.default_datapath if imported and args.config is None else _load_config(args.config or "tflite-int8")
     x, _, xc = _load_data(args, model)
     if args.samples:
         x = x[:args.samples]

@@ -143,7 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "outputs ($readmemh .hex, .npy, .csv), manifest.json, fxpsim_params.svh, and for "
                              "fully connected nodes the inputs of examples/rtl/tb_dense.v (NN_node/tb_dense/).")
     vectors.add_argument("--model", required=True, help=_MODEL_HELP)
-    vectors.add_argument("--config", default="tflite-int8", help="preset name or TOML file (default: tflite-int8)")
+    vectors.add_argument("--config", default=None, help="preset name or TOML file (default: an imported model's "
+                         "own runtime arithmetic, so the vectors equal the runtime's outputs; tflite-int8 for an "
+                         "fxpsim model or graph)")
     _data_args(vectors)
     vectors.add_argument("--samples", type=_positive_int, default=None,
                          help="use the first N inputs of --data (default: all)")

@@ -213,3 +213,28 @@ def test_readme_rtl_section_runs_as_written(tmp_path):
     assert "MATCH -- " in r.stdout and "wrapped where saturation was expected" in r.stdout
     assert "exit status 1" in r.stdout and "<- sums part ways (first overflow)" in r.stdout
     assert (tmp_path / "rtl-demo" / "compare.html").is_file()
+
+
+def test_export_vectors_of_an_imported_model_default_to_its_runtime(tmp_path):
+    """No --config on an imported .tflite: the vectors are made on the model's own runtime arithmetic
+    (LiteRT's reference kernels: the datapath its import is bit-exact with), not on the tflite-int8 preset; the
+    golden outputs of the last node are the graph's outputs on that datapath."""
+    pytest.importorskip("tflite", reason="the tflite extra (pip install -e '.[tflite]') reads the model")
+    model = Path(__file__).resolve().parents[1] / "vectors" / "tflite_models" / "conv_block.tflite"
+    graph = fxpsim.import_model(str(model))
+    spec = graph.tensors[graph.inputs[0]]
+    x = np.random.default_rng(3).integers(-128, 128, (2,) + tuple(spec.shape)).astype(spec.dtype)
+    np.save(tmp_path / "x.npy", x)
+    r = run("export-vectors", "--model", str(model), "--data", str(tmp_path / "x.npy"), "--out",
+            str(tmp_path / "vec"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    manifest = json.loads((tmp_path / "vec" / "manifest.json").read_text())
+    assert manifest["datapath"]["name"] == graph.default_datapath.name == "litert-reference"
+    out = next(f for f in manifest["files"] if f.get("set") == "golden" and f["format"] == "npy"
+               and f.get("role") == "output" and f.get("node") == graph.nodes[-1].name)
+    np.testing.assert_array_equal(np.load(tmp_path / "vec" / out["path"]).reshape(len(x), -1),
+                                  graph.run(x).reshape(len(x), -1))
+    r2 = run("export-vectors", "--model", str(model), "--data", str(tmp_path / "x.npy"), "--out",
+             str(tmp_path / "vec2"), "--config", "tflite-int8", cwd=tmp_path)
+    assert r2.returncode == 0 and json.loads((tmp_path / "vec2" / "manifest.json").read_text())["datapath"][
+        "name"] == "tflite-int8"
