@@ -7,7 +7,9 @@ type quantizes, then handles overflow (a carry out of the rounding overflows too
 
 .. math:: c = \\mathrm{fit}_O\\big(\\mathrm{round}_Q(v \\cdot 2^{W - I})\\big)
 
-with the defaults of ``ap_fixed`` (and hls4ml): ``Q = AP_TRN``, ``O = AP_WRAP``, ``N = 0``.  The modes map onto
+with the defaults of ``ap_fixed`` (and hls4ml): ``Q = AP_TRN``, ``O = AP_WRAP``, ``N = 0``.  ``AP_WRAP`` with ``N > 0`` keeps the ``N``
+MSBs saturated as SystemC's ``n_bits`` for signed types; for ``ap_ufixed`` it sets them to 1 on overflow and on
+underflow alike (ap_types' ``overflow_adjust``), which is modelled here.  The modes map onto
 fxpsim's (``Q``: the value's bits below the LSB; ties are exact halves of an LSB):
 
 =================  ===========================  =================  =========================================
@@ -84,13 +86,30 @@ class ApType:
 
     def from_float(self, x) -> FixedArray:
         """``T(v)`` for real values ``v`` (the ``ap_fixed(double)`` constructor): exact, then quantized and fitted."""
-        return from_float(np.asarray(x, dtype=np.float64), self.fmt, self.rounding, self.overflow, n_bits=self.n_bits)
+        values = np.asarray(x, dtype=np.float64)
+        if self._unsigned_wrap_n:
+            return self._set_msbs(from_float(values, self.fmt, self.rounding, self.overflow, mask=True))
+        return from_float(values, self.fmt, self.rounding, self.overflow, n_bits=self.n_bits)
 
     def cast(self, x: FixedArray) -> FixedArray:
         """``(T) x`` for a fixed-point value ``x`` (an ``ap_fixed`` assignment)."""
         if not isinstance(x, FixedArray):
             raise TypeError(f"ApType.cast expects a FixedArray, got {type(x).__name__}")
+        if self._unsigned_wrap_n:
+            return self._set_msbs(x.cast(self.fmt, self.rounding, self.overflow, mask=True))
         return x.cast(self.fmt, self.rounding, self.overflow, n_bits=self.n_bits)
+
+    @property
+    def _unsigned_wrap_n(self) -> bool:
+        return self.n_bits > 0 and not self.fmt.signed
+
+    def _set_msbs(self, wrapped: FixedArray) -> FixedArray:
+        """``ap_ufixed``'s ``AP_WRAP`` with ``N > 0``: on overflow *or* underflow the wrapped code gets its ``N``
+        MSBs set to 1 (``overflow_adjust`` in ``ap_fixed_base.h``; SystemC's ``n_bits`` clears them on underflow)."""
+        ones = ((1 << self.n_bits) - 1) << (self.fmt.word - self.n_bits)
+        mask = wrapped.overflow_mask
+        return FixedArray(np.where(mask, wrapped.raw | ones, wrapped.raw), self.fmt,
+                          overflows=wrapped.overflows)
 
 
 def parse_ap_type(text) -> ApType:

@@ -60,8 +60,9 @@ def dense(x: FixedArray, weight: FixedArray, bias: FixedArray, accum_t: ApType, 
     products = accum_t.cast(mul(x2.reshape(x2.shape[0], k, 1), weight.reshape(1, k, n)))
     init = np.broadcast_to(accum_t.cast(bias).raw, (x2.shape[0], n))
     acc = acc_sum(products, axis=1, acc=accum_t.fmt, overflow=accum_t.overflow, init=init)
-    y = result_t.cast(acc).reshape(*lead, n)
-    return (y, acc.reshape(*lead, n)) if return_accumulator else y
+    acc = FixedArray(acc.raw.reshape(*lead, n), acc.fmt, overflows=acc.overflows)
+    y = result_t.cast(acc)
+    return (y, acc) if return_accumulator else y
 
 
 def relu(x: FixedArray, result_t: ApType) -> FixedArray:
