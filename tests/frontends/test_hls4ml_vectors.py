@@ -21,11 +21,11 @@ from hypothesis import given, settings, strategies as st
 
 from fxpsim.core.fixed import FixedArray, Format, from_float
 from fxpsim.datapath.accumulate import matmul
-from fxpsim.datapath.hls4ml import ApType, dense, linear, parse_ap_type, relu
+from fxpsim.datapath.hls4ml import ApType, conv2d, dense, linear, parse_ap_type, relu
 from fxpsim.frontends.hls4ml import Hls4mlModel
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "hls4ml"
-CONFIGS = ("trn_wrap", "narrow_wrap", "rnd_sat", "rnd_sat2")
+CONFIGS = ("trn_wrap", "narrow_wrap", "rnd_sat", "rnd_sat2", "cnn_narrow_wrap", "cnn_rnd_sat")
 Q_MODES = ("AP_TRN", "AP_TRN_ZERO", "AP_RND", "AP_RND_ZERO", "AP_RND_MIN_INF", "AP_RND_INF", "AP_RND_CONV")
 O_MODES = ("AP_WRAP", "AP_SAT", "AP_SAT_ZERO", "AP_SAT_SYM")
 
@@ -34,7 +34,7 @@ def _load(name):
     d = np.load(VECTORS / f"{name}.npz", allow_pickle=False)
     layers = json.loads(str(d["layers"]))
     weights = {r["name"]: {"weight": d[f"w_{r['name']}"], "bias": d[f"b_{r['name']}"]}
-               for r in layers if r["class"] == "Dense"}
+               for r in layers if r["class"] in ("Dense", "Conv2D")}
     return d, layers, weights
 
 
@@ -45,7 +45,7 @@ def test_every_layer_bit_for_bit_with_hls4ml_csim(name):
     model = Hls4mlModel.from_layers(layers, weights)
     y, trace = model.run(d["x"], trace=True)
     traced = [r["name"] for r in layers if f"y_{r['name']}" in d.files]
-    assert len(traced) == 3                                     # fc1, relu1, fc2
+    assert len(traced) == 3                                     # fc1 (conv1), relu1, fc2
     for lname in traced:
         got = trace[lname].to_float()
         want = d[f"y_{lname}"]
@@ -61,7 +61,7 @@ def test_the_vectors_overflow_where_they_should():
     """The wrapping accum_t wraps and the saturating ones saturate (thousands of adds), so the bit-exact match
     above covers both; and a model that fits only the sums (not each product into accum_t) misses hls4ml."""
     stats = {}
-    for name in CONFIGS:
+    for name in CONFIGS[:4]:
         d, layers, weights = _load(name)
         a = parse_ap_type(layers[0]["result_t"]).from_float(d["x"])
         for r in layers[1:]:
@@ -84,6 +84,25 @@ def test_the_vectors_overflow_where_they_should():
     assert stats["trn_wrap", "fc1"][1] == 0 and stats["trn_wrap", "fc2"][1] == 0   # a wide accum_t
     assert stats["narrow_wrap", "fc1", "plain_equal"]        # wrapping commutes: products may wrap first
     assert not stats["rnd_sat2", "fc1", "plain_equal"]       # saturation does not: hls4ml fits each product
+
+
+def test_the_conv_vectors_wrap_and_saturate():
+    for name, mode in (("cnn_narrow_wrap", "wrap"), ("cnn_rnd_sat", "saturate")):
+        d, layers, weights = _load(name)
+        r = layers[1]
+        assert r["class"] == "Conv2D" and (r["pad_top"] == 1) == (name == "cnn_rnd_sat")   # valid and same
+        acc_t = parse_ap_type(r["accum_t"])
+        x = parse_ap_type(layers[0]["result_t"]).from_float(d["x"])
+        w = parse_ap_type(r["weight_t"]).from_float(weights["conv1"]["weight"])
+        b = parse_ap_type(r["bias_t"]).from_float(weights["conv1"]["bias"])
+        fh, fw, c, f = w.shape
+        pads = (r["pad_top"], r["pad_bottom"], r["pad_left"], r["pad_right"])
+        padded = FixedArray(np.pad(x.raw, ((0, 0), pads[:2], pads[2:], (0, 0))), x.fmt)
+        patches = np.lib.stride_tricks.sliding_window_view(padded.raw, (fh, fw), axis=(1, 2))
+        patches = FixedArray(np.moveaxis(patches, 3, -1).reshape(-1, fh * fw * c), x.fmt)
+        _, acc = dense(patches, w.reshape(fh * fw * c, f), b, acc_t, parse_ap_type(r["result_t"]),
+                       return_accumulator=True)
+        assert acc_t.overflow.value == mode and acc.overflows > 200
 
 
 # --------------------------------------------------------------------------- hls4ml's ap_types C++
@@ -220,6 +239,46 @@ def test_dense_matches_the_python_int_model(acc_spec, res_spec, k, n, data):
     assert y.raw.tolist() == _dense_model(x, w, b, acc_spec, res_spec, fx, fw, fb)
 
 
+def _conv_model(x, w, b, acc_spec, res_spec, fx, fw, fb, stride, pads):
+    """Conv2D as hls4ml's fill_buffer builds it: each output pixel's patch in (i, j, c) order, 0 where padded."""
+    h, wd = len(x), len(x[0])
+    fh, fwid, c = len(w), len(w[0]), len(w[0][0])
+    oh = (h + pads[0] + pads[1] - fh) // stride[0] + 1
+    ow = (wd + pads[2] + pads[3] - fwid) // stride[1] + 1
+    flat_w = [w[i][j][ch] for i in range(fh) for j in range(fwid) for ch in range(c)]
+    out = []
+    for oy in range(oh):
+        row = []
+        for ox in range(ow):
+            patch = []
+            for i in range(fh):
+                for j in range(fwid):
+                    yy, xx = oy * stride[0] + i - pads[0], ox * stride[1] + j - pads[2]
+                    inside = 0 <= yy < h and 0 <= xx < wd
+                    patch.extend(x[yy][xx][ch] if inside else 0 for ch in range(c))
+            row.append(_dense_model([patch], flat_w, b, acc_spec, res_spec, fx, fw, fb)[0])
+        out.append(row)
+    return out
+
+
+@settings(max_examples=80, deadline=None)
+@given(ap_types(max_word=12), ap_types(max_word=12), st.integers(1, 2), st.integers(1, 2),
+       st.tuples(*[st.integers(0, 1)] * 4), st.data())
+def test_conv2d_matches_the_python_int_model(acc_spec, res_spec, sh, sw, pads, data):
+    acc_spec = acc_spec[:5] + (0,)
+    h, wd, c, f = data.draw(st.integers(3, 5)), data.draw(st.integers(3, 5)), data.draw(st.integers(1, 2)), 2
+    fh, fwid = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    ints = lambda lo, hi, n: st.lists(st.integers(lo, hi), min_size=n, max_size=n)   # noqa: E731
+    x = data.draw(st.lists(ints(-128, 127, c), min_size=h * wd, max_size=h * wd))
+    x = [[x[i * wd + j] for j in range(wd)] for i in range(h)]
+    w = [[[data.draw(ints(-32, 31, f)) for _ in range(c)] for _ in range(fwid)] for _ in range(fh)]
+    b = data.draw(ints(-128, 127, f))
+    y = conv2d(FixedArray(np.array([x]), Format(8, 4)), FixedArray(np.array(w), Format(6, 5)),
+               FixedArray(np.array(b), Format(8, 3)), parse_ap_type(_text(*acc_spec)),
+               parse_ap_type(_text(*res_spec)), stride=(sh, sw), padding=pads)
+    assert y.raw[0].tolist() == _conv_model(x, w, b, acc_spec, res_spec, 4, 5, 3, (sh, sw), pads)
+
+
 def test_relu_and_linear():
     t = parse_ap_type("ap_ufixed<4,2,AP_RND,AP_SAT>")
     x = FixedArray(np.array([-9, -1, 0, 1, 2, 3, 40]), Format(8, 2))   # -2.25 .. 10
@@ -267,8 +326,8 @@ def _records():
 def test_model_bad_input_names_layer_and_problem():
     d, layers, weights = _records()
     bad = [dict(r) for r in layers]
-    bad[2] = dict(bad[2], **{"class": "Conv2D"})
-    with pytest.raises(ValueError, match=r"layer 2 \('relu1'.*Conv2D.*supported"):
+    bad[2] = dict(bad[2], **{"class": "LSTM"})
+    with pytest.raises(ValueError, match=r"layer 2 \('relu1'.*LSTM.*supported"):
         Hls4mlModel.from_layers(bad, weights)
     bad = [dict(r) for r in layers]
     bad[2]["activation"] = "sigmoid"
@@ -302,6 +361,26 @@ def test_model_bad_input_names_layer_and_problem():
         Hls4mlModel.from_layers(layers[1:], weights)
     with pytest.raises(TypeError):
         Hls4mlModel.from_layers("layers", weights)
+    d2, cnn, cw = _load("cnn_rnd_sat")
+    bad = [dict(r) for r in cnn]
+    del bad[1]["pad_left"]
+    with pytest.raises(ValueError, match="conv1.*pad_left"):
+        Hls4mlModel.from_layers(bad, cw)
+    bad = [dict(r) for r in cnn]
+    bad[1]["n_chan"] = 3
+    with pytest.raises(ValueError, match="n_chan = 3"):
+        Hls4mlModel.from_layers(bad, cw)
+    bad = [dict(r) for r in cnn]
+    bad[3]["target_shape"] = [0]
+    with pytest.raises(ValueError, match="flat.*target_shape"):
+        Hls4mlModel.from_layers(bad, cw)
+    with pytest.raises(ValueError, match="conv1.*channels"):
+        Hls4mlModel.from_layers(cnn, cw).run(d2["x"][..., :1])
+    with pytest.raises(ValueError, match="conv2d: strides"):
+        conv2d(FixedArray(np.zeros((1, 3, 3, 1), np.int64), Format(8, 0)),
+               FixedArray(np.zeros((2, 2, 1, 1), np.int64), Format(8, 0)),
+               FixedArray(np.zeros(1, np.int64), Format(8, 0)), parse_ap_type("ap_int<16>"), parse_ap_type("ap_int<8>"),
+               stride=(0, 1))
     model = Hls4mlModel.from_layers(layers, weights)
     with pytest.raises(ValueError, match="fc1.*16 values"):
         model.run(d["x"][:, :15])

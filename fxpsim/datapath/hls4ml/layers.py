@@ -13,6 +13,11 @@ at the bias (``acc = (accum_t) biases``), every ``acc += mult`` is fitted (exact
 its overflow mode acts), inputs in order :math:`k = 0, \\dots, K-1`, and :math:`R` is the cast to
 ``result_t``.  The products are exact (``x * w`` has the width :math:`W_x + W_w`, at most 64 here).
 
+**Conv2D** (``conv_2d_latency_cl``, channels last): the same Dense on every output pixel's patch
+:math:`p = (x_{h s_h + i - t,\\; w s_w + j - l,\\; c})_{i, j, c}` flattened in the order ``(i, j, c)`` (hls4ml's
+``fill_buffer``), with the kernel ``[f_h, f_w, C, F]`` flattened to ``[f_h f_w C, F]``; padded positions
+(``t``, ``l``: top and left padding) hold 0, whose products add nothing.
+
 **ReLU**: :math:`y = R(x)` where :math:`x > 0`, else 0.  **linear**: :math:`y = R(x)`.
 """
 from __future__ import annotations
@@ -23,7 +28,7 @@ from ...core.fixed import FixedArray, mul
 from ..accumulate import sum as acc_sum
 from .ap_types import ApType
 
-__all__ = ["dense", "relu", "linear"]
+__all__ = ["dense", "conv2d", "relu", "linear"]
 
 
 def _fixed(value, name: str) -> FixedArray:
@@ -63,6 +68,31 @@ def dense(x: FixedArray, weight: FixedArray, bias: FixedArray, accum_t: ApType, 
     acc = FixedArray(acc.raw.reshape(*lead, n), acc.fmt, overflows=acc.overflows)
     y = result_t.cast(acc)
     return (y, acc) if return_accumulator else y
+
+
+def conv2d(x: FixedArray, weight: FixedArray, bias: FixedArray, accum_t: ApType, result_t: ApType, *,
+           stride=(1, 1), padding=(0, 0, 0, 0)) -> FixedArray:
+    """hls4ml's io_parallel Conv2D on ``x`` ``[B, H, W, C]``, ``weight`` ``[fh, fw, C, F]``, ``bias`` ``[F]``;
+    ``stride`` ``(s_h, s_w)``, ``padding`` ``(top, bottom, left, right)``.  Returns ``[B, OH, OW, F]``."""
+    x, weight = _fixed(x, "conv2d: x"), _fixed(weight, "conv2d: weight")
+    if x.ndim != 4 or weight.ndim != 4:
+        raise ValueError(f"conv2d: expects x [B, H, W, C] and weight [fh, fw, C, F]; got {x.shape}, {weight.shape}")
+    fh, fw, c, f = weight.shape
+    if x.shape[3] != c:
+        raise ValueError(f"conv2d: x has {x.shape[3]} channels, the weight {c}")
+    sh, sw = (int(v) for v in stride)
+    top, bottom, left, right = (int(v) for v in padding)
+    if sh < 1 or sw < 1 or min(top, bottom, left, right) < 0:
+        raise ValueError(f"conv2d: strides must be >= 1 and paddings >= 0, got {stride}, {padding}")
+    codes = np.pad(x.raw, ((0, 0), (top, bottom), (left, right), (0, 0)))
+    if codes.shape[1] < fh or codes.shape[2] < fw:
+        raise ValueError(f"conv2d: the padded input {codes.shape[1:3]} is smaller than the kernel {(fh, fw)}")
+    windows = np.lib.stride_tricks.sliding_window_view(codes, (fh, fw), axis=(1, 2))[:, ::sh, ::sw]
+    patches = np.ascontiguousarray(np.moveaxis(windows, 3, -1))        # [B, OH, OW, fh, fw, C]
+    b, oh, ow = patches.shape[:3]
+    y = dense(FixedArray(patches.reshape(b, oh, ow, fh * fw * c), x.fmt), weight.reshape(fh * fw * c, f), bias,
+              accum_t, result_t)
+    return y
 
 
 def relu(x: FixedArray, result_t: ApType) -> FixedArray:

@@ -7,7 +7,11 @@ Each record is one hls4ml layer in order, as ``hls_model.get_layers()`` lists th
 * ``{"name", "class": "Dense", "weight_t", "bias_t", "accum_t", "result_t"}`` with weights ``[n_in, n_out]`` and
   biases ``[n_out]`` given as real values (as the C simulation reads ``weights/*.txt``: a double each, then
   converted to ``weight_t`` / ``bias_t`` with their modes);
-* ``{"name", "class": "Activation" or "ReLU", "activation": "relu" | "linear", "result_t"}``.
+* ``{"name", "class": "Conv2D", ...the same four types, "stride_height", "stride_width", "pad_top", "pad_bottom",
+  "pad_left", "pad_right"}`` with weights ``[filt_height, filt_width, n_chan, n_filt]`` (channels last; the record's
+  ``filt_height`` / ``filt_width`` / ``n_chan`` / ``n_filt`` / ``out_height`` / ``out_width``, when present, are checked);
+* ``{"name", "class": "Activation" or "ReLU", "activation": "relu" | "linear", "result_t"}``;
+* ``{"name", "class": "Reshape", "target_shape"}`` (Flatten): the same codes in a new shape, no cast.
 
 Types are strings such as ``ap_fixed<12,4,AP_RND,AP_SAT>`` (:func:`fxpsim.datapath.hls4ml.parse_ap_type`).  Each
 layer's arithmetic is :mod:`fxpsim.datapath.hls4ml.layers`.  ``n_in`` / ``n_out`` in a record, when present,
@@ -22,24 +26,28 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...core.fixed import FixedArray
-from ...datapath.hls4ml import ApType, dense, linear, parse_ap_type, relu
+from ...datapath.hls4ml import ApType, conv2d, dense, linear, parse_ap_type, relu
 
 __all__ = ["Hls4mlModel", "Hls4mlLayer"]
 
 _ACTIVATIONS = {"relu": relu, "linear": linear}
-_SUPPORTED = "Input, Dense, Activation (relu, linear), ReLU"
+_SUPPORTED = "Input, Dense, Conv2D, Activation (relu, linear), ReLU, Reshape"
+_CONV_CHECKS = ("filt_height", "filt_width", "n_chan", "n_filt")
+_CONV_ATTRS = ("stride_height", "stride_width", "pad_top", "pad_bottom", "pad_left", "pad_right")
 
 
 @dataclass(frozen=True)
 class Hls4mlLayer:
-    """One layer: its name, kind (``input``, ``dense``, ``relu``, ``linear``), types and quantized parameters."""
+    """One layer: its name, kind (``input``, ``dense``, ``conv2d``, ``relu``, ``linear``, ``reshape``), types,
+    quantized parameters and its other attributes (Conv2D's ``stride`` and ``padding``, Reshape's ``shape``)."""
 
     name: str
     kind: str
-    result_t: ApType
+    result_t: ApType | None
     accum_t: ApType | None = None
     weight: FixedArray | None = None
     bias: FixedArray | None = None
+    attrs: tuple = ()
 
 
 def _type(record: Mapping, key: str, where: str) -> ApType:
@@ -87,28 +95,44 @@ class Hls4mlModel:
             name = rec.get("name", f"#{i}")
             where = f"hls4ml layer {i} ({name!r}, class {rec.get('class')!r})"
             cls_name = rec.get("class")
-            result_t = _type(rec, "result_t", where)
+            result_t = None if cls_name == "Reshape" else _type(rec, "result_t", where)
             if cls_name in ("Input", "InputLayer"):
                 layers.append(Hls4mlLayer(name, "input", result_t))
-            elif cls_name == "Dense":
+            elif cls_name in ("Dense", "Conv2D"):
                 entry = weights.get(name) if isinstance(weights, Mapping) else None
                 if not isinstance(entry, Mapping) or "weight" not in entry:
                     raise ValueError(f"{where}: no 'weight' array for layer {name!r} in the weights "
                                      f"(expected weights[{name!r}]['weight'])")
-                w_arr = np.asarray(entry["weight"])
-                if w_arr.ndim != 2:
-                    raise ValueError(f"{where}: weight must be 2-D [n_in, n_out], got shape {w_arr.shape}")
-                n_in, n_out = w_arr.shape
-                for key, n in (("n_in", n_in), ("n_out", n_out)):
+                w_shape = np.shape(entry["weight"])
+                dims = 2 if cls_name == "Dense" else 4
+                if len(w_shape) != dims:
+                    raise ValueError(f"{where}: weight must be {dims}-D "
+                                     f"{'[n_in, n_out]' if dims == 2 else '[filt_height, filt_width, n_chan, n_filt]'}, "
+                                     f"got shape {w_shape}")
+                keys = ("n_in", "n_out") if cls_name == "Dense" else _CONV_CHECKS
+                for key, n in zip(keys, w_shape):
                     if key in rec and int(rec[key]) != n:
                         raise ValueError(f"{where}: {key} = {rec[key]} but the weight has {n}")
-                if width is not None and n_in != width:
-                    raise ValueError(f"{where}: n_in = {n_in} but the previous layer gives {width} values")
+                if cls_name == "Dense" and width is not None and w_shape[0] != width:
+                    raise ValueError(f"{where}: n_in = {w_shape[0]} but the previous layer gives {width} values")
+                attrs = ()
+                if cls_name == "Conv2D":
+                    missing = [k for k in _CONV_ATTRS if k not in rec]
+                    if missing:
+                        raise ValueError(f"{where}: the record lacks {', '.join(missing)}")
+                    attrs = tuple(int(rec[k]) for k in _CONV_ATTRS)
                 layers.append(Hls4mlLayer(
-                    name, "dense", result_t, _type(rec, "accum_t", where),
-                    _param(weights, name, "weight", _type(rec, "weight_t", where), (n_in, n_out), where),
-                    _param(weights, name, "bias", _type(rec, "bias_t", where), (n_out,), where)))
-                width = n_out
+                    name, cls_name.lower(), result_t, _type(rec, "accum_t", where),
+                    _param(weights, name, "weight", _type(rec, "weight_t", where), w_shape, where),
+                    _param(weights, name, "bias", _type(rec, "bias_t", where), (w_shape[-1],), where), attrs))
+                width = w_shape[-1] if cls_name == "Dense" else None
+            elif cls_name == "Reshape":
+                shape = rec.get("target_shape")
+                if not isinstance(shape, Sequence) or not all(isinstance(v, (int, np.integer)) and v > 0
+                                                              for v in shape):
+                    raise ValueError(f"{where}: target_shape must be a list of positive ints, got {shape!r}")
+                layers.append(Hls4mlLayer(name, "reshape", None, attrs=tuple(int(v) for v in shape)))
+                width = int(np.prod(shape)) if len(shape) == 1 else None
             elif cls_name in ("Activation", "ReLU"):
                 act = rec.get("activation", "relu" if cls_name == "ReLU" else None)
                 if act not in _ACTIVATIONS:
@@ -120,7 +144,7 @@ class Hls4mlModel:
         return cls(layers)
 
     def run(self, x, *, trace: bool = False):
-        """Run on ``x`` ``[batch, n_in]``: real values (converted to the input type) or a FixedArray (cast).
+        """Run on ``x`` ``[batch, n_in]`` (``[batch, H, W, C]`` for a Conv2D network): real values (converted to the input type) or a FixedArray (cast).
 
         Returns the last layer's output (a FixedArray in its ``result_t``), or with ``trace=True`` also
         ``{layer name: output}`` for every layer (as hls4ml's ``trace()``)."""
@@ -139,6 +163,17 @@ class Hls4mlModel:
                     raise ValueError(f"Hls4mlModel.run: layer {layer.name!r} takes {layer.weight.shape[0]} "
                                      f"values per sample, got shape {a.shape}")
                 a = dense(a, layer.weight, layer.bias, layer.accum_t, layer.result_t)
+            elif layer.kind == "conv2d":
+                sh, sw, *pads = layer.attrs
+                try:
+                    a = conv2d(a, layer.weight, layer.bias, layer.accum_t, layer.result_t, stride=(sh, sw),
+                               padding=pads)
+                except ValueError as err:
+                    raise ValueError(f"Hls4mlModel.run: layer {layer.name!r}: {err}") from None
+            elif layer.kind == "reshape":
+                if int(np.prod(a.shape[1:])) != int(np.prod(layer.attrs)):
+                    raise ValueError(f"Hls4mlModel.run: layer {layer.name!r} reshapes {a.shape[1:]} to {layer.attrs}")
+                a = a.reshape(a.shape[0], *layer.attrs)
             else:
                 a = _ACTIVATIONS[layer.kind](a, layer.result_t)
             outputs[layer.name] = a
@@ -148,9 +183,9 @@ class Hls4mlModel:
         """One line per layer: name, kind, types."""
         lines = []
         for l in self.layers:
-            types = f"result_t={l.result_t}"
-            if l.kind == "dense":
-                types = (f"{l.weight.shape[0]}x{l.weight.shape[1]} weight_t={l.weight.fmt} bias_t={l.bias.fmt} "
+            types = f"result_t={l.result_t}" if l.result_t is not None else f"-> {l.attrs}"
+            if l.kind in ("dense", "conv2d"):
+                types = (f"{'x'.join(map(str, l.weight.shape))} weight_t={l.weight.fmt} bias_t={l.bias.fmt} "
                          f"accum_t={l.accum_t} " + types)
             lines.append(f"{l.name:<16} {l.kind:<7} {types}")
         return "\n".join(lines)
