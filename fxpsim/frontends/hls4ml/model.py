@@ -143,6 +143,12 @@ class Hls4mlModel:
                 raise ValueError(f"{where}: layer class {cls_name!r} is not supported; supported: {_SUPPORTED}")
         return cls(layers)
 
+    @classmethod
+    def from_hls_model(cls, hls_model) -> "Hls4mlModel":
+        """Build from a written (or compiled) hls4ml ``ModelGraph`` (:mod:`.reader`)."""
+        from .reader import records_from_hls_model
+        return cls.from_layers(*records_from_hls_model(hls_model))
+
     def run(self, x, *, trace: bool = False):
         """Run on ``x`` ``[batch, n_in]`` (``[batch, H, W, C]`` for a Conv2D network): real values (converted to the input type) or a FixedArray (cast).
 
