@@ -15,7 +15,7 @@ import os
 # public name -> module of this package that defines it (imported on first use)
 _LAZY = {"import_tflite": "tflite.importer", "tflite_coverage": "tflite.coverage", "import_onnx": "onnx.importer",
          "onnx_coverage": "onnx.coverage", "onnxruntime_cpu": "onnx.importer",
-         "import_qonnx": "qonnx.importer"}
+         "import_qonnx": "qonnx.importer", "Hls4mlModel": "hls4ml.model"}
 
 __all__ = ["import_model", "model_coverage"] + list(_LAZY)
 

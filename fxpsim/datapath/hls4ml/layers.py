@@ -1,0 +1,107 @@
+"""hls4ml's layer kernels on ``ap_fixed`` types (io_parallel; ``nnet_dense_latency.h``, ``nnet_activation.h``).
+
+**Dense** (``dense_latency``; ``x`` of ``data_t``, ``W`` of ``weight_t``, ``b`` of ``bias_t``):
+
+.. math::
+
+    m_{kj} = A(x_k w_{kj}), \\qquad s_j^{(0)} = A(b_j), \\qquad
+    s_j^{(k+1)} = A\\big(s_j^{(k)} + m_{kj}\\big) \\;(k = 0, \\dots, K-1), \\qquad y_j = R\\big(s_j^{(K)}\\big)
+
+where :math:`A` is the assignment to ``accum_t`` (its quantization *and* overflow mode: each product is
+quantized and fitted on its own, ``mult[index] = product(cache, weights[index])``), the accumulator starts
+at the bias (``acc = (accum_t) biases``), every ``acc += mult`` is fitted (exact in ``accum_t``'s LSB, so only
+its overflow mode acts), inputs in order :math:`k = 0, \\dots, K-1`, and :math:`R` is the cast to
+``result_t``.  The products are exact (``x * w`` has the width :math:`W_x + W_w`, at most 64 here).
+
+**Conv2D** (``conv_2d_latency_cl``, channels last): the same Dense on every output pixel's patch
+:math:`p = (x_{h s_h + i - t,\\; w s_w + j - l,\\; c})_{i, j, c}` flattened in the order ``(i, j, c)`` (hls4ml's
+``fill_buffer``), with the kernel ``[f_h, f_w, C, F]`` flattened to ``[f_h f_w C, F]``; padded positions
+(``t``, ``l``: top and left padding) hold 0, whose products add nothing.
+
+**ReLU**: :math:`y = R(x)` where :math:`x > 0`, else 0.  **linear**: :math:`y = R(x)`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.fixed import FixedArray, mul
+from ..accumulate import sum as acc_sum
+from .ap_types import ApType
+
+__all__ = ["dense", "conv2d", "relu", "linear"]
+
+
+def _fixed(value, name: str) -> FixedArray:
+    if not isinstance(value, FixedArray):
+        raise TypeError(f"{name} must be a FixedArray (codes of its ap_fixed type), got {type(value).__name__}")
+    return value
+
+
+def _ap(value, name: str) -> ApType:
+    if not isinstance(value, ApType):
+        raise TypeError(f"{name} must be an ApType (see parse_ap_type), got {type(value).__name__}")
+    return value
+
+
+def dense(x: FixedArray, weight: FixedArray, bias: FixedArray, accum_t: ApType, result_t: ApType,
+          *, return_accumulator: bool = False):
+    """hls4ml's Dense on ``x`` ``[..., K]``, ``weight`` ``[K, N]``, ``bias`` ``[N]`` (see the module formula).
+
+    Returns ``y`` in ``result_t``'s format (and the final accumulators with ``return_accumulator``); the
+    accumulators' ``.overflows`` counts the adds that overflowed (products and bias casts not included)."""
+    x, weight, bias = _fixed(x, "dense: x"), _fixed(weight, "dense: weight"), _fixed(bias, "dense: bias")
+    accum_t, result_t = _ap(accum_t, "dense: accum_t"), _ap(result_t, "dense: result_t")
+    if weight.ndim != 2 or bias.ndim != 1 or x.ndim < 1:
+        raise ValueError(f"dense: expects x [..., K], weight [K, N], bias [N]; got {x.shape}, {weight.shape}, "
+                         f"{bias.shape}")
+    k, n = weight.shape
+    if x.shape[-1] != k or bias.shape[0] != n:
+        raise ValueError(f"dense: x {x.shape}, weight {weight.shape} and bias {bias.shape} do not align "
+                         f"(x's last axis must be K = {k}, bias N = {n})")
+    if accum_t.n_bits:
+        raise ValueError(f"dense: accum_t {accum_t} with N > 0 saturated bits is not modelled for the adds")
+    lead = x.shape[:-1]
+    x2 = x.reshape(-1, k)
+    products = accum_t.cast(mul(x2.reshape(x2.shape[0], k, 1), weight.reshape(1, k, n)))
+    init = np.broadcast_to(accum_t.cast(bias).raw, (x2.shape[0], n))
+    acc = acc_sum(products, axis=1, acc=accum_t.fmt, overflow=accum_t.overflow, init=init)
+    acc = FixedArray(acc.raw.reshape(*lead, n), acc.fmt, overflows=acc.overflows)
+    y = result_t.cast(acc)
+    return (y, acc) if return_accumulator else y
+
+
+def conv2d(x: FixedArray, weight: FixedArray, bias: FixedArray, accum_t: ApType, result_t: ApType, *,
+           stride=(1, 1), padding=(0, 0, 0, 0)) -> FixedArray:
+    """hls4ml's io_parallel Conv2D on ``x`` ``[B, H, W, C]``, ``weight`` ``[fh, fw, C, F]``, ``bias`` ``[F]``;
+    ``stride`` ``(s_h, s_w)``, ``padding`` ``(top, bottom, left, right)``.  Returns ``[B, OH, OW, F]``."""
+    x, weight = _fixed(x, "conv2d: x"), _fixed(weight, "conv2d: weight")
+    if x.ndim != 4 or weight.ndim != 4:
+        raise ValueError(f"conv2d: expects x [B, H, W, C] and weight [fh, fw, C, F]; got {x.shape}, {weight.shape}")
+    fh, fw, c, f = weight.shape
+    if x.shape[3] != c:
+        raise ValueError(f"conv2d: x has {x.shape[3]} channels, the weight {c}")
+    sh, sw = (int(v) for v in stride)
+    top, bottom, left, right = (int(v) for v in padding)
+    if sh < 1 or sw < 1 or min(top, bottom, left, right) < 0:
+        raise ValueError(f"conv2d: strides must be >= 1 and paddings >= 0, got {stride}, {padding}")
+    codes = np.pad(x.raw, ((0, 0), (top, bottom), (left, right), (0, 0)))
+    if codes.shape[1] < fh or codes.shape[2] < fw:
+        raise ValueError(f"conv2d: the padded input {codes.shape[1:3]} is smaller than the kernel {(fh, fw)}")
+    windows = np.lib.stride_tricks.sliding_window_view(codes, (fh, fw), axis=(1, 2))[:, ::sh, ::sw]
+    patches = np.ascontiguousarray(np.moveaxis(windows, 3, -1))        # [B, OH, OW, fh, fw, C]
+    b, oh, ow = patches.shape[:3]
+    y = dense(FixedArray(patches.reshape(b, oh, ow, fh * fw * c), x.fmt), weight.reshape(fh * fw * c, f), bias,
+              accum_t, result_t)
+    return y
+
+
+def relu(x: FixedArray, result_t: ApType) -> FixedArray:
+    """hls4ml's ``relu``: ``res = data > 0 ? (res_T) data : 0``."""
+    x, result_t = _fixed(x, "relu: x"), _ap(result_t, "relu: result_t")
+    y = result_t.cast(x)
+    return FixedArray(np.where(x.raw > 0, y.raw, 0), y.fmt)
+
+
+def linear(x: FixedArray, result_t: ApType) -> FixedArray:
+    """hls4ml's ``linear`` activation: ``res = (res_T) data``."""
+    return _ap(result_t, "linear: result_t").cast(_fixed(x, "linear: x"))
