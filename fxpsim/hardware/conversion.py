@@ -360,12 +360,45 @@ def _product_shift(config: HardwareConfig, name: str) -> int:
     return shift
 
 
+def _round_rational(num: int, den: int, mode: str) -> int:
+    """:math:`\\mathrm{round}(n / d)` (``d > 0``) exactly, in one of the deterministic rounding modes."""
+    q, r = divmod(num, den)                      # floor; 0 <= r < den
+    if r == 0 or mode == "floor":
+        return q
+    if mode == "ceil":
+        return q + 1
+    if mode == "toward_zero":
+        return q + (num < 0)
+    if 2 * r != den:                             # not a tie: to nearest
+        return q + (2 * r > den)
+    return q + {"half_up": 1, "half_down": 0, "half_even": q % 2, "half_away": int(num > 0),
+                "half_toward_zero": int(num < 0)}[mode]
+
+
 def _bias_codes(bias: np.ndarray, acc_scale: np.ndarray, config: HardwareConfig):
     """Bias codes :math:`\\mathrm{sat}(\\mathrm{round}(b / (s_{acc} 2^{shift})))` in the ``bias_bits`` register
-    and how many saturated."""
-    codes = from_float(bias / (acc_scale * 2.0 ** config.bias_shift), Format.integer(config.bias_bits),
-                       rounding=config.rounding, overflow="saturate")
-    return codes.raw, int(codes.overflows)
+    and how many saturated. The quotient is rounded exactly (from the float64 values as rationals): a float
+    division would round twice, and underflow for tiny biases."""
+    mode = getattr(config.rounding, "value", config.rounding)
+    if mode == "stochastic":                     # a random draw: one rounding of the float quotient, as before
+        codes = from_float(bias / (acc_scale * 2.0 ** config.bias_shift), Format.integer(config.bias_bits),
+                           rounding=config.rounding, overflow="saturate")
+        return codes.raw, int(codes.overflows)
+    fmt = Format.integer(config.bias_bits)
+    b = np.asarray(bias, dtype=np.float64)
+    a = np.broadcast_to(np.asarray(acc_scale, dtype=np.float64), b.shape)
+    if not (np.all(np.isfinite(b)) and np.all(np.isfinite(a)) and np.all(a > 0)):
+        raise ValueError("bias codes need finite biases and positive finite accumulator scales")
+    out = np.empty(b.shape, np.int64)
+    clipped = 0
+    for i, (bv, av) in enumerate(zip(b.reshape(-1).tolist(), a.reshape(-1).tolist())):
+        nb, db = float(bv).as_integer_ratio()
+        na, da = float(av).as_integer_ratio()
+        q = _round_rational(nb * da, db * na << int(config.bias_shift), mode)
+        c = min(max(q, fmt.min_code), fmt.max_code)
+        clipped += c != q
+        out.reshape(-1)[i] = c
+    return out, int(clipped)
 
 
 def _check_tflite_width(config: HardwareConfig, where: str = "") -> None:
