@@ -34,6 +34,7 @@ SUPPORTED_OPS = (
     "SPLIT", "SPLIT_V", "SLICE", "GATHER", "TRANSPOSE", "RESIZE_NEAREST_NEIGHBOR", "RESIZE_BILINEAR",
     "BATCH_MATMUL",
     "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "RSQRT", "PRELU", "ELU", "SUM", "REDUCE_MAX",
+    "LOG_SOFTMAX",
 )
 #: Ops of init subgraphs (run once by ``CALL_ONCE``, evaluated at import).
 INIT_OPS = ("VAR_HANDLE", "ASSIGN_VARIABLE")

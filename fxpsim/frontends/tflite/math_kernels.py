@@ -38,10 +38,10 @@ def _keep(node) -> bool:
     return bool(node.attrs.get("keep_dims", False))
 
 
-def _named(node, fn, *args):
+def _named(node, fn, *args, **kw):
     """``fn(*args)``, with a ``ValueError`` of the kernel (a run-time condition LiteRT fails on) naming the node."""
     try:
-        return fn(*args)
+        return fn(*args, **kw)
     except ValueError as exc:
         raise ValueError(f"node {node.name!r} ({node.attrs.get('tflite_op', node.op)}): {exc}") from None
 
@@ -138,3 +138,19 @@ register_op(Op("tflite_rsqrt", _rsqrt_run, _rsqrt_float, _check_io(1)))
 register_op(Op("tflite_prelu", _prelu_run, _prelu_float, _check_io(2)))
 register_op(Op("tflite_elu", _elu_run, _elu_float, _check_io(1)))
 register_op(Op("tflite_sum", _sum_run, _sum_float, _check_io(1)))
+
+
+def _log_softmax_run(graph, node, ins, dp, trace):
+    x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
+    kern = _kernels(graph)
+    params = _cached(graph, node, ("log_softmax", kern), lambda: _named(
+        node, K.log_softmax_params, float(_q(x)[0]), float(_q(y)[0]), _q(y)[1], kernels=kern))
+    return [K.quantized_log_softmax(ins[0], params, kernels=kern)], _no_trace()
+
+
+def _log_softmax_float(graph, node, ins):
+    z = ins[0] - ins[0].max(axis=-1, keepdims=True)
+    return [z - np.log(np.exp(z).sum(axis=-1, keepdims=True))]
+
+
+register_op(Op("tflite_log_softmax", _log_softmax_run, _log_softmax_float, _check_io(1)))

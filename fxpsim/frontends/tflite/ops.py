@@ -36,7 +36,8 @@ op                         TFLite op, attributes
                            kernel, XNNPACK's 11-bit one under ``xnnpack``)
 ``tflite_maximum``,        MAXIMUM / MINIMUM on the codes; ``tflite_reduce_max`` REDUCE_MAX (``axes``,
 ``tflite_minimum``         ``keep_dims``); ``tflite_squared_difference``, ``tflite_rsqrt``, ``tflite_prelu``,
-                           ``tflite_elu``, ``tflite_sum`` (``axes``, ``keep_dims``): :mod:`.math_kernels`
+                           ``tflite_elu``, ``tflite_sum`` (``axes``, ``keep_dims``), ``tflite_log_softmax``:
+                           :mod:`.math_kernels`
 ``tflite_relu``            RELU / RELU6 / RELU_N1_TO_1 (``activation``): requantizes input -> output
                            scale, then clamps (LiteRT's ``QuantizedReluX``)
 ``tflite_conv2d``,         CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED of the ``builtin`` and
@@ -77,7 +78,8 @@ TFLITE_OPS = ("tflite_quantize", "tflite_dequantize", "tflite_requantize", "tfli
               "tflite_depthwise_conv2d", "tflite_fully_connected", "tflite_strided_slice", "tflite_split",
               "tflite_gather", "tflite_resize_nearest", "tflite_resize_bilinear",
               "tflite_batch_matmul", "tflite_maximum", "tflite_minimum", "tflite_reduce_max",
-              "tflite_squared_difference", "tflite_rsqrt", "tflite_prelu", "tflite_elu", "tflite_sum")
+              "tflite_squared_difference", "tflite_rsqrt", "tflite_prelu", "tflite_elu", "tflite_sum",
+              "tflite_log_softmax")
 
 #: TFLite ops whose arithmetic in a kernel set fxpsim does not reproduce: kernel set -> {op: why}.
 KERNEL_LIMITS: dict[str, dict[str, str]] = {"reference": {

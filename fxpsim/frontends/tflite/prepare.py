@@ -22,6 +22,8 @@ REDUCE_MAX             input and output scale and zero point equal (LiteRT fails
 SQUARED_DIFFERENCE     :math:`T^2/(2^{14} s_y) < 1`, :math:`T = 2\max(s_1, s_2)`           all (LiteRT aborts)
                        (``QuantizeMultiplierSmallerThanOneExp``)
 RSQRT, PRELU           multiplier shifts in TFLite's :math:`[-31, 30]`                    all
+LOG_SOFTMAX            output scale 16/256 and zero point 127                             all
+LOG_SOFTMAX            :math:`s_{in} 2^{26} > 1` (as SOFTMAX; LiteRT aborts)                 reference
 =====================  ================================================================  ===========================
 
 The HARD_SWISH exponent range of LiteRT's int16 arithmetic is *not* a check of any kernel set: scales whose
@@ -117,6 +119,8 @@ def _math_problem(name: str, op: dict, tensors: list, kernels: str) -> str | Non
             K.squared_difference_params(*_qp(x), *_qp(tensors[ins[1]]), *_qp(y))
         elif name == "RSQRT":
             K.rsqrt_params(*_qp(x), *_qp(y))
+        elif name == "LOG_SOFTMAX":
+            K.log_softmax_params(_qp(x)[0], *_qp(y), kernels=kernels)
         elif name == "PRELU" and len(ins) > 1 and _scale(tensors[ins[1]]) is not None:
             K.prelu_params(*_qp(x), *_qp(tensors[ins[1]]), *_qp(y))
     except (ValueError, TypeError) as exc:
