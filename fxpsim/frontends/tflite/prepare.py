@@ -19,7 +19,7 @@ RESIZE_BILINEAR        not both ``align_corners`` and ``half_pixel_centers``    
                        (XNNPACK takes it, as ``align_corners``)
 REDUCE_MAX             input and output scale and zero point equal (LiteRT fails the      reference, builtin
                        invoke; XNNPACK copies the codes whatever the output's scale)
-SQUARED_DIFFERENCE     :math:`T^2/(2^{14} s_y) < 1`, :math:`T = 2\max(s_1, s_2)`           all (LiteRT aborts)
+SQUARED_DIFFERENCE     :math:`T^2/(2^{14} s_y) < 1`, :math:`T = 2\\max(s_1, s_2)`           all (LiteRT aborts)
                        (``QuantizeMultiplierSmallerThanOneExp``)
 RSQRT, PRELU           multiplier shifts in TFLite's :math:`[-31, 30]`                    all
 LOG_SOFTMAX            output scale 16/256 and zero point 127                             all
