@@ -186,11 +186,11 @@ def test_reductions_random_axes(tmp_path, shape, data, keep, op, si, zi, so, zo)
 
 
 @SETTINGS
-@given(si=st.floats(-3.5, 0.5).map(lambda e: float(np.float32(10 ** e))), depth=st.integers(1, 40),
+@given(si=st.floats(-3.5, 0.5).map(lambda e: float(np.float32(10 ** e))), depth=st.integers(1, 40), zi=zero_points,
        seed=st.integers(0, 1000))
-def test_log_softmax_random_scales(tmp_path, si, depth, seed):
+def test_log_softmax_random_scales(tmp_path, si, depth, zi, seed):
     _litert()
-    content = _one_op("LOG_SOFTMAX", [_act("x", [1, 9, depth], si, 0), _act("y", [1, 9, depth], 16 / 256, 127)],
+    content = _one_op("LOG_SOFTMAX", [_act("x", [1, 9, depth], si, zi), _act("y", [1, 9, depth], 16 / 256, 127)],
                       [0], [1], [0])
     rng = np.random.default_rng(seed)
     x = rng.integers(-128, 128, (8, 9, depth)).astype(np.int8)
@@ -468,3 +468,26 @@ def test_log_softmax_of_one_element_is_zero():
     """A row of one element: log softmax 0 exactly, the output code 127 in both kernels."""
     for k in ("reference", "builtin"):
         assert K.quantized_log_softmax(np.array([[5]], np.int8), K.log_softmax_params(0.1), kernels=k)[0, 0] == 127
+
+
+@pytest.mark.parametrize("si, zi, so, zo", [(1 / 32, 0, 1 / 16, 0), (1 / 64, 3, 1 / 16, -5)])
+def test_elu_rounding_ties_tell_the_kernel_sets_apart(tmp_path, si, zi, so, zo):
+    """Power-of-two scales put positive inputs on output ties: LiteRT's table rounds them away from zero, XNNPACK's
+    (it takes int8 ELU) to even; each kernel set matches its own table on every code."""
+    _litert()
+    content = _one_op("ELU", [_act("x", [1, 256], si, zi), _act("y", [1, 256], so, zo)], [0], [1], [0])
+    out = _live_all(content, [CODES[None]], tmp_path, kernels=("builtin", "xnnpack"))
+    p = K.elu_params(si, zi, so, zo)
+    assert np.sum(np.array(p.lut) != np.array(p.xnnpack_lut)) >= 15
+    np.testing.assert_array_equal(out["builtin"][0], p.lut)
+    np.testing.assert_array_equal(out["xnnpack"][0], p.xnnpack_lut)
+
+
+def test_sum_rounding_ties_tell_the_kernel_sets_apart(tmp_path):
+    """s_x / s_y = 1/2: odd sums are ties, rounded away from zero by the builtin kernel, to even by XNNPACK."""
+    _litert()
+    content = _one_op("SUM", [_act("x", [1, 6, 3], 1 / 32, 0), _const("axes", np.array([2], np.int32)),
+                              _act("y", [1, 6], 1 / 16, 0)], [0], [2], [0, 1], _options("ReducerOptions", KeepDims=False))
+    x = np.random.default_rng(4).integers(-80, 80, (10, 6, 3)).astype(np.int8)
+    out = _live_all(content, [x], tmp_path, kernels=("builtin", "xnnpack"))
+    assert np.any(out["builtin"] != out["xnnpack"])

@@ -1,5 +1,6 @@
 """TFLite graph ops of the int8 math operators on run-time data (LiteRT's arithmetic from
-:mod:`fxpsim.datapath.tflite.elementwise_math` and :mod:`fxpsim.datapath.tflite.log_softmax`).
+:mod:`fxpsim.datapath.tflite.elementwise_math`, :mod:`fxpsim.datapath.tflite.reduce_sum_max` and
+:mod:`fxpsim.datapath.tflite.log_softmax`).
 
 =============================  ===============================================================================
 op                             TFLite op, attributes
