@@ -491,3 +491,22 @@ def test_sum_rounding_ties_tell_the_kernel_sets_apart(tmp_path):
     x = np.random.default_rng(4).integers(-80, 80, (10, 6, 3)).astype(np.int8)
     out = _live_all(content, [x], tmp_path, kernels=("builtin", "xnnpack"))
     assert np.any(out["builtin"] != out["xnnpack"])
+
+
+def test_squared_difference_power_of_two_scales_every_code_pair(tmp_path):
+    """Power-of-two scales make the multipliers' roundings fall on ties (RoundingDivideByPOT rounds them away from
+    zero): every pair of codes, live in every kernel set."""
+    _litert()
+    content = _binary_model("SQUARED_DIFFERENCE", (1 / 32, 3), (1 / 64, -7), (1 / 4, -128))
+    p = K.squared_difference_params(1 / 32, 3, 1 / 64, -7, 1 / 4, -128)
+    assert p.multiplier1 == 1 << 30 and p.multiplier2 == 1 << 30        # exact powers of two: shifts only
+    _live_all(content, [CODES.reshape(1, 256, 1), CODES.reshape(1, 1, 256)], tmp_path)
+
+
+def test_prelu_with_a_run_time_alpha(tmp_path):
+    _litert()
+    content = _one_op("PRELU", [_act("x", [1, 5, 7], 0.04, -3), _act("alpha", [1, 5, 7], 0.01, 20),
+                                _act("y", [1, 5, 7], 0.03, 4)], [0, 1], [2], [0, 1])
+    rng = np.random.default_rng(9)
+    x, a = (rng.integers(-128, 128, (20, 5, 7)).astype(np.int8) for _ in range(2))
+    _live_all(content, [x, a], tmp_path)
