@@ -5,7 +5,8 @@ As in the rest of :mod:`fxpsim.datapath.tflite`, a ``*_params`` function does wh
 (multipliers, shifts, tables; a frozen dataclass) and the kernel reproduces LiteRT on the codes.
 
 * MAXIMUM, MINIMUM compare **codes** (``maximum_minimum.cc``): no kernel set looks at the scales.
-* SQUARED_DIFFERENCE, RSQRT, PRELU: one integer kernel for every kernel set (XNNPACK takes none of them for int8).
+* SQUARED_DIFFERENCE, RSQRT, PRELU: one integer kernel for every kernel set (under XNNPACK LiteRT gives the
+  builtin kernel's codes, checked live on every code pair).
 * ELU: a 256-entry table built at Prepare (``EluPrepare``); LiteRT's reference resolver has no int8 ELU.
 """
 from __future__ import annotations

@@ -4,8 +4,8 @@ LiteRT's Prepare (``LogSoftmaxPrepare``) requires the output quantization the co
 :math:`16/256` and zero point 127, in every kernel set.  The reference kernel
 (``reference_integer_ops::LogSoftmax``) then works in Q5.26 / Q12.19 fixed point with the multipliers of
 ``PreprocessLogSoftmaxScalingExp``; the optimized kernel (``optimized_ops::LogSoftmax``) in float32 with the
-``PopulateSoftmaxLookupTable`` table of SOFTMAX.  XNNPACK does not take LOG_SOFTMAX (LiteRT runs the builtin
-kernel).
+``PopulateSoftmaxLookupTable`` table of SOFTMAX.  Under XNNPACK LiteRT gives the builtin kernel's codes (checked
+live).
 """
 from __future__ import annotations
 
