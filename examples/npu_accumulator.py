@@ -14,7 +14,7 @@ It imports ``tests/vectors/mobilenet_v2/mobilenet_v2_035_48.tflite`` (made by th
    exact datapath: an accumulator that never overflows);
 2. per MAC layer, **isolated** (each layer fed the exact datapath's tensors, :func:`fxpsim.node_sweep` and
    :func:`fxpsim.simulate`): the products per output ``K``, the bias register width its biases need, the
-   accumulator bits needed (every exact partial sum, the bias add included, fits), the width from which its
+   worst case over every possible input (:meth:`IntegerGraph.accumulator_bits_needed`), the accumulator bits needed (every exact partial sum, the bias add included, fits), the width from which its
    outputs are bit-exact with a saturating and with a wrapping accumulator, and its overflowing adds at the
    recommended width and one bit narrower;
 3. per MAC layer, **cumulative** (the network as configured: each layer fed what the layers before it computed
@@ -78,6 +78,7 @@ def analyse(graph, x) -> dict:
         row = {"node": node.name, "op": node.op, "k": int(graph.macs(node) // np.prod(graph.tensors[node.outputs[0]].shape)),
                "bias_bits": signed_bits(bias),
                "bits_needed": by_report[(rec, "saturate")].acc_bits_needed,
+               "worst_case_bits": graph.accumulator_bits_needed(node),
                "exact_from": {m: exact_from(isolated, node.name, m) for m in MODES},
                "isolated": {(w, m): isolated.record(node.name, w, m)["overflow_count"]
                             for w in (narrow, rec) for m in MODES},
@@ -87,6 +88,7 @@ def analyse(graph, x) -> dict:
         layers.append(row)
     out["layers"] = layers
     out["bias_register_bits"] = max(r["bias_bits"] for r in layers)
+    out["worst_case_bits"] = max(r["worst_case_bits"] for r in layers)
     out["exact_network"] = {key: rep.network["overflow_count"] for key, rep in reports.items()}
     return out
 
@@ -120,14 +122,16 @@ def render(a: dict, graph, x) -> str:
     say(f"   bias register: {a['bias_register_bits']} bits hold every bias of the network")
     say("")
     say(f"2. per layer, isolated (fed the exact datapath's tensors); overflowing adds at W = {narrow} and {rec}")
-    rows = [[r["node"], r["op"], r["k"], r["bias_bits"], r["bits_needed"], r["exact_from"]["saturate"],
-             r["exact_from"]["wrap"], r["isolated"][(narrow, "saturate")], r["isolated"][(rec, "saturate")],
-             r["isolated"][(narrow, "wrap")], r["isolated"][(rec, "wrap")]] for r in a["layers"]]
-    say(table(rows, ["layer", "op", "K", "bias bits", "bits needed", "sat exact from", "wrap exact from",
-                       f"sat@{narrow}", f"sat@{rec}", f"wrap@{narrow}", f"wrap@{rec}"]))
+    rows = [[r["node"], r["op"], r["k"], r["bias_bits"], r["worst_case_bits"], r["bits_needed"],
+             r["exact_from"]["saturate"], r["exact_from"]["wrap"], r["isolated"][(narrow, "saturate")],
+             r["isolated"][(rec, "saturate")], r["isolated"][(narrow, "wrap")], r["isolated"][(rec, "wrap")]]
+            for r in a["layers"]]
+    say(table(rows, ["layer", "op", "K", "bias", "worst", "needed", "sat exact", "wrap exact", f"sat@{narrow}",
+                     f"sat@{rec}", f"wrap@{narrow}", f"wrap@{rec}"]))
     need = max(r["bits_needed"] for r in a["layers"])
-    say(f"   widest layer: {need} bits needed; layers overflowing at {narrow} bits (saturate): "
-          f"{sum(1 for r in a['layers'] if r['isolated'][(narrow, 'saturate')])} of {n_mac}")
+    say(f"   any input: {a['worst_case_bits']} bits never overflow (worst case |b| + sum |w| max|x - z_x|)")
+    say(f"   this batch: widest layer {need} bits needed; layers overflowing at {narrow} bits (saturate): "
+        f"{sum(1 for r in a['layers'] if r['isolated'][(narrow, 'saturate')])} of {n_mac}")
     say("")
     say(f"3. per layer, cumulative (the network as configured) at W = {narrow} (layers with an overflow, a "
           f"clipped bias or more bits needed than isolated)")
@@ -139,8 +143,8 @@ def render(a: dict, graph, x) -> str:
             rows.append([r["node"], c[(narrow, "saturate")], r["isolated"][(narrow, "saturate")],
                          c[(narrow, "wrap")], r["isolated"][(narrow, "wrap")], bc[(narrow, "saturate")],
                          cb[(narrow, "saturate")], r["bits_needed"]])
-    say(table(rows, ["layer", "sat cumulative", "sat isolated", "wrap cumulative", "wrap isolated",
-                       "bias clipped", "bits needed cumulative (sat)", "isolated"]))
+    say(table(rows, ["layer", "sat cum", "sat iso", "wrap cum", "wrap iso", "bias clipped", "needed cum (sat)",
+                     "needed iso"]))
     say("   network overflows (cumulative): " + ", ".join(
         f"{m}@{w} = {a['exact_network'][(w, m)]}" for w in (narrow, rec) for m in MODES))
     return "\n".join(lines)

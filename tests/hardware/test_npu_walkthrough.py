@@ -146,7 +146,12 @@ def per_add_model(layer, points):
         lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
         v = state[(bits, mode)] + np.clip(layer["b"], lo, hi)
         count[(bits, mode)] += int(np.count_nonzero((v < lo) | (v > hi)))
-    return {"bits_needed": need, "final_bits": _bits(final), "bias_bits": _bits(layer["b"]), "overflows": count}
+    x_zp = layer["x_zp"]
+    w_abs = np.abs(layer["w"]).reshape(-1, layer["w"].shape[-1]).sum(axis=0) if layer["op"] == "DEPTHWISE_CONV_2D" \
+        else np.abs(layer["w"]).reshape(layer["w"].shape[0], -1).sum(axis=1)
+    worst = max(int(v) * max(127 - x_zp, x_zp + 128) + abs(int(b)) for v, b in zip(w_abs, layer["b"]))
+    return {"bits_needed": need, "final_bits": _bits(final), "bias_bits": _bits(layer["b"]), "overflows": count,
+            "worst_case_bits": worst.bit_length() + 1}
 
 
 def _index(node_name: str) -> int:
@@ -172,10 +177,12 @@ def test_isolated_numbers_equal_an_independent_model_on_litert_tensors(walk, lit
         ref = per_add_model(layers[_index(row["node"])], points)
         assert row["bits_needed"] == ref["bits_needed"], row["node"]
         assert row["bias_bits"] == ref["bias_bits"], row["node"]
+        assert row["worst_case_bits"] == ref["worst_case_bits"], row["node"]
+        assert row["bits_needed"] <= row["worst_case_bits"], row["node"]
         assert row["exact_from"]["wrap"] == ref["final_bits"], row["node"]   # wrap: exact iff the final sum fits
         for p in points:
             assert row["isolated"][p] == ref["overflows"][p], (row["node"], p)
-    assert a["bias_register_bits"] == max(_bits(l["b"]) for l in layers.values())
+    assert a["bias_register_bits"] == max(_bits(v["b"]) for v in layers.values())
 
 
 def test_cumulative_overflows_equal_an_independent_model_on_the_configured_run(walk, litert):
