@@ -12,12 +12,15 @@ MobileNetV2 of tests/vectors/mobilenet_v2, checked against LiteRT itself and an 
   reproduces the cumulative overflow counts.
 * At the recommended width the network's outputs equal LiteRT's (its exact datapath) bit for bit; one bit
   narrower they differ in as many codes as ``exact_fraction`` says.
+* The doc's shell command runs as written and prints the same recommendation.
 """
 from __future__ import annotations
 
 import importlib.util
 import pathlib
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -216,3 +219,16 @@ def test_recommended_width_equals_litert_and_one_narrower_does_not(walk, litert)
         differ = int(np.count_nonzero(got != want))
         assert differ > 0 and differ == round((1 - point["exact_fraction"]) * want.size), mode
         assert point["max_lsb_error"] == int(np.abs(got.astype(np.int64) - want).max())
+
+
+def test_doc_shell_command_runs_and_recommends_the_same_width(walk):
+    _, _, _, a = walk
+    blocks = re.findall(r"```bash\n(.*?)\n```", DOC.read_text(), re.S)
+    assert blocks[0] == "python examples/npu_accumulator.py"
+    argv = blocks[1].split()
+    assert argv[:2] == ["fxpsim", "sweep"]
+    r = subprocess.run([sys.executable, "-m", "fxpsim.cli"] + argv[1:] + ["--processes", "1"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    rec = a["recommendation"]["saturate"]["accumulator_bits"]
+    assert f"recommendation (exact_fraction): accumulator_bits = {rec} " in r.stdout
