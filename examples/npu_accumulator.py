@@ -19,7 +19,10 @@ It imports ``tests/vectors/mobilenet_v2/mobilenet_v2_035_48.tflite`` (made by th
    recommended width and one bit narrower;
 3. per MAC layer, **cumulative** (the network as configured: each layer fed what the layers before it computed
    at that width, :func:`fxpsim.simulate`) at the same two widths: overflowing adds, biases saturated into the
-   accumulator, and the bits its partial sums needed.
+   accumulator, and the bits its partial sums needed;
+4. the weights re-rounded so that a W-bit accumulator provably never overflows on any input
+   (:func:`fxpsim.hardware.accumulator_guarantee.guarantee_accumulator`, A2Q's bound), for W = 21 and 16: what
+   changed and how far the outputs move from the original graph's.
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ IMAGES = ROOT / "tests" / "vectors" / "mobilenet_v2" / "eval_images.npz"
 CONFIG = "tflite-int8"
 WIDTHS = range(16, 25)
 MODES = ("saturate", "wrap")
+GUARANTEED = (21, 16)          # accumulator widths made safe for every input by re-rounding the weights
 
 
 def signed_bits(values) -> int:
@@ -90,7 +94,25 @@ def analyse(graph, x) -> dict:
     out["bias_register_bits"] = max(r["bias_bits"] for r in layers)
     out["worst_case_bits"] = max(r["worst_case_bits"] for r in layers)
     out["exact_network"] = {key: rep.network["overflow_count"] for key, rep in reports.items()}
+    out["guarantee"] = [guarantee(graph, x, bits) for bits in GUARANTEED]
     return out
+
+
+def guarantee(graph, x, bits: int) -> dict:
+    """The graph re-rounded so that a ``bits``-bit accumulator never overflows on any input
+    (:func:`fxpsim.hardware.accumulator_guarantee.guarantee_accumulator`), run saturating at that width on the
+    batch and compared with the original graph's exact outputs."""
+    from fxpsim.hardware.accumulator_guarantee import guarantee_accumulator
+    res = guarantee_accumulator(graph, bits)
+    config = fxpsim.HardwareConfig.preset(CONFIG).replace(accumulator_bits=bits, accumulator_overflow="saturate")
+    y, traces, _ = res.graph.run(x, config, trace=True, keep=True)
+    want = graph.run(x)
+    diff = np.abs(y.astype(np.int64) - want)
+    return {"bits": bits, "nodes": sum(1 for r in res.records if r["channels_changed"]),
+            "channels": sum(r["channels_changed"] for r in res.records),
+            "alpha_max": max(r["alpha_max"] for r in res.records),
+            "overflows": sum(t["overflows"] for t in traces.values()),
+            "equal_fraction": float(np.mean(diff == 0)), "max_lsb_error": int(diff.max())}
 
 
 def table(rows, header) -> str:
@@ -147,6 +169,13 @@ def render(a: dict, graph, x) -> str:
                      "needed iso"]))
     say("   network overflows (cumulative): " + ", ".join(
         f"{m}@{w} = {a['exact_network'][(w, m)]}" for w in (narrow, rec) for m in MODES))
+    say("")
+    say(f"4. weights re-rounded so that W bits never overflow on any input (A2Q bound; the original needs "
+        f"{a['worst_case_bits']}), run saturating at W, against the original graph's exact outputs")
+    rows = [[gr["bits"], gr["nodes"], gr["channels"], f"{gr['alpha_max']:.2f}", gr["overflows"],
+             f"{gr['equal_fraction']:.4f}", gr["max_lsb_error"]] for gr in a["guarantee"]]
+    say(table(rows, ["W", "layers changed", "channels changed", "max alpha", "overflows", "codes equal",
+                     "max |err| LSB"]))
     return "\n".join(lines)
 
 
