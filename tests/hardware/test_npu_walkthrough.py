@@ -232,3 +232,30 @@ def test_doc_shell_command_runs_and_recommends_the_same_width(walk):
     assert r.returncode == 0, r.stderr
     rec = a["recommendation"]["saturate"]["accumulator_bits"]
     assert f"recommendation (exact_fraction): accumulator_bits = {rec} " in r.stdout
+
+
+@pytest.mark.parametrize("order", ["sequential", "tree"])
+def test_bits_needed_of_a_partial_sum_of_exactly_minus_two_to_the_fifteen(order):
+    """A partial sum of exactly -2^15 fits 16 bits: simulate's bits needed and headroom and
+    accumulator_widths' observed width said 17 and -1 (they took the width of |s| = 2^15) while a 16-bit
+    accumulator overflows no add; checked against a Python-int loop."""
+    import fxpsim
+    from fxpsim.graph.ir import IntegerGraph, Node, TensorSpec
+    w = np.array([[127, 127, 2]], np.int8)
+    tensors = [TensorSpec("x", 8, True, (3,), 1.0, 0), TensorSpec("w", 8, True, scale=1.0, data=w),
+               TensorSpec("y", 8, True, (1,), 512.0, 0)]
+    g = IntegerGraph(tensors, [Node("fc", "fully_connected", ["x", "w"], ["y"])], ["x"], ["y"])
+    x = np.full((1, 3), -128, np.int8)
+    products = [-128 * 127, -128 * 127, -128 * 2]
+    sums = list(np.cumsum(products)) if order == "sequential" else \
+        [products[0] + products[1], products[0] + products[1] + products[2]]
+    want = max(_bits(np.array([s])) for s in sums)
+    assert want == 16 and min(sums) == -(1 << 15)
+    cfg = fxpsim.HardwareConfig.preset("tflite-int8").replace(accumulator_bits=16, accumulator_overflow="saturate",
+                                                              accumulator_order=order)
+    rec = fxpsim.simulate(g, cfg, x).layers[0]
+    assert (rec.acc_bits_needed, rec.acc_bits_needed_cumulative, rec.headroom_bits, rec.overflow_count) == \
+        (want, want, 0, 0)
+    assert rec.acc_peak == 1 << 15
+    if order == "sequential":
+        assert fxpsim.accumulator_widths(g, x)[0].observed == want
