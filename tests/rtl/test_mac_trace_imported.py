@@ -136,3 +136,34 @@ def test_refusals_name_the_node_and_what_is_not_modelled(tmp_path):
     cfg = fxpsim.HardwareConfig.preset("tflite-int8").replace(tile_k=4)
     with pytest.raises(ValueError, match=f"{conv}.*tile_k"):
         fxpsim.export_vectors(g, tmp_path, x, cfg, mac_trace={"node": conv})
+
+
+def test_cli_traces_one_output_of_an_imported_onnx_conv(tmp_path):
+    """``fxpsim export-vectors --mac-trace NODE:IDX`` on an .onnx file: the imported QLinearConv's trace, on the
+    model's own (onnxruntime) datapath, equals the per-add model."""
+    import json
+    import subprocess
+    import sys
+    pytest.importorskip("onnx", reason="onnx not installed (pip install -e '.[onnx]')")
+    g = fxpsim.import_onnx(ONNX)
+    spec = g.tensors[g.inputs[0]]
+    x = np.random.default_rng(6).integers(0, 256, (2,) + spec.shape).astype(spec.dtype)
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "vectors"
+    r = subprocess.run([sys.executable, "-m", "fxpsim.cli", "export-vectors", "--model", str(ONNX), "--data",
+                        str(tmp_path / "x.npy"), "--out", str(out), "--format", "npy", "--mac-trace", "qconv:3,40"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    entry = next(n for n in json.loads((out / "manifest.json").read_text())["nodes"] if n["name"] == "qconv")
+    assert entry["mac_trace"]["outputs"] == [3, 40] and entry["mac_view"]["op"] == "conv2d"
+    rows = np.load(out / entry["dir"] / "mac_trace.npy")
+    dp = g.default_datapath
+    _, traces, kept = g.run(x, dp, trace=True, keep=True)
+    kept = {**{k: t.data for k, t in g.tensors.items() if t.is_constant}, **kept}
+    node = g.node("qconv")
+    bias = g.tensors[node.inputs[2]].data
+    for t, flat in enumerate([3, 40]):
+        coords = tuple(int(c) for c in np.unravel_index(flat, (len(x),) + g.tensors[node.outputs[0]].shape))
+        want = _per_add(_products(g, node, kept, coords, "ohwi"), int(bias[coords[-1]]), dp.accumulator_bits,
+                        dp.accumulator_overflow)
+        assert rows[t].tolist() == want
