@@ -47,7 +47,8 @@ import numpy as np
 from ..graph.ir import IntegerGraph
 from ..quant.accumulator_aware import _round_within
 
-__all__ = ["guarantee_accumulator", "reround_channels", "AccumulatorGuarantee", "SUPPORTED_OPS"]
+__all__ = ["guarantee_accumulator", "reround_channels", "worst_case_magnitudes", "AccumulatorGuarantee",
+           "SUPPORTED_OPS"]
 
 #: MAC ops whose weights can be re-rounded -> the output-channel axis of their weight tensor.
 SUPPORTED_OPS = {"conv2d": 0, "fully_connected": 0, "depthwise_conv2d": 3, "tflite_conv2d": 0,
@@ -89,7 +90,7 @@ def reround_channels(q, b, x_max: int, accumulator_bits: int, per_tensor: bool =
     bias = np.zeros(q.shape[0], np.int64) if b is None else np.asarray(b, dtype=np.int64).reshape(-1)
     if bias.shape != (q.shape[0],):
         raise ValueError(f"reround_channels: b must have one value per row of q ({q.shape[0]}), got {bias.shape}")
-    worst = [abs(int(v)) + int(n) * x_max for v, n in zip(bias, np.abs(q).sum(axis=1))]   # Python ints: exact
+    worst = worst_case_magnitudes(q, bias, x_max)
     alpha = np.array([max(1.0, w / limit) for w in worst])
     over = np.array([w > limit for w in worst], bool)
     if per_tensor and over.any():
@@ -105,6 +106,13 @@ def reround_channels(q, b, x_max: int, accumulator_bits: int, per_tensor: bool =
         if abs(int(b_new[o])) + int(np.abs(q_new[o]).sum()) * x_max > limit:   # pragma: no cover - by construction
             raise AssertionError(f"re-rounding row {o} left |b| + |q|_1 x_max above {limit}")
     return q_new, (None if b is None else b_new), alpha
+
+
+def worst_case_magnitudes(q, b, x_max: int) -> list:
+    r"""Per row of ``q [C, K]``: :math:`|b_o| + \lVert q_o \rVert_1 x_{max}` in Python ints (exact), the bound on
+    every partial sum of that output (``b`` None: no bias)."""
+    bias = [0] * len(q) if b is None else [int(v) for v in np.asarray(b).reshape(-1)]
+    return [abs(v) + int(n) * int(x_max) for v, n in zip(bias, np.abs(np.asarray(q, np.int64)).sum(axis=1))]
 
 
 def _check_node(graph, node):
@@ -195,10 +203,10 @@ def _reround_node(graph, node, tensors, bits) -> dict:
     b = tensors[bname].data.astype(np.int64) if bname else None
     q_new, b_new, alpha = reround_channels(q, b, x_max, bits, per_tensor=not ws.per_channel)
     limit = (1 << (bits - 1)) - 1
-    worst = lambda qq, bb: max((abs(int(v)) if bb is not None else 0) + int(n) * x_max   # noqa: E731
-                               for v, n in zip(bb if bb is not None else np.zeros(len(qq)), np.abs(qq).sum(axis=1)))
-    rec = {"node": node.name, "op": node.op, "x_max": x_max, "worst_before": worst(q, b),
-           "worst_after": worst(q_new, b_new), "channels_changed": int(np.count_nonzero(alpha > 1)),
+    rec = {"node": node.name, "op": node.op, "x_max": x_max,
+           "worst_before": max(worst_case_magnitudes(q, b, x_max), default=0),
+           "worst_after": max(worst_case_magnitudes(q_new, b_new, x_max), default=0),
+           "channels_changed": int(np.count_nonzero(alpha > 1)),
            "alpha_max": float(alpha.max(initial=1.0)), "limit": limit}
     if not rec["channels_changed"]:
         return rec
