@@ -227,7 +227,7 @@ def test_doc_shell_command_runs_and_recommends_the_same_width(walk):
     assert blocks[0] == "python examples/npu_accumulator.py"
     argv = blocks[1].split()
     assert argv[:2] == ["fxpsim", "sweep"]
-    r = subprocess.run([sys.executable, "-m", "fxpsim.cli"] + argv[1:] + ["--processes", "1"], cwd=ROOT,
+    r = subprocess.run([sys.executable, "-m", "fxpsim.cli"] + argv[1:], cwd=ROOT,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     rec = a["recommendation"]["saturate"]["accumulator_bits"]
