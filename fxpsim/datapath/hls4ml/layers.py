@@ -11,7 +11,7 @@ where :math:`A` is the assignment to ``accum_t`` (its quantization *and* overflo
 quantized and fitted on its own, ``mult[index] = product(cache, weights[index])``), the accumulator starts
 at the bias (``acc = (accum_t) biases``), every ``acc += mult`` is fitted (exact in ``accum_t``'s LSB, so only
 its overflow mode acts), inputs in order :math:`k = 0, \\dots, K-1`, and :math:`R` is the cast to
-``result_t``.  The products are exact (``x * w`` has the width :math:`W_x + W_w`, at most 64 here).
+``result_t``.  Each product is rounded and fitted from its exact value in one step (any :math:`W_x + W_w`).
 
 **Conv2D** (``conv_2d_latency_cl``, channels last): the same Dense on every output pixel's patch
 :math:`p = (x_{h s_h + i - t,\\; w s_w + j - l,\\; c})_{i, j, c}` flattened in the order ``(i, j, c)`` (hls4ml's
@@ -68,7 +68,8 @@ def dense(x: FixedArray, weight: FixedArray, bias: FixedArray, accum_t: ApType, 
         raise ValueError(f"dense: bias_add must be 'preload' or 'after', got {bias_add!r}")
     lead = x.shape[:-1]
     x2 = x.reshape(-1, k)
-    products = accum_t.cast(mul(x2.reshape(x2.shape[0], k, 1), weight.reshape(1, k, n)))
+    products = mul(x2.reshape(x2.shape[0], k, 1), weight.reshape(1, k, n), accum_t.fmt, accum_t.rounding,
+                   accum_t.overflow)
     b_acc = accum_t.cast(bias)
     if bias_add == "preload":
         init = np.broadcast_to(b_acc.raw, (x2.shape[0], n))

@@ -185,21 +185,18 @@ def _mac_run(graph, node, ins, dp, trace):
     return [_codes(graph, node, y)], info
 
 
-def _real(graph, name, codes) -> np.ndarray:
-    return np.asarray(codes, np.float64) * float(graph.tensors[name].scale[0])
-
-
 def _dense_float(graph, node, ins):
-    return [ins[0] @ _real(graph, node.inputs[1], ins[1]) + _real(graph, node.inputs[2], ins[2])]
+    """:math:`x W + b` in float64 (``run_float`` hands the constants over dequantized)."""
+    return [ins[0] @ ins[1] + ins[2]]
 
 
 def _conv_float(graph, node, ins):
     (sh, sw), (top, bottom, left, right) = _conv_geometry(node)
-    w = _real(graph, node.inputs[1], ins[1])
+    w = np.asarray(ins[1], np.float64)
     fh, fw, c, f = w.shape
     x = np.pad(np.asarray(ins[0], np.float64), ((0, 0), (top, bottom), (left, right), (0, 0)))
     win = np.lib.stride_tricks.sliding_window_view(x, (fh, fw), axis=(1, 2))[:, ::sh, ::sw]   # [B,OH,OW,C,fh,fw]
-    return [np.einsum("bhwcij,ijcf->bhwf", win, w) + _real(graph, node.inputs[2], ins[2])]
+    return [np.einsum("bhwcij,ijcf->bhwf", win, w) + ins[2]]
 
 
 def _mac_check(graph, node):
