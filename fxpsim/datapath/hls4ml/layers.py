@@ -51,7 +51,7 @@ def dense(x: FixedArray, weight: FixedArray, bias: FixedArray, accum_t: ApType, 
     accumulators' ``.overflows`` counts the adds that overflowed (products and bias casts not included).
     ``bias_add="after"`` (not hls4ml's: a datapath that adds the bias last) starts the sum at 0 and adds
     :math:`A(b_j)` after the :math:`K` products, one more fitted add.  ``stats``, a dict when given, receives
-    every overflow by cast: ``product_overflows`` (:math:`A(x_k w_{kj})`), ``bias_overflows`` (:math:`A(b_j)`),
+    every overflow by cast: ``product_overflows`` (:math:`A(x_k w_{kj})`), ``bias_overflows`` (:math:`A(b_j)`, cast for every row as each call does),
     ``add_overflows``, ``result_overflows`` (:math:`R`) and ``adds`` (the fitted adds)."""
     x, weight, bias = _fixed(x, "dense: x"), _fixed(weight, "dense: weight"), _fixed(bias, "dense: bias")
     accum_t, result_t = _ap(accum_t, "dense: accum_t"), _ap(result_t, "dense: result_t")
@@ -82,7 +82,7 @@ def dense(x: FixedArray, weight: FixedArray, bias: FixedArray, accum_t: ApType, 
     acc = FixedArray(acc.raw.reshape(*lead, n), acc.fmt, overflows=acc.overflows)
     y = result_t.cast(acc)
     if stats is not None:
-        stats.update(product_overflows=int(products.overflows), bias_overflows=int(b_acc.overflows),
+        stats.update(product_overflows=int(products.overflows), bias_overflows=int(b_acc.overflows) * x2.shape[0],
                      add_overflows=int(acc.overflows), result_overflows=int(y.overflows),
                      adds=int(terms.raw.size))
     return (y, acc) if return_accumulator else y
