@@ -81,7 +81,8 @@ def test_a_saved_graph_runs_in_a_fresh_process(tmp_path):
     path = g.save(tmp_path / "g.npz")
     np.save(tmp_path / "x.npy", d["x"].astype(np.float32))
     code = ("import sys, numpy as np; from fxpsim.graph.ir import load_graph; "
-            f"g = load_graph({str(path)!r}); np.save({str(tmp_path / 'y.npy')!r}, g.run(np.load({str(tmp_path / 'x.npy')!r})))")
+            f"g = load_graph({str(path)!r}); "
+            f"np.save({str(tmp_path / 'y.npy')!r}, g.run(np.load({str(tmp_path / 'x.npy')!r})))")
     root = Path(__file__).resolve().parents[2]
     subprocess.run([sys.executable, "-c", code], check=True, cwd=root, env={"PYTHONPATH": str(root)})
     y = np.load(tmp_path / "y.npy")

@@ -51,8 +51,9 @@ def dense(x: FixedArray, weight: FixedArray, bias: FixedArray, accum_t: ApType, 
     accumulators' ``.overflows`` counts the adds that overflowed (products and bias casts not included).
     ``bias_add="after"`` (not hls4ml's: a datapath that adds the bias last) starts the sum at 0 and adds
     :math:`A(b_j)` after the :math:`K` products, one more fitted add.  ``stats``, a dict when given, receives
-    every overflow by cast: ``product_overflows`` (:math:`A(x_k w_{kj})`), ``bias_overflows`` (:math:`A(b_j)`, cast for every row as each call does),
-    ``add_overflows``, ``result_overflows`` (:math:`R`) and ``adds`` (the fitted adds)."""
+    every overflow by cast: ``product_overflows`` (:math:`A(x_k w_{kj})`), ``bias_overflows``
+    (:math:`A(b_j)`, cast for every row as each call does), ``add_overflows``, ``result_overflows``
+    (:math:`R`) and ``adds`` (the fitted adds)."""
     x, weight, bias = _fixed(x, "dense: x"), _fixed(weight, "dense: weight"), _fixed(bias, "dense: bias")
     accum_t, result_t = _ap(accum_t, "dense: accum_t"), _ap(result_t, "dense: result_t")
     if weight.ndim != 2 or bias.ndim != 1 or x.ndim < 1:
