@@ -11,7 +11,6 @@
 """
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from fractions import Fraction
@@ -22,6 +21,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from reference import quantize_exact
+from test_hls4ml_vectors import CONFIGS, _load
 
 from fxpsim.core.fixed import FixedArray, Format
 from fxpsim.datapath.hls4ml import dense, parse_ap_type
@@ -32,20 +32,10 @@ from fxpsim.hardware.hls4ml_config import hls4ml_hardware_config
 from fxpsim.hardware.simulation import simulate
 from fxpsim.hardware.sweeps import sweep
 
-VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "hls4ml"
-CONFIGS = ("trn_wrap", "narrow_wrap", "rnd_sat", "rnd_sat2", "cnn_narrow_wrap", "cnn_rnd_sat")
 #: ap_fixed's quantization and overflow modes by their fxpsim names (the ap_types table, written out here).
 Q = {"AP_TRN": "floor", "AP_TRN_ZERO": "toward_zero", "AP_RND": "half_up", "AP_RND_ZERO": "half_toward_zero",
      "AP_RND_MIN_INF": "half_down", "AP_RND_INF": "half_away", "AP_RND_CONV": "half_even"}
 O = {"AP_WRAP": "wrap", "AP_SAT": "saturate", "AP_SAT_ZERO": "saturate_zero", "AP_SAT_SYM": "saturate_symmetric"}
-
-
-def _load(name):
-    d = np.load(VECTORS / f"{name}.npz", allow_pickle=False)
-    layers = json.loads(str(d["layers"]))
-    weights = {r["name"]: {"weight": d[f"w_{r['name']}"], "bias": d[f"b_{r['name']}"]}
-               for r in layers if r["class"] in ("Dense", "Conv2D")}
-    return d, layers, weights
 
 
 def _graph(name):

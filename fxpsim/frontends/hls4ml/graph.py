@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from ...datapath.hls4ml import ApType
 from ...graph.ir import IntegerGraph, Node, TensorSpec
-from . import ops as _hls4ml_ops  # noqa: F401  (registers the hls4ml graph ops)
-from .ops import HLS4ML_DATAPATH
+from .ops import HLS4ML_DATAPATH  # importing .ops registers the hls4ml graph ops
 
 __all__ = ["model_to_graph"]
 
