@@ -250,3 +250,45 @@ def test_cli_simulate_with_an_hls4ml_config(tmp_path, capsys):
     assert main(args) == 2
     err = capsys.readouterr().err
     assert "Strategy = 'Resource'" in err and len(err.strip().splitlines()) == 1
+
+
+# --------------------------------------------------------------------------- hls4ml itself (scratch env)
+def test_the_same_config_given_to_hls4ml_gives_the_same_bits(tmp_path):
+    """Live (skips without hls4ml, keras or g++): one config with Model, LayerType and LayerName entries and a
+    Keras Dense with a fused ReLU (hls4ml splits it into ``fc1`` and ``fc1_relu``) is handed to hls4ml, compiled
+    and run by ``predict()``; fxpsim applies the same config to the layers without their types (weights as the
+    C simulation reads them) and must give the same bits."""
+    hls4ml = pytest.importorskip("hls4ml", reason="hls4ml is not installed (a scratch-environment dependency)")
+    keras = pytest.importorskip("keras", reason="keras is not installed (hls4ml's Keras frontend needs it)")
+    import shutil
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not installed (hls4ml's compile() needs it)")
+    from fxpsim.frontends.hls4ml.reader import records_from_hls_model
+    keras.utils.set_random_seed(11)
+    model = keras.Sequential([keras.Input((10,), name="x"), keras.layers.Dense(24, activation="relu", name="fc1"),
+                              keras.layers.Dense(5, name="fc2")])
+    for layer in model.layers:
+        k, b = layer.get_weights()
+        layer.set_weights([k * 3.0, np.random.default_rng(1).normal(0, 1.0, b.shape).astype(np.float32)])
+    cfg = {"Model": {"Precision": "ap_fixed<14,5>", "ReuseFactor": 1, "Strategy": "Latency"},
+           "LayerType": {"Dense": {"Precision": {"weight": "ap_fixed<7,2,AP_RND,AP_SAT>", "accum": "ap_fixed<13,4>"}},
+                         "Activation": {"Precision": {"result": "ap_ufixed<8,3,AP_RND_CONV,AP_SAT>"}}},
+           "LayerName": {"x": {"Precision": {"result": "ap_fixed<10,4>"}},
+                         "fc2": {"Precision": {"accum": "ap_fixed<12,5,AP_RND,AP_SAT_SYM>", "bias": "ap_fixed<9,3>"}}}}
+    hm = hls4ml.converters.convert_from_keras_model(model, hls_config=json.loads(json.dumps(cfg)),
+                                                    output_dir=str(tmp_path / "p"), backend="Vitis",
+                                                    io_type="io_parallel")
+    hm.compile()
+    records, weights = records_from_hls_model(hm)
+    untyped = [{k: v for k, v in r.items() if not k.endswith("_t")} for r in records]
+    assert [r["name"] for r in untyped] == ["x", "fc1", "fc1_relu", "fc2"]
+    graph = apply_hls4ml_config((untyped, weights, (10,)), cfg)
+    x = np.random.default_rng(2).integers(-512, 512, (64, 10)) / 64.0          # on ap_fixed<10,4>'s grid
+    got = graph.tensors[graph.outputs[0]].dequantize(graph.run(x))
+    np.testing.assert_array_equal(got, np.asarray(hm.predict(x), np.float64).reshape(got.shape))
+    for r in records:                                   # and the types are the ones hls4ml resolved
+        node = graph.node(r["name"])
+        for key in ("accum_t", "result_t"):
+            if key in node.attrs:
+                assert fxpsim.datapath.hls4ml.parse_ap_type(node.attrs[key]) == \
+                    fxpsim.datapath.hls4ml.parse_ap_type(r[key]), (r["name"], key)
