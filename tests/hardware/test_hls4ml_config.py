@@ -189,6 +189,7 @@ def test_what_resolve_refuses_names_the_layer():
 
 
 def test_unreadable_graphs_list_every_node():
+    pytest.importorskip("tflite", reason="the tflite extra (pip install -e '.[tflite]') reads the model")
     graph = fxpsim.import_model(str(VEC / "tflite_models" / "conv_block.tflite"))
     with pytest.raises(ValueError, match="tflite_pad in node 'op0:PAD'.*depthwise_conv2d in node 'op3.*tflite_softmax"):
         apply_hls4ml_config(graph, {"Model": {"Precision": "ap_fixed<16,6>"}})
@@ -237,12 +238,15 @@ def test_cli_simulate_with_an_hls4ml_config(tmp_path, capsys):
     cfg = {"Model": {"Precision": "ap_fixed<16,6>", "ReuseFactor": 4},
            "LayerType": {"Dense": {"Precision": {"accum": "ap_fixed<10,1,AP_TRN,AP_SAT>"}}}}
     (tmp_path / "c.json").write_text(json.dumps(cfg))
-    args = ["simulate", "--model", str(tmp_path / "m.npz"), "--hls4ml-config", str(tmp_path / "c.json"), "--json"]
+    rng = np.random.default_rng(4)
+    np.savez(tmp_path / "d.npz", x=rng.uniform(0, 1, (40, 64)).astype(np.float32), y=rng.integers(0, 10, 40))
+    args = ["simulate", "--model", str(tmp_path / "m.npz"), "--hls4ml-config", str(tmp_path / "c.json"), "--json",
+            "--data", str(tmp_path / "d.npz")]
     assert main(args) == 0
     rep = json.loads(capsys.readouterr().out)
     kinds = [r["kind"] for r in rep["layers"]]
     assert kinds == ["hls4ml_input", "hls4ml_dense", "hls4ml_activation", "hls4ml_dense"]
-    assert rep["layers"][1]["overflow_count"] > 0            # ap_fixed<10,1> saturates on digits
+    assert rep["layers"][1]["overflow_count"] > 0            # ap_fixed<10,1> saturates on these inputs
     assert main(args + ["--config", "tflite-int8"]) == 2
     assert "give one" in capsys.readouterr().err
     cfg["Model"]["Strategy"] = "Resource"
