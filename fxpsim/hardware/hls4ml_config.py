@@ -51,9 +51,11 @@ __all__ = ["Hls4mlConfig", "load_hls4ml_config", "apply_hls4ml_config", "hls4ml_
 
 #: The variables each hls4ml layer class types.
 VARIABLES = {"inputlayer": ("result",), "dense": ("weight", "bias", "accum", "result"),
-             "conv2d": ("weight", "bias", "accum", "result"), "activation": ("result",), "reshape": ()}
+             "conv2d": ("weight", "bias", "accum", "result"), "activation": ("result",), "relu": ("result",),
+             "reshape": ()}
+#: hls4ml's class names (as ``LayerType`` keys, lower-cased as hls4ml does) of the records read.
 _CLASS = {"InputLayer": "inputlayer", "Input": "inputlayer", "Dense": "dense", "Conv2D": "conv2d",
-          "Activation": "activation", "ReLU": "activation", "Reshape": "reshape"}
+          "Activation": "activation", "ReLU": "relu", "Reshape": "reshape"}
 _MODEL_KEYS = ("Precision", "ReuseFactor", "Strategy", "BramFactor", "TraceOutput")
 _LAYER_KEYS = ("Precision", "ReuseFactor", "Strategy", "Trace")
 _TOP_KEYS = ("Model", "LayerName", "LayerType")
@@ -139,7 +141,7 @@ class Hls4mlConfig:
                 key = str(name).lower()
                 if table == "LayerType" and key not in VARIABLES:
                     raise ValueError(f"{source}: LayerType.{name}: not an hls4ml layer class read here "
-                                     f"(Input, Dense, Conv2D, Activation, Reshape)")
+                                     f"(InputLayer, Dense, Conv2D, Activation, ReLU, Reshape)")
                 store[key] = _entry(entry, f"{source}: {table}.{name}", _LAYER_KEYS)
 
     def precision(self, layer: str, cls: str, var: str) -> str:
@@ -182,6 +184,7 @@ class Hls4mlConfig:
     def settings(self) -> dict:
         """The non-arithmetic settings, as recorded in ``graph.meta["hls4ml"]``."""
         return {"ReuseFactor": self.model.get("ReuseFactor", 1),
+                "model": {k: v for k, v in self.model.items() if k != "precision"},
                 "layers": {k: {s: v for s, v in e.items() if s != "precision"} for k, e in self.layer_name.items()
                            if any(s != "precision" for s in e)}, "project": dict(self.project)}
 

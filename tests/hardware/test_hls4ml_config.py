@@ -97,6 +97,7 @@ def test_json_and_yaml_files_read_as_the_dict(tmp_path):
     graph = apply_hls4ml_config(untyped, str(tmp_path / "c.yml"))
     _assert_csim(graph, layers, d)
     assert graph.meta["hls4ml"]["config"] == str(tmp_path / "c.yml")
+    assert graph.meta["hls4ml"]["model"] == {"ReuseFactor": 1, "Strategy": "Latency"}
 
 
 def test_yaml_without_pyyaml_names_the_package(tmp_path, monkeypatch):
@@ -139,6 +140,13 @@ def test_resolved_types_are_the_hand_computed_ones():
         "weight_t": "fixed<12,4>", "bias_t": "fixed<12,4>", "accum_t": "ap_fixed<20,8,AP_TRN,AP_SAT>",
         "result_t": "fixed<12,4>"}
     assert typed[2]["result_t"] == "fixed<12,4>" and not any(k.endswith("_t") for k in typed[3])
+    # LayerType keys are hls4ml's class names: an Activation's entry does not type a ReLU-class layer
+    by_type = Hls4mlConfig({"Model": {"Precision": "fixed<12,4>"},
+                            "LayerType": {"Activation": {"Precision": "ap_ufixed<6,2>"},
+                                          "InputLayer": {"Precision": "ap_fixed<9,3>"}}})
+    typed = by_type.resolve(records[:1] + [{"name": "a", "class": "Activation", "activation": "relu"},
+                                           {"name": "r", "class": "ReLU"}])
+    assert [r["result_t"] for r in typed] == ["ap_fixed<9,3>", "ap_ufixed<6,2>", "fixed<12,4>"]
 
 
 def test_the_hardware_config_carries_each_accum_t():
