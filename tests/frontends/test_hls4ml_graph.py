@@ -235,3 +235,16 @@ def test_to_graph_refuses_what_it_cannot_build():
         model.to_graph()
     with pytest.raises(ValueError, match="conv1.*needs \\[H, W, C\\]"):
         model.to_graph((128,))
+
+
+def test_worst_case_accumulator_bits_of_the_summary():
+    """trn_wrap fc1: :math:`\\max_j |A(b_j)| + \\sum_k 2^9 |w_{kj}| 2^{14 - 12}` (x: ap_fixed<10,4>, |x| <= 2^9
+    codes), in Python ints; no node with rounded products (F_acc < F_x + F_w) claims a bound."""
+    d, layers, g = _graph("trn_wrap")
+    node = g.node("fc1")
+    w, b = g.tensors["fc1/weight"].data.tolist(), g.tensors["fc1/bias"].data.tolist()
+    shift_b = 14 - parse_ap_type(layers[1]["bias_t"]).fmt.frac
+    bound = max(abs(b[j] << shift_b) + sum((512 * abs(w[k][j])) << 2 for k in range(len(w))) for j in range(len(b)))
+    assert g.accumulator_bits_needed(node) == bound.bit_length() + 1
+    _, _, narrow = _graph("narrow_wrap")                 # accum_t ap_fixed<10,3>: F = 7 < 6 + 6
+    assert narrow.accumulator_bits_needed(narrow.node("fc1")) is None
