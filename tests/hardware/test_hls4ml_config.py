@@ -304,3 +304,33 @@ def test_the_same_config_given_to_hls4ml_gives_the_same_bits(tmp_path):
             if key in node.attrs:
                 assert fxpsim.datapath.hls4ml.parse_ap_type(node.attrs[key]) == \
                     fxpsim.datapath.hls4ml.parse_ap_type(r[key]), (r["name"], key)
+
+
+@pytest.mark.parametrize("source", ["converted", "hb_qgemm_s8_pc.onnx", "hb_qlinearmatmul_u8_pt.onnx"])
+def test_graphs_of_core_and_onnx_ops_follow_their_float_execution(source):
+    """Wide types on a converted fxpsim graph (core conv2d with SAME padding and a fused ReLU, reshape,
+    fully_connected) and on ONNX QGemm / QLinearMatMul imports: the hls4ml graph reproduces the source graph's
+    own float execution (its dequantized constants in float64), so the layouts and biases were read right."""
+    rng = np.random.default_rng(6)
+    if source == "converted":
+        m = nn.Sequential([nn.Conv2D(2, 3, 3, padding="SAME", activation="relu", seed=2), nn.Flatten(),
+                           nn.Dense(108, 4, activation="relu", seed=3), nn.Dense(4, 3, seed=4)])
+        x = rng.normal(size=(8, 6, 6, 2)).astype(np.float32)
+        graph = fxpsim.convert(m, "tflite-int8", x)
+    else:
+        pytest.importorskip("onnx", reason="the onnx extra (pip install -e '.[onnx]') reads the model")
+        graph = fxpsim.import_model(str(VEC / "onnx_models" / source))
+        spec = graph.tensors[graph.inputs[0]]
+        lo, hi = spec.code_range
+        x = rng.integers(lo, hi + 1, (8,) + spec.shape).astype(spec.dtype)
+    h = apply_hls4ml_config(graph, {"Model": {"Precision": "ap_fixed<44,16,AP_RND_CONV>"}})
+    spec = graph.tensors[graph.inputs[0]]
+    real_x = x if spec.is_float else spec.dequantize(x)
+    got = h.tensors[h.outputs[0]].dequantize(h.run(real_x.astype(np.float32)))
+    want = graph.run_float(x).reshape(got.shape)
+    # the source's float execution clamps to its output type's range; compare inside it
+    out = graph.tensors[[n for n in graph.nodes if n.op in ("qlinear_matmul", "fully_connected")][-1].outputs[0]]
+    lo, hi = out.dequantize(np.array(out.code_range)).ravel()
+    inside = (want > lo) & (want < hi)
+    assert inside.mean() > 0.5
+    np.testing.assert_allclose(got[inside], want[inside], rtol=0, atol=1e-6)
