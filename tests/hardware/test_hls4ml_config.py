@@ -334,3 +334,21 @@ def test_graphs_of_core_and_onnx_ops_follow_their_float_execution(source):
     inside = (want > lo) & (want < hi)
     assert inside.mean() > 0.5
     np.testing.assert_allclose(got[inside], want[inside], rtol=0, atol=1e-6)
+
+
+def test_the_docs_page_example_runs(capsys):
+    """docs/hls4ml.md's Python example, as written, from the clone's root."""
+    pytest.importorskip("onnx", reason="the onnx extra (pip install -e '.[onnx]') reads the example's model")
+    import os
+    import re
+    root = Path(__file__).resolve().parents[2]
+    blocks = re.findall(r"```python\n(.*?)```", (root / "docs" / "hls4ml.md").read_text(), re.S)
+    assert len(blocks) == 1
+    cwd = os.getcwd()
+    try:
+        os.chdir(root)
+        exec(compile(blocks[0], "docs/hls4ml.md", "exec"), {})
+    finally:
+        os.chdir(cwd)
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert int(line.split()[0]) > 0 and "overflow result_t" in line
