@@ -210,7 +210,8 @@ def test_a_datapath_accumulator_replaces_accum_t_width_and_overflow():
               FixedArray(g.tensors["fc1/bias"].data, parse_ap_type(layers[1]["bias_t"]).fmt), acc, res)
     np.testing.assert_array_equal(kept["fc1"], y.raw)
     assert tr["fc1"]["overflows"] > 0
-    for knob, value in (("accumulator_order", "tree"), ("overflow_at", "end"), ("tile_k", 4)):
+    for knob, value in (("accumulator_order", "tree"), ("overflow_at", "end"), ("tile_k", 4), ("bias_bits", 8),
+                        ("bias_shift", 2)):
         with pytest.raises(ValueError, match=f"fc1.*{knob}"):
             g.run(x, HardwareConfig(requantization="shift", **{knob: value}))
 

@@ -72,8 +72,9 @@ def model_to_graph(model, input_shape, *, name: str = "hls4ml") -> IntegerGraph:
         prev = layer.name
     meta = {"format": "hls4ml", "datapath": HLS4ML_DATAPATH,
             "notes": ["hls4ml's io_parallel C simulation: each MAC node accumulates in its accum_t on the graph's "
-                      "own datapath; on a config the config's accumulator knobs replace accum_t's width and "
-                      "overflow (its fraction bits and rounding kept)"]}
+                      "own datapath; on a config, its accumulator_bits / accumulator_overflow (and frac_bits, "
+                      "product_rounding, bias_add where set) replace accum_t's; the requantization knobs "
+                      "(scheme, multiplier, rounding, lookup tables) do not apply: each result is its result_t cast"]}
     return IntegerGraph(specs, nodes, [x_name], [prev], name, meta)
 
 

@@ -25,7 +25,9 @@ simulation) each MAC node accumulates in its ``accum_t``.  On any other datapath
 type's: ``accum_t = ap_fixed<B, B - F, Q, O>`` with :math:`B` = ``accumulator_bits``, :math:`O` =
 ``accumulator_overflow``, :math:`F` = ``accumulator_frac_bits`` and :math:`Q` = ``product_rounding`` where given,
 else the node's ``accum_t``'s; ``bias_add = "after"`` adds the bias last.  hls4ml's arithmetic has no tree order,
-no K-tiles and no final-only overflow: a datapath asking for one raises ``ValueError`` naming the node.
+no K-tiles, no final-only overflow and no bias register of its own: a datapath asking for one raises
+``ValueError`` naming the node.  The requantization knobs (scheme, multiplier, ``rounding``, lookup tables) have
+nothing to act on: every result is its node's ``result_t`` cast (the graph's notes say so).
 
 **Traces.**  ``overflows`` counts every overflow of an ``accum_t`` cast (each product, the bias, each add),
 ``adds`` the fitted adds, ``clipped`` the overflows of the ``result_t`` cast (of the input cast for
@@ -97,6 +99,10 @@ def node_accum_t(node, datapath) -> ApType:
         raise ValueError(f"{_where(node)}: tile_k = {datapath.tile_k} is not hls4ml's arithmetic (one "
                          "accumulator per output); leave tile_k unset")
     bits = int(datapath.accumulator_bits)
+    bias_bits, shift = getattr(datapath, "bias_bits", None), getattr(datapath, "bias_shift", 0)
+    if shift or (bias_bits is not None and int(bias_bits) < bits):
+        raise ValueError(f"{_where(node)}: a bias register narrower than the accumulator (bias_bits = {bias_bits}, "
+                         f"bias_shift = {shift}) is not hls4ml's arithmetic (the bias is cast to accum_t)")
     frac = getattr(datapath, "accumulator_frac_bits", None)
     frac = own.fmt.frac if frac is None else int(frac)
     rounding = getattr(datapath, "product_rounding", None) or own.rounding
