@@ -79,7 +79,7 @@ TFLITE_OPS = ("tflite_quantize", "tflite_dequantize", "tflite_requantize", "tfli
               "tflite_gather", "tflite_resize_nearest", "tflite_resize_bilinear",
               "tflite_batch_matmul", "tflite_maximum", "tflite_minimum", "tflite_reduce_max",
               "tflite_squared_difference", "tflite_rsqrt", "tflite_prelu", "tflite_elu", "tflite_sum",
-              "tflite_log_softmax")
+              "tflite_log_softmax", "tflite_transpose_conv")
 
 #: TFLite ops whose arithmetic in a kernel set fxpsim does not reproduce: kernel set -> {op: why}.
 KERNEL_LIMITS: dict[str, dict[str, str]] = {"reference": {
@@ -292,3 +292,4 @@ from . import move_ops  # noqa: E402,F401  (tflite_strided_slice)
 from . import gather_ops  # noqa: E402,F401  (tflite_gather, tflite_batch_matmul)
 from . import resize_ops  # noqa: E402,F401  (tflite_resize_nearest, tflite_resize_bilinear)
 from . import math_kernels  # noqa: E402,F401  (tflite_maximum, tflite_rsqrt, tflite_prelu, tflite_sum, ...)
+from . import transpose_conv_ops  # noqa: E402,F401  (tflite_transpose_conv)
