@@ -106,10 +106,6 @@ OP_OF = {"slice": "tflite_strided_slice", "transpose": "transpose", "gather": "t
 @pytest.mark.parametrize("name", MODELS)
 def test_converter_models_equal_live_litert(name, kernels):
     path = MODELS_DIR / f"{name}.tflite"
-    if name == "batch_matmul" and kernels == "xnnpack":
-        with pytest.raises(ValueError, match="BATCH_MATMUL x2: XNNPACK's int8 BATCH_MATMUL differs"):
-            fxpsim.import_tflite(path, kernels=kernels)
-        return
     g = fxpsim.import_tflite(path, kernels=kernels)
     op = next(v for k, v in OP_OF.items() if name.startswith(k))
     assert op in [n.op for n in g.nodes]

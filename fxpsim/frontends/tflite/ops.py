@@ -31,7 +31,11 @@ op                         TFLite op, attributes
 ``tflite_gather``          GATHER; ``axis``, ``batch_dims`` (TFLite's, of the batch-1 tensors); params and
                            indices each constant or run-time; run-time indices out of range raise
 ``tflite_resize_nearest``  RESIZE_NEAREST_NEIGHBOR; ``size`` [H, W], ``align_corners``, ``half_pixel_centers``
-``tflite_batch_matmul``    BATCH_MATMUL (int8); ``adj_x``, ``adj_y`` (reference and builtin kernel sets)
+``tflite_batch_matmul``    BATCH_MATMUL (int8); ``adj_x``, ``adj_y`` (XNNPACK's fp32 requantization under
+                           ``xnnpack`` when the right operand's zero point is 0)
+``tflite_transpose_conv``  TRANSPOSE_CONV (int8); ``stride``, ``pads``, ``activation``, ``xnnpack_delegated``: the
+                           core ``conv2d`` of the equivalent stride-1 convolution on the datapath, each kernel
+                           set's requantization on the ``"native"`` one (:mod:`.transpose_conv_ops`)
 ``tflite_resize_bilinear`` RESIZE_BILINEAR; ``size``, ``align_corners``, ``half_pixel_centers`` (LiteRT's integer
                            kernel, XNNPACK's 11-bit one under ``xnnpack``)
 ``tflite_maximum``,        MAXIMUM / MINIMUM on the codes; ``tflite_reduce_max`` REDUCE_MAX (``axes``,
@@ -87,9 +91,7 @@ KERNEL_LIMITS: dict[str, dict[str, str]] = {"reference": {
            "kernels='builtin' or 'xnnpack' import it",
     "SUM": "LiteRT 2.3.0's reference int8 SUM (BUILTIN_REF) writes codes that do not follow its input (seen live: "
            "-1 for most outputs) and is not reproduced; kernels='builtin' or 'xnnpack' import it"},
-    "builtin": {}, "xnnpack": {
-    "BATCH_MATMUL": "XNNPACK's int8 BATCH_MATMUL differs from LiteRT's builtin arithmetic in rare elements (by one "
-                    "code, seen with adj_x) and is not reproduced; kernels='reference' or 'builtin' import it"}}
+    "builtin": {}, "xnnpack": {}}
 
 
 def kernel_support(tflite_op: str, kernels: str) -> str | None:

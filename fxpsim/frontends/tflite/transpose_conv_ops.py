@@ -42,6 +42,7 @@ int32, which wraps and is order-free) is requantized as that kernel set does:
 from __future__ import annotations
 
 import dataclasses
+import types
 
 import numpy as np
 
@@ -167,7 +168,8 @@ def _run(graph, node, ins, dp, trace):
         kernels = _kernels(graph)
         refuse_unmodelled_knobs(node, dp, f"LiteRT {kernels} kernels")
         # the core op for the accumulators (any TFLite scheme: its outputs are discarded), then the kernel set's
-        dp = dataclasses.replace(dp, requantization="tflite-double")
+        dp = (dataclasses.replace(dp, requantization="tflite-double") if dataclasses.is_dataclass(dp) else
+              types.SimpleNamespace(**dict(vars(dp), requantization="tflite-double")))
     outs, info = OPS["conv2d"].run(graph, conv, conv_ins, dp, trace or native)
     if native:
         y = _spec(graph, node.outputs[0])
@@ -310,12 +312,13 @@ class TransposeConvOps:
                    "xnnpack_delegated": bool(delegated)})
 
     def _xnnpack_scale_check(self, op, x, w, y):
-        """XNNPACK refuses a requantization scale :math:`\\mathrm{fl}_{32}(s_x s_w)/s_y \\ge 256` (as for CONV_2D)."""
+        """XNNPACK refuses a requantization scale :math:`\\mathrm{fl}_{32}(s_x s_w)/s_y \\ge 256` (as for CONV_2D):
+        LiteRT's interpreter with the delegate then fails to prepare ("failed to create XNNPACK runtime")."""
         if self.kernels != "xnnpack":
             return
         sx, sy = self.quant(x, op)[0], self.quant(y, op)[0]
         scale = (np.float32(sx[0]) * self.t[w]["scale"].astype(np.float32)) / np.float32(sy[0])
         if np.any(scale >= np.float32(256)):
             raise ValueError(f"{self.path}: {self.where(op)}: a requantization scale s_x s_w / s_y of "
-                             f"{float(scale.max()):.4g} >= 256, which XNNPACK does not take; its arithmetic for "
-                             f"this op is not reproduced")
+                             f"{float(scale.max()):.4g} >= 256, which XNNPACK's deconvolution refuses (LiteRT's "
+                             f"delegate then fails to prepare the model); kernels='reference' or 'builtin' import it")
