@@ -44,7 +44,9 @@ def _interpreter(model, kernels, preserve=False):
     r = {"reference": OpResolverType.BUILTIN_REF, "builtin": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
          "xnnpack": OpResolverType.BUILTIN}[kernels]
     kw = {"model_content": model} if isinstance(model, bytes) else {"model_path": str(model)}
-    it = Interpreter(**kw, num_threads=1, experimental_op_resolver_type=r, experimental_preserve_all_tensors=preserve)
+    # XNNPACK's intermediates are readable only with each delegated op in a partition of its own
+    it = Interpreter(**kw, num_threads=1, experimental_op_resolver_type=r, experimental_preserve_all_tensors=preserve,
+                     experimental_disable_delegate_node_fusion=preserve and kernels == "xnnpack")
     it.allocate_tensors()
     return it
 
