@@ -34,7 +34,7 @@ from fxpsim.hardware.accumulator_widths import accumulator_widths
 from reference import accumulate, ref_mbqm, ref_quantize_multiplier
 
 tflite = pytest.importorskip("tflite", reason="the tflite package is not installed (pip install -e '.[tflite]')")
-from test_tflite_import import INT32, _act, _act_range, _const, _options, build_tflite  # noqa: E402
+from test_tflite_import import INT32, _act, _act_range, _const, _litert, _options, build_tflite  # noqa: E402
 from test_tflite_more_ops import _compare_live, _interpreter, _model_batch_matmul  # noqa: E402
 
 KERNELS = ("reference", "builtin", "xnnpack")
@@ -293,7 +293,7 @@ def _simple(w_zp=0, out_hw=(8, 8), sy=0.05, padding=0, w_const=True):
                         [2] if w_const else [2, 1], [3])
 
 
-def test_errors_name_the_operator():
+def test_errors_name_the_operator(tmp_path):
     _raises(_simple(w_zp=3), r"operator 0 \(TRANSPOSE_CONV.*zero points 0")
     _raises(_simple(w_const=False), r"operator 0 \(TRANSPOSE_CONV.*weights must be a constant")
     _raises(_simple(out_hw=(11, 8)), r"operator 0 \(TRANSPOSE_CONV.*LiteRT refuses it")
@@ -305,12 +305,72 @@ def test_errors_name_the_operator():
         it.invoke()
     # s_x s_w / s_y = 0.01 / 2e-5 = 500 >= 256: XNNPACK's delegate fails to prepare the model, the others run it
     content = _simple(sy=2e-5)
-    _raises(content, r"TRANSPOSE_CONV.*>= 256, which XNNPACK's deconvolution refuses", kernels="xnnpack")
+    _raises(content, r"TRANSPOSE_CONV x1: a requantization scale s_x s_w / s_y of 500 >= 256: XNNPACK's "
+                     r"deconvolution refuses it", kernels="xnnpack")
+    (tmp_path / "big.tflite").write_bytes(content)
+    cov = fxpsim.tflite_coverage(tmp_path / "big.tflite")
+    assert cov.imports("reference") and cov.imports("builtin") and not cov.imports("xnnpack")
     with pytest.raises(RuntimeError, match="failed to prepare|XNNPACK"):
         _interpreter(content, "xnnpack")
     for kernels in ("reference", "builtin"):
         g = _import(content, kernels)
         _compare_live(g, content, kernels, _inputs(g, 3, 1), intermediates=False)
+
+
+def test_xnnpack_scale_limit_only_where_the_delegate_takes_the_op():
+    """A TRANSPOSE_CONV that XNNPACK does not take (kernel 1 < stride 2) runs LiteRT's builtin kernel at any
+    scale, and so does fxpsim; a BATCH_MATMUL with a run-time right operand runs XNNPACK beyond 256."""
+    w = np.random.default_rng(0).integers(-127, 128, (3, 1, 1, 2)).astype(np.int8)
+    tensors = [_const("shape", np.array([1, 8, 8, 3], np.int32), INT32),
+               _const("w", w, 9, scale=[0.02] * 3, zero_point=[0] * 3, qdim=0), _act("x", [1, 4, 4, 2], 0.5, 0),
+               _act("y", [1, 8, 8, 3], 2e-5, 0)]
+    content = build_tflite(tensors, [{"op": "TRANSPOSE_CONV", "inputs": [0, 1, 2], "outputs": [3],
+                                      "options": _options("TransposeConvOptions", Padding=0, StrideW=2, StrideH=2)}],
+                           [2], [3])
+    g = _import(content, "xnnpack")
+    assert g.nodes[0].attrs["xnnpack_delegated"] is False
+    x = _inputs(g, 6, 2)
+    x[0][3:] = np.random.default_rng(1).integers(-2, 3, x[0][3:].shape)      # not all saturated
+    _compare_live(g, content, "xnnpack", x, intermediates=False)
+    sa, sb = 0.05, 0.04
+    for const, scale in ((False, 2000.0), (True, 200.0)):
+        b = np.random.default_rng(3).integers(-128, 128, (1, 1, 5, 3)).astype(np.int8)
+        tensors = [_act("a", [1, 1, 2, 5], sa, 3),
+                   _const("b", b, 9, scale=[sb], zero_point=[0]) if const else _act("b", [1, 1, 5, 3], sb, 0),
+                   _act("y", [1, 1, 2, 3], float(np.float32(sa * sb / scale)), -5)]
+        content = build_tflite(tensors, [{"op": "BATCH_MATMUL", "inputs": [0, 1], "outputs": [2]}],
+                               [0] if const else [0, 1], [2])
+        g = _import(content, "xnnpack")
+        x = _inputs(g, 12, 0)
+        for f in x:
+            f[3:] = np.random.default_rng(2).integers(-2, 3, f[3:].shape)
+        _compare_live(g, content, "xnnpack", x, intermediates=False)
+
+
+def test_xnnpack_batch_matmul_beyond_its_scale_limit_is_refused_where_litert_crashes(tmp_path):
+    """A constant right operand (zero point 0) and s_a s_b / s_y >= 256: LiteRT 2.3.0's XNNPACK BATCH_MATMUL kills the
+    process at invoke (run here in a subprocess); fxpsim refuses the model under kernels='xnnpack' only."""
+    import subprocess
+    import sys
+    b = np.random.default_rng(3).integers(-128, 128, (1, 1, 5, 3)).astype(np.int8)
+    content = build_tflite([_act("a", [1, 1, 2, 5], 0.05, 3), _const("b", b, 9, scale=[0.04], zero_point=[0]),
+                            _act("y", [1, 1, 2, 3], float(np.float32(0.002 / 300)), 0)],
+                           [{"op": "BATCH_MATMUL", "inputs": [0, 1], "outputs": [2]}], [0], [2])
+    path = tmp_path / "bmm.tflite"
+    path.write_bytes(content)
+    _raises(content, r"BATCH_MATMUL x1: a requantization scale s_x s_w / s_y of 300 >= 256: LiteRT's XNNPACK "
+                     r"BATCH_MATMUL with a constant right operand crashes", kernels="xnnpack")
+    for kernels in ("reference", "builtin"):
+        g = _import(content, kernels)
+        _compare_live(g, content, kernels, _inputs(g, 3, 1), intermediates=False)
+    _litert()
+    code = ("import sys, numpy as np; from ai_edge_litert.interpreter import Interpreter, OpResolverType; "
+            "it = Interpreter(model_path=sys.argv[1], num_threads=1, "
+            "experimental_op_resolver_type=OpResolverType.BUILTIN); it.allocate_tensors(); "
+            "it.set_tensor(it.get_input_details()[0]['index'], np.ones((1, 1, 2, 5), np.int8)); it.invoke(); "
+            "print('ran')")
+    r = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "ran" not in r.stdout
 
 
 @dataclasses.dataclass(frozen=True)

@@ -56,7 +56,7 @@ from .mac_ops import _mbqm_tie_up, _native_requant
 from .op_support import _cached, _kernels, _spec
 from .reader import _INT8
 
-__all__ = ["TransposeConvOps", "transpose_conv_pads", "zero_insert"]
+__all__ = ["TransposeConvOps", "transpose_conv_pads", "xnnpack_takes_transpose_conv", "zero_insert"]
 
 #: Output channels per NEON block of LiteRT's optimized int8 ``Quantize`` (the rest take the scalar path).
 BUILTIN_CHANNEL_BLOCK = 8
@@ -88,6 +88,15 @@ def zero_insert(x: np.ndarray, stride, fill) -> np.ndarray:
     up = np.full((n, (h - 1) * sh + 1, (w - 1) * sw + 1, c), fill, dtype=x.dtype)
     up[:, ::sh, ::sw] = x
     return up
+
+
+def xnnpack_takes_transpose_conv(constant_output_shape: bool, k_hw, stride, same: bool, out_hw) -> bool:
+    """Whether LiteRT's XNNPACK delegate takes a TRANSPOSE_CONV (``VisitTransposeConvNode`` and
+    ``CalculateTransposeConvPaddings``): an output shape that is a constant of the model, and kernels that cover the
+    stride (SAME) or fit in the output (VALID); else LiteRT runs its builtin kernel."""
+    if same:
+        return bool(constant_output_shape) and all(k >= s for k, s in zip(k_hw, stride))
+    return bool(constant_output_shape) and all(k <= n for k, n in zip(k_hw, out_hw))
 
 
 def _taps(n_in, k, s, p, n_out) -> np.ndarray:
@@ -297,28 +306,12 @@ class TransposeConvOps:
                                  f"stride {list(stride)} and {'SAME' if same else 'VALID'} padding needs an input "
                                  f"of another size than {list(self.shape[x])} (LiteRT refuses it)")
         pads = transpose_conv_pads((h, wd), (kh, kw), stride, out_shape[1:3])
-        self._xnnpack_scale_check(op, x, w, y)
         ins = [xn, self.constant(w, op, axis=0)]
         if b >= 0:
             ins.append(self._bias(b, op, n_out))
-        # XNNPACK takes the node only with a constant output shape and kernels that cover the stride (SAME) or fit
-        # the output (VALID): CalculateTransposeConvPaddings in the delegate
-        delegated = shape_i in self.static and shape_i not in self.folded and (
-            all(k >= s for k, s in zip((kh, kw), stride)) if same else all(
-                k <= size for k, size in zip((kh, kw), out_shape[1:3])))
+        delegated = xnnpack_takes_transpose_conv(shape_i in self.static and shape_i not in self.folded, (kh, kw),
+                                                 stride, same, out_shape[1:3])
         yn = self.declare(y, op, tuple(out_shape))
         self.node(op, "tflite_transpose_conv", ins, [yn],
                   {"stride": list(stride), "pads": [list(p) for p in pads], "activation": self.activation(op),
                    "xnnpack_delegated": bool(delegated)})
-
-    def _xnnpack_scale_check(self, op, x, w, y):
-        """XNNPACK refuses a requantization scale :math:`\\mathrm{fl}_{32}(s_x s_w)/s_y \\ge 256` (as for CONV_2D):
-        LiteRT's interpreter with the delegate then fails to prepare ("failed to create XNNPACK runtime")."""
-        if self.kernels != "xnnpack":
-            return
-        sx, sy = self.quant(x, op)[0], self.quant(y, op)[0]
-        scale = (np.float32(sx[0]) * self.t[w]["scale"].astype(np.float32)) / np.float32(sy[0])
-        if np.any(scale >= np.float32(256)):
-            raise ValueError(f"{self.path}: {self.where(op)}: a requantization scale s_x s_w / s_y of "
-                             f"{float(scale.max()):.4g} >= 256, which XNNPACK's deconvolution refuses (LiteRT's "
-                             f"delegate then fails to prepare the model); kernels='reference' or 'builtin' import it")
