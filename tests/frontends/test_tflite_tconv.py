@@ -281,10 +281,11 @@ def _raises(content, match, kernels="reference"):
         _import(content, kernels)
 
 
-def _simple(w_zp=0, out_hw=(8, 8), sy=0.05, padding=0, w_const=True):
+def _simple(w_zp=0, out_hw=(8, 8), sy=0.05, padding=0, w_const=True, qdim=0):
     o = 3 if w_const else 1                 # a run-time weights input keeps a batch-like axis of 1
     w = np.ones((o, 3, 3, 2), np.int8)
-    wt = _const("w", w, 9, scale=[0.02] * o, zero_point=[w_zp] * o, qdim=0) if w_const else \
+    n_scales = 2 if qdim == 3 else o
+    wt = _const("w", w, 9, scale=[0.02] * n_scales, zero_point=[w_zp] * n_scales, qdim=qdim) if w_const else \
         _act("w", [o, 3, 3, 2], 0.02, 0)
     tensors = [_const("shape", np.array([1, *out_hw, o], np.int32), INT32), wt, _act("x", [1, 4, 4, 2], 0.5, 0),
                _act("y", [1, *out_hw, o], sy, 0)]
@@ -295,6 +296,7 @@ def _simple(w_zp=0, out_hw=(8, 8), sy=0.05, padding=0, w_const=True):
 
 def test_errors_name_the_operator(tmp_path):
     _raises(_simple(w_zp=3), r"operator 0 \(TRANSPOSE_CONV.*zero points 0")
+    _raises(_simple(qdim=3), r"operator 0 \(TRANSPOSE_CONV.*per-output-channel \(axis 0\)")
     _raises(_simple(w_const=False), r"operator 0 \(TRANSPOSE_CONV.*weights must be a constant")
     _raises(_simple(out_hw=(11, 8)), r"operator 0 \(TRANSPOSE_CONV.*LiteRT refuses it")
     # LiteRT refuses that output size too
