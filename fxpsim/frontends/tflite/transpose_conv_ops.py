@@ -21,9 +21,9 @@ increasing order; for one output and one input position the tap is fixed), follo
 inserted zeros and paddings are zero products, which change neither a sequential wrapping nor a sequential
 saturating sum. So the datapath's accumulator (its width, overflow mode, bias placement) applies as to a
 convolution, overflow counts and accumulators are traced, and the MAC view (:mod:`fxpsim.graph.mac_view`) is that
-convolution. With ``accumulator_order="tree"`` the tree is the equivalent convolution's over its
-:math:`K_H K_W C` products, zeros included (an NPU that runs a transposed convolution as this convolution); with
-``zero_point="fold"`` the inserted taps hold :math:`z_x` as padded taps do. The trace's ``adds`` and the op's
+convolution. With ``accumulator_order="tree"`` or K tiles (``tile_k``) the grouping is the equivalent
+convolution's over its :math:`K_H K_W C` products, zeros included (an NPU that runs a transposed convolution as
+this convolution); with ``zero_point="fold"`` the inserted taps hold :math:`z_x` as padded taps do. The trace's ``adds`` and the op's
 ``macs`` count the real products only.
 
 **Requantization** on the graph's ``"native"`` datapath (``kernels="builtin"`` / ``"xnnpack"``; the
