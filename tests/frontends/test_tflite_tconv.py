@@ -482,3 +482,27 @@ def test_xnnpack_batch_matmul_differs_from_builtin_and_rounds_the_float32_accumu
                            [{"op": "BATCH_MATMUL", "inputs": [0, 1], "outputs": [2]}], [0], [2])
     _, _, accs = _bmm_check(content, {"b": b}, [1, 1, 2, k], [1, 1, k, 3], (qa, qb, qy), (False, False), "b", 3)
     assert all(abs(a) > 2 ** 24 and int(np.float32(a)) != a for a in accs)
+
+
+@settings(max_examples=60, deadline=None)
+@given(m=st.integers(1, 5), k=st.integers(1, 70), n=st.integers(1, 5), scales=st.tuples(
+    st.floats(1e-4, 0.1), st.floats(1e-4, 0.1), st.floats(1e-5, 10.0)), zps=st.tuples(
+    st.integers(-128, 127), st.sampled_from([0, 0, 5]), st.integers(-128, 127)), seed=st.integers(0, 2 ** 16))
+def test_xnnpack_batch_matmul_kernel_against_the_float32_model(m, k, n, scales, zps, seed):
+    """The datapath kernel alone (no LiteRT needed), codes anywhere in int8: XNNPACK's float32 arithmetic where
+    z_b = 0, the gemmlowp one (as every kernel set) otherwise."""
+    from fxpsim.datapath import tflite as K
+    rng = np.random.default_rng(seed)
+    a, b = rng.integers(-128, 128, (2, m, k)).astype(np.int8), rng.integers(-128, 128, (2, k, n)).astype(np.int8)
+    q = [(float(np.float32(s)), z) for s, z in zip(scales, zps)]
+    params = K.batch_matmul_params(*q[0], *q[1], *q[2])
+    got = K.quantized_batch_matmul(a, b, params, kernels="xnnpack")
+    if zps[1] == 0:
+        want = _model_bmm_xnnpack(a, b, *q)[0]
+    else:
+        want = _model_batch_matmul(a, b, *q)
+        np.testing.assert_array_equal(got, K.quantized_batch_matmul(a, b, params, kernels="builtin"))
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="xnnpack_scale"):
+        K.quantized_batch_matmul(a, b, dataclasses.replace(params, rhs_zero_point=0, xnnpack_scale=float("nan")),
+                                 kernels="xnnpack")
