@@ -506,3 +506,31 @@ def test_xnnpack_batch_matmul_kernel_against_the_float32_model(m, k, n, scales, 
     with pytest.raises(ValueError, match="xnnpack_scale"):
         K.quantized_batch_matmul(a, b, dataclasses.replace(params, rhs_zero_point=0, xnnpack_scale=float("nan")),
                                  kernels="xnnpack")
+
+
+@pytest.mark.parametrize("const_b", [False, True])
+@pytest.mark.parametrize("zb", [0, 1])
+def test_xnnpack_batch_matmul_ties_show_which_arithmetic_runs(const_b, zb):
+    """c = s_a s_b / s_y = 1/2 and odd accumulators put every output on a tie: gemmlowp rounds it up (the builtin
+    kernel), XNNPACK to even. LiteRT's XNNPACK interpreter gives the even codes exactly when z_b = 0, constant or
+    run-time right operand, and fxpsim with it."""
+    b = (np.arange(-127, 126, 2) + zb).astype(np.int8).reshape(1, 1, 1, -1)          # b - z_b odd
+    n = b.shape[-1]
+    tensors = [_act("a", [1, 1, 1, 1], 0.5, 0),
+               _const("b", b, 9, scale=[0.5], zero_point=[zb]) if const_b else _act("b", [1, 1, 1, n], 0.5, zb),
+               _act("y", [1, 1, 1, n], 0.5, 0)]
+    content = build_tflite(tensors, [{"op": "BATCH_MATMUL", "inputs": [0, 1], "outputs": [2]}],
+                           [0] if const_b else [0, 1], [2])
+    a = np.ones((1, 1, 1, 1), np.int8)
+    it = _interpreter(content, "xnnpack")
+    it.set_tensor(it.get_input_details()[0]["index"], a)
+    if not const_b:
+        it.set_tensor(it.get_input_details()[1]["index"], b)
+    it.invoke()
+    live = it.get_tensor(it.get_output_details()[0]["index"]).ravel().astype(int)
+    acc = b.ravel().astype(int) - zb
+    even, up = [round(v / 2) for v in acc], [(v + 1) // 2 for v in acc]
+    np.testing.assert_array_equal(live, even if zb == 0 else up)
+    assert even != up
+    g = _import(content, "xnnpack")
+    np.testing.assert_array_equal(g.run([a[0:1]] if const_b else [a, b]).ravel(), live)
