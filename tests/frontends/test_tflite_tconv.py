@@ -534,3 +534,31 @@ def test_xnnpack_batch_matmul_ties_show_which_arithmetic_runs(const_b, zb):
     assert even != up
     g = _import(content, "xnnpack")
     np.testing.assert_array_equal(g.run([a[0:1]] if const_b else [a, b]).ravel(), live)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_transpose_conv_ties_show_each_kernel_sets_rounding(stride):
+    """s_x s_w / s_y = 1/4 and accumulators 2k with k odd and negative put each of 12 channels on a tie of the final
+    shift: the reference rounds it away from zero, the builtin kernel up in its first 8 channels (NEON block) and
+    away in the other 4, XNNPACK to even -- unless it does not take the node (kernel 1 < stride 2), where LiteRT runs
+    the builtin kernel. Live, and fxpsim with each."""
+    w = np.arange(-1, -24, -2).astype(np.int8).reshape(12, 1, 1, 1)
+    out = [1, stride, stride, 12]
+    tensors = [_const("shape", np.array(out, np.int32), INT32),
+               _const("w", w, 9, scale=[0.5] * 12, zero_point=[0] * 12, qdim=0), _act("x", [1, 1, 1, 1], 0.5, 0),
+               _act("y", out, 1.0, 0)]
+    content = build_tflite(tensors, [{"op": "TRANSPOSE_CONV", "inputs": [0, 1, 2], "outputs": [3],
+                                      "options": _options("TransposeConvOptions", Padding=0, StrideW=stride,
+                                                          StrideH=stride)}], [2], [3])
+    x = np.full((1, 1, 1, 1), 2, np.int8)
+    k = w.ravel().astype(int)                                        # acc = 2k, y = k / 2 on a tie
+    away, up, even = [-((-v + 1) // 2) for v in k], [(v + 1) // 2 for v in k], [round(v / 2) for v in k]
+    want = {"reference": away, "builtin": up[:8] + away[8:], "xnnpack": even if stride == 1 else up[:8] + away[8:]}
+    assert len({tuple(v) for v in want.values()}) == (3 if stride == 1 else 2)
+    for kernels in KERNELS:
+        it = _interpreter(content, kernels)
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        live = it.get_tensor(it.get_output_details()[0]["index"])
+        np.testing.assert_array_equal(live[0, 0, 0], want[kernels], err_msg=kernels)
+        np.testing.assert_array_equal(_import(content, kernels).run(x), live, err_msg=kernels)
