@@ -50,6 +50,10 @@ class TransformerConversions:
             return True
         return False
 
+    def _u8s8_pairs(self):
+        from .importer import ONNXRUNTIME_CPUS
+        return ONNXRUNTIME_CPUS[self.cpu]
+
     def _runtime_operand(self, name) -> bool:
         v = self.env.get(name)
         return v is not None and v.kind == "dq" and v.src not in self.consts
@@ -70,10 +74,17 @@ class TransformerConversions:
                                   f"{list(b_shape)} (equal leading axes, no broadcasting)")
         return tuple(a_shape[:-1]) + (b_shape[-1],)
 
-    def _emit_ab(self, n, a, b, out_name, scale, zp, dtype, kernel):
+    def _emit_ab(self, n, a, b, out_name, scale, zp, dtype, kernel, a_type=None, b_type=None):
+        """``a_type`` / ``b_type``: the element types onnxruntime's kernel multiplies (after its int8 -> uint8
+        rewrite); uint8 x int8 is the kernel whose pair sums saturate on AVX2 (``u8s8_pairs``)."""
         out_shape = self._ab_shape(n, a.shape, b.shape)
         g = self._int_value(out_name, out_shape, dtype, scale, zp)
         attrs = {"ort_kernel": kernel, **self._perm_attrs((a.shape, b.shape), out_shape)}
+        a_type, b_type = a_type or a.dtype, b_type or b.dtype
+        if kernel == "qlinear" and a_type == np.uint8 and b_type == np.int8:
+            attrs["u8s8_pairs"] = self._u8s8_pairs()
+            if a.dtype == np.int8:
+                attrs["a_shift"] = 128
         self._add_node("onnx_matmul_ab", [a.g, b.g], [g], attrs, name=n.name)
 
     # ---------------- MatMul of two activations
@@ -86,10 +97,10 @@ class TransformerConversions:
                                   "(onnxruntime would compute it in float)")
         scale, zp, dtype = self._claim(q)
         types = (self._dq_type(av), self._dq_type(bv), self._q_type(q))
-        fused = types[0] == types[1] == types[2] and not (av.float_only or bv.float_only)
-        if fused and a.dtype != b.dtype:
-            raise _unsupported(n, "a fused MatMul mixing converted int8 and native uint8 operands")
-        self._emit_ab(n, a, b, q.outputs[0], scale, zp, dtype, "qlinear" if fused else "float")
+        # onnxruntime's selector: uint8 a (after its int8 -> uint8 rewrite) of the output's type, b uint8 or
+        # int8 (measured: int8 a that it could not convert leaves the group in float32)
+        fused = types[0] == types[2] == np.uint8 and not (av.float_only or bv.float_only)
+        self._emit_ab(n, a, b, q.outputs[0], scale, zp, dtype, "qlinear" if fused else "float", types[0], types[1])
         self._note(n.name, n, fused, "" if fused else f"operand / output types {', '.join(map(str, types))} differ")
 
     def _qlinear_matmul_ab(self, n):
@@ -97,8 +108,8 @@ class TransformerConversions:
         a = self._int_input(n, i[0], i[1], i[2])
         b = self._int_input(n, i[3], i[4], i[5])
         scale, zp, dtype = self._out_params(n, i[6], i[7], a.dtype)
-        if a.dtype != b.dtype:
-            raise _unsupported(n, f"a QLinearMatMul of {a.dtype} and {b.dtype} activations")
+        if a.dtype == np.int8 and b.dtype == np.uint8:
+            raise _unsupported(n, "a QLinearMatMul of int8 a and uint8 b")
         self._emit_ab(n, a, b, n.outputs[0], scale, zp, dtype, "qlinear")
 
     # ---------------- LayerNormalization

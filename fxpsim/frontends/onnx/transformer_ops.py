@@ -16,7 +16,10 @@ imported:
     rounds :math:`\mathrm{acc} \cdot s_a s_b / s_y`. ``ort_kernel="float"`` (a group onnxruntime leaves unfused:
     operand types differ after its int8 -> uint8 rewrite) follows, on onnxruntime's datapath, its float32 path:
     DequantizeLinear of both, MLAS SGEMM per matrix (:func:`~fxpsim.datapath.onnxruntime.mlas.mlas_gemm`),
-    QuantizeLinear.
+    QuantizeLinear. ``u8s8_pairs="saturate16"`` (onnxruntime's uint8 x int8 kernel on x86-64 with AVX2 and no
+    VNNI, the importer's ``cpu="avx2"``): the sum of each pair of adjacent raw products along K saturates to int16
+    (:mod:`fxpsim.datapath.onnxruntime.x86_pairs`), on the raw uint8 codes of a (int8 codes + ``a_shift`` = 128
+    where onnxruntime converted them) and the int8 codes of b; only on onnxruntime's datapath.
 
 ``onnx_layer_norm``
     DequantizeLinear -> float32 LayerNormalization (:mod:`fxpsim.datapath.onnxruntime.layer_norm`) ->
@@ -35,6 +38,7 @@ import numpy as np
 from ...datapath import accumulate as _acc
 from ...datapath.onnxruntime import layer_norm as LN
 from ...datapath.onnxruntime import mlas as K
+from ...datapath.onnxruntime import x86_pairs as _x86
 from ...graph.mac_ops import refuse_unmodelled_knobs
 from ...graph.ops import Op
 from .op_support import (_acc_format, _name, _no_trace, _overflow_at, _quantized_io, _requant_real, _scale, _spec,
@@ -90,6 +94,8 @@ def _ab_run(graph, node, ins, dp, trace):
     res = _acc.matmul(ao, bo, acc=_acc_format(dp), overflow=_name(dp.accumulator_overflow), order=dp.accumulator_order,
                       overflow_at=_overflow_at(dp))
     acc = np.asarray(res.raw, np.int64)
+    if node.attrs.get("u8s8_pairs", "exact") == "saturate16":
+        acc = _saturated_pairs(node, dp, a, b, acc)
     lo, hi = sy.code_range
     if is_native(dp):
         m = K.requant_multiplier(_scale(sa), _scale(sb), _scale(sy))
@@ -105,6 +111,20 @@ def _ab_run(graph, node, ins, dp, trace):
         info = {"overflows": int(res.overflows), "acc": acc, "bias_clipped": 0, "clipped": clipped,
                 "adds": int(acc.size) * int(a.shape[-1])}
     return [_to_graph(out, node.attrs.get("out_perm"))], info
+
+
+def _saturated_pairs(node, dp, a, b, acc):
+    """The accumulator of onnxruntime's AVX2 uint8 x int8 kernel: the exact sum plus the excess of the
+    int16-saturated pair sums of each matrix, wrapped to int32."""
+    if not is_onnxruntime_datapath(dp):
+        raise ValueError(f"node {node.name!r} (onnx_matmul_ab) reproduces onnxruntime's x86 AVX2 uint8 x int8 kernel "
+                         "(u8s8_pairs='saturate16'), which exists only on onnxruntime's datapath; import the model "
+                         "with cpu='exact' to run it on other datapaths")
+    ar = a.astype(np.int32) + int(node.attrs.get("a_shift", 0))
+    excess = np.zeros(acc.shape, np.int64)
+    for idx in np.ndindex(*acc.shape[:-2]):
+        excess[idx] = _x86.matmul_excess(ar[idx], np.ascontiguousarray(b[idx].T))
+    return K.wrap_int32(acc + excess)
 
 
 def _ab_float(graph, node, ins):
@@ -141,6 +161,13 @@ def _ab_check(graph, node):
                          "matrix product with equal leading axes")
     if node.attrs.get("ort_kernel", "qlinear") not in ("qlinear", "float"):
         raise ValueError(f"node {node.name!r}: ort_kernel must be 'qlinear' or 'float'")
+    pairs = node.attrs.get("u8s8_pairs", "exact")
+    if pairs not in _x86.U8S8_PAIRS:
+        raise ValueError(f"node {node.name!r}: u8s8_pairs must be one of {_x86.U8S8_PAIRS}, got {pairs!r}")
+    a_u8 = not sa.signed or int(node.attrs.get("a_shift", 0)) == 128
+    if pairs == "saturate16" and not (a_u8 and sb.signed and node.attrs.get("ort_kernel", "qlinear") == "qlinear"):
+        raise ValueError(f"node {node.name!r}: u8s8_pairs='saturate16' applies to onnxruntime's integer kernel with "
+                         "uint8 a (or int8 a shifted by a_shift=128) and int8 b")
 
 
 def _ab_macs(graph, node):
