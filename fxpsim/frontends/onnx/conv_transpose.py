@@ -8,7 +8,7 @@ strides, dilations, groups, output_padding, at most 128 input channels per group
 one column-buffer row and input position (MLAS's general kernel); per-channel weights (``quantize_static``
 ``per_channel=True``: DequantizeLinear ``axis=1`` of the ``[C, F, KH, KW]`` weights, one scale per output channel
 of a group, and a bias with one scale per output channel; ``axis=0`` per input channel also reads), each weight
-dequantized as :math:`\mathrm{fl}((w - z_a) \cdot s_a)` along its axis before the float32 kernel. Refused with a
+dequantized as :math:`\\mathrm{fl}((w - z_a) \\cdot s_a)` along its axis before the float32 kernel. Refused with a
 ValueError naming the node: auto_pad, output_shape, a per-channel axis other than 0 / 1, a float output (QOperator
 models leave ConvTranspose in float).
 """
