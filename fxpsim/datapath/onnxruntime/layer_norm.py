@@ -18,11 +18,15 @@ and
 (a division by :math:`\sigma`, not a product with its inverse; without a bias the last addition is left out).
 The threads split rows: the thread count changes no bit (measured at 1 and 4 threads).
 
-Not reproduced: rows of :data:`MAX_SCALAR_ROW` or more values. There onnxruntime 1.32 runs a vectorized
-reduction whose lane split and merge this module does not model (the scalar Welford update above differs in 60 %
-of the outputs at n = 8 ... 100; neither the E[x^2] - mu^2 form of the C++ reference kernel, nor a two-pass, nor
-double accumulation, nor 4-, 8- or 16-lane Welford with Chan's merge matches), and whose vector width depends on
-the CPU: refused (:func:`layer_norm_rows` raises a ValueError).
+Not reproduced: rows of :data:`MAX_SCALAR_ROW` or more values. There onnxruntime 1.32 runs another, vectorized
+kernel. Measured through its Mean and InvStdDev outputs (n = 8 ... 24): the mean is the float64 mean rounded to
+float32 (0 of 1500 rows differ), the output stage is :math:`y = \mathrm{fma}(\mathrm{fl}((x - \mu) \cdot r),
+\gamma, \beta)` with the kernel's own :math:`r` (0 of 7200 outputs differ), but :math:`r` lies within 2 ulp of
+:math:`1/\sqrt{\mathrm{var} + \varepsilon}` without being its correct rounding (40 % of rows differ from it;
+none of float32 / float64, one- / two-pass variances, 4-, 8-, 16-lane Welford with Chan's merge, nor one
+Newton step from the exact reciprocal square root match). That points to an approximate reciprocal square root
+(``rsqrtps`` and a refinement), whose values differ between CPU vendors; not established, so such rows are
+refused (:func:`layer_norm_rows` raises a ValueError).
 """
 from __future__ import annotations
 
