@@ -7,6 +7,7 @@ What is not reproduced is refused naming the node."""
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -353,3 +354,24 @@ def test_encoder_graph_saves_loads_and_runs_on_another_datapath(tmp_path):
     ab = [n.name for n in g.nodes if n.op == "onnx_matmul_ab"]
     assert all(traces[name]["acc"] is not None for name in ab)
     assert np.abs(g.run_float(x) - y).max() < 0.5        # the float64 reference stays near onnxruntime's result
+
+
+def test_torch_exported_encoder_layer_is_refused_naming_the_batch_transpose(tmp_path):
+    """torch's nn.TransformerEncoderLayer (``tools/fixtures/onnx_transformer/make_torch_encoders.py``), pre-processed
+    and quantized as onnxruntime recommends: its attention transposes the batch axis, which the graph keeps first."""
+    q = pytest.importorskip("onnxruntime.quantization", reason="onnxruntime.quantization not installed")
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+    fixture = Path(__file__).resolve().parents[1] / "vectors" / "onnx_transformer" / "torch_encoder_d4_relu.onnx"
+    quant_pre_process(str(fixture), str(tmp_path / "pre.onnx"), skip_symbolic_shape=True)
+    rng = np.random.default_rng(3)
+
+    class Reader(q.CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{"x": rng.standard_normal((2, 5, 4)).astype(F32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    q.quantize_static(str(tmp_path / "pre.onnx"), str(tmp_path / "q.onnx"), Reader(), quant_format=q.QuantFormat.QDQ)
+    with pytest.raises(ValueError, match=r"Transpose in node '/layer/self_attn/Transpose'.*batch axis"):
+        import_onnx(tmp_path / "q.onnx")
