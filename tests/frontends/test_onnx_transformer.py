@@ -223,9 +223,9 @@ def test_qdq_matmul_of_two_activations_matches_onnxruntime(tmp_path, types, expo
 
 
 # ------------------------------------------------------------------------------ a whole encoder layer
-def encoder_layer(rng, d=4, heads=2, ff=8, seq=5, scale_op="Div"):
-    """A post-norm encoder layer as torch's ``nn.TransformerEncoderLayer`` (ReLU) exports it, in onnx.helper:
-    fused QKV MatMul + bias, Split, head Reshape / Transpose, :math:`QK^T` scaled by Div or Mul, Softmax,
+def encoder_layer(rng, d=4, heads=2, ff=8, seq=5, scale_op="Div", split_op="Split"):
+    """A post-norm encoder layer as torch's ``nn.TransformerEncoderLayer`` (ReLU) computes it, in onnx.helper with
+    the batch kept first: fused QKV MatMul + bias, Split (or three Slices), head Reshape / Transpose, :math:`QK^T` scaled by Div or Mul, Softmax,
     attention times V, heads merged, output projection, residual Add, LayerNormalization, ReLU feed-forward,
     residual Add, LayerNormalization."""
     dh = d // heads
@@ -238,8 +238,14 @@ def encoder_layer(rng, d=4, heads=2, ff=8, seq=5, scale_op="Div"):
              "heads": np.array([0, seq, heads, dh], np.int64), "merged": np.array([0, seq, d], np.int64),
              "scale": scale}
     N = helper.make_node
-    nodes = [N("MatMul", ["x", "Wqkv"], ["qkv0"]), N("Add", ["qkv0", "bqkv"], ["qkv"]),
-             N("Split", ["qkv", "split"], ["q0", "k0", "v0"], axis=-1),
+    if split_op == "Split":
+        split = [N("Split", ["qkv", "split"], ["q0", "k0", "v0"], axis=-1)]
+    else:
+        for i in range(4):
+            inits[f"at{i}"] = np.array([i * d], np.int64)
+        inits["last"] = np.array([-1], np.int64)
+        split = [N("Slice", ["qkv", f"at{i}", f"at{i + 1}", "last"], [f"{t}0"]) for i, t in enumerate("qkv")]
+    nodes = [N("MatMul", ["x", "Wqkv"], ["qkv0"]), N("Add", ["qkv0", "bqkv"], ["qkv"]), *split,
              N("Reshape", ["q0", "heads"], ["q1"]), N("Transpose", ["q1"], ["q"], perm=[0, 2, 1, 3]),
              N("Reshape", ["k0", "heads"], ["k1"]), N("Transpose", ["k1"], ["kt"], perm=[0, 2, 3, 1]),
              N("Reshape", ["v0", "heads"], ["v1"]), N("Transpose", ["v1"], ["v"], perm=[0, 2, 1, 3]),
@@ -288,11 +294,12 @@ def _expose_codes(path, out):
     return len(m.graph.output) - 1
 
 
-@pytest.mark.parametrize("fmt,act", [("QDQ", "QUInt8"), ("QDQ", "QInt8"), ("QOperator", "QUInt8"),
-                                     ("QOperator", "QInt8")])
-def test_quantize_static_encoder_layer_matches_onnxruntime(tmp_path, fmt, act):
+@pytest.mark.parametrize("fmt,act,split_op", [("QDQ", "QUInt8", "Split"), ("QDQ", "QInt8", "Slice"),
+                                              ("QOperator", "QUInt8", "Slice"), ("QOperator", "QInt8", "Split")])
+def test_quantize_static_encoder_layer_matches_onnxruntime(tmp_path, fmt, act, split_op):
     rng = np.random.default_rng(len(fmt) + len(act))
-    path = _quantize(tmp_path, rng, encoder_layer(rng, scale_op="Div" if act == "QUInt8" else "Mul"), fmt, act)
+    layer = encoder_layer(rng, scale_op="Div" if act == "QUInt8" else "Mul", split_op=split_op)
+    path = _quantize(tmp_path, rng, layer, fmt, act)
     x = (rng.standard_normal((12, 5, 4)) * 1.5).astype(F32)
     x[0] *= 40                                       # saturates the input quantizer
     for model in (path, tmp_path / "exposed.onnx"):
