@@ -10,9 +10,10 @@ layer and onnxruntime 1.32 runs it at its default optimization level:
 * LayerNormalization: not fused on the CPU; DequantizeLinear, the float32 kernel of
   :mod:`fxpsim.datapath.onnxruntime.layer_norm`, then QuantizeLinear, or a float32 graph output (a QOperator model
   ends so). ``gamma`` / ``beta`` are float32 constants or DequantizeLinear of constants (QDQ), evaluated once in
-  float32 as onnxruntime's DequantizeLinear does. Refused with a ValueError naming the node: rows of 8 or more
-  values (onnxruntime's vectorized kernel, not reproduced), images (per-sample rank 3), a float output that is not
-  a graph output.
+  float32 as onnxruntime's DequantizeLinear does. Rows of n < 8 values run its scalar kernel (any CPU); rows of
+  n >= 8 its AVX2 vector kernel, imported with ``cpu="avx2"`` (or ``"host"`` on such a CPU) and for n mod 8 < 4
+  only. Refused with a ValueError naming the node: other rows, images (per-sample rank 3), a float output that
+  is not a graph output.
 
 The other ops of such a block (Split / Reshape / Transpose of the heads, QLinearSoftmax, Add residuals, Div / Mul
 by constants, Relu folded into the QuantizeLinear) are the importer's existing conversions.
@@ -149,12 +150,17 @@ class TransformerConversions:
         if gamma.shape != shape[axis - 1:] or (beta is not None and beta.shape != shape[axis - 1:]):
             raise _unsupported(n, f"scale {list(gamma.shape)} / bias {None if beta is None else list(beta.shape)} "
                                   f"that do not have the normalized shape {list(shape[axis - 1:])} (broadcasting)")
-        if rows >= LN.MAX_SCALAR_ROW:
+        kernel = LN.layer_norm_kernel(rows)
+        if kernel is None:
             raise _unsupported(n, f"a LayerNormalization over rows of {rows} values: onnxruntime 1.32 normalizes rows "
-                                  f"of {LN.MAX_SCALAR_ROW} or more with a vectorized float32 reduction that depends on "
-                                  "the CPU's vector width and that fxpsim does not reproduce (rows of up to "
-                                  f"{LN.MAX_SCALAR_ROW - 1} values are bit-exact)")
-        attrs = {"axis": axis - 1, "epsilon": float(np.float32(n.attrs.get("epsilon", 1e-5))),
+                                  f"of n >= {LN.MAX_SCALAR_ROW} with n mod {LN.LANES} >= 4 with a vectorized float32 "
+                                  "kernel whose tail fxpsim does not reproduce (rows of n < 8, and with AVX2 of "
+                                  "n mod 8 < 4, are bit-exact)")
+        if kernel == "avx2" and self.cpu != "avx2":
+            raise _unsupported(n, f"a LayerNormalization over rows of {rows} values: onnxruntime runs them with its "
+                                  "vectorized float32 kernel, reproduced as measured on x86-64 CPUs with AVX2 and no "
+                                  f"AVX-512; import with cpu='avx2' (or cpu='host' on such a CPU), not {self.cpu!r}")
+        attrs = {"axis": axis - 1, "epsilon": float(np.float32(n.attrs.get("epsilon", 1e-5))), "kernel": kernel,
                  "gamma": [float(v) for v in gamma.reshape(-1)],
                  "beta": None if beta is None else [float(v) for v in beta.reshape(-1)]}
         q = self._single_q(n.outputs[0])

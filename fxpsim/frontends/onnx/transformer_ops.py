@@ -25,7 +25,8 @@ imported:
     DequantizeLinear -> float32 LayerNormalization (:mod:`fxpsim.datapath.onnxruntime.layer_norm`) ->
     QuantizeLinear, or a float32 output when the normalized tensor is a graph output (QOperator models end so).
     Attributes ``axis`` (first normalized per-sample axis), ``epsilon``, ``gamma``, ``beta`` (float32 values as
-    lists; ``beta`` may be None). The same float32 kernel on every datapath: no accumulator of the datapath
+    lists; ``beta`` may be None), ``kernel`` (``"scalar"`` for rows of fewer than 8 values, ``"avx2"``: onnxruntime's
+    8-lane kernel of x86-64 AVX2 CPUs). The same float32 kernel on every datapath: no accumulator of the datapath
     takes part.
 
 ``in_perm`` (one list per input, or None) / ``out_perm``: graph layout -> ONNX layout of each input and ONNX
@@ -193,7 +194,7 @@ def _ln_run(graph, node, ins, dp, trace):
     xf = K.dequantize_linear(np.asarray(ins[0]), _scale(sx), _zp(sx))
     xo, rows = _ln_rows(node, xf)
     gamma, beta = _ln_params(node)
-    y = LN.layer_norm_rows(rows, gamma, beta, F32(node.attrs["epsilon"])).reshape(xo.shape)
+    y = LN.layer_norm_rows(rows, gamma, beta, F32(node.attrs["epsilon"]), node.attrs.get("kernel")).reshape(xo.shape)
     if not sy.is_float:
         y = K.quantize_linear(y, _scale(sy), _zp(sy), sy.dtype)
     return [_to_graph(y, node.attrs.get("out_perm"))], _no_trace()
@@ -227,9 +228,10 @@ def _ln_check(graph, node):
     if gamma.size != n or (beta is not None and beta.size != n):
         raise ValueError(f"node {node.name!r} (onnx_layer_norm): gamma / beta of {gamma.size} / "
                          f"{None if beta is None else beta.size} values for rows of {n}")
-    if n >= LN.MAX_SCALAR_ROW:
-        raise ValueError(f"node {node.name!r} (onnx_layer_norm): rows of {n} values; onnxruntime's kernel for rows "
-                         f"of {LN.MAX_SCALAR_ROW} or more is vectorized and not reproduced")
+    kernel = LN.layer_norm_kernel(n)
+    if kernel is None or node.attrs.get("kernel", kernel) != kernel:
+        raise ValueError(f"node {node.name!r} (onnx_layer_norm): rows of {n} values with kernel "
+                         f"{node.attrs.get('kernel')!r}; onnxruntime's kernel for them is {kernel or 'not reproduced'}")
     if tuple(sy.shape) != tuple(sx.shape):
         raise ValueError(f"node {node.name!r} (onnx_layer_norm): output {list(sy.shape)} for input {list(sx.shape)}")
 
