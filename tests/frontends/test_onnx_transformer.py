@@ -7,6 +7,7 @@ What is not reproduced is refused naming the node."""
 from __future__ import annotations
 
 import struct
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,7 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper, shape_inference  # noqa: E402
 
 import fxpsim  # noqa: E402
-from fxpsim.datapath.onnxruntime.layer_norm import MAX_SCALAR_ROW, layer_norm_rows  # noqa: E402
+from fxpsim.datapath.onnxruntime.layer_norm import MAX_SCALAR_ROW, layer_norm_kernel, layer_norm_rows  # noqa: E402
 from fxpsim.frontends.onnx.importer import import_onnx  # noqa: E402
 from ort_session import ort_session  # noqa: E402
 
@@ -59,6 +60,46 @@ def _python_layer_norm(row, gamma, beta, eps):
         y = _f32(_f32(_f32(v - mean) / sigma) * gamma[h])
         out.append(y if beta is None else _f32(y + beta[h]))
     return out
+
+
+def _round32(q: Fraction) -> float:
+    """A rational rounded once to the nearest float32 (ties to even)."""
+    f = np.float32(float(q))
+    cands = [np.nextafter(f, F32(-np.inf)), f, np.nextafter(f, F32(np.inf))]
+    return float(min(cands, key=lambda c: (abs(Fraction(float(c)) - q), int(np.float32(c).view(np.int32)) & 1)))
+
+
+def _fma(a, b, c) -> float:
+    return _round32(Fraction(a) * Fraction(b) + Fraction(c))
+
+
+def _python_layer_norm_avx2(row, gamma, beta, eps):
+    """The 8-lane kernel in Python rationals: the float64 mean rounded, an 8-lane FMA tree of squared deviations
+    and an FMA tail, the reciprocal of the square root, an FMA output stage."""
+    n = len(row)
+    mean = _f32(float(sum(Fraction(v) for v in row) / n))       # float64 of the exact mean, then float32
+    d = [_f32(v - mean) for v in row]
+    lanes = [0.0] * 8
+    full = n // 8 * 8
+    for t in range(0, full, 8):
+        lanes = [_fma(d[t + j], d[t + j], lanes[j]) for j in range(8)]
+    while len(lanes) > 1:
+        half = len(lanes) // 2
+        lanes = [_f32(lanes[j] + lanes[j + half]) for j in range(half)]
+    total = lanes[0]
+    for h in range(full, n):
+        total = _fma(d[h], d[h], total)
+    r = _f32(1.0 / _f32(_f32(_f32(total / n) + _f32(eps)) ** 0.5))
+    return [_fma(_f32(d[h] * r), gamma[h], 0.0 if beta is None else beta[h]) for h in range(n)]
+
+
+def _avx2_host() -> bool:
+    """x86-64 with AVX2 and no AVX-512: where onnxruntime's vector LayerNormalization was measured."""
+    try:
+        flags = set(open("/proc/cpuinfo").read().split())
+    except OSError:
+        return False
+    return "avx2" in flags and "avx512f" not in flags
 
 
 def _textbook(rows, gamma, beta, eps):
@@ -118,9 +159,50 @@ def test_layer_norm_rows_equals_python_float32_model(case):
         assert np.array_equal(got[r], want, equal_nan=True), (row, got[r], want)
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from([8, 9, 11, 16, 19, 24]).flatmap(
+    lambda n: st.tuples(st.lists(st.lists(_floats, min_size=n, max_size=n), min_size=1, max_size=3),
+                        st.lists(_floats, min_size=n, max_size=n), st.lists(_floats, min_size=n, max_size=n),
+                        st.sampled_from([1e-5, 0.5]), st.booleans())))
+def test_layer_norm_avx2_kernel_equals_python_rational_model(case):
+    rows, gamma, beta, eps, bias = case
+    x = np.asarray(rows, F32)
+    got = layer_norm_rows(x, np.asarray(gamma, F32), np.asarray(beta, F32) if bias else None, eps, kernel="avx2")
+    for r, row in enumerate(x.tolist()):
+        g32 = [float(F32(v)) for v in gamma]
+        b32 = [float(F32(v)) for v in beta] if bias else None
+        want = np.asarray(_python_layer_norm_avx2(row, g32, b32, eps), F32)
+        assert np.array_equal(got[r], want, equal_nan=True), (row, got[r], want)
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_layer_norm_vector_kernel_matches_onnxruntime_on_avx2(threads):
+    if not _avx2_host():
+        pytest.skip("onnxruntime's vector LayerNormalization kernel was measured on x86-64 AVX2 CPUs without AVX-512")
+    rng = np.random.default_rng(10 + threads)
+    for n in (8, 9, 10, 11, 16, 17, 24, 64, 67, 128):
+        assert layer_norm_kernel(n) == "avx2"
+        for bias in (True, False):
+            gamma = rng.standard_normal(n).astype(F32)
+            beta = rng.standard_normal(n).astype(F32) if bias else None
+            inits = [numpy_helper.from_array(gamma, "g")] + ([numpy_helper.from_array(beta, "b")] if bias else [])
+            node = helper.make_node("LayerNormalization", ["x", "g"] + (["b"] if bias else []), ["y"], axis=-1,
+                                    epsilon=1e-5)
+            m = _model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", n])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+            x = (rng.standard_normal((200, n)) * np.exp2(rng.integers(-6, 6, (200, n)))
+                 + rng.standard_normal((200, 1)) * 50).astype(F32)
+            want = _session(m, threads).run(None, {"x": x})[0]
+            got = layer_norm_rows(x, gamma, beta, 1e-5)
+            assert np.array_equal(got, want), f"n={n}: {np.count_nonzero(got != want)} differ"
+
+
 def test_layer_norm_rows_refuses_what_it_does_not_reproduce():
+    assert [layer_norm_kernel(n) for n in (7, 8, 11, 12, 15, 16)] == ["scalar", "avx2", "avx2", None, None, "avx2"]
     with pytest.raises(ValueError, match="vectorized"):
-        layer_norm_rows(np.zeros((2, MAX_SCALAR_ROW), F32), np.ones(MAX_SCALAR_ROW, F32))
+        layer_norm_rows(np.zeros((2, 12), F32), np.ones(12, F32))
+    with pytest.raises(ValueError, match="kernel 'scalar' asked"):
+        layer_norm_rows(np.zeros((2, 16), F32), np.ones(16, F32), kernel="scalar")
     with pytest.raises(ValueError, match="scale of 3"):
         layer_norm_rows(np.zeros((2, 4), F32), np.ones(3, F32))
 
@@ -323,11 +405,29 @@ def test_quantize_static_encoder_layer_matches_onnxruntime(tmp_path, fmt, act, s
     assert sum(f["onnx_op"] == "LayerNormalization" for f in g.meta["onnxruntime"]["float_nodes"]) == 2
 
 
+@pytest.mark.parametrize("fmt,act", [("QDQ", "QUInt8"), ("QOperator", "QInt8")])
+def test_quantize_static_encoder_layer_d16_matches_onnxruntime_on_avx2(tmp_path, fmt, act):
+    """The brief's size (d_model 16, 2 heads, feed-forward 32): its LayerNormalization rows run the vector kernel."""
+    if not _avx2_host():
+        pytest.skip("onnxruntime's vector LayerNormalization kernel was measured on x86-64 AVX2 CPUs without AVX-512")
+    rng = np.random.default_rng(16 + len(act))
+    path = _quantize(tmp_path, rng, encoder_layer(rng, d=16, ff=32, split_op="Slice"), fmt, act)
+    x = (rng.standard_normal((12, 5, 16)) * 1.5).astype(F32)
+    want = ort_session(path).run(None, {"x": x})[0]
+    g = import_onnx(path, cpu="avx2")
+    got = g.run(x)
+    assert np.array_equal(got, want), f"{fmt} {act}: {np.count_nonzero(got != want)} of {want.size} differ"
+    assert [n.attrs["kernel"] for n in g.nodes if n.op == "onnx_layer_norm"] == ["avx2", "avx2"]
+
+
 def test_unreproduced_transformer_ops_are_refused(tmp_path):
     rng = np.random.default_rng(11)
     wide = _quantize(tmp_path, rng, encoder_layer(rng, d=16, ff=32), "QDQ", "QUInt8", "wide.onnx")
-    with pytest.raises(ValueError, match="LayerNormalization.*node.*rows of 16 values.*vectorized"):
-        import_onnx(wide)
+    with pytest.raises(ValueError, match="LayerNormalization.*node.*rows of 16 values.*cpu='avx2'"):
+        import_onnx(wide, cpu="exact")
+    odd = _quantize(tmp_path, rng, encoder_layer(rng, d=12, ff=24), "QDQ", "QUInt8", "odd.onnx")
+    with pytest.raises(ValueError, match="LayerNormalization.*node.*rows of 12 values.*tail"):
+        import_onnx(odd, cpu="avx2")
     # a LayerNormalization whose float output feeds a float op: onnxruntime's float graph, not imported
     nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
              helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xf"]),
