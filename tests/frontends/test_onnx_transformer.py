@@ -19,6 +19,7 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper, shape_inference  # noqa: E402
 
 import fxpsim  # noqa: E402
+from fxpsim.datapath.onnxruntime.erf import erf  # noqa: E402
 from fxpsim.datapath.onnxruntime.layer_norm import MAX_SCALAR_ROW, layer_norm_kernel, layer_norm_rows  # noqa: E402
 from fxpsim.frontends.onnx.importer import import_onnx  # noqa: E402
 from ort_session import ort_session  # noqa: E402
@@ -207,6 +208,34 @@ def test_layer_norm_rows_refuses_what_it_does_not_reproduce():
         layer_norm_rows(np.zeros((2, 4), F32), np.ones(3, F32))
 
 
+# ------------------------------------------------------------------------------ Erf (exact GELU)
+def test_erf_kernel_matches_onnxruntime():
+    m = _model([helper.make_node("Erf", ["x"], ["y"])], [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N"])],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    sess = _session(m)
+    rng = np.random.default_rng(4)
+    x = np.concatenate([rng.standard_normal(60000), rng.uniform(-6, 6, 60000),
+                        [0.0, -0.0, 0.921875, -0.921875, np.nextafter(F32(0.921875), F32(0)), 3.725, 4.0, 9.0,
+                         -10.0, np.inf, -np.inf, 1e-30, -1e-30, 1e-45]]).astype(F32)
+    for n in (x.size, 1, 3, 7, 8, 9, 31, 33):                 # the 4x8 body, the masked 1x8 tail
+        want = sess.run(None, {"x": x[:n]})[0]
+        assert np.array_equal(erf(x[:n]).view(np.uint32), want.view(np.uint32)), n
+    # the constant table's upper range 3.725, applied as MLAS's C kernel does, would differ: the inputs tell
+    clamped = erf(np.minimum(np.abs(x), F32(3.725)) * np.sign(x))
+    assert np.count_nonzero(clamped != sess.run(None, {"x": x})[0]) > 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(-12, 12, allow_nan=False, width=32), min_size=1, max_size=40))
+def test_erf_kernel_stays_within_two_ulp_of_the_exact_function(xs):
+    import math
+    x = np.asarray(xs, F32)
+    got = erf(x).astype(np.float64)
+    want = np.array([math.erf(float(v)) for v in x])
+    assert np.all(np.abs(got - want) <= 2 * np.spacing(np.abs(want).astype(F32)).astype(np.float64) + 1e-45)
+    assert np.array_equal(np.signbit(got), np.signbit(x))
+
+
 # ------------------------------------------------------------------------------ MatMul of two activations
 def _qlinear_matmul_ab_model(lead, m, k, n, dtype, params):
     (sa, za), (sb, zb), (sy, zy) = params
@@ -305,7 +334,7 @@ def test_qdq_matmul_of_two_activations_matches_onnxruntime(tmp_path, types, expo
 
 
 # ------------------------------------------------------------------------------ a whole encoder layer
-def encoder_layer(rng, d=4, heads=2, ff=8, seq=5, scale_op="Div", split_op="Split"):
+def encoder_layer(rng, d=4, heads=2, ff=8, seq=5, scale_op="Div", split_op="Split", act="Relu"):
     """A post-norm encoder layer as torch's ``nn.TransformerEncoderLayer`` (ReLU) computes it, in onnx.helper with
     the batch kept first: fused QKV MatMul + bias, Split (or three Slices), head Reshape / Transpose, :math:`QK^T` scaled by Div or Mul, Softmax,
     attention times V, heads merged, output projection, residual Add, LayerNormalization, ReLU feed-forward,
@@ -336,8 +365,14 @@ def encoder_layer(rng, d=4, heads=2, ff=8, seq=5, scale_op="Div", split_op="Spli
              N("Transpose", ["c0"], ["c1"], perm=[0, 2, 1, 3]), N("Reshape", ["c1", "merged"], ["c"]),
              N("MatMul", ["c", "Wo"], ["o0"]), N("Add", ["o0", "bo"], ["o"]), N("Add", ["x", "o"], ["r1"]),
              N("LayerNormalization", ["r1", "g1", "be1"], ["n1"], axis=-1, epsilon=1e-5),
-             N("MatMul", ["n1", "W1"], ["f0"]), N("Add", ["f0", "b1"], ["f1"]), N("Relu", ["f1"], ["f2"]),
-             N("MatMul", ["f2", "W2"], ["g0"]), N("Add", ["g0", "b2"], ["g"]), N("Add", ["n1", "g"], ["r2"]),
+             N("MatMul", ["n1", "W1"], ["f0"]), N("Add", ["f0", "b1"], ["f1"])]
+    if act == "Relu":
+        nodes.append(N("Relu", ["f1"], ["f2"]))
+    else:                                        # torch's exact GELU: x * 0.5 * (1 + erf(x / sqrt 2))
+        inits.update({"sqrt2": np.array(np.sqrt(2.0), F32), "one": np.array(1.0, F32), "half": np.array(0.5, F32)})
+        nodes += [N("Div", ["f1", "sqrt2"], ["e0"]), N("Erf", ["e0"], ["e1"]), N("Add", ["e1", "one"], ["e2"]),
+                  N("Mul", ["f1", "e2"], ["e3"]), N("Mul", ["e3", "half"], ["f2"])]
+    nodes += [N("MatMul", ["f2", "W2"], ["g0"]), N("Add", ["g0", "b2"], ["g"]), N("Add", ["n1", "g"], ["r2"]),
              N("LayerNormalization", ["r2", "g2", "be2"], ["y"], axis=-1, epsilon=1e-5)]
     return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", seq, d])],
                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", seq, d])],
@@ -405,19 +440,22 @@ def test_quantize_static_encoder_layer_matches_onnxruntime(tmp_path, fmt, act, s
     assert sum(f["onnx_op"] == "LayerNormalization" for f in g.meta["onnxruntime"]["float_nodes"]) == 2
 
 
-@pytest.mark.parametrize("fmt,act", [("QDQ", "QUInt8"), ("QOperator", "QInt8")])
-def test_quantize_static_encoder_layer_d16_matches_onnxruntime_on_avx2(tmp_path, fmt, act):
+@pytest.mark.parametrize("fmt,act,ff_act", [("QDQ", "QUInt8", "Relu"), ("QOperator", "QInt8", "Relu"),
+                                            ("QDQ", "QInt8", "Gelu"), ("QOperator", "QUInt8", "Gelu")])
+def test_quantize_static_encoder_layer_d16_matches_onnxruntime_on_avx2(tmp_path, fmt, act, ff_act):
     """The brief's size (d_model 16, 2 heads, feed-forward 32): its LayerNormalization rows run the vector kernel."""
     if not _avx2_host():
         pytest.skip("onnxruntime's vector LayerNormalization kernel was measured on x86-64 AVX2 CPUs without AVX-512")
     rng = np.random.default_rng(16 + len(act))
-    path = _quantize(tmp_path, rng, encoder_layer(rng, d=16, ff=32, split_op="Slice"), fmt, act)
+    path = _quantize(tmp_path, rng, encoder_layer(rng, d=16, ff=32, split_op="Slice", act=ff_act), fmt, act)
     x = (rng.standard_normal((12, 5, 16)) * 1.5).astype(F32)
     want = ort_session(path).run(None, {"x": x})[0]
     g = import_onnx(path, cpu="avx2")
     got = g.run(x)
     assert np.array_equal(got, want), f"{fmt} {act}: {np.count_nonzero(got != want)} of {want.size} differ"
     assert [n.attrs["kernel"] for n in g.nodes if n.op == "onnx_layer_norm"] == ["avx2", "avx2"]
+    erf_tables = [n for n in g.nodes if n.op == "onnx_lut" and any(st["op"] == "Erf" for st in n.attrs["program"])]
+    assert len(erf_tables) == (ff_act == "Gelu")
 
 
 def test_unreproduced_transformer_ops_are_refused(tmp_path):
