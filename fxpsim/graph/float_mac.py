@@ -176,16 +176,22 @@ def _padded(v: np.ndarray, k: int) -> np.ndarray:
     return v if v.shape[1] == k else np.pad(v, ((0, 0), (0, k - v.shape[1])))
 
 
+def _finite_amax(x: np.ndarray) -> float:
+    return float(np.abs(np.where(np.isfinite(x), x, 0.0)).max(initial=0.0))
+
+
 def float_mac(x, w, bias, settings: FloatMacSettings, x_amax: float | None = None) -> FloatMacResult:
     """``x @ w + bias`` on ``settings`` (module docstring): ``x`` (M, K), ``w`` (K, N), ``bias`` (N,) or
-    None, float64; ``x_amax``: the activations' calibrated amax (element formats; default the batch's)."""
+    None, float64; ``x_amax``: the activations' calibrated amax (element formats; default the batch's finite
+    amax).  Non-finite activations (a previous layer's overflow) quantize as the format does: ±Inf saturates
+    to its largest value (block formats: the block's scale becomes NaN), NaN stays NaN."""
     if not isinstance(settings, FloatMacSettings):
         raise TypeError(f"float_mac: settings must be FloatMacSettings, got {type(settings).__name__}")
     x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)
     if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[0]:
         raise ValueError(f"float_mac: x {x.shape} @ w {w.shape} do not chain (need (M, K) @ (K, N))")
-    if not (np.isfinite(x).all() and np.isfinite(w).all()):
-        raise ValueError("float_mac: x and w must be finite (a NaN/Inf input would be a silent wrong number)")
+    if not np.isfinite(w).all():
+        raise ValueError(f"float_mac: w holds {int(w.size - np.isfinite(w).sum())} NaN/inf value(s)")
     M, K = x.shape
     N = w.shape[1]
     acc, block = settings.accumulator, settings.block
@@ -194,7 +200,7 @@ def float_mac(x, w, bias, settings: FloatMacSettings, x_amax: float | None = Non
     if acc.chunk is None and block is None:
         Kp = K
     a = _quantize(_padded(x, Kp), settings.activations, per_row=False,
-                  amax=np.abs(x).max(initial=0.0) if x_amax is None else x_amax)
+                  amax=_finite_amax(x) if x_amax is None else x_amax)
     b = _quantize(_padded(w.T, Kp), settings.weights, per_row=settings.weight_scales == "per-channel")
     outer = a.outer[0] * b.outer                               # (N,): every row of x has one scale
     bias = np.zeros(N) if bias is None else np.asarray(bias, np.float64).reshape(N)
@@ -234,7 +240,7 @@ def float_conv2d(x, w, bias, settings: FloatMacSettings, stride=(1, 1), padding=
     if x.ndim != 4 or w.ndim != 4 or x.shape[3] != w.shape[2]:
         raise ValueError(f"float_conv2d: x must be NHWC and w HWIO with matching channels, got {x.shape}, {w.shape}")
     rows, (n, oh, ow) = conv_rows(x, w.shape[:2], stride, padding)
-    amax = np.abs(x).max(initial=0.0) if x_amax is None else x_amax
+    amax = _finite_amax(x) if x_amax is None else x_amax
     r = float_mac(rows, w.reshape(-1, w.shape[3]), bias, settings, amax)
     shape = (n, oh, ow, w.shape[3])
     r.values, r.exact = r.values.reshape(shape), r.exact.reshape(shape)

@@ -112,6 +112,9 @@ def simulate_float(model, config, x, y=None, *, calibration_x=None, title: str |
         raise ValueError(f"x must be a non-empty float batch [N, ...], got {type(x).__name__} "
                          f"{getattr(x, 'dtype', '')} {getattr(x, 'shape', '')}")
     y = _check_labels(y, len(x))
+    if hasattr(model, "nodes"):
+        raise ConfigError(f"{config.name!r} is a float datapath: it runs fxpsim.nn models (an imported or integer "
+                          f"graph, {getattr(model, 'name', '?')!r}, holds integer codes; not supported yet)")
     graph = model if isinstance(model, FloatGraph) else extract(model, x if calibration_x is None else calibration_x)
     check_float_stages(graph)
     settings = stage_settings(config, graph)
