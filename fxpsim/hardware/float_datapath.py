@@ -60,7 +60,8 @@ def stage_settings(config, graph: FloatGraph):
 
 @dataclass
 class FloatReport:
-    """Per-layer records and network metrics of :func:`simulate_float` (module docstring)."""
+    """Per-layer records and network metrics of :func:`simulate_float` (module docstring); a record also holds
+    ``outputs`` and ``nonfinite`` (outputs that are ±Inf or NaN)."""
 
     title: str
     config: str
@@ -99,6 +100,15 @@ def _check_labels(y, n):
     return y
 
 
+def _difference(hw: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """``hw - ref``, 0 where both are the same value or both NaN, +Inf where only one is NaN (an Inf
+    against a finite value gives ±Inf)."""
+    same = (hw == ref) | (np.isnan(hw) & np.isnan(ref))
+    with np.errstate(invalid="ignore"):
+        d = np.where(same, 0.0, hw - ref)
+    return np.where(np.isnan(d), np.inf, d)
+
+
 def _rms(v: np.ndarray) -> float:
     return float(np.sqrt(np.mean(np.square(v)))) if v.size else 0.0
 
@@ -124,15 +134,15 @@ def simulate_float(model, config, x, y=None, *, calibration_x=None, title: str |
     for run, ref in zip(runs, ref_runs):
         r, st = run.result, run.settings
         hw, ref_v = r.values, ref.result.values
-        finite = np.isfinite(hw)
+        d64, dex = _difference(hw, ref_v), _difference(hw, r.exact)
         layers.append({"name": run.name, "kind": run.kind, "weights": format_name(st.weights),
                        "activations": format_name(st.activations), "accumulator": st.accumulator.name,
-                       "outputs": int(hw.size), "rel_float64": _rms(np.where(finite, hw - ref_v, 0)) / (_rms(ref_v) or 1.0),
-                       "err_float64_max": float(np.max(np.abs(hw - ref_v), initial=0.0)),
-                       "err_exact_rms": _rms(np.where(finite, hw - r.exact, 0)),
-                       "err_exact_max": float(np.max(np.abs(hw - r.exact), initial=0.0)),
-                       "not_exact": float(np.mean(~((hw == r.exact) | (np.isnan(hw) & np.isnan(r.exact))))),
-                       "input_amax": run.x_amax, **{c: int(getattr(r, c)) for c in _COUNTS}})
+                       "outputs": int(hw.size), "nonfinite": int(hw.size - np.isfinite(hw).sum()),
+                       "rel_float64": _rms(d64) / (_rms(ref_v) or 1.0),
+                       "err_float64_max": float(np.max(np.abs(d64), initial=0.0)),
+                       "err_exact_rms": _rms(dex), "err_exact_max": float(np.max(np.abs(dex), initial=0.0)),
+                       "not_exact": float(np.mean(dex != 0)), "input_amax": run.x_amax,
+                       **{c: int(getattr(r, c)) for c in _COUNTS}})
     pred, ref_pred = np.argmax(out.reshape(len(x), -1), 1), np.argmax(ref_out.reshape(len(x), -1), 1)
     network = {"agreement": float(np.mean(pred == ref_pred))}
     if y is not None:
