@@ -116,14 +116,18 @@ def test_mx_layer_equals_direct_block_scaled_float_matmul():
 
 
 # ------------------------------------------------------------------ an independent Fraction model
-def _floor_log2(q: Fraction) -> int:
-    q = abs(q)
-    k = q.numerator.bit_length() - q.denominator.bit_length()
-    while Fraction(2) ** k > q:
-        k -= 1
-    while Fraction(2) ** (k + 1) <= q:
-        k += 1
-    return k
+def _load_float_acc_model():
+    """tests/datapath/float_acc_model.py (the accumulators' Fraction model): its exact floor(log2)."""
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[1] / "datapath" / "float_acc_model.py"
+    spec = importlib.util.spec_from_file_location("float_acc_model", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_floor_log2 = _load_float_acc_model().floor_log2
 
 
 def _round_f32(v: Fraction, man: int, nearest: bool) -> Fraction:

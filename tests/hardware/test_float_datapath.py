@@ -235,3 +235,23 @@ def test_fraction_bits_cost_is_monotone_on_one_layer():
         errs.append(float(np.sum(r.exact - r.values)))
         assert np.all(r.values <= r.exact)
     assert errs == sorted(errs) and errs[-1] > 0 and Fraction(errs[0]) >= 0
+
+
+def test_the_docs_python_example_runs_as_written(monkeypatch):
+    import contextlib
+    import io
+    import pathlib
+    import re
+    root = pathlib.Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(root)
+    text = (root / "docs" / "float_datapaths.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert blocks
+    for block in blocks:
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(block, "docs/float_datapaths.md", "exec"), {})
+    toml_block = re.search(r"```toml\n(.*?)```", text, re.S).group(1)
+    import sys
+    tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
+    cfg = HardwareConfig.from_dict(tomllib.loads(toml_block))
+    assert float_settings(cfg.for_node(type("N", (), {"name": "2:dense", "op": "dense"})(), 2)).weights.name == "mxfp4"
