@@ -114,11 +114,10 @@ def float_accumulator(config) -> FloatAccumulator:
         changes[key] = None if (key == "promote_every" and value == 0) else value
     if changes:
         try:
-            acc = acc.replace(**changes)
+            acc = acc.replace(**changes, name=f"{name}[{','.join(f'{k}={v}' for k, v in changes.items())}]")
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"{', '.join(_dotted('accumulator_' + k) for k in changes)} on accumulator.preset "
                               f"{name!r}: {exc}") from None
-        object.__setattr__(acc, "name", f"{name}[{','.join(f'{k}={v}' for k, v in changes.items())}]")
     return acc
 
 
