@@ -68,6 +68,7 @@ class FloatReport:
     layers: list
     network: dict
     notes: list = field(default_factory=list)
+    outputs: np.ndarray | None = field(default=None, repr=False)     # the network's float outputs (logits)
 
     def rows(self):
         return [[r["name"], r["weights"], r["activations"], r["accumulator"], r["rel_float64"], r["err_exact_max"],
@@ -152,4 +153,4 @@ def simulate_float(model, config, x, y=None, *, calibration_x=None, title: str |
     notes = ["float64: the same stages with unquantized operands in float64; exact: the same quantized operands "
              "and bias summed exactly (Kulisch), one rounding to the accumulator's output format"]
     return FloatReport(title or f"float datapath simulation on {config.name}", config.summary(), layers, network,
-                       notes)
+                       notes, out)
