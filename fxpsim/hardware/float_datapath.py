@@ -20,12 +20,16 @@ and for the network: accuracy (with labels), the float64 network's accuracy and 
 """
 from __future__ import annotations
 
+import html
+import json
+import os
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 import numpy as np
 
 from .._text import format_table
+from ..report.render import _json_safe
 from ..graph.extract import FloatGraph, extract
 from ..graph.float_run import check_float_stages, run_float_graph
 from .config_files import load_config
@@ -90,6 +94,26 @@ class FloatReport:
     def to_dict(self) -> dict:
         return {"title": self.title, "config": self.config, "layers": self.layers, "network": self.network,
                 "notes": self.notes}
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as JSON (non-finite numbers as strings)."""
+        return json.dumps(_json_safe(self.to_dict()), indent=2, allow_nan=False)
+
+    def save(self, out_dir) -> dict:
+        """Write ``report.json``, ``report.md`` and ``report.html`` (the text table) to ``out_dir``;
+        returns ``{"json": path, "markdown": path, "html": path}``."""
+        out_dir = os.fspath(out_dir)
+        os.makedirs(out_dir, exist_ok=True)
+        page = f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(self.title)}</title></head>" \
+               f"<body><pre>{html.escape(self.to_text())}</pre></body></html>\n"
+        paths = {}
+        for key, name, text in (("json", "report.json", self.to_json()),
+                                ("markdown", "report.md", f"# {self.title}\n\n{self.config}\n\n{self.to_markdown()}\n"),
+                                ("html", "report.html", page)):
+            paths[key] = os.path.join(out_dir, name)
+            with open(paths[key], "w", encoding="utf-8") as fh:
+                fh.write(text)
+        return paths
 
 
 def _check_labels(y, n):

@@ -255,3 +255,18 @@ def test_the_docs_python_example_runs_as_written(monkeypatch):
     tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
     cfg = HardwareConfig.from_dict(tomllib.loads(toml_block))
     assert float_settings(cfg.for_node(type("N", (), {"name": "2:dense", "op": "dense"})(), 2)).weights.name == "mxfp4"
+
+
+def test_the_command_line_simulates_a_float_target(digits_mlp, tmp_path):
+    import json
+    from fxpsim.cli import main
+    model, cal, x, y = digits_mlp
+    fxpsim.train.save_model(model, tmp_path / "mlp.npz")
+    (tmp_path / "fp8.toml").write_text('[weights]\nformat = "e4m3"\n[activations]\nformat = "e4m3"\n'
+                                       '[accumulator]\npreset = "h100-fp8"\n')
+    args = ["simulate", "--model", str(tmp_path / "mlp.npz"), "--config", str(tmp_path / "fp8.toml"),
+            "--data", "digits", "--calibration", "200", "--out", str(tmp_path / "rep")]
+    assert main(args) == 0
+    saved = json.loads((tmp_path / "rep" / "report.json").read_text())
+    assert [r["accumulator"] for r in saved["layers"]] == ["h100-fp8", "h100-fp8"]
+    assert (tmp_path / "rep" / "report.html").read_text().startswith("<!DOCTYPE html>")
