@@ -36,7 +36,7 @@ from .config_files import load_config
 from .config_schema import ConfigError
 from .float_config import float_settings, format_name, is_float_datapath
 
-__all__ = ["FloatReport", "simulate_float", "stage_settings"]
+__all__ = ["FloatReport", "simulate_float", "stage_settings", "run_float_target"]
 
 _COUNTS = ("overflows", "nans", "underflows", "terms_inexact", "saturated")
 
@@ -60,6 +60,13 @@ def stage_settings(config, graph: FloatGraph):
             cache[index] = float_settings(config.for_node(SimpleNamespace(name=stage.name, op=stage.kind), index))
         return cache[index]
     return settings
+
+
+def run_float_target(graph: FloatGraph, x, config, *, stages: bool = False):
+    """``graph``'s outputs on ``x`` on the float target ``config`` (each stage with its ``for_node``
+    settings): :func:`~fxpsim.graph.float_run.run_float_graph` with :func:`stage_settings`."""
+    config = load_config(config)
+    return run_float_graph(graph, x, stage_settings(config, graph), stages=stages)
 
 
 @dataclass

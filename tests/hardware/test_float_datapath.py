@@ -155,6 +155,8 @@ def test_simulate_dispatches_and_the_report_numbers_follow_from_the_outputs(digi
     assert isinstance(report, FloatReport) and [r["name"] for r in report.layers] == ["0:dense", "1:dense"]
     graph = extract(model, cal)
     out, runs = run_float_graph(graph, x, float_settings(cfg), stages=True)
+    from fxpsim.hardware.float_datapath import run_float_target
+    assert np.array_equal(run_float_target(graph, x, cfg.to_dict()), out)
     ref, ref_runs = run_float_graph(graph, x, None, stages=True)
     for rec, run, rr in zip(report.layers, runs, ref_runs):
         d = run.result.values - rr.result.values
