@@ -253,3 +253,25 @@ def test_unsupported_stage_names_the_stage_before_running():
     before = x.copy()
     run_float_graph(graph, x, _settings())
     assert np.array_equal(x, before)                  # the input is not mutated
+
+
+@pytest.mark.parametrize("preset, F, man, promote", [(HOPPER, 13, 13, None), ("h100-fp8", 13, 13, 128)])
+def test_fused_layer_property_against_fraction_model(preset, F, man, promote):
+    """Random shapes (K not a multiple of the chunk: zero padding), codes and float32 biases."""
+    from hypothesis import given, strategies as st
+
+    @given(st.integers(1, 2), st.integers(1, 140), st.integers(1, 2), st.integers(0, 2 ** 32 - 1))
+    def check(M, K, N, seed):
+        rng = np.random.default_rng(seed)
+        xa, wb = _random_e4m3(rng, (M, K)), _random_e4m3(rng, (K, N))
+        wb[0, :] = 448.0                                         # channel amax 448: weight scales 1
+        bias = rng.normal(scale=50.0, size=N).astype(np.float32).astype(np.float64)
+        r = float_mac(xa, wb, bias, _settings(preset), x_amax=448.0)
+        kp = -(-K // 32) * 32
+        for i in range(M):
+            for j in range(N):
+                a = [Fraction(float(v)) for v in xa[i]] + [Fraction(0)] * (kp - K)
+                b = [Fraction(float(v)) for v in wb[:, j]] + [Fraction(0)] * (kp - K)
+                c = Fraction(float(bias[j]))
+                assert Fraction(float(r.values[i, j])) == _fraction_model(a, b, c, 32, F, man, promote)
+    check()
