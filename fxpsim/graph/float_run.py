@@ -17,7 +17,6 @@ The output of the last stage is its float values (logits), not re-quantized.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 

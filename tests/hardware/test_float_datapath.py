@@ -42,7 +42,8 @@ def _cfg(w="e4m3", a="e4m3", preset="hopper-wgmma-m64n8k32-f32-e4m3", **acc):
 @st.composite
 def float_targets(draw):
     if draw(st.booleans()):
-        w, a, preset = draw(st.sampled_from(ELEMENT)), draw(st.sampled_from(ELEMENT)), draw(st.sampled_from(ELEMENT_PRESETS))
+        w, a = draw(st.sampled_from(ELEMENT)), draw(st.sampled_from(ELEMENT))
+        preset = draw(st.sampled_from(ELEMENT_PRESETS))
     else:
         fmt, preset = draw(st.sampled_from(BLOCK))
         w, a = fmt, draw(st.sampled_from([fmt, "e4m3"]))
