@@ -198,6 +198,9 @@ def simulate(model, config="tflite-int8", x=None, y=None, *, calibration_x=None,
     """
     t0 = time.perf_counter()
     config = load_config(config)
+    if config.accumulator_preset is not None:      # a float datapath: fxpsim.hardware.float_datapath
+        from .float_datapath import simulate_float
+        return simulate_float(model, config, x, y, calibration_x=calibration_x, title=title)
     histogram_bins = _check_positive(histogram_bins, "histogram_bins")
     batch_size = _check_positive(batch_size, "batch_size")
     notes = []
