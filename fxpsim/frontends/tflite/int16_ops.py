@@ -1,0 +1,123 @@
+"""Graph ops of 16x8 TFLite models (int16 activations) where LiteRT's int16 kernel is not its int8 one with
+another code range, and what of a 16x8 model fxpsim imports (:func:`int16_problem`, read by the coverage table).
+
+=========================== =====================================================================================
+op                          LiteRT's int16 kernel (every kernel set: the optimized builtin kernels and XNNPACK
+                            run the reference arithmetic for int16; checked live)
+=========================== =====================================================================================
+``tflite_int16_add``        ADD, general scales: TFLite's ADD with left shift 15 (``add::Prepare``); ``activation``
+``tflite_int16_sub``        SUB, general scales: TFLite's SUB with left shift 15; ``activation``
+``tflite_int16_mul``        MUL: ``reference_integer_ops::Mul`` (zero points 0); ``activation``
+``tflite_int16_requantize`` QUANTIZE int16 -> int16 (``reference_ops::Requantize``)
+``tflite_int16_mean``       MEAN: the builtin kernel's arithmetic (XNNPACK declines int16); ``axes``, ``keep_dims``
+=========================== =====================================================================================
+
+The MAC ops of a 16x8 model are ``tflite_conv2d`` / ``tflite_depthwise_conv2d`` / ``tflite_fully_connected``
+(:mod:`.mac_ops`) on an int64 accumulator; pooling, MEAN, PAD, CONCATENATION, RESHAPE, QUANTIZE from float and
+DEQUANTIZE are the int8 graph ops, whose kernels take int16 codes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...datapath import tflite as K
+from ...datapath.integer_add import quantized_add
+from ...datapath.requantize import activation_range
+from ...datapath.tflite_params import tflite_add_params
+from ...datapath.tflite.int16 import INT16_LEFT_SHIFT, add_left_shift
+from ...graph.ops import Op, register_op
+from .ops import _batch_axes, _mean_float
+from .op_support import _cached, _check_io, _float_activation, _identity_float, _kernels, _no_trace, _q, _spec
+
+__all__ = ["INT16_OPS", "INT16_GRAPH_OPS", "int16_problem"]
+
+#: TFLite ops fxpsim imports with int16 activations (the rest of a 16x8 model is refused by name).
+INT16_OPS = ("ADD", "SUB", "MUL", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D",
+             "MAX_POOL_2D", "MEAN", "RESHAPE", "SQUEEZE", "EXPAND_DIMS", "CONCATENATION", "PAD", "PADV2",
+             "QUANTIZE", "DEQUANTIZE")
+
+#: The importer's graph op on int8 codes -> its op on int16 codes, where LiteRT's int16 kernel differs.
+INT16_GRAPH_OPS = {"add": "tflite_int16_add", "tflite_add": "tflite_int16_add", "tflite_sub": "tflite_int16_sub",
+                   "tflite_mul": "tflite_int16_mul", "tflite_requantize": "tflite_int16_requantize",
+                   "tflite_mean": "tflite_int16_mean"}
+
+_INT16 = 7
+
+
+def int16_problem(name: str, op: dict, tensors: list) -> str | None:
+    """Why operator ``op`` of a model (int16 somewhere among its run-time tensors) is not imported, or None."""
+    types = {tensors[i]["type"] for i in list(op["inputs"]) + list(op["outputs"])
+             if i >= 0 and tensors[i].get("raw") is None}
+    if _INT16 not in types:
+        return None
+    if name not in INT16_OPS:
+        return (f"{name} on int16 (16x8) tensors: LiteRT's int16 {name} kernel is not reproduced by fxpsim "
+                f"(16x8 ops imported: {', '.join(INT16_OPS)})")
+    if name in ("ADD", "SUB"):
+        scales = [tensors[i]["scale"] for i in (op["inputs"][0], op["inputs"][1], op["outputs"][0])]
+        if any(s is None or s.size != 1 for s in scales):
+            return None                   # the importer names what is missing
+        if add_left_shift(*(float(s[0]) for s in scales)) is None:
+            return (f"int16 {name} with power-of-two scales everywhere: LiteRT's pot_scale_int16 path is not "
+                    f"reproduced by fxpsim (general scales are)")
+    return None
+
+
+# ----------------------------------------------------------------------------------------- ADD / SUB / MUL
+def _clamp_range(y, activation):
+    return activation_range(activation or "none", float(np.float32(y.scale[0])), int(y.zero_point[0]), y.dtype)
+
+
+def _add_run(graph, node, ins, dp, trace):
+    a, b, y = (_spec(graph, t) for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
+    lo, hi = _cached(graph, node, "int16_act", lambda: _clamp_range(y, node.attrs.get("activation")))
+    out = quantized_add(ins[0], ins[1], scale1=float(a.scale[0]), zp1=int(a.zero_point[0]), scale2=float(b.scale[0]),
+                        zp2=int(b.zero_point[0]), out_scale=float(y.scale[0]), out_zp=int(y.zero_point[0]),
+                        act_min=lo, act_max=hi, out_dtype=y.dtype, left_shift=INT16_LEFT_SHIFT)
+    return [out], _no_trace()
+
+
+def _sub_run(graph, node, ins, dp, trace):
+    a, b, y = (_spec(graph, t) for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
+
+    def params():
+        (sa, za), (sb, zb), (so, zo) = _q(a), _q(b), _q(y)
+        lo, hi = _clamp_range(y, node.attrs.get("activation"))
+        m = tflite_add_params(float(sa), float(sb), float(so), INT16_LEFT_SHIFT)
+        return K.SubParams(*m, za, zb, zo, lo, hi, INT16_LEFT_SHIFT, np.dtype(np.int16), sa, sb, so)
+    return [K.quantized_sub(ins[0], ins[1], _cached(graph, node, "int16_sub", params))], _no_trace()
+
+
+def _mul_run(graph, node, ins, dp, trace):
+    a, b, y = (_spec(graph, t) for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
+    params = _cached(graph, node, "int16_mul", lambda: K.mul_params(
+        *_q(a), *_q(b), *_q(y), activation=node.attrs.get("activation", "none"), dtype=y.dtype))
+    return [K.quantized_mul(ins[0], ins[1], params)], _no_trace()
+
+
+def _requantize_run(graph, node, ins, dp, trace):
+    x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
+    params = _cached(graph, node, "int16_requantize", lambda: K.requantize_params(
+        *_q(x), *_q(y), input_dtype=x.dtype, output_dtype=y.dtype))
+    return [K.requantize_tflite(ins[0], params)], _no_trace()
+
+
+def _mean_run(graph, node, ins, dp, trace):
+    x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
+    kern = "builtin" if _kernels(graph) == "xnnpack" else _kernels(graph)
+    params = _cached(graph, node, "int16_mean", lambda: K.mean_params(*_q(x), *_q(y), dtype=y.dtype))
+    return [K.quantized_mean(ins[0], _batch_axes(node), params, keepdims=bool(node.attrs.get("keep_dims", False)),
+                             kernels=kern)], _no_trace()
+
+
+def _binary_float(fn):
+    def run_float(graph, node, ins):
+        return [_float_activation(fn(ins[0], ins[1]), node.attrs.get("activation"))]
+    return run_float
+
+
+register_op(Op("tflite_int16_add", _add_run, _binary_float(np.add), _check_io(2)))
+register_op(Op("tflite_int16_sub", _sub_run, _binary_float(np.subtract), _check_io(2)))
+register_op(Op("tflite_int16_mul", _mul_run, _binary_float(np.multiply), _check_io(2)))
+register_op(Op("tflite_int16_mean", _mean_run, _mean_float, _check_io(1)))
+register_op(Op("tflite_int16_requantize", _requantize_run, _identity_float, _check_io(1)))
