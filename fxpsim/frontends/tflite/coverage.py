@@ -199,10 +199,10 @@ def analyse(model: dict, path: str, kernel_sets=KERNEL_SETS) -> Coverage:
 def _type_problem(name: str, op: dict, tensors: list, outputs=()) -> str | None:
     """Why the run-time output types of a supported op are not imported (int8 everywhere; float32 out of
     DEQUANTIZE; uint8 out of a QUANTIZE of int8 that is a model output), or None."""
-    from .int16_ops import INT16_OPS, int16_problem
-    int16 = int16_problem(name, op, tensors)
-    if int16 or name in INT16_OPS and any(tensors[i]["type"] == _INT16 for i in op["outputs"] if i >= 0):
-        return int16
+    from .int16_ops import INT16_OPS, int16_or_uint8_problem
+    narrow = int16_or_uint8_problem(name, op, tensors)
+    if narrow or name in INT16_OPS and any(tensors[i]["type"] == _INT16 for i in op["outputs"] if i >= 0):
+        return narrow
     for i in op["outputs"]:
         if i < 0:
             continue

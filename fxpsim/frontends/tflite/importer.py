@@ -239,7 +239,7 @@ class _Builder(LayerOps, ShapeOps, ReorderOps, StateOps):
     # ------------------------------------------------------------------ the model
     def build(self) -> IntegerGraph:
         m = self.m
-        has_int8 = any(t["type"] in (_INT8, _INT16) and t["index"] not in self.static for t in self.t)
+        has_int8 = any(t["type"] in (_INT8, _INT16, _UINT8) and t["index"] not in self.static for t in self.t)
         if not has_int8:
             kinds = sorted({self.type_name(t["index"]) for t in self.t if t["index"] not in self.static})
             raise ValueError(f"{self.path}: a float (non-quantized) model: its activations are {', '.join(kinds)}; "

@@ -1,5 +1,6 @@
 """Graph ops of 16x8 TFLite models (int16 activations) where LiteRT's int16 kernel is not its int8 one with
-another code range, and what of a 16x8 model fxpsim imports (:func:`int16_problem`, read by the coverage table).
+another code range, and what of a 16x8 or uint8-boundary model fxpsim imports (:func:`int16_or_uint8_problem`, read by the coverage
+table).
 
 =========================== =====================================================================================
 op                          LiteRT's int16 kernel (every kernel set: the optimized builtin kernels and XNNPACK
@@ -25,11 +26,11 @@ from ...datapath.integer_add import quantized_add
 from ...datapath.requantize import activation_range
 from ...datapath.tflite_params import tflite_add_params
 from ...datapath.tflite.int16 import INT16_LEFT_SHIFT, add_left_shift
-from ...graph.ops import Op, register_op
-from .ops import _batch_axes, _mean_float
+from ...graph.ops import OPS, Op, register_op
+from .reader import _INT16, _INT64, _TYPE_NAMES, _UINT8
 from .op_support import _cached, _check_io, _float_activation, _identity_float, _kernels, _no_trace, _q, _spec
 
-__all__ = ["INT16_OPS", "INT16_GRAPH_OPS", "int16_problem"]
+__all__ = ["INT16_OPS", "INT16_GRAPH_OPS", "int16_or_uint8_problem"]
 
 #: TFLite ops fxpsim imports with int16 activations (the rest of a 16x8 model is refused by name).
 INT16_OPS = ("ADD", "SUB", "MUL", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D",
@@ -41,11 +42,18 @@ INT16_GRAPH_OPS = {"add": "tflite_int16_add", "tflite_add": "tflite_int16_add", 
                    "tflite_mul": "tflite_int16_mul", "tflite_requantize": "tflite_int16_requantize",
                    "tflite_mean": "tflite_int16_mean"}
 
-_INT16 = 7
+_MAC_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 
 
-def int16_problem(name: str, op: dict, tensors: list) -> str | None:
-    """Why operator ``op`` of a model (int16 somewhere among its run-time tensors) is not imported, or None."""
+def int16_or_uint8_problem(name: str, op: dict, tensors: list) -> str | None:
+    """Why operator ``op`` is not imported for its int16 (16x8) or uint8 tensors, or None: int16 ops outside
+    :data:`INT16_OPS` or that LiteRT's Prepare refuses; a run-time uint8 input of an op other than QUANTIZE and
+    DEQUANTIZE (uint8 is imported at the model's boundaries only)."""
+    for i in op["inputs"]:
+        if i >= 0 and tensors[i]["type"] == _UINT8 and tensors[i].get("raw") is None and \
+                name not in ("QUANTIZE", "DEQUANTIZE"):
+            return (f"its input {tensors[i]['name']!r} is uint8 (legacy quantization): fxpsim imports uint8 only at "
+                    f"the model's boundaries (QUANTIZE uint8 <-> int8, DEQUANTIZE)")
     types = {tensors[i]["type"] for i in list(op["inputs"]) + list(op["outputs"])
              if i >= 0 and tensors[i].get("raw") is None}
     if _INT16 not in types:
@@ -53,6 +61,19 @@ def int16_problem(name: str, op: dict, tensors: list) -> str | None:
     if name not in INT16_OPS:
         return (f"{name} on int16 (16x8) tensors: LiteRT's int16 {name} kernel is not reproduced by fxpsim "
                 f"(16x8 ops imported: {', '.join(INT16_OPS)})")
+    for i in list(op["inputs"]) + list(op["outputs"]):
+        t = tensors[i] if i >= 0 else {}
+        if t.get("type") == _INT16 and t.get("zero_point") is not None and np.any(t["zero_point"] != 0):
+            return (f"int16 tensor {t['name']!r} has zero point {int(t['zero_point'].flat[0])}: LiteRT's int16 "
+                    f"kernels take symmetric int16 only (zero point 0)")
+    if name in _MAC_OPS[:2] and tensors[op["inputs"][0]]["type"] == _INT16 and \
+            (len(op["inputs"]) < 3 or op["inputs"][2] < 0):
+        return (f"a 16x8 {name} without a bias: LiteRT's Prepare fails on it (every kernel set: 'Tensor at index 2 "
+                f"was optional but was expected')")
+    if name in _MAC_OPS and len(op["inputs"]) > 2 and op["inputs"][2] >= 0 and \
+            tensors[op["inputs"][0]]["type"] == _INT16 and tensors[op["inputs"][2]]["type"] != _INT64:
+        return (f"a 16x8 {name} with a bias of type {_TYPE_NAMES.get(tensors[op['inputs'][2]]['type'])}: LiteRT's "
+                f"int32-bias 16x8 kernels (int32 accumulators) are not reproduced by fxpsim (int64 biases are)")
     if name in ("ADD", "SUB"):
         scales = [tensors[i]["scale"] for i in (op["inputs"][0], op["inputs"][1], op["outputs"][0])]
         if any(s is None or s.size != 1 for s in scales):
@@ -106,7 +127,8 @@ def _mean_run(graph, node, ins, dp, trace):
     x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
     kern = "builtin" if _kernels(graph) == "xnnpack" else _kernels(graph)
     params = _cached(graph, node, "int16_mean", lambda: K.mean_params(*_q(x), *_q(y), dtype=y.dtype))
-    return [K.quantized_mean(ins[0], _batch_axes(node), params, keepdims=bool(node.attrs.get("keep_dims", False)),
+    axes = tuple(int(a) + 1 for a in node.attrs.get("axes", []))            # per-sample axes -> batch axes
+    return [K.quantized_mean(ins[0], axes, params, keepdims=bool(node.attrs.get("keep_dims", False)),
                              kernels=kern)], _no_trace()
 
 
@@ -119,5 +141,6 @@ def _binary_float(fn):
 register_op(Op("tflite_int16_add", _add_run, _binary_float(np.add), _check_io(2)))
 register_op(Op("tflite_int16_sub", _sub_run, _binary_float(np.subtract), _check_io(2)))
 register_op(Op("tflite_int16_mul", _mul_run, _binary_float(np.multiply), _check_io(2)))
-register_op(Op("tflite_int16_mean", _mean_run, _mean_float, _check_io(1)))
+register_op(Op("tflite_int16_mean", _mean_run, lambda graph, node, ins: OPS["tflite_mean"].run_float(graph, node, ins),
+               _check_io(1)))
 register_op(Op("tflite_int16_requantize", _requantize_run, _identity_float, _check_io(1)))

@@ -1,0 +1,335 @@
+"""16x8 models (int16 activations, int8 weights, int64 biases) and uint8 model boundaries against LiteRT itself.
+
+* The converter's models of ``tests/vectors/tflite_int16`` (``tools/fixtures/tflite_int16``), run live in LiteRT
+  under every kernel set: every output and every intermediate tensor bit for bit.
+* Hand-built one-op int16 models (FULLY_CONNECTED, CONV_2D, DEPTHWISE_CONV_2D, ADD, SUB, MUL, QUANTIZE) with
+  hypothesis-drawn scales, shapes and options, live under every kernel set; a uint8 DEQUANTIZE input, live.
+* The 64-bit requantization (:func:`fxpsim.datapath.tflite.int16.mbqm_int64`) against a Python-int model of
+  LiteRT's C code and against the exact product :math:`x M` (hypothesis).
+* The report's accumulator analysis sees the int16 codes (an independent worst-case bound).
+* What is refused, by name: int16 LOGISTIC / TANH / SOFTMAX, power-of-two-scale int16 ADD, int16 zero points,
+  int32 biases in 16x8 MAC ops, a uint8 input read by another op.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fxpsim
+from fxpsim.datapath.tflite.int16 import add_left_shift, mbqm_int64, reduced_multiplier
+from reference import ref_quantize_multiplier
+
+tflite = pytest.importorskip("tflite", reason="the tflite package is not installed (pip install -e '.[tflite]')")
+from test_tflite_import import ACTS, INT8, _const, _litert, _options, build_tflite  # noqa: E402
+
+KERNELS = ("reference", "builtin", "xnnpack")
+MODELS_DIR = Path(__file__).resolve().parents[1] / "vectors" / "tflite_int16"
+MODELS = sorted(p.stem for p in MODELS_DIR.glob("*.tflite"))
+IMPORTED = ("cnn_16x8", "mlp_16x8", "conv_16x8_floatio", "conv_uint8io")
+INT16, INT64, UINT8, FLOAT32 = 7, 4, 3, 0
+SLOW = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def _act16(name, shape, scale, zp=0):
+    return dict(name=name, type=INT16, shape=list(shape), scale=[float(np.float32(scale))], zero_point=[int(zp)])
+
+
+def _interpreter(model, kernels, preserve=True):
+    _litert()
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    r = {"reference": OpResolverType.BUILTIN_REF, "builtin": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+         "xnnpack": OpResolverType.BUILTIN}[kernels]
+    kw = {"model_content": model} if isinstance(model, bytes) else {"model_path": str(model)}
+    it = Interpreter(**kw, num_threads=1, experimental_op_resolver_type=r, experimental_preserve_all_tensors=preserve)
+    it.allocate_tensors()
+    return it
+
+
+def _feeds(g, n, seed):
+    """Per graph input: codes spread over the whole range (normal, uniform, both extremes) or float values."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for name in g.inputs:
+        spec = g.tensors[name]
+        if spec.is_float:
+            x = rng.normal(0.0, 1.5, (n,) + spec.shape)
+            x[0], x[1] = -1e3, 1e3                     # saturating on both sides
+            out.append(x.astype(np.float32))
+            continue
+        info = np.iinfo(spec.dtype)
+        x = np.clip(rng.normal((int(info.max) + int(info.min) + 1) / 2, (int(info.max) - int(info.min)) / 8,
+                               (n,) + spec.shape), info.min, info.max)
+        x[n // 2:] = rng.integers(info.min, int(info.max) + 1, (n - n // 2,) + spec.shape)
+        x[0], x[1] = info.min, info.max
+        out.append(x.astype(spec.dtype))
+    return out
+
+
+def _compare_live(g, model, kernels, feeds):
+    """Every graph output and every kept intermediate equal LiteRT's tensors, sample by sample."""
+    it = _interpreter(model, kernels)
+    ys, _, kept = g.run(feeds, keep=True)
+    ys = ys if isinstance(ys, list) else [ys]
+    index = g.meta["tflite_tensors"]
+    checked = 0
+    for s in range(len(feeds[0])):
+        for name, f in zip(g.inputs, feeds):
+            it.set_tensor(index[name], f[s:s + 1])
+        it.invoke()
+        for k, name in enumerate(g.outputs):
+            want = it.get_tensor(index[name])[0]
+            assert ys[k][s].dtype == want.dtype
+            np.testing.assert_array_equal(ys[k][s], want, err_msg=f"{kernels} output {name!r} sample {s}")
+        for name, i in index.items():
+            if name in kept and name not in g.inputs:
+                np.testing.assert_array_equal(kept[name][s], it.get_tensor(i)[0],
+                                              err_msg=f"{kernels} tensor {name!r} sample {s}")
+                checked += 1
+    return checked
+
+
+# ----------------------------------------------------------------------------------------- converter models
+def test_fixtures_present():
+    assert set(IMPORTED) | {"activations_16x8"} <= set(MODELS)
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+@pytest.mark.parametrize("name", IMPORTED)
+def test_converter_models_equal_live_litert(name, kernels):
+    path = MODELS_DIR / f"{name}.tflite"
+    g = fxpsim.import_tflite(path, kernels=kernels)
+    if "16x8" in name:
+        assert g.meta["datapath"]["accumulator_bits"] == 64
+        macs = [n for n in g.nodes if n.attrs.get("tflite_op") in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")]
+        assert macs and all(g.tensors[n.inputs[0]].dtype == np.int16 for n in macs)
+    else:
+        assert g.tensors[g.inputs[0]].dtype == np.uint8 and g.tensors[g.outputs[0]].dtype == np.uint8
+    assert _compare_live(g, path, kernels, _feeds(g, 40, len(name))) > 0
+
+
+def test_the_fully_connected_requantization_is_not_the_conv_one():
+    """16x8 FULLY_CONNECTED requantizes in float64, CONV_2D with the 64-bit MBQM: the other choice would fail the
+    live comparison above (so that test tells them apart)."""
+    g = fxpsim.import_tflite(MODELS_DIR / "mlp_16x8.tflite")
+    node = g.nodes[0]
+    x, w, b, y = (g.tensors[t] for t in node.inputs + node.outputs)
+    xs = _feeds(g, 200, 5)[g.inputs.index(node.inputs[0])].reshape(200, -1).astype(np.int64)
+    acc = xs @ w.data.astype(np.int64).T + b.data.astype(np.int64)
+    real = np.float64(np.float32(x.scale[0])) * w.scale.astype(np.float32).astype(np.float64) / np.float64(
+        np.float32(y.scale[0]))
+    m, e = ref_quantize_multiplier_array(real)
+    ys, _, kept = g.run(_feeds(g, 200, 5), keep=True)
+    assert np.any(np.clip(mbqm_int64(acc, m, e), -32768, 32767) != kept[node.outputs[0]].reshape(200, -1))
+
+
+def ref_quantize_multiplier_array(real):
+    pairs = [ref_quantize_multiplier(float(r)) for r in real]
+    return np.array([p[0] for p in pairs], np.int64), np.array([p[1] for p in pairs], np.int64)
+
+
+def test_accumulator_analysis_sees_int16_codes():
+    """The report's bits-needed of a 16x8 MAC node is the exact worst case of its int16 x int8 products (an
+    independent bound from the weights and bias, Python ints)."""
+    g = fxpsim.import_tflite(MODELS_DIR / "mlp_16x8.tflite")
+    node = g.nodes[0]
+    w, b = g.tensors[node.inputs[1]].data, g.tensors[node.inputs[2]].data
+    worst = max(sum(max(int(v) * -32768, int(v) * 32767) for v in row) + int(bb) for row, bb in zip(w, b))
+    worst_neg = min(sum(min(int(v) * -32768, int(v) * 32767) for v in row) + int(bb) for row, bb in zip(w, b))
+    need = max(worst.bit_length(), (-worst_neg - 1).bit_length()) + 1
+    assert g.accumulator_bits_needed(node) >= need > 16
+    assert g.accumulator_bits_needed(node) <= need + 1
+
+
+# ----------------------------------------------------------------------------------------- one-op int16 models
+def _mac_model(op, rng, bias, per_channel, act):
+    sx, sy = float(10 ** rng.uniform(-5, -3)), float(10 ** rng.uniform(-4.5, -2.5))
+    if op == "FULLY_CONNECTED":
+        k, o = int(rng.integers(1, 40)), int(rng.integers(1, 9))
+        w = rng.integers(-127, 128, (o, k)).astype(np.int8)
+        x_shape, y_shape, qdim = [1, k], [1, o], 0
+        options = _options("FullyConnectedOptions", FusedActivationFunction=ACTS[act])
+    elif op == "CONV_2D":
+        c, o, kh, kw = (int(v) for v in rng.integers(1, 5, 4))
+        w = rng.integers(-127, 128, (o, kh, kw, c)).astype(np.int8)
+        pad, st_ = int(rng.integers(0, 2)), int(rng.integers(1, 3))
+        h, wd = kh + int(rng.integers(0, 5)), kw + int(rng.integers(0, 5))
+        oh, ow = (-(-h // st_), -(-wd // st_)) if pad == 0 else ((h - kh) // st_ + 1, (wd - kw) // st_ + 1)
+        x_shape, y_shape, qdim = [1, h, wd, c], [1, oh, ow, o], 0
+        options = _options("Conv2DOptions", Padding=pad, StrideW=st_, StrideH=st_, DilationWFactor=1,
+                           DilationHFactor=1, FusedActivationFunction=ACTS[act])
+    else:
+        c, mult = int(rng.integers(1, 4)), int(rng.integers(1, 3))
+        o = c * mult
+        w = rng.integers(-127, 128, (1, 3, 3, o)).astype(np.int8)
+        x_shape, y_shape, qdim = [1, 6, 5, c], [1, 6, 5, o], 3
+        options = _options("DepthwiseConv2DOptions", Padding=0, StrideW=1, StrideH=1, DepthMultiplier=mult,
+                           DilationWFactor=1, DilationHFactor=1, FusedActivationFunction=ACTS[act])
+    sw = (rng.uniform(0.002, 0.02, o) if per_channel else np.array([rng.uniform(0.002, 0.02)])).astype(np.float32)
+    tensors = [_act16("x", x_shape, sx), _const("w", w, INT8, scale=sw.tolist(), zero_point=[0] * sw.size, qdim=qdim)]
+    inputs = [0, 1]
+    if bias:
+        b = rng.integers(-(1 << 24), 1 << 24, o).astype(np.int64)
+        tensors.append(_const("b", b, INT64, scale=(np.float32(sx) * sw).tolist(), zero_point=[0] * sw.size))
+        inputs.append(2)
+    else:
+        inputs.append(-1)
+    tensors.append(_act16("y", y_shape, sy))
+    return build_tflite(tensors, [{"op": op, "inputs": inputs, "outputs": [len(tensors) - 1], "options": options}],
+                        [0], [len(tensors) - 1])
+
+
+def _run_one_op(tmp_path, content, seed, n=24):
+    path = tmp_path / "m.tflite"
+    path.write_bytes(content)
+    for kernels in KERNELS:
+        g = fxpsim.import_tflite(path, kernels=kernels)
+        _compare_live(g, content, kernels, _feeds(g, n, seed))
+
+
+@SLOW
+@given(op=st.sampled_from(["FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D"]), bias=st.booleans(),
+       per_channel=st.booleans(), act=st.sampled_from(list(ACTS)), seed=st.integers(0, 2 ** 16))
+def test_one_op_mac_models_equal_live_litert(tmp_path, op, bias, per_channel, act, seed):
+    content = _mac_model(op, np.random.default_rng(seed), bias, per_channel, act)
+    if not bias and op != "FULLY_CONNECTED":
+        _bias_less_conv_is_refused_as_litert_does(tmp_path, content, op)
+        return
+    _run_one_op(tmp_path, content, seed)
+
+
+def _bias_less_conv_is_refused_as_litert_does(tmp_path, content, op):
+    for kernels in KERNELS:
+        with pytest.raises(RuntimeError, match="Tensor at index 2 was optional but was expected"):
+            _interpreter(content, kernels)
+    path = tmp_path / "m.tflite"
+    path.write_bytes(content)
+    for kernels in KERNELS:
+        with pytest.raises(ValueError, match=f"{op} x1: a 16x8 {op} without a bias: LiteRT's Prepare fails"):
+            fxpsim.import_tflite(path, kernels=kernels)
+
+
+@SLOW
+@given(op=st.sampled_from(["ADD", "SUB", "MUL"]), act=st.sampled_from(list(ACTS)),
+       bshape=st.sampled_from([[1, 3, 4], [1, 1, 4], [1, 3, 1]]), seed=st.integers(0, 2 ** 16))
+def test_one_op_elementwise_models_equal_live_litert(tmp_path, op, act, bshape, seed):
+    rng = np.random.default_rng(seed)
+    sa, sb = (float(10 ** rng.uniform(-5, -3)) for _ in range(2))
+    so = (sa + sb) * rng.uniform(0.6, 1.6) if op != "MUL" else sa * sb * 32768 * rng.uniform(0.3, 3)
+    kind = {"ADD": "AddOptions", "SUB": "SubOptions", "MUL": "MulOptions"}[op]
+    content = build_tflite([_act16("a", [1, 3, 4], sa), _act16("b", bshape, sb), _act16("y", [1, 3, 4], so)],
+                           [{"op": op, "inputs": [0, 1], "outputs": [2],
+                             "options": _options(kind, FusedActivationFunction=ACTS[act])}], [0, 1], [2])
+    _run_one_op(tmp_path, content, seed)
+
+
+@SLOW
+@given(ratio=st.floats(0.05, 20.0), seed=st.integers(0, 2 ** 16))
+def test_int16_requantize_equals_live_litert(tmp_path, ratio, seed):
+    si = float(10 ** np.random.default_rng(seed).uniform(-5, -3))
+    content = build_tflite([_act16("x", [1, 5, 7], si), _act16("y", [1, 5, 7], si * ratio)],
+                           [{"op": "QUANTIZE", "inputs": [0], "outputs": [1]}], [0], [1])
+    _run_one_op(tmp_path, content, seed)
+
+
+def test_uint8_dequantize_input_equals_live_litert(tmp_path):
+    content = build_tflite([dict(name="u", type=UINT8, shape=[1, 6, 5], scale=[0.037], zero_point=[131]),
+                            dict(name="y", type=FLOAT32, shape=[1, 6, 5])],
+                           [{"op": "DEQUANTIZE", "inputs": [0], "outputs": [1]}], [0], [1])
+    path = tmp_path / "m.tflite"
+    path.write_bytes(content)
+    for kernels in KERNELS:
+        g = fxpsim.import_tflite(path, kernels=kernels)
+        assert g.tensors[g.inputs[0]].dtype == np.uint8
+        _compare_live(g, content, kernels, _feeds(g, 16, 3))
+
+
+# ----------------------------------------------------------------------------------------- the 64-bit MBQM
+def _ref_mbqm_int64(x: int, m: int, shift: int) -> int:
+    """LiteRT's ``MultiplyByQuantizedMultiplier(int64_t, int32_t, int)`` in Python ints (tensorflow/lite/kernels/
+    internal/common.cc, the double-rounding build)."""
+    reduced = (m + (1 << 15)) >> 16 if m < 0x7FFF0000 else 0x7FFF
+    total = 15 - shift
+    return (x * reduced + (1 << (total - 1))) >> total
+
+
+@settings(max_examples=300, deadline=None)
+@given(x=st.integers(-(1 << 47), (1 << 47) - 1), real=st.floats(1e-9, 100.0))
+def test_mbqm_int64_equals_the_c_code_and_approximates_x_times_m(x, real):
+    m, e = ref_quantize_multiplier(real)
+    if not -31 <= e <= 7:
+        return
+    want = _ref_mbqm_int64(x, m, e)
+    if not -(1 << 31) <= want < (1 << 31):
+        return                                   # outside LiteRT's assumption (the result fits int32)
+    assert int(mbqm_int64(np.array([x]), m, e)[0]) == want
+    # y = round(x mu 2^(e-15)), mu 2^-15 within 2^-16 of m 2^-31 (2^-15 where mu saturates at 2^15 - 1)
+    mu = int(reduced_multiplier(m))
+    assert abs(Fraction(want) - Fraction(x * mu, 1 << (15 - e))) <= Fraction(1, 2)
+    bound = Fraction(1, 1 << 15) if m >= 0x7FFF0000 else Fraction(1, 1 << 16)
+    assert abs(Fraction(mu, 1 << 15) - Fraction(m, 1 << 31)) <= bound
+
+
+def test_mbqm_int64_shift_range_is_checked():
+    with pytest.raises(ValueError, match=r"shift must be in \[-31, 7\]"):
+        mbqm_int64(np.array([1]), 1 << 30, 8)
+
+
+def test_add_left_shift_table():
+    assert add_left_shift(0.001, 0.002, 0.003) == 15
+    assert add_left_shift(2.0 ** -12, 2.0 ** -13, 2.0 ** -11) is None
+    assert add_left_shift(2.0 ** -12, 2.0 ** -13, 0.0003) == 15
+
+
+# ----------------------------------------------------------------------------------------- refused by name
+def test_int16_activations_are_refused_by_name():
+    path = MODELS_DIR / "activations_16x8.tflite"
+    with pytest.raises(ValueError) as err:
+        fxpsim.import_tflite(path)
+    for op in ("LOGISTIC", "TANH", "SOFTMAX"):
+        assert f"{op} x1: {op} on int16 (16x8) tensors: LiteRT's int16 {op} kernel is not reproduced" in str(err.value)
+    cov = fxpsim.tflite_coverage(path)
+    for k in KERNELS:
+        assert {r.op for r in cov.unsupported(k)} == {"LOGISTIC", "TANH", "SOFTMAX"}
+    assert "int16" in cov.activation_types and "not reproduced" in cov.format()
+
+
+def _refused(tmp_path, tensors, ops, inputs, outputs, match):
+    path = tmp_path / "bad.tflite"
+    path.write_bytes(build_tflite(tensors, ops, inputs, outputs))
+    for k in KERNELS:
+        with pytest.raises(ValueError, match=match):
+            fxpsim.import_tflite(path, kernels=k)
+    return path
+
+
+def test_power_of_two_int16_add_is_refused(tmp_path):
+    _refused(tmp_path, [_act16("a", [1, 4], 2.0 ** -12), _act16("b", [1, 4], 2.0 ** -13), _act16("y", [1, 4], 2.0 ** -11)],
+             [{"op": "ADD", "inputs": [0, 1], "outputs": [2]}], [0, 1], [2], r"ADD x1: int16 ADD with power-of-two scales")
+
+
+def test_int16_zero_point_is_refused(tmp_path):
+    _refused(tmp_path, [_act16("a", [1, 4], 0.001, 3), _act16("b", [1, 4], 0.001), _act16("y", [1, 4], 0.002)],
+             [{"op": "ADD", "inputs": [0, 1], "outputs": [2]}], [0, 1], [2], r"int16 tensor 'a' has zero point 3")
+
+
+def test_int32_bias_in_a_16x8_mac_is_refused(tmp_path):
+    w = np.ones((2, 3), np.int8)
+    _refused(tmp_path, [_act16("x", [1, 3], 0.001), _const("w", w, INT8, scale=[0.01], zero_point=[0]),
+                        _const("b", np.array([5, -5], np.int32), 2, scale=[1e-5], zero_point=[0]),
+                        _act16("y", [1, 2], 0.002)],
+             [{"op": "FULLY_CONNECTED", "inputs": [0, 1, 2], "outputs": [3],
+               "options": _options("FullyConnectedOptions", FusedActivationFunction=0)}], [0], [3],
+             r"FULLY_CONNECTED with a bias of type int32")
+
+
+def test_uint8_input_read_by_another_op_is_refused(tmp_path):
+    u = dict(name="u", type=UINT8, shape=[1, 4], scale=[0.05], zero_point=[128])
+    y8 = dict(u, name="y", type=INT8, zero_point=[0])
+    path = _refused(tmp_path, [u, dict(u, name="v"), y8], [{"op": "ADD", "inputs": [0, 1], "outputs": [2]}], [0, 1],
+                    [2], r"ADD x1: its input 'u' is uint8 \(legacy quantization\): fxpsim imports uint8 only at the")
+    assert not fxpsim.tflite_coverage(path).imports("reference")
