@@ -7,7 +7,9 @@
 * The 64-bit requantization (:func:`fxpsim.datapath.tflite.int16.mbqm_int64`) against a Python-int model of
   LiteRT's C code and against the exact product :math:`x M` (hypothesis).
 * The report's accumulator analysis sees the int16 codes (an independent worst-case bound).
-* What is refused, by name: int16 LOGISTIC / TANH / SOFTMAX, power-of-two-scale int16 ADD, int16 zero points,
+* int16 LOGISTIC / TANH on all 65536 codes against LiteRT (reference and builtin; a power-of-two input scale, which
+  the optimized kernels compute otherwise, refused outside the reference set); the sigmoid table read back live.
+* What is refused, by name: int16 SOFTMAX, power-of-two-scale int16 ADD, int16 zero points,
   int32 biases in 16x8 MAC ops, a uint8 input read by another op.
 """
 from __future__ import annotations
@@ -21,7 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fxpsim
-from fxpsim.datapath.tflite.int16 import add_left_shift, mbqm_int64, reduced_multiplier
+from fxpsim.datapath.tflite.int16 import (SIGMOID_TABLE, add_left_shift, logistic_int16, lut_activation_params,
+                                          mbqm_int64, reduced_multiplier, tanh_int16)
 from reference import ref_quantize_multiplier
 
 tflite = pytest.importorskip("tflite", reason="the tflite package is not installed (pip install -e '.[tflite]')")
@@ -30,7 +33,7 @@ from test_tflite_import import ACTS, INT8, _const, _litert, _options, build_tfli
 KERNELS = ("reference", "builtin", "xnnpack")
 MODELS_DIR = Path(__file__).resolve().parents[1] / "vectors" / "tflite_int16"
 MODELS = sorted(p.stem for p in MODELS_DIR.glob("*.tflite"))
-IMPORTED = ("cnn_16x8", "mlp_16x8", "conv_16x8_floatio", "conv_uint8io")
+IMPORTED = ("cnn_16x8", "mlp_16x8", "conv_16x8_floatio", "sigmoid_tanh_16x8", "conv_uint8io")
 INT16, INT64, UINT8, FLOAT32 = 7, 4, 3, 0
 SLOW = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -95,7 +98,7 @@ def _compare_live(g, model, kernels, feeds):
 
 # ----------------------------------------------------------------------------------------- converter models
 def test_fixtures_present():
-    assert set(IMPORTED) | {"activations_16x8"} <= set(MODELS)
+    assert set(IMPORTED) | {"softmax_16x8"} <= set(MODELS)
 
 
 @pytest.mark.parametrize("kernels", KERNELS)
@@ -105,8 +108,8 @@ def test_converter_models_equal_live_litert(name, kernels):
     g = fxpsim.import_tflite(path, kernels=kernels)
     if "16x8" in name:
         assert g.meta["datapath"]["accumulator_bits"] == 64
-        macs = [n for n in g.nodes if n.attrs.get("tflite_op") in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")]
-        assert macs and all(g.tensors[n.inputs[0]].dtype == np.int16 for n in macs)
+        codes = [t for t in g.tensors.values() if not t.is_float and not t.is_constant]
+        assert codes and all(t.dtype == np.int16 for t in codes)
     else:
         assert g.tensors[g.inputs[0]].dtype == np.uint8 and g.tensors[g.outputs[0]].dtype == np.uint8
     assert _compare_live(g, path, kernels, _feeds(g, 40, len(name))) > 0
@@ -286,16 +289,81 @@ def test_add_left_shift_table():
 
 
 # ----------------------------------------------------------------------------------------- refused by name
-def test_int16_activations_are_refused_by_name():
-    path = MODELS_DIR / "activations_16x8.tflite"
-    with pytest.raises(ValueError) as err:
+def test_int16_softmax_is_refused_by_name():
+    path = MODELS_DIR / "softmax_16x8.tflite"
+    with pytest.raises(ValueError, match=r"SOFTMAX x1: SOFTMAX on int16 \(16x8\) tensors: LiteRT's int16 SOFTMAX "
+                                         r"kernel is not reproduced"):
         fxpsim.import_tflite(path)
-    for op in ("LOGISTIC", "TANH", "SOFTMAX"):
-        assert f"{op} x1: {op} on int16 (16x8) tensors: LiteRT's int16 {op} kernel is not reproduced" in str(err.value)
     cov = fxpsim.tflite_coverage(path)
     for k in KERNELS:
-        assert {r.op for r in cov.unsupported(k)} == {"LOGISTIC", "TANH", "SOFTMAX"}
+        assert {r.op for r in cov.unsupported(k)} == {"SOFTMAX"}
     assert "int16" in cov.activation_types and "not reproduced" in cov.format()
+
+
+# ----------------------------------------------------------------------------------------- LOGISTIC / TANH
+def _lut_model(op, scale, n=65536):
+    return build_tflite([_act16("x", [1, n], scale), _act16("y", [1, n], 2.0 ** -15)],
+                        [{"op": op, "inputs": [0], "outputs": [1]}], [0], [1])
+
+
+def _litert_codes(content, kernels, x):
+    it = _interpreter(content, kernels, preserve=False)
+    it.set_tensor(it.get_input_details()[0]["index"], x.reshape(1, -1))
+    it.invoke()
+    return it.get_tensor(it.get_output_details()[0]["index"])[0]
+
+
+ALL_CODES = np.arange(-32768, 32768, dtype=np.int16)
+
+
+@pytest.mark.parametrize("op", ["LOGISTIC", "TANH"])
+@pytest.mark.parametrize("scale", [0.0001831110566854477, 1 / 48, 29 / 12288, 3.1e-6, 2.0 ** -12, 2.0 ** -11])
+def test_lut_activations_on_every_code_equal_litert(tmp_path, op, scale):
+    content = _lut_model(op, scale)
+    path = tmp_path / "m.tflite"
+    path.write_bytes(content)
+    m, e = lut_activation_params(scale, tanh=op == "TANH")
+    pot = m == 0
+    assert pot == (scale == 2.0 ** -12 or (op == "TANH" and scale == 2.0 ** -11))
+    for kernels in KERNELS:
+        want = _litert_codes(content, kernels, ALL_CODES)
+        if pot and kernels != "reference":
+            with pytest.raises(ValueError, match=f"int16 {op} with a power-of-two input scale: LiteRT's optimized"):
+                fxpsim.import_tflite(path, kernels=kernels)
+            # what the refusal stands for: the optimized kernel computes other codes
+            assert np.any(want != _litert_codes(content, "reference", ALL_CODES))
+            continue
+        g = fxpsim.import_tflite(path, kernels=kernels)
+        np.testing.assert_array_equal(g.run(ALL_CODES.reshape(1, -1))[0], want, err_msg=f"{op} {scale} {kernels}")
+        np.testing.assert_array_equal((tanh_int16 if op == "TANH" else logistic_int16)(ALL_CODES, m, e), want)
+
+
+def test_lut_activation_output_scale_is_checked(tmp_path):
+    content = build_tflite([_act16("x", [1, 8], 0.0002), _act16("y", [1, 8], 2.0 ** -14)],
+                           [{"op": "LOGISTIC", "inputs": [0], "outputs": [1]}], [0], [1])
+    for kernels in KERNELS:
+        with pytest.raises(RuntimeError):
+            _interpreter(content, kernels)                 # LiteRT's Prepare refuses it
+    path = tmp_path / "m.tflite"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=r"LOGISTIC x1: int16 LOGISTIC with output scale 6.10352e-05: LiteRT's "
+                                         r"Prepare requires 2\^-15"):
+        fxpsim.import_tflite(path)
+
+
+def test_sigmoid_table_read_back_from_litert():
+    """The committed table is LiteRT's (read back live as the generator does) and tracks 2^16 sigmoid(i/24)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "extract_sigmoid_table", Path(__file__).resolve().parents[2] / "tools/fixtures/tflite_int16/extract_sigmoid_table.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    got = mod.read_table(lambda m: _interpreter(m, "reference", False),
+                         lambda scale, n: _lut_model("TANH", scale, n))
+    assert got.tolist() == list(SIGMOID_TABLE)
+    t = np.array(SIGMOID_TABLE)
+    exact = [Fraction(65536) / (1 + Fraction(np.exp(-k / 24))) for k in range(256)]
+    assert all(-0.5 <= float(v - e) <= 1.2 for v, e in zip(t, exact)) and np.all(np.diff(t) >= 0)
 
 
 def _refused(tmp_path, tensors, ops, inputs, outputs, match):

@@ -8,6 +8,9 @@ another code range.
   (the optimized builtin kernels and XNNPACK fall back to the reference kernel for int16; checked live).
 * ADD / SUB, general scales: TFLite's 8-bit arithmetic with a left shift of 15 instead of 20
   (``add::Prepare``/``sub::PrepareGeneralSubOp``); :func:`add_left_shift` says which scales take it.
+* LOGISTIC / TANH: a 256-entry table of :math:`\sigma(i/24)` read with linear interpolation
+  (:func:`logistic_int16`, :func:`tanh_int16`); the optimized builtin kernels run it too, except for a
+  power-of-two input scale (another arithmetic, not reproduced).
 """
 from __future__ import annotations
 
@@ -17,7 +20,8 @@ import numpy as np
 
 from ..integer_checks import _wrap_int32
 
-__all__ = ["mbqm_int64", "reduced_multiplier", "add_left_shift", "is_power_of_two_scale", "INT16_LEFT_SHIFT"]
+__all__ = ["mbqm_int64", "reduced_multiplier", "add_left_shift", "is_power_of_two_scale", "INT16_LEFT_SHIFT",
+           "SIGMOID_TABLE", "sigmoid_table", "lut_activation_params", "logistic_int16", "tanh_int16"]
 
 #: The left shift of TFLite's general int16 ADD/SUB (20 for 8-bit codes).
 INT16_LEFT_SHIFT = 15
@@ -74,3 +78,101 @@ def add_left_shift(scale1, scale2, output_scale) -> int | None:
     if all(is_power_of_two_scale(s) for s in (scale1, scale2, output_scale)):
         return None
     return INT16_LEFT_SHIFT
+
+
+# ----------------------------------------------------------------------------------------- LOGISTIC / TANH
+#: LiteRT's ``sigmoid_table_uint16``: :math:`t_i \approx 2^{16} \sigma(i / 24)`, :math:`i = 0 \dots 255` (0.16 fixed
+#: point; within -0.4 .. +1.1 of that value, not a closed formula), read back from LiteRT's own int16 TANH by
+#: ``tools/fixtures/tflite_int16/extract_sigmoid_table.py`` (tests/frontends/test_tflite_int16.py repeats it live).
+SIGMOID_TABLE = (
+    32768, 33451, 34133, 34813, 35493, 36169, 36843, 37513, 38180, 38841, 39498, 40149, 40794, 41432, 42064, 42688,
+    43304, 43912, 44511, 45102, 45683, 46255, 46817, 47369, 47911, 48443, 48964, 49475, 49975, 50464, 50942, 51409,
+    51865, 52311, 52745, 53169, 53581, 53983, 54374, 54755, 55125, 55485, 55834, 56174, 56503, 56823, 57133, 57433,
+    57724, 58007, 58280, 58544, 58800, 59048, 59288, 59519, 59743, 59959, 60168, 60370, 60565, 60753, 60935, 61110,
+    61279, 61441, 61599, 61750, 61896, 62036, 62172, 62302, 62428, 62549, 62666, 62778, 62886, 62990, 63090, 63186,
+    63279, 63368, 63454, 63536, 63615, 63691, 63765, 63835, 63903, 63968, 64030, 64090, 64148, 64204, 64257, 64308,
+    64357, 64405, 64450, 64494, 64536, 64576, 64614, 64652, 64687, 64721, 64754, 64786, 64816, 64845, 64873, 64900,
+    64926, 64950, 64974, 64997, 65019, 65039, 65060, 65079, 65097, 65115, 65132, 65149, 65164, 65179, 65194, 65208,
+    65221, 65234, 65246, 65258, 65269, 65280, 65291, 65301, 65310, 65319, 65328, 65337, 65345, 65352, 65360, 65367,
+    65374, 65381, 65387, 65393, 65399, 65404, 65410, 65415, 65420, 65425, 65429, 65433, 65438, 65442, 65445, 65449,
+    65453, 65456, 65459, 65462, 65465, 65468, 65471, 65474, 65476, 65479, 65481, 65483, 65485, 65488, 65489, 65491,
+    65493, 65495, 65497, 65498, 65500, 65501, 65503, 65504, 65505, 65507, 65508, 65509, 65510, 65511, 65512, 65513,
+    65514, 65515, 65516, 65517, 65517, 65518, 65519, 65520, 65520, 65521, 65522, 65522, 65523, 65523, 65524, 65524,
+    65525, 65525, 65526, 65526, 65526, 65527, 65527, 65528, 65528, 65528, 65529, 65529, 65529, 65529, 65530, 65530,
+    65530, 65530, 65531, 65531, 65531, 65531, 65531, 65532, 65532, 65532, 65532, 65532, 65532, 65533, 65533, 65533,
+    65533, 65533, 65533, 65533, 65533, 65534, 65534, 65534, 65534, 65534, 65534, 65534, 65534, 65534, 65534, 65535)
+
+
+def sigmoid_table() -> np.ndarray:
+    r""":data:`SIGMOID_TABLE` as int64 (read only): the table of LiteRT's int16 LOGISTIC and TANH
+    (:math:`\tanh x = 2\sigma(2x) - 1`)."""
+    return _TABLE
+
+
+_TABLE = np.array(SIGMOID_TABLE, dtype=np.int64)
+_TABLE.flags.writeable = False
+
+
+def lut_activation_params(input_scale: float, *, tanh: bool) -> tuple[int, int]:
+    r"""``(input_multiplier, input_left_shift)`` of LiteRT's int16 LOGISTIC / TANH (``SigmoidPrepare`` /
+    ``TanhPrepare``, double arithmetic).
+
+    Power-of-two input scale :math:`s = 2^{k}` with :math:`\ell = 12 + k` equal to 0 (LOGISTIC) or in
+    :math:`\{0, 1\}` (TANH): :math:`(0, \ell)`. Otherwise :math:`\mu = 3 \cdot 4096\, s` doubled until it exceeds
+    :math:`32767/2` (at most 31 times, counted by :math:`\ell`), and the multiplier is :math:`\lfloor \mu \rfloor`.
+    """
+    s = float(np.float32(input_scale))
+    log = math.log2(s)
+    if abs(log - round(log)) < 1e-3 and 12 + round(log) in ((0, 1) if tanh else (0,)):
+        return 0, 12 + round(log)
+    mu, shift = s * 4096.0 * 3.0, 0
+    while mu <= 32767.0 / 2.0 and shift <= 30:
+        shift += 1
+        mu *= 2.0
+    return int(mu), shift
+
+
+def _scaled_input(x, multiplier: int, shift: int) -> np.ndarray:
+    """:math:`\\lfloor (x \\mu + 2^{\\ell - 1}) / 2^{\\ell} \\rfloor` in int32 (:math:`\\mu = 3 \\cdot 2^{\\ell}`,
+    :math:`\\ell = 0` for a power-of-two scale)."""
+    if multiplier == 0:
+        multiplier, shift = 3 << shift, 0
+    rnd = (1 << (shift - 1)) if shift > 0 else 0
+    return _wrap_int32(np.asarray(x, dtype=np.int64) * multiplier + rnd) >> shift
+
+
+def _interpolate(a: np.ndarray, frac_bits: int, saturated: int) -> np.ndarray:
+    """:math:`t_h 2^{f} + u (t_{h+1} - t_h)` for :math:`h = a \\gg f`, :math:`u = a \\bmod 2^f`, or ``saturated``
+    where :math:`h \\ge 255`."""
+    h = a >> frac_bits
+    inside = h < 255
+    hc = np.where(inside, h, 0)
+    lo, hi = _TABLE[hc], _TABLE[hc + 1]
+    return np.where(inside, (lo << frac_bits) + (a & ((1 << frac_bits) - 1)) * (hi - lo), saturated)
+
+
+def logistic_int16(x, multiplier: int, shift: int) -> np.ndarray:
+    r"""LiteRT's int16 LOGISTIC (``reference_integer_ops::Logistic``, output scale :math:`2^{-15}`): with
+    :math:`v` = the scaled input (:func:`lut_activation_params`), :math:`a = |v|` and :math:`r` the table
+    interpolation with 9 fraction bits (:math:`(2^{15} - 1) 2^{10}` from :math:`a \ge 255 \cdot 2^9`),
+
+    .. math:: y = \lfloor (r + 2^9) / 2^{10} \rfloor \ (v \ge 0), \qquad
+              y = \lfloor (2^{25} - r + 2^9 - 1) / 2^{10} \rfloor \ (v < 0)
+    """
+    v = _scaled_input(x, multiplier, shift)
+    r = _interpolate(np.abs(v), 9, 0x7FFF << 10)
+    out = np.where(v >= 0, r + (1 << 9), (1 << 25) - r + (1 << 9) - 1) >> 10
+    return out.astype(np.int16)
+
+
+def tanh_int16(x, multiplier: int, shift: int) -> np.ndarray:
+    r"""LiteRT's int16 TANH (``reference_integer_ops::Tanh``, output scale :math:`2^{-15}`): :math:`r` the table
+    interpolation of :math:`a = |v|` with 8 fraction bits (:math:`(2^{16} - 1) 2^{8}` from :math:`a \ge 255 \cdot 2^8`),
+
+    .. math:: y = \lfloor (r - 2^{23} + 2^7) / 2^8 \rfloor \ (v \ge 0), \qquad
+              y = \lfloor (2^{23} - r + 2^7 - 1) / 2^8 \rfloor \ (v < 0)
+    """
+    v = _scaled_input(x, multiplier, shift)
+    r = _interpolate(np.abs(v), 8, 0xFFFF << 8)
+    out = np.where(v >= 0, r - (1 << 23) + (1 << 7), (1 << 23) - r + (1 << 7) - 1) >> 8
+    return out.astype(np.int16)

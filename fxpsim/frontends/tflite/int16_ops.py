@@ -10,6 +10,8 @@ op                          LiteRT's int16 kernel (every kernel set: the optimiz
 ``tflite_int16_sub``        SUB, general scales: TFLite's SUB with left shift 15; ``activation``
 ``tflite_int16_mul``        MUL: ``reference_integer_ops::Mul`` (zero points 0); ``activation``
 ``tflite_int16_requantize`` QUANTIZE int16 -> int16 (``reference_ops::Requantize``)
+``tflite_int16_logistic``   LOGISTIC: ``reference_integer_ops::Logistic`` (a 256-entry sigmoid table, interpolated)
+``tflite_int16_tanh``       TANH: ``reference_integer_ops::Tanh`` (the same table)
 ``tflite_int16_mean``       MEAN: the builtin kernel's arithmetic (XNNPACK declines int16); ``axes``, ``keep_dims``
 =========================== =====================================================================================
 
@@ -19,13 +21,16 @@ DEQUANTIZE are the int8 graph ops, whose kernels take int16 codes.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...datapath import tflite as K
 from ...datapath.integer_add import quantized_add
 from ...datapath.requantize import activation_range
 from ...datapath.tflite_params import tflite_add_params
-from ...datapath.tflite.int16 import INT16_LEFT_SHIFT, add_left_shift
+from ...datapath.tflite.int16 import (INT16_LEFT_SHIFT, add_left_shift, logistic_int16, lut_activation_params,
+                                      tanh_int16)
 from ...graph.ops import OPS, Op, register_op
 from .reader import _INT16, _INT64, _TYPE_NAMES, _UINT8
 from .op_support import _cached, _check_io, _float_activation, _identity_float, _kernels, _no_trace, _q, _spec
@@ -33,19 +38,20 @@ from .op_support import _cached, _check_io, _float_activation, _identity_float, 
 __all__ = ["INT16_OPS", "INT16_GRAPH_OPS", "int16_or_uint8_problem"]
 
 #: TFLite ops fxpsim imports with int16 activations (the rest of a 16x8 model is refused by name).
-INT16_OPS = ("ADD", "SUB", "MUL", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D",
+INT16_OPS = ("ADD", "SUB", "MUL", "LOGISTIC", "TANH", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D",
              "MAX_POOL_2D", "MEAN", "RESHAPE", "SQUEEZE", "EXPAND_DIMS", "CONCATENATION", "PAD", "PADV2",
              "QUANTIZE", "DEQUANTIZE")
 
 #: The importer's graph op on int8 codes -> its op on int16 codes, where LiteRT's int16 kernel differs.
 INT16_GRAPH_OPS = {"add": "tflite_int16_add", "tflite_add": "tflite_int16_add", "tflite_sub": "tflite_int16_sub",
                    "tflite_mul": "tflite_int16_mul", "tflite_requantize": "tflite_int16_requantize",
-                   "tflite_mean": "tflite_int16_mean"}
+                   "tflite_mean": "tflite_int16_mean", "tflite_logistic": "tflite_int16_logistic",
+                   "tflite_tanh": "tflite_int16_tanh"}
 
 _MAC_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 
 
-def int16_or_uint8_problem(name: str, op: dict, tensors: list) -> str | None:
+def int16_or_uint8_problem(name: str, op: dict, tensors: list, kernels: str = "reference") -> str | None:
     """Why operator ``op`` is not imported for its int16 (16x8) or uint8 tensors, or None: int16 ops outside
     :data:`INT16_OPS` or that LiteRT's Prepare refuses; a run-time uint8 input of an op other than QUANTIZE and
     DEQUANTIZE (uint8 is imported at the model's boundaries only)."""
@@ -74,6 +80,8 @@ def int16_or_uint8_problem(name: str, op: dict, tensors: list) -> str | None:
             tensors[op["inputs"][0]]["type"] == _INT16 and tensors[op["inputs"][2]]["type"] != _INT64:
         return (f"a 16x8 {name} with a bias of type {_TYPE_NAMES.get(tensors[op['inputs'][2]]['type'])}: LiteRT's "
                 f"int32-bias 16x8 kernels (int32 accumulators) are not reproduced by fxpsim (int64 biases are)")
+    if name in ("LOGISTIC", "TANH"):
+        return _lut_activation_problem(name, tensors[op["inputs"][0]], tensors[op["outputs"][0]], kernels)
     if name in ("ADD", "SUB"):
         scales = [tensors[i]["scale"] for i in (op["inputs"][0], op["inputs"][1], op["outputs"][0])]
         if any(s is None or s.size != 1 for s in scales):
@@ -81,6 +89,22 @@ def int16_or_uint8_problem(name: str, op: dict, tensors: list) -> str | None:
         if add_left_shift(*(float(s[0]) for s in scales)) is None:
             return (f"int16 {name} with power-of-two scales everywhere: LiteRT's pot_scale_int16 path is not "
                     f"reproduced by fxpsim (general scales are)")
+    return None
+
+
+def _lut_activation_problem(name, x, y, kernels):
+    """LiteRT's Prepare of int16 LOGISTIC / TANH (output scale 2^-15, zero points 0) and the kernel set's choice:
+    a power-of-two input scale runs the optimized fixed-point kernel outside the reference set."""
+    sy = y.get("scale")
+    if sy is None or x.get("scale") is None:
+        return None
+    exact = float(sy[0]) == 2.0 ** -15 if name == "LOGISTIC" else abs(math.log2(float(sy[0])) + 15) < 1e-3
+    if not exact:
+        return (f"int16 {name} with output scale {float(sy[0]):.6g}: LiteRT's Prepare requires 2^-15 (and zero "
+                f"point 0)")
+    if kernels != "reference" and lut_activation_params(float(x["scale"][0]), tanh=name == "TANH")[0] == 0:
+        return (f"int16 {name} with a power-of-two input scale: LiteRT's optimized {name} (gemmlowp fixed point) "
+                f"runs it with kernels={kernels!r}, which fxpsim does not reproduce (kernels='reference' does)")
     return None
 
 
@@ -132,6 +156,14 @@ def _mean_run(graph, node, ins, dp, trace):
                              kernels=kern)], _no_trace()
 
 
+def _lut_activation_run(tanh):
+    def run(graph, node, ins, dp, trace):
+        x = _spec(graph, node.inputs[0])
+        m, e = _cached(graph, node, "int16_lut", lambda: lut_activation_params(float(x.scale[0]), tanh=tanh))
+        return [(tanh_int16 if tanh else logistic_int16)(ins[0], m, e)], _no_trace()
+    return run
+
+
 def _binary_float(fn):
     def run_float(graph, node, ins):
         return [_float_activation(fn(ins[0], ins[1]), node.attrs.get("activation"))]
@@ -141,6 +173,10 @@ def _binary_float(fn):
 register_op(Op("tflite_int16_add", _add_run, _binary_float(np.add), _check_io(2)))
 register_op(Op("tflite_int16_sub", _sub_run, _binary_float(np.subtract), _check_io(2)))
 register_op(Op("tflite_int16_mul", _mul_run, _binary_float(np.multiply), _check_io(2)))
+register_op(Op("tflite_int16_logistic", _lut_activation_run(False),
+               lambda graph, node, ins: [1.0 / (1.0 + np.exp(-ins[0]))], _check_io(1)))
+register_op(Op("tflite_int16_tanh", _lut_activation_run(True), lambda graph, node, ins: [np.tanh(ins[0])],
+               _check_io(1)))
 register_op(Op("tflite_int16_mean", _mean_run, lambda graph, node, ins: OPS["tflite_mean"].run_float(graph, node, ins),
                _check_io(1)))
 register_op(Op("tflite_int16_requantize", _requantize_run, _identity_float, _check_io(1)))
