@@ -28,7 +28,8 @@ from fxpsim.datapath.tflite.int16 import (SIGMOID_TABLE, add_left_shift, logisti
 from reference import ref_quantize_multiplier
 
 tflite = pytest.importorskip("tflite", reason="the tflite package is not installed (pip install -e '.[tflite]')")
-from test_tflite_import import ACTS, INT8, _const, _litert, _options, build_tflite  # noqa: E402
+from test_tflite_import import ACTS, INT8, _const, _options, build_tflite  # noqa: E402
+from test_tflite_more_ops import _compare_live as _compare_more, _interpreter  # noqa: E402
 
 KERNELS = ("reference", "builtin", "xnnpack")
 MODELS_DIR = Path(__file__).resolve().parents[1] / "vectors" / "tflite_int16"
@@ -40,17 +41,6 @@ SLOW = settings(max_examples=12, deadline=None, suppress_health_check=[HealthChe
 
 def _act16(name, shape, scale, zp=0):
     return dict(name=name, type=INT16, shape=list(shape), scale=[float(np.float32(scale))], zero_point=[int(zp)])
-
-
-def _interpreter(model, kernels, preserve=True):
-    _litert()
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
-    r = {"reference": OpResolverType.BUILTIN_REF, "builtin": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
-         "xnnpack": OpResolverType.BUILTIN}[kernels]
-    kw = {"model_content": model} if isinstance(model, bytes) else {"model_path": str(model)}
-    it = Interpreter(**kw, num_threads=1, experimental_op_resolver_type=r, experimental_preserve_all_tensors=preserve)
-    it.allocate_tensors()
-    return it
 
 
 def _feeds(g, n, seed):
@@ -74,26 +64,10 @@ def _feeds(g, n, seed):
 
 
 def _compare_live(g, model, kernels, feeds):
-    """Every graph output and every kept intermediate equal LiteRT's tensors, sample by sample."""
-    it = _interpreter(model, kernels)
-    ys, _, kept = g.run(feeds, keep=True)
-    ys = ys if isinstance(ys, list) else [ys]
-    index = g.meta["tflite_tensors"]
-    checked = 0
-    for s in range(len(feeds[0])):
-        for name, f in zip(g.inputs, feeds):
-            it.set_tensor(index[name], f[s:s + 1])
-        it.invoke()
-        for k, name in enumerate(g.outputs):
-            want = it.get_tensor(index[name])[0]
-            assert ys[k][s].dtype == want.dtype
-            np.testing.assert_array_equal(ys[k][s], want, err_msg=f"{kernels} output {name!r} sample {s}")
-        for name, i in index.items():
-            if name in kept and name not in g.inputs:
-                np.testing.assert_array_equal(kept[name][s], it.get_tensor(i)[0],
-                                              err_msg=f"{kernels} tensor {name!r} sample {s}")
-                checked += 1
-    return checked
+    """Every graph output and every kept intermediate equal LiteRT's tensors, sample by sample
+    (test_tflite_more_ops's comparison); how many intermediates there are."""
+    _compare_more(g, model, kernels, feeds, intermediates=True)
+    return len([n for n in g.meta["tflite_tensors"] if n not in g.inputs])
 
 
 # ----------------------------------------------------------------------------------------- converter models
@@ -208,7 +182,7 @@ def test_one_op_mac_models_equal_live_litert(tmp_path, op, bias, per_channel, ac
 def _bias_less_conv_is_refused_as_litert_does(tmp_path, content, op):
     for kernels in KERNELS:
         with pytest.raises(RuntimeError, match="Tensor at index 2 was optional but was expected"):
-            _interpreter(content, kernels)
+            _interpreter(content, kernels, preserve=True)
     path = tmp_path / "m.tflite"
     path.write_bytes(content)
     for kernels in KERNELS:

@@ -1,4 +1,4 @@
-"""Import a full-integer (int8) ``.tflite`` model as an :class:`~fxpsim.graph.IntegerGraph`.
+"""Import a full-integer (int8 or 16x8) ``.tflite`` model as an :class:`~fxpsim.graph.IntegerGraph`.
 
 :func:`import_tflite` reads the flatbuffer with the ``tflite`` package (the generated schema classes;
 ``pip install -e '.[tflite]'``) and maps every operator onto the graph's ops: the MAC ops of
@@ -20,6 +20,12 @@ XNNPACK delegate), each with its own Prepare checks (:mod:`.prepare`). A model w
 import under the kernel set raises one ``ValueError`` listing every one of them (op, count, nodes, reason;
 :func:`fxpsim.tflite_coverage` gives the table without failing; see ``docs/tflite_kernels.md``).
 
+16x8 models (``EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8``: int16 activations, int8 weights, int64
+biases) import with int16 codes and an int64 accumulator (``litert_datapath(kernels, int16=True)``); where LiteRT's
+int16 kernel differs from its int8 one the node is the int16 op of :mod:`.int16_ops`, and the int16 ops fxpsim does
+not reproduce are refused by name. uint8 tensors import at the model's boundaries only (``inference_input_type`` /
+``inference_output_type = tf.uint8``: QUANTIZE uint8 <-> int8, a uint8 DEQUANTIZE input).
+
 Streaming models (``CALL_ONCE`` + init subgraph, ``VAR_HANDLE``, ``READ_VARIABLE``, ``ASSIGN_VARIABLE``) become
 graphs with state (``meta["state"]``, :mod:`fxpsim.graph.state`): ``graph.run(x)`` is one step from the
 initial state, ``graph.stream(frames)`` many with the state carried.
@@ -37,6 +43,7 @@ from .reader import (_ACTIVATIONS, _FLOAT32, _INT8, _INT16, _INT32, _INT64, _TYP
 from .coverage import KERNEL_SETS, SUPPORTED_OPS, analyse, unsupported_error
 from .int16_ops import INT16_GRAPH_OPS
 from .layer_ops import LayerOps
+from .quantize_ops import QuantizeOps
 from .reorder_ops import ReorderOps
 from .shape_ops import ShapeOps
 from .state_ops import StateOps
@@ -76,11 +83,11 @@ def litert_datapath(kernels: str = "reference", *, int16: bool = False) -> dict:
 
 
 # ============================================================================ graph building
-class _Builder(LayerOps, ShapeOps, ReorderOps, StateOps):
+class _Builder(LayerOps, ShapeOps, ReorderOps, StateOps, QuantizeOps):
     """Turns the parsed model into graph tensors and nodes, one TFLite operator at a time (the MAC and pooling
     operators in :mod:`fxpsim.frontends.tflite.layer_ops`, the shape-changing ones in
     :mod:`fxpsim.frontends.tflite.shape_ops`, SLICE, GATHER, TRANSPOSE and the resize operators in
-    :mod:`fxpsim.frontends.tflite.reorder_ops`)."""
+    :mod:`fxpsim.frontends.tflite.reorder_ops`, QUANTIZE and DEQUANTIZE in :mod:`fxpsim.frontends.tflite.quantize_ops`)."""
 
     def __init__(self, model: dict, path: str, kernels: str):
         self.m, self.path, self.kernels = model, path, kernels
@@ -344,57 +351,16 @@ class _Builder(LayerOps, ShapeOps, ReorderOps, StateOps):
     def op_SOFTMAX(self, op):
         self._unary(op, "tflite_softmax", {"beta": float(np.float32(op["options"]["beta"]))})
 
-    def _uint8_boundary_input(self, i: int) -> bool:
-        """Whether uint8 graph input ``i`` is a legacy boundary: read only by QUANTIZE (to int8) and DEQUANTIZE
-        (``inference_input_type = tf.uint8``)."""
-        readers = [op for op in self.m["ops"] if i in op["inputs"]]
-        return bool(readers) and all(op["op"] in ("QUANTIZE", "DEQUANTIZE") for op in readers)
-
-    def op_QUANTIZE(self, op):
-        x, y = op["inputs"][0], op["outputs"][0]
-        xt = self.t[x]
-        if xt["type"] == _UINT8 and self.t[y]["type"] == _INT8 and x in self.m["inputs"]:
-            self.quant(x, op)       # uint8 -> int8 at the model's input (inference_input_type = tf.uint8)
-            yn = self.declare(y, op, self.shape[x])
-            self.node(op, "tflite_requantize", [self.activation_tensor(x, op)], [yn])
-            return
-        if self.t[y]["type"] == _UINT8 and xt["type"] == _INT8 and y in self.m["outputs"]:
-            self.quant(x, op)       # int8 -> uint8 at the model's output (microWakeWord's probabilities)
-            yn = self.declare(y, op, self.shape[x], uint8_ok=True)
-            self.node(op, "tflite_requantize", [self.activation_tensor(x, op)], [yn])
-            return
-        self.check_int8(y, op)
-        if xt["type"] == _FLOAT32:
-            xn = self.activation_tensor(x, op)
-            yn = self.declare(y, op, self.shape[x])
-            self.node(op, "tflite_quantize", [xn], [yn])
-        else:
-            self.check_int8(x, op)
-            self.quant(x, op)
-            xn = self.activation_tensor(x, op)
-            yn = self.declare(y, op, self.shape[x])
-            self.node(op, "tflite_requantize", [xn], [yn])
-
-    def op_DEQUANTIZE(self, op):
-        x, y = op["inputs"][0], op["outputs"][0]
-        if not (self.t[x]["type"] == _UINT8 and x in self.m["inputs"]):
-            self.check_int8(x, op)
-        if self.t[y]["type"] != _FLOAT32:
-            raise ValueError(f"{self.path}: {self.where(op)}: DEQUANTIZE to {self.type_name(y)} is not supported")
-        xn = self.activation_tensor(x, op)
-        yn = self.declare(y, op, self.shape[x], float_ok=True)
-        self.node(op, "tflite_dequantize", [xn], [yn])
-
 
 def import_tflite(path, *, kernels: str = "reference") -> IntegerGraph:
-    """Import an int8 ``.tflite`` model as an :class:`~fxpsim.graph.IntegerGraph` that runs bit for bit as
+    """Import an int8 or 16x8 ``.tflite`` model as an :class:`~fxpsim.graph.IntegerGraph` that runs bit for bit as
     LiteRT does.
 
     Parameters
     ----------
     path : str or os.PathLike
-        A full-integer quantized TFLite flatbuffer (int8 activations and weights, int32 biases; float or
-        int8 graph inputs and outputs).
+        A full-integer quantized TFLite flatbuffer (int8 activations and weights, int32 biases; or 16x8: int16
+        activations, int8 weights, int64 biases; float, int8, int16 or uint8 graph inputs and outputs).
     kernels : {"reference", "builtin", "xnnpack"}
         The LiteRT kernel set to reproduce: ``OpResolverType.BUILTIN_REF``,
         ``BUILTIN_WITHOUT_DEFAULT_DELEGATES`` or ``BUILTIN`` (XNNPACK). An op whose arithmetic differs in
@@ -413,8 +379,8 @@ def import_tflite(path, *, kernels: str = "reference") -> IntegerGraph:
     ImportError
         Without the ``tflite`` package (``pip install -e '.[tflite]'``).
     ValueError
-        A damaged or truncated file, a float (non-quantized) or int16-activation model, or operators that
-        do not import under ``kernels`` (one error listing every one: op, count, operator index and output
+        A damaged or truncated file, a float (non-quantized) model, or operators that
+        do not import under ``kernels`` (int16 ones included) (one error listing every one: op, count, operator index and output
         tensor, reason, and the supported list).
     """
     if kernels not in KERNEL_SETS:
