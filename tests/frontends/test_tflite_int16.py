@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -34,7 +35,7 @@ from test_tflite_more_ops import _compare_live as _compare_more, _interpreter  #
 KERNELS = ("reference", "builtin", "xnnpack")
 MODELS_DIR = Path(__file__).resolve().parents[1] / "vectors" / "tflite_int16"
 MODELS = sorted(p.stem for p in MODELS_DIR.glob("*.tflite"))
-IMPORTED = ("cnn_16x8", "mlp_16x8", "conv_16x8_floatio", "sigmoid_tanh_16x8", "conv_uint8io")
+IMPORTED = ("cnn_16x8", "mlp_16x8", "conv_16x8_floatio", "sigmoid_tanh_16x8", "softmax_16x8", "conv_uint8io")
 INT16, INT64, UINT8, FLOAT32 = 7, 4, 3, 0
 SLOW = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -263,15 +264,41 @@ def test_add_left_shift_table():
 
 
 # ----------------------------------------------------------------------------------------- refused by name
-def test_int16_softmax_is_refused_by_name():
-    path = MODELS_DIR / "softmax_16x8.tflite"
-    with pytest.raises(ValueError, match=r"SOFTMAX x1: SOFTMAX on int16 \(16x8\) tensors: LiteRT's int16 SOFTMAX "
-                                         r"kernel is not reproduced"):
-        fxpsim.import_tflite(path)
+def test_an_int16_op_fxpsim_does_not_reproduce_is_refused_by_name(tmp_path):
+    content = build_tflite([_act16("x", [1, 6], 0.001), _act16("y", [1, 6], 0.001)],
+                           [{"op": "HARD_SWISH", "inputs": [0], "outputs": [1]}], [0], [1])
+    path = _refused(tmp_path, [_act16("x", [1, 6], 0.001), _act16("y", [1, 6], 0.001)],
+                    [{"op": "HARD_SWISH", "inputs": [0], "outputs": [1]}], [0], [1],
+                    r"HARD_SWISH x1: HARD_SWISH on int16 \(16x8\) tensors: LiteRT's int16 HARD_SWISH kernel is not "
+                    r"reproduced")
+    assert content == path.read_bytes()
     cov = fxpsim.tflite_coverage(path)
     for k in KERNELS:
-        assert {r.op for r in cov.unsupported(k)} == {"SOFTMAX"}
+        assert {r.op for r in cov.unsupported(k)} == {"HARD_SWISH"}
     assert "int16" in cov.activation_types and "not reproduced" in cov.format()
+
+
+@SLOW
+@given(scale=st.floats(2e-6, 3e-3), beta=st.sampled_from([1.0, 0.5, 2.0]), depth=st.integers(1, 300),
+       seed=st.integers(0, 2 ** 16))
+def test_int16_softmax_equals_live_litert(tmp_path, scale, beta, depth, seed):
+    content = build_tflite([_act16("x", [1, 3, depth], scale), _act16("y", [1, 3, depth], 2.0 ** -15)],
+                           [{"op": "SOFTMAX", "inputs": [0], "outputs": [1],
+                             "options": _options("SoftmaxOptions", Beta=beta)}], [0], [1])
+    _run_one_op(tmp_path, content, seed, n=8)
+
+
+def test_int16_softmax_output_scale_is_checked(tmp_path):
+    _refused(tmp_path, [_act16("x", [1, 6], 0.001), _act16("y", [1, 6], 2.0 ** -14)],
+             [{"op": "SOFTMAX", "inputs": [0], "outputs": [1], "options": _options("SoftmaxOptions", Beta=1.0)}],
+             [0], [1], r"int16 SOFTMAX with output scale 6.10352e-05: LiteRT's Prepare requires 2\^-15")
+
+
+def test_lut_entries_of_a_datapath_are_refused_on_int16_activations():
+    g = fxpsim.import_tflite(MODELS_DIR / "sigmoid_tanh_16x8.tflite")
+    dp = dict(g.meta["datapath"], activation_lut_entries=256)
+    with pytest.raises(ValueError, match=r"sets activation_lut_entries, which fxpsim models for 8-bit activations"):
+        g.run(_feeds(g, 2, 0), SimpleNamespace(**dp))
 
 
 # ----------------------------------------------------------------------------------------- LOGISTIC / TANH

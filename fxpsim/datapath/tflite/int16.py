@@ -11,17 +11,21 @@ another code range.
 * LOGISTIC / TANH: a 256-entry table of :math:`\sigma(i/24)` read with linear interpolation
   (:func:`logistic_int16`, :func:`tanh_int16`); the optimized builtin kernels run it too, except for a
   power-of-two input scale (another arithmetic, not reproduced).
+* SOFTMAX: an exp table and a :math:`1/(1+x)` table of 513 interpolated anchors (:func:`softmax_int16`).
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
+from ..fixed_point_multiplier import multiply_by_quantized_multiplier, quantize_multiplier
 from ..integer_checks import _wrap_int32
 
 __all__ = ["mbqm_int64", "reduced_multiplier", "add_left_shift", "is_power_of_two_scale", "INT16_LEFT_SHIFT",
-           "SIGMOID_TABLE", "sigmoid_table", "lut_activation_params", "logistic_int16", "tanh_int16"]
+           "SIGMOID_TABLE", "sigmoid_table", "lut_activation_params", "logistic_int16", "tanh_int16",
+           "lut_populate_int16", "lut_lookup_int16", "SoftmaxInt16Params", "softmax_int16_params", "softmax_int16"]
 
 #: The left shift of TFLite's general int16 ADD/SUB (20 for 8-bit codes).
 INT16_LEFT_SHIFT = 15
@@ -176,3 +180,92 @@ def tanh_int16(x, multiplier: int, shift: int) -> np.ndarray:
     r = _interpolate(np.abs(v), 8, 0xFFFF << 8)
     out = np.where(v >= 0, r - (1 << 23) + (1 << 7), (1 << 23) - r + (1 << 7) - 1) >> 8
     return out.astype(np.int16)
+
+
+# ----------------------------------------------------------------------------------------- SOFTMAX
+def _round_half_away(v: float) -> float:
+    return math.copysign(math.floor(abs(v) + 0.5), v)
+
+
+def lut_populate_int16(input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int,
+                       fn) -> np.ndarray:
+    r"""LiteRT's ``LUTPopulate<int16_t>`` in double (the SOFTMAX tables): 513 anchors over the int16 input range,
+    :math:`x_i = x_{min} + i\,\Delta`, :math:`\Delta = (x_{max} - x_{min}) / 512`, each the rounded sample
+    :math:`\mathrm{rha}(f(x_i)\,\kappa)` (:math:`\kappa = 65536 / (y_{max} - y_{min})`) less half the error of the
+    interpolated midpoint, :math:`\mathrm{rha}\big((\mathrm{rha}((f(x_{i+1})\kappa + \mathrm{rha}(f(x_i)\kappa))/2)
+    - \mathrm{rha}(f(x_i + \Delta/2)\kappa)) / 2\big)`, clamped to int16; the last anchor is the plain sample of
+    :math:`f(x_{max})`."""
+    x_min, x_max = input_scale * (-32768 - input_zero_point), input_scale * (32767 - input_zero_point)
+    y_min, y_max = output_scale * (-32768 - output_zero_point), output_scale * (32767 - output_zero_point)
+    step = (x_max - x_min) / 512
+    inv = 65536.0 / (y_max - y_min)
+    lut = np.empty(513, dtype=np.int64)
+    for i in range(512):
+        val, mid, nxt = fn(x_min + i * step), fn(x_min + i * step + step / 2), fn(x_min + (i + 1) * step)
+        sample = _round_half_away(val * inv)
+        interp = _round_half_away((nxt * inv + sample) / 2)
+        bias = _round_half_away((interp - _round_half_away(mid * inv)) / 2)
+        lut[i] = min(max(sample - bias, -32768.0), 32767.0)
+    lut[512] = min(max(_round_half_away(fn(x_max) * inv), -32768.0), 32767.0)
+    return lut
+
+
+def lut_lookup_int16(v, lut: np.ndarray) -> np.ndarray:
+    r"""LiteRT's ``LUTLookup`` of int16 codes :math:`v` in a 513-anchor table: :math:`j = 256 + (v \gg 7)`,
+    :math:`y = \mathrm{wrap}_{16}\big(t_j + \lfloor ((t_{j+1} - t_j)(v \bmod 128) + 64) / 128 \rfloor\big)`."""
+    v = np.asarray(v, dtype=np.int64)
+    j = 256 + (v >> 7)
+    base = lut[j]
+    slope = ((lut[j + 1] - base + 32768) & 0xFFFF) - 32768            # int16_t difference
+    return (((base + ((slope * (v & 0x7F) + 64) >> 7)) + 32768) & 0xFFFF) - 32768
+
+
+@dataclass(frozen=True)
+class SoftmaxInt16Params:
+    r"""LiteRT's int16 SOFTMAX Prepare: the exp table over :math:`[-10, 0]`, the :math:`1/(1+x)` table over
+    :math:`[0, 1]` (both :func:`lut_populate_int16`, output scale :math:`2/65535`) and
+    ``QuantizeMultiplier`` of :math:`\mathrm{fl}_{32}(s_{in}\beta) / (10 / 65535)`."""
+
+    multiplier: int
+    shift: int
+    exp_lut: tuple
+    reciprocal_lut: tuple
+
+
+_RANGE = 65535
+
+
+def softmax_int16_params(input_scale: float, beta: float = 1.0) -> SoftmaxInt16Params:
+    """Parameters of :func:`softmax_int16` (input zero point 0, output scale 2^-15 and zero point 0)."""
+    exp_lut = lut_populate_int16(10.0 / _RANGE, 32767, 2.0 / _RANGE, 0, math.exp)
+    rec_lut = lut_populate_int16(1.0 / _RANGE, -32768, 2.0 / _RANGE, 0, lambda v: 1.0 / (1.0 + v))
+    real = float(np.float32(np.float32(input_scale) * np.float32(beta))) / (10.0 / 65535.0)
+    m, s = quantize_multiplier(real)
+    return SoftmaxInt16Params(int(m), int(s), tuple(exp_lut.tolist()), tuple(rec_lut.tolist()))
+
+
+def softmax_int16(x, params: SoftmaxInt16Params) -> np.ndarray:
+    r"""LiteRT's int16 SOFTMAX over the last axis (``reference_ops::SoftmaxInt16``): with :math:`d = x - \max x`,
+
+    .. math::
+
+        e = \mathrm{LUT}_{\exp}\big(\mathrm{clamp}_{16}(\mathrm{MBQM}(d, m, s) + 32767)\big),\qquad
+        S = \textstyle\sum e,\quad h = \mathrm{clz}_{32}(S),
+
+        r = \mathrm{LUT}_{1/(1+x)}\big(\mathrm{clamp}_{16}(\lfloor (S\,2^{h-1} + 2^{13}) / 2^{14} \rfloor - 98304)\big),
+        \qquad y = \mathrm{clamp}_{[0, 32767]}\big(\lfloor (e\,r + 2^{30-h}) / 2^{31-h} \rfloor\big)
+
+    (MBQM: gemmlowp's, :func:`~fxpsim.datapath.requantize.multiply_by_quantized_multiplier`).
+    """
+    a = np.asarray(x, dtype=np.int64)
+    exp_lut, rec_lut = np.asarray(params.exp_lut), np.asarray(params.reciprocal_lut)
+    d = a - a.max(axis=-1, keepdims=True)
+    scaled = multiply_by_quantized_multiplier(d, params.multiplier, params.shift)
+    e = lut_lookup_int16(np.clip(scaled + 32767, -32768, 32767), exp_lut)
+    total = e.sum(axis=-1, keepdims=True)
+    h = 32 - np.frexp(total.astype(np.float64))[1].astype(np.int64)     # clz_32: 32 - bit length (S >= 32767)
+    shifted = ((total << (h - 1)) + (1 << 13)) >> 14
+    r = lut_lookup_int16(np.clip(shifted - ((1 << 15) + (1 << 16)), -32768, 32767), rec_lut)
+    right = 31 - h
+    out = (e * r + (np.int64(1) << (right - 1))) >> right
+    return np.clip(out, 0, 32767).astype(np.int16)

@@ -12,6 +12,7 @@ op                          LiteRT's int16 kernel (every kernel set: the optimiz
 ``tflite_int16_requantize`` QUANTIZE int16 -> int16 (``reference_ops::Requantize``)
 ``tflite_int16_logistic``   LOGISTIC: ``reference_integer_ops::Logistic`` (a 256-entry sigmoid table, interpolated)
 ``tflite_int16_tanh``       TANH: ``reference_integer_ops::Tanh`` (the same table)
+``tflite_int16_softmax``    SOFTMAX (last axis): ``reference_ops::SoftmaxInt16`` (exp and 1/(1+x) tables); ``beta``
 ``tflite_int16_mean``       MEAN: the builtin kernel's arithmetic (XNNPACK declines int16); ``axes``, ``keep_dims``
 =========================== =====================================================================================
 
@@ -30,7 +31,7 @@ from ...datapath.integer_add import quantized_add
 from ...datapath.requantize import activation_range
 from ...datapath.tflite_params import tflite_add_params
 from ...datapath.tflite.int16 import (INT16_LEFT_SHIFT, add_left_shift, logistic_int16, lut_activation_params,
-                                      tanh_int16)
+                                      softmax_int16, softmax_int16_params, tanh_int16)
 from ...graph.ops import OPS, Op, register_op
 from .reader import _INT16, _INT64, _TYPE_NAMES, _UINT8
 from .op_support import _cached, _check_io, _float_activation, _identity_float, _kernels, _no_trace, _q, _spec
@@ -38,7 +39,7 @@ from .op_support import _cached, _check_io, _float_activation, _identity_float, 
 __all__ = ["INT16_OPS", "INT16_GRAPH_OPS", "int16_or_uint8_problem"]
 
 #: TFLite ops fxpsim imports with int16 activations (the rest of a 16x8 model is refused by name).
-INT16_OPS = ("ADD", "SUB", "MUL", "LOGISTIC", "TANH", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D",
+INT16_OPS = ("ADD", "SUB", "MUL", "LOGISTIC", "TANH", "SOFTMAX", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D",
              "MAX_POOL_2D", "MEAN", "RESHAPE", "SQUEEZE", "EXPAND_DIMS", "CONCATENATION", "PAD", "PADV2",
              "QUANTIZE", "DEQUANTIZE")
 
@@ -46,7 +47,7 @@ INT16_OPS = ("ADD", "SUB", "MUL", "LOGISTIC", "TANH", "CONV_2D", "DEPTHWISE_CONV
 INT16_GRAPH_OPS = {"add": "tflite_int16_add", "tflite_add": "tflite_int16_add", "tflite_sub": "tflite_int16_sub",
                    "tflite_mul": "tflite_int16_mul", "tflite_requantize": "tflite_int16_requantize",
                    "tflite_mean": "tflite_int16_mean", "tflite_logistic": "tflite_int16_logistic",
-                   "tflite_tanh": "tflite_int16_tanh"}
+                   "tflite_tanh": "tflite_int16_tanh", "tflite_softmax": "tflite_int16_softmax"}
 
 _MAC_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 
@@ -82,6 +83,11 @@ def int16_or_uint8_problem(name: str, op: dict, tensors: list, kernels: str = "r
                 f"int32-bias 16x8 kernels (int32 accumulators) are not reproduced by fxpsim (int64 biases are)")
     if name in ("LOGISTIC", "TANH"):
         return _lut_activation_problem(name, tensors[op["inputs"][0]], tensors[op["outputs"][0]], kernels)
+    if name == "SOFTMAX":
+        sy = tensors[op["outputs"][0]].get("scale")
+        if sy is not None and abs(float(sy[0]) - 2.0 ** -15) > 0.001 * 2.0 ** -15:
+            return (f"int16 SOFTMAX with output scale {float(sy[0]):.6g}: LiteRT's Prepare requires 2^-15 (within "
+                    f"0.1%) and zero point 0")
     if name in ("ADD", "SUB"):
         scales = [tensors[i]["scale"] for i in (op["inputs"][0], op["inputs"][1], op["outputs"][0])]
         if any(s is None or s.size != 1 for s in scales):
@@ -156,12 +162,28 @@ def _mean_run(graph, node, ins, dp, trace):
                              kernels=kern)], _no_trace()
 
 
+def _refuse_lut_knobs(node, dp):
+    """An int16 activation runs LiteRT's tables only: a datapath's ``activation_lut_entries`` is refused, not ignored."""
+    if getattr(dp, "activation_lut_entries", None):
+        raise ValueError(f"node {node.name!r} ({node.op}): the datapath sets activation_lut_entries, which fxpsim models "
+                         f"for 8-bit activations only; this int16 op runs LiteRT's own tables (leave it unset)")
+
+
 def _lut_activation_run(tanh):
     def run(graph, node, ins, dp, trace):
+        _refuse_lut_knobs(node, dp)
         x = _spec(graph, node.inputs[0])
         m, e = _cached(graph, node, "int16_lut", lambda: lut_activation_params(float(x.scale[0]), tanh=tanh))
         return [(tanh_int16 if tanh else logistic_int16)(ins[0], m, e)], _no_trace()
     return run
+
+
+def _softmax_run(graph, node, ins, dp, trace):
+    _refuse_lut_knobs(node, dp)
+    x = _spec(graph, node.inputs[0])
+    params = _cached(graph, node, "int16_softmax",
+                     lambda: softmax_int16_params(float(x.scale[0]), float(node.attrs.get("beta", 1.0))))
+    return [softmax_int16(ins[0], params)], _no_trace()
 
 
 def _binary_float(fn):
@@ -177,6 +199,8 @@ register_op(Op("tflite_int16_logistic", _lut_activation_run(False),
                lambda graph, node, ins: [1.0 / (1.0 + np.exp(-ins[0]))], _check_io(1)))
 register_op(Op("tflite_int16_tanh", _lut_activation_run(True), lambda graph, node, ins: [np.tanh(ins[0])],
                _check_io(1)))
+register_op(Op("tflite_int16_softmax", _softmax_run,
+               lambda graph, node, ins: OPS["tflite_softmax"].run_float(graph, node, ins), _check_io(1)))
 register_op(Op("tflite_int16_mean", _mean_run, lambda graph, node, ins: OPS["tflite_mean"].run_float(graph, node, ins),
                _check_io(1)))
 register_op(Op("tflite_int16_requantize", _requantize_run, _identity_float, _check_io(1)))
