@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 import fxpsim
 from fxpsim.datapath.tflite.int16 import (SIGMOID_TABLE, add_left_shift, logistic_int16, lut_activation_params,
-                                          mbqm_int64, reduced_multiplier, tanh_int16)
+                                          mbqm_int64, pot_add_int16, reduced_multiplier, tanh_int16)
 from reference import ref_quantize_multiplier
 
 tflite = pytest.importorskip("tflite", reason="the tflite package is not installed (pip install -e '.[tflite]')")
@@ -260,7 +260,20 @@ def test_mbqm_int64_shift_range_is_checked():
 def test_add_left_shift_table():
     assert add_left_shift(0.001, 0.002, 0.003) == 15
     assert add_left_shift(2.0 ** -12, 2.0 ** -13, 2.0 ** -11) is None
+    assert add_left_shift(2.0 ** -12, 2.0 ** -13, 2.0 ** -11, False) == 15
     assert add_left_shift(2.0 ** -12, 2.0 ** -13, 0.0003) == 15
+
+
+@settings(max_examples=200, deadline=None)
+@given(a=st.integers(-32768, 32767), b=st.integers(-32768, 32767), e=st.integers(0, 15))
+def test_pot_add_int16_against_python_ints(a, b, e):
+    """Round half away from zero of b / 2^e (gemmlowp's RoundingDivideByPOT), a saturating int16 sum (Fractions)."""
+    q = Fraction(b, 1 << e)
+    r = int(q) if abs(q - int(q)) != Fraction(1, 2) and abs(q - int(q)) < Fraction(1, 2) else None
+    rounded = r if r is not None else (int(q) + (1 if q > 0 else -1) if abs(q - int(q)) >= Fraction(1, 2) else int(q))
+    want = min(max(a + rounded, -32768), 32767)
+    assert int(pot_add_int16(np.array([a]), np.array([b]), 0, -e)[0]) == want
+    assert int(pot_add_int16(np.array([b]), np.array([a]), -e, 0)[0]) == want
 
 
 # ----------------------------------------------------------------------------------------- refused by name
@@ -376,9 +389,49 @@ def _refused(tmp_path, tensors, ops, inputs, outputs, match):
     return path
 
 
-def test_power_of_two_int16_add_is_refused(tmp_path):
+@SLOW
+@given(k=st.integers(8, 15), j=st.integers(0, 18), swap=st.booleans(), option=st.sampled_from([None, True, False]),
+       act=st.sampled_from(list(ACTS)), bshape=st.sampled_from([[1, 3, 4], [1, 1, 4]]), seed=st.integers(0, 2 ** 16))
+def test_power_of_two_int16_add_equals_live_litert(tmp_path, k, j, swap, option, act, bshape, seed):
+    """pot_scale_int16 (the schema's default when AddOptions is present; false without options) with power-of-two
+    scales: the shift-and-saturate path; otherwise the general one."""
+    so = 2.0 ** -k
+    sa, sb = (so, so * 2.0 ** -j) if not swap else (so * 2.0 ** -j, so)
+    opts = {"FusedActivationFunction": ACTS[act]}
+    if option is not None:
+        opts["PotScaleInt16"] = option
+    content = build_tflite([_act16("a", [1, 3, 4], sa), _act16("b", bshape, sb), _act16("y", [1, 3, 4], so)],
+                           [{"op": "ADD", "inputs": [0, 1], "outputs": [2], "options": _options("AddOptions", **opts)}],
+                           [0, 1], [2])
+    if option is not False and bshape != [1, 3, 4]:       # LiteRT aborts the process there: not run, refused
+        path = tmp_path / "m.tflite"
+        path.write_bytes(content)
+        with pytest.raises(ValueError, match=r"pot_scale_int16 and broadcasting .*: LiteRT aborts the process"):
+            fxpsim.import_tflite(path)
+        return
+    _run_one_op(tmp_path, content, seed)
+
+
+def test_power_of_two_int16_add_shifts_litert_refuses(tmp_path):
+    content = build_tflite([_act16("a", [1, 4], 2.0 ** -10), _act16("b", [1, 4], 2.0 ** -13),
+                            _act16("y", [1, 4], 2.0 ** -11)],
+                           [{"op": "ADD", "inputs": [0, 1], "outputs": [2],
+                             "options": _options("AddOptions", FusedActivationFunction=0)}], [0, 1], [2])
+    for kernels in KERNELS:
+        with pytest.raises(RuntimeError):
+            _interpreter(content, kernels)
+    path = tmp_path / "m.tflite"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=r"ADD x1: int16 ADD with power-of-two scales: input/output exponent "
+                                         r"differences 1, -2; LiteRT's Prepare needs"):
+        fxpsim.import_tflite(path)
+
+
+def test_power_of_two_int16_sub_is_refused(tmp_path):
     _refused(tmp_path, [_act16("a", [1, 4], 2.0 ** -12), _act16("b", [1, 4], 2.0 ** -13), _act16("y", [1, 4], 2.0 ** -11)],
-             [{"op": "ADD", "inputs": [0, 1], "outputs": [2]}], [0, 1], [2], r"ADD x1: int16 ADD with power-of-two scales")
+             [{"op": "SUB", "inputs": [0, 1], "outputs": [2],
+               "options": _options("SubOptions", FusedActivationFunction=0)}], [0, 1], [2],
+             r"SUB x1: int16 SUB with power-of-two scales and pot_scale_int16: LiteRT's power-of-two SUB")
 
 
 def test_int16_zero_point_is_refused(tmp_path):

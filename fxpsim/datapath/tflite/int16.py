@@ -7,7 +7,9 @@ another code range.
   (:func:`mbqm_int64`: the 31-bit multiplier rounded to 15 bits, one rounding shift), the same in every kernel set
   (the optimized builtin kernels and XNNPACK fall back to the reference kernel for int16; checked live).
 * ADD / SUB, general scales: TFLite's 8-bit arithmetic with a left shift of 15 instead of 20
-  (``add::Prepare``/``sub::PrepareGeneralSubOp``); :func:`add_left_shift` says which scales take it.
+  (``add::Prepare``/``sub::PrepareGeneralSubOp``); :func:`add_left_shift` says which scales take it. Power-of-two
+  scales with the op's ``pot_scale_int16`` option: a rounding shift of one input and a saturating int16 sum
+  (:func:`pot_add_int16`).
 * LOGISTIC / TANH: a 256-entry table of :math:`\sigma(i/24)` read with linear interpolation
   (:func:`logistic_int16`, :func:`tanh_int16`); the optimized builtin kernels run it too, except for a
   power-of-two input scale (another arithmetic, not reproduced).
@@ -22,8 +24,10 @@ import numpy as np
 
 from ..fixed_point_multiplier import multiply_by_quantized_multiplier, quantize_multiplier
 from ..integer_checks import _wrap_int32
+from .piecewise import _rdbpot16
 
 __all__ = ["mbqm_int64", "reduced_multiplier", "add_left_shift", "is_power_of_two_scale", "INT16_LEFT_SHIFT",
+           "pot_add_shifts", "pot_add_int16",
            "SIGMOID_TABLE", "sigmoid_table", "lut_activation_params", "logistic_int16", "tanh_int16",
            "lut_populate_int16", "lut_lookup_int16", "SoftmaxInt16Params", "softmax_int16_params", "softmax_int16"]
 
@@ -76,12 +80,31 @@ def is_power_of_two_scale(scale) -> bool:
     return abs(log - round(log)) < 1e-3
 
 
-def add_left_shift(scale1, scale2, output_scale) -> int | None:
-    """The left shift of LiteRT's int16 ADD/SUB for these scales: :data:`INT16_LEFT_SHIFT` on the general path,
-    ``None`` where every scale is a power of two (the ``pot_scale_int16`` path, another arithmetic)."""
-    if all(is_power_of_two_scale(s) for s in (scale1, scale2, output_scale)):
+def add_left_shift(scale1, scale2, output_scale, pot_scale_int16: bool = True) -> int | None:
+    """The left shift of LiteRT's int16 ADD/SUB: :data:`INT16_LEFT_SHIFT` on the general path, ``None`` on the
+    ``pot_scale_int16`` path (the op's option, true by default in the schema, and every scale a power of two)."""
+    if pot_scale_int16 and all(is_power_of_two_scale(s) for s in (scale1, scale2, output_scale)):
         return None
     return INT16_LEFT_SHIFT
+
+
+def pot_add_shifts(scale1, scale2, output_scale) -> tuple[int, int]:
+    r"""``(shift1, shift2)`` of LiteRT's power-of-two int16 ADD (``PrepareInt16SubOpPOT``):
+    :math:`\log_2 s_i - \log_2 s_y`; LiteRT's Prepare requires both :math:`\le 0` and one of them 0."""
+    log = [round(math.log2(float(s))) for s in (scale1, scale2, output_scale)]
+    return log[0] - log[2], log[1] - log[2]
+
+
+def pot_add_int16(x1, x2, shift1: int, shift2: int, act_min: int = -32768, act_max: int = 32767) -> np.ndarray:
+    r"""LiteRT's power-of-two int16 ADD (``reference_ops::Add`` with ``pot_scale``): the input with shift 0 as is,
+    the other divided by :math:`2^{-s}` with gemmlowp's ``RoundingDivideByPOT`` on int16, a saturating int16 sum,
+    clamped to the activation range (numpy broadcasting)."""
+    if not (shift1 <= 0 and shift2 <= 0 and (shift1 == 0 or shift2 == 0)):
+        raise ValueError(f"pot_add_int16: shifts {shift1}, {shift2}: LiteRT needs both <= 0 and one of them 0")
+    a, b = np.asarray(x1, dtype=np.int64), np.asarray(x2, dtype=np.int64)
+    keep, scaled = (a, b) if shift1 == 0 else (b, a)
+    scaled = _rdbpot16(scaled, -(shift2 if shift1 == 0 else shift1))
+    return np.clip(np.clip(keep + scaled, -32768, 32767), act_min, act_max).astype(np.int16)
 
 
 # ----------------------------------------------------------------------------------------- LOGISTIC / TANH

@@ -307,7 +307,10 @@ class _Builder(LayerOps, ShapeOps, ReorderOps, StateOps, QuantizeOps):
         if a in self.static and b in self.static:
             raise ValueError(f"{self.path}: {self.where(op)}: both inputs are constants (not folded by fxpsim)")
         yn = self.declare(y, op, shape)
-        self.node(op, graph_op, [an, bn], [yn], {"activation": self.activation(op)})
+        attrs = {"activation": self.activation(op)}
+        if self.act16 and op["op"] in ("ADD", "SUB"):         # LiteRT's int16 power-of-two path is an option
+            attrs["pot_scale_int16"] = bool(op["options"].get("pot_scale_int16", 0))
+        self.node(op, graph_op, [an, bn], [yn], attrs)
 
     def op_ADD(self, op):
         self._binary(op, "tflite_add" if self.kernels == "xnnpack" else "add")

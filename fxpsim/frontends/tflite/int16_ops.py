@@ -6,7 +6,9 @@ table).
 op                          LiteRT's int16 kernel (every kernel set: the optimized builtin kernels and XNNPACK
                             run the reference arithmetic for int16; checked live)
 =========================== =====================================================================================
-``tflite_int16_add``        ADD, general scales: TFLite's ADD with left shift 15 (``add::Prepare``); ``activation``
+``tflite_int16_add``        ADD, general scales: TFLite's ADD with left shift 15 (``add::Prepare``); power-of-two
+                            scales with ``pot_scale_int16``: a rounding shift and a saturating sum; ``activation``,
+                            ``pot_scale_int16``
 ``tflite_int16_sub``        SUB, general scales: TFLite's SUB with left shift 15; ``activation``
 ``tflite_int16_mul``        MUL: ``reference_integer_ops::Mul`` (zero points 0); ``activation``
 ``tflite_int16_requantize`` QUANTIZE int16 -> int16 (``reference_ops::Requantize``)
@@ -31,7 +33,7 @@ from ...datapath.integer_add import quantized_add
 from ...datapath.requantize import activation_range
 from ...datapath.tflite_params import tflite_add_params
 from ...datapath.tflite.int16 import (INT16_LEFT_SHIFT, add_left_shift, logistic_int16, lut_activation_params,
-                                      softmax_int16, softmax_int16_params, tanh_int16)
+                                      pot_add_int16, pot_add_shifts, softmax_int16, softmax_int16_params, tanh_int16)
 from ...graph.ops import OPS, Op, register_op
 from .reader import _INT16, _INT64, _TYPE_NAMES, _UINT8
 from .op_support import _cached, _check_io, _float_activation, _identity_float, _kernels, _no_trace, _q, _spec
@@ -92,9 +94,19 @@ def int16_or_uint8_problem(name: str, op: dict, tensors: list, kernels: str = "r
         scales = [tensors[i]["scale"] for i in (op["inputs"][0], op["inputs"][1], op["outputs"][0])]
         if any(s is None or s.size != 1 for s in scales):
             return None                   # the importer names what is missing
-        if add_left_shift(*(float(s[0]) for s in scales)) is None:
-            return (f"int16 {name} with power-of-two scales everywhere: LiteRT's pot_scale_int16 path is not "
-                    f"reproduced by fxpsim (general scales are)")
+        floats = [float(s[0]) for s in scales]
+        if add_left_shift(*floats, bool((op.get("options") or {}).get("pot_scale_int16", 0))) is None:
+            if name == "SUB":
+                return ("int16 SUB with power-of-two scales and pot_scale_int16: LiteRT's power-of-two SUB is not "
+                        "reproduced by fxpsim (general scales, or pot_scale_int16 = false, are)")
+            shapes = [list(tensors[i]["shape"]) for i in (op["inputs"][0], op["inputs"][1], op["outputs"][0])]
+            if shapes[0] != shapes[1]:
+                return (f"int16 ADD with power-of-two scales, pot_scale_int16 and broadcasting ({shapes[0]} + "
+                        f"{shapes[1]}): LiteRT aborts the process in that kernel")
+            s1, s2 = pot_add_shifts(*floats)
+            if not (s1 <= 0 and s2 <= 0 and (s1 == 0 or s2 == 0)):
+                return (f"int16 ADD with power-of-two scales: input/output exponent differences {s1}, {s2}; LiteRT's "
+                        f"Prepare needs both <= 0 and one of them 0")
     return None
 
 
@@ -122,6 +134,9 @@ def _clamp_range(y, activation):
 def _add_run(graph, node, ins, dp, trace):
     a, b, y = (_spec(graph, t) for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
     lo, hi = _cached(graph, node, "int16_act", lambda: _clamp_range(y, node.attrs.get("activation")))
+    scales = (float(np.float32(a.scale[0])), float(np.float32(b.scale[0])), float(np.float32(y.scale[0])))
+    if add_left_shift(*scales, bool(node.attrs.get("pot_scale_int16", False))) is None:
+        return [pot_add_int16(ins[0], ins[1], *pot_add_shifts(*scales), act_min=lo, act_max=hi)], _no_trace()
     out = quantized_add(ins[0], ins[1], scale1=float(a.scale[0]), zp1=int(a.zero_point[0]), scale2=float(b.scale[0]),
                         zp2=int(b.zero_point[0]), out_scale=float(y.scale[0]), out_zp=int(y.zero_point[0]),
                         act_min=lo, act_max=hi, out_dtype=y.dtype, left_shift=INT16_LEFT_SHIFT)
