@@ -129,7 +129,7 @@ def _mac_model(op, rng, bias, per_channel, act):
     if op == "FULLY_CONNECTED":
         k, o = int(rng.integers(1, 40)), int(rng.integers(1, 9))
         w = rng.integers(-127, 128, (o, k)).astype(np.int8)
-        x_shape, y_shape, qdim = [1, k], [1, o], 0
+        x_shape, y_shape, qdim = ([1, k] if k % 2 else [1, 2, k // 2]), [1, o], 0    # [1, 2, K/2]: flattened
         options = _options("FullyConnectedOptions", FusedActivationFunction=ACTS[act])
     elif op == "CONV_2D":
         c, o, kh, kw = (int(v) for v in rng.integers(1, 5, 4))
@@ -189,6 +189,22 @@ def _bias_less_conv_is_refused_as_litert_does(tmp_path, content, op):
     for kernels in KERNELS:
         with pytest.raises(ValueError, match=f"{op} x1: a 16x8 {op} without a bias: LiteRT's Prepare fails"):
             fxpsim.import_tflite(path, kernels=kernels)
+
+
+def test_fully_connected_flattens_an_int16_input(tmp_path):
+    """A [1, 2, 3] input to FULLY_CONNECTED: the flattening reshape keeps the int16 codes."""
+    rng = np.random.default_rng(3)
+    w = rng.integers(-127, 128, (4, 6)).astype(np.int8)
+    content = build_tflite([_act16("x", [1, 2, 3], 2e-4), _const("w", w, INT8, scale=[0.01], zero_point=[0]),
+                            _const("b", np.array([7, -9, 1 << 20, 0], np.int64), INT64, scale=[2e-6], zero_point=[0]),
+                            _act16("y", [1, 4], 3e-4)],
+                           [{"op": "FULLY_CONNECTED", "inputs": [0, 1, 2], "outputs": [3],
+                             "options": _options("FullyConnectedOptions", FusedActivationFunction=0)}], [0], [3])
+    path = tmp_path / "m.tflite"
+    path.write_bytes(content)
+    g = fxpsim.import_tflite(path)
+    assert [g.tensors[t].dtype for n in g.nodes for t in n.inputs[:1]] == [np.int16, np.int16]
+    _run_one_op(tmp_path, content, 3)
 
 
 @SLOW

@@ -110,7 +110,7 @@ class LayerOps:
             if tuple(xs) != (1, k):
                 flat = self.fresh(f"{self._unique[x]}/flatten")
                 sx, zx = self.quant(x, op)
-                self.specs[flat] = TensorSpec(flat, 8, True, (k,), sx.astype(np.float64), zx)
+                self.specs[flat] = TensorSpec(flat, self.specs[xn].bits, True, (k,), sx.astype(np.float64), zx)
                 self.node(op, "reshape", [xn], [flat], {"shape": [k]}, suffix="/input_reshape")
                 xn = flat
             out_shape = (1, n_out)
