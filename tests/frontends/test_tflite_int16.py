@@ -471,3 +471,9 @@ def test_uint8_input_read_by_another_op_is_refused(tmp_path):
     path = _refused(tmp_path, [u, dict(u, name="v"), y8], [{"op": "ADD", "inputs": [0, 1], "outputs": [2]}], [0, 1],
                     [2], r"ADD x1: its input 'u' is uint8 \(legacy quantization\): fxpsim imports uint8 only at the")
     assert not fxpsim.tflite_coverage(path).imports("reference")
+
+
+def test_mixed_int8_int16_models_are_refused(tmp_path):
+    x8 = dict(name="x", type=INT8, shape=[1, 4], scale=[0.01], zero_point=[0])
+    _refused(tmp_path, [x8, _act16("y", [1, 4], 0.001)], [{"op": "QUANTIZE", "inputs": [0], "outputs": [1]}], [0],
+             [1], r"QUANTIZE x1: int8 and int16 activations in one model \(mixed precision\)")

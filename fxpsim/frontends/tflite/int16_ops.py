@@ -35,7 +35,7 @@ from ...datapath.tflite_params import tflite_add_params
 from ...datapath.tflite.int16 import (INT16_LEFT_SHIFT, add_left_shift, logistic_int16, lut_activation_params,
                                       pot_add_int16, pot_add_shifts, softmax_int16, softmax_int16_params, tanh_int16)
 from ...graph.ops import OPS, Op, register_op
-from .reader import _INT16, _INT64, _TYPE_NAMES, _UINT8
+from .reader import _INT8, _INT16, _INT64, _TYPE_NAMES, _UINT8
 from .op_support import _cached, _check_io, _float_activation, _identity_float, _kernels, _no_trace, _q, _spec
 
 __all__ = ["INT16_OPS", "INT16_GRAPH_OPS", "int16_or_uint8_problem"]
@@ -65,6 +65,9 @@ def int16_or_uint8_problem(name: str, op: dict, tensors: list, kernels: str = "r
                     f"the model's boundaries (QUANTIZE uint8 <-> int8, DEQUANTIZE)")
     types = {tensors[i]["type"] for i in list(op["inputs"]) + list(op["outputs"])
              if i >= 0 and tensors[i].get("raw") is None}
+    if _INT8 in types and any(t["type"] == _INT16 and t.get("raw") is None for t in tensors):
+        return ("int8 and int16 activations in one model (mixed precision): fxpsim imports one activation type "
+                "per model (int8, or int16 for 16x8)")
     if _INT16 not in types:
         return None
     if name not in INT16_OPS:
