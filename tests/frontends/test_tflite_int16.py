@@ -121,6 +121,12 @@ def test_accumulator_analysis_sees_int16_codes():
     need = max(worst.bit_length(), (-worst_neg - 1).bit_length()) + 1
     assert g.accumulator_bits_needed(node) >= need > 16
     assert g.accumulator_bits_needed(node) <= need + 1
+    # the FINN-style width table over int16 inputs: the weights' range of x w for x in [-32768, 32767]
+    from fxpsim.hardware.accumulator_widths import accumulator_widths
+    row = next(r for r in accumulator_widths(g) if r.node == node.name)
+    lo = min(sum(min(int(v) * -32768, int(v) * 32767) for v in r) for r in w)
+    hi = max(sum(max(int(v) * -32768, int(v) * 32767) for v in r) for r in w)
+    assert row.weights_range == (lo, hi) and row.k == w.shape[1]
 
 
 # ----------------------------------------------------------------------------------------- one-op int16 models
