@@ -483,3 +483,11 @@ def test_mixed_int8_int16_models_are_refused(tmp_path):
     x8 = dict(name="x", type=INT8, shape=[1, 4], scale=[0.01], zero_point=[0])
     _refused(tmp_path, [x8, _act16("y", [1, 4], 0.001)], [{"op": "QUANTIZE", "inputs": [0], "outputs": [1]}], [0],
              [1], r"QUANTIZE x1: int8 and int16 activations in one model \(mixed precision\)")
+
+
+def test_uint8_inside_the_model_is_refused(tmp_path):
+    """int8 -> uint8 -> int8 in the middle: the uint8 QUANTIZE input is not a model boundary."""
+    q8 = dict(type=INT8, shape=[1, 4], scale=[0.05], zero_point=[3])
+    _refused(tmp_path, [dict(q8, name="x"), dict(q8, name="u", type=UINT8, zero_point=[131]), dict(q8, name="y")],
+             [{"op": "QUANTIZE", "inputs": [0], "outputs": [1]}, {"op": "QUANTIZE", "inputs": [1], "outputs": [2]}],
+             [0], [2], r"its (input|output) 'u' is uint8 \(legacy quantization\)")

@@ -54,13 +54,15 @@ INT16_GRAPH_OPS = {"add": "tflite_int16_add", "tflite_add": "tflite_int16_add", 
 _MAC_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 
 
-def int16_or_uint8_problem(name: str, op: dict, tensors: list, kernels: str = "reference") -> str | None:
+def int16_or_uint8_problem(name: str, op: dict, tensors: list, kernels: str = "reference",
+                           graph_inputs=None) -> str | None:
     """Why operator ``op`` is not imported for its int16 (16x8) or uint8 tensors, or None: int16 ops outside
-    :data:`INT16_OPS` or that LiteRT's Prepare refuses; a run-time uint8 input of an op other than QUANTIZE and
-    DEQUANTIZE (uint8 is imported at the model's boundaries only)."""
+    :data:`INT16_OPS` or that LiteRT's Prepare refuses; a run-time uint8 input other than a model input read by
+    QUANTIZE or DEQUANTIZE (uint8 is imported at the model's boundaries only; ``graph_inputs``: the subgraph's
+    input tensor indices, None to skip that part)."""
     for i in op["inputs"]:
-        if i >= 0 and tensors[i]["type"] == _UINT8 and tensors[i].get("raw") is None and \
-                name not in ("QUANTIZE", "DEQUANTIZE"):
+        boundary = name in ("QUANTIZE", "DEQUANTIZE") and (graph_inputs is None or i in graph_inputs)
+        if i >= 0 and tensors[i]["type"] == _UINT8 and tensors[i].get("raw") is None and not boundary:
             return (f"its input {tensors[i]['name']!r} is uint8 (legacy quantization): fxpsim imports uint8 only at "
                     f"the model's boundaries (QUANTIZE uint8 <-> int8, DEQUANTIZE)")
     types = {tensors[i]["type"] for i in list(op["inputs"]) + list(op["outputs"])
