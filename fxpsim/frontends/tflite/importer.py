@@ -43,6 +43,7 @@ from .reader import (_ACTIVATIONS, _FLOAT32, _INT8, _INT16, _INT32, _INT64, _TYP
 from .coverage import KERNEL_SETS, SUPPORTED_OPS, analyse, unsupported_error
 from .int16_ops import INT16_GRAPH_OPS
 from .layer_ops import LayerOps
+from .math_ops import MathOps
 from .quantize_ops import QuantizeOps
 from .reorder_ops import ReorderOps
 from .shape_ops import ShapeOps
@@ -83,7 +84,7 @@ def litert_datapath(kernels: str = "reference", *, int16: bool = False) -> dict:
 
 
 # ============================================================================ graph building
-class _Builder(LayerOps, ShapeOps, ReorderOps, StateOps, QuantizeOps):
+class _Builder(LayerOps, ShapeOps, ReorderOps, StateOps, MathOps, QuantizeOps):
     """Turns the parsed model into graph tensors and nodes, one TFLite operator at a time (the MAC and pooling
     operators in :mod:`fxpsim.frontends.tflite.layer_ops`, the shape-changing ones in
     :mod:`fxpsim.frontends.tflite.shape_ops`, SLICE, GATHER, TRANSPOSE and the resize operators in

@@ -34,6 +34,10 @@ op                         TFLite op, attributes
 ``tflite_batch_matmul``    BATCH_MATMUL (int8); ``adj_x``, ``adj_y`` (reference and builtin kernel sets)
 ``tflite_resize_bilinear`` RESIZE_BILINEAR; ``size``, ``align_corners``, ``half_pixel_centers`` (LiteRT's integer
                            kernel, XNNPACK's 11-bit one under ``xnnpack``)
+``tflite_maximum``,        MAXIMUM / MINIMUM on the codes; ``tflite_reduce_max`` REDUCE_MAX (``axes``,
+``tflite_minimum``         ``keep_dims``); ``tflite_squared_difference``, ``tflite_rsqrt``, ``tflite_prelu``,
+                           ``tflite_elu``, ``tflite_sum`` (``axes``, ``keep_dims``), ``tflite_log_softmax``:
+                           :mod:`.math_kernels`
 ``tflite_relu``            RELU / RELU6 / RELU_N1_TO_1 (``activation``): requantizes input -> output
                            scale, then clamps (LiteRT's ``QuantizedReluX``)
 ``tflite_conv2d``,         CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED of the ``builtin`` and
@@ -73,10 +77,17 @@ TFLITE_OPS = ("tflite_quantize", "tflite_dequantize", "tflite_requantize", "tfli
               "tflite_hard_swish", "tflite_leaky_relu", "tflite_relu", "tflite_conv2d",
               "tflite_depthwise_conv2d", "tflite_fully_connected", "tflite_strided_slice", "tflite_split",
               "tflite_gather", "tflite_resize_nearest", "tflite_resize_bilinear",
-              "tflite_batch_matmul")
+              "tflite_batch_matmul", "tflite_maximum", "tflite_minimum", "tflite_reduce_max",
+              "tflite_squared_difference", "tflite_rsqrt", "tflite_prelu", "tflite_elu", "tflite_sum",
+              "tflite_log_softmax")
 
 #: TFLite ops whose arithmetic in a kernel set fxpsim does not reproduce: kernel set -> {op: why}.
-KERNEL_LIMITS: dict[str, dict[str, str]] = {"reference": {}, "builtin": {}, "xnnpack": {
+KERNEL_LIMITS: dict[str, dict[str, str]] = {"reference": {
+    "ELU": "LiteRT's reference op resolver (BUILTIN_REF) has no ELU kernel (the model does not load there); "
+           "kernels='builtin' or 'xnnpack' import it",
+    "SUM": "LiteRT 2.3.0's reference int8 SUM (BUILTIN_REF) writes codes that do not follow its input (seen live: "
+           "-1 for most outputs) and is not reproduced; kernels='builtin' or 'xnnpack' import it"},
+    "builtin": {}, "xnnpack": {
     "BATCH_MATMUL": "XNNPACK's int8 BATCH_MATMUL differs from LiteRT's builtin arithmetic in rare elements (by one "
                     "code, seen with adj_x) and is not reproduced; kernels='reference' or 'builtin' import it"}}
 
@@ -281,3 +292,4 @@ from . import move_ops  # noqa: E402,F401  (tflite_strided_slice)
 from . import gather_ops  # noqa: E402,F401  (tflite_gather, tflite_batch_matmul)
 from . import resize_ops  # noqa: E402,F401  (tflite_resize_nearest, tflite_resize_bilinear)
 from . import int16_ops  # noqa: E402,F401  (tflite_int16_add, tflite_int16_sub, tflite_int16_mul, ...)
+from . import math_kernels  # noqa: E402,F401  (tflite_maximum, tflite_rsqrt, tflite_prelu, tflite_sum, ...)

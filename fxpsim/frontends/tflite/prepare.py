@@ -17,6 +17,13 @@ CONV_2D, DEPTHWISE,    :math:`\\mathrm{fl}_{32}(s_x s_w)/s_y < 256` (XNNPACK's d
 FULLY_CONNECTED        refuses larger scales)
 RESIZE_BILINEAR        not both ``align_corners`` and ``half_pixel_centers``              reference, builtin
                        (XNNPACK takes it, as ``align_corners``)
+REDUCE_MAX             input and output scale and zero point equal (LiteRT fails the      reference, builtin
+                       invoke; XNNPACK copies the codes whatever the output's scale)
+SQUARED_DIFFERENCE     :math:`T^2/(2^{14} s_y) < 1`, :math:`T = 2\\max(s_1, s_2)`           all (LiteRT aborts)
+                       (``QuantizeMultiplierSmallerThanOneExp``)
+RSQRT, PRELU           multiplier shifts in TFLite's :math:`[-31, 30]`                    all
+LOG_SOFTMAX            output scale 16/256 and zero point 127                             all
+LOG_SOFTMAX            :math:`s_{in} 2^{26} > 1` (as SOFTMAX; LiteRT aborts)                 reference
 =====================  ================================================================  ===========================
 
 The HARD_SWISH exponent range of LiteRT's int16 arithmetic is *not* a check of any kernel set: scales whose
@@ -83,6 +90,9 @@ def prepare_problem(op: dict, tensors: list, kernels: str) -> str | None:
                                 dtype=np.uint8 if x["type"] == 3 else np.int8)
         except (ValueError, TypeError) as exc:
             return str(exc)
+    math = _math_problem(name, op, tensors, kernels)
+    if math:
+        return math
     if name in _MAC_OPS and kernels == "xnnpack" and len(ins) > 1 and ins[1] >= 0:
         sw = _scale(tensors[ins[1]])
         if sw is not None:
@@ -90,4 +100,29 @@ def prepare_problem(op: dict, tensors: list, kernels: str) -> str | None:
             if np.any(scale >= np.float32(256)):
                 return (f"a requantization scale s_x s_w / s_y of {float(scale.max()):.4g} >= 256, which XNNPACK "
                         f"does not take; its arithmetic for this op is not reproduced")
+    return None
+
+
+def _qp(t: dict):
+    return float(t["scale"][0]), int(t["zero_point"][0])
+
+
+def _math_problem(name: str, op: dict, tensors: list, kernels: str) -> str | None:
+    """The Prepare checks of the math operators (:mod:`.math_ops`); ``None`` when the kernel set prepares it."""
+    ins, outs = op["inputs"], op["outputs"]
+    x, y = tensors[ins[0]], tensors[outs[0]]
+    if name == "REDUCE_MAX" and kernels != "xnnpack" and _qp(x) != _qp(y):
+        return (f"REDUCE_MAX with input quantization {_qp(x)} and output {_qp(y)}: LiteRT's kernels need them "
+                f"equal and fail the invoke (kernels='xnnpack' copies the codes)")
+    try:
+        if name == "SQUARED_DIFFERENCE" and len(ins) > 1 and _scale(tensors[ins[1]]) is not None:
+            K.squared_difference_params(*_qp(x), *_qp(tensors[ins[1]]), *_qp(y))
+        elif name == "RSQRT":
+            K.rsqrt_params(*_qp(x), *_qp(y))
+        elif name == "LOG_SOFTMAX":
+            K.log_softmax_params(_qp(x)[0], *_qp(y), kernels=kernels)
+        elif name == "PRELU" and len(ins) > 1 and _scale(tensors[ins[1]]) is not None:
+            K.prelu_params(*_qp(x), *_qp(tensors[ins[1]]), *_qp(y))
+    except (ValueError, TypeError) as exc:
+        return str(exc)
     return None

@@ -68,6 +68,8 @@ _OPTIONS = {
     "SOFTMAX": ("SoftmaxOptions", {"beta": "Beta"}),
     "LEAKY_RELU": ("LeakyReluOptions", {"alpha": "Alpha"}),
     "MEAN": ("ReducerOptions", {"keep_dims": "KeepDims"}),
+    "SUM": ("ReducerOptions", {"keep_dims": "KeepDims"}),
+    "REDUCE_MAX": ("ReducerOptions", {"keep_dims": "KeepDims"}),
     "RESHAPE": ("ReshapeOptions", {"new_shape": "NewShape[]"}),
     "SQUEEZE": ("SqueezeOptions", {"squeeze_dims": "SqueezeDims[]"}),
     "PACK": ("PackOptions", {"values_count": "ValuesCount", "axis": "Axis"}),
