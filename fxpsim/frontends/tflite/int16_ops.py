@@ -1,10 +1,10 @@
 """Graph ops of 16x8 TFLite models (int16 activations) where LiteRT's int16 kernel is not its int8 one with
-another code range, and what of a 16x8 or uint8-boundary model fxpsim imports (:func:`int16_or_uint8_problem`, read by the coverage
-table).
+another code range, and what of a 16x8 or uint8-boundary model fxpsim imports (:func:`int16_or_uint8_problem`,
+read by the coverage table).
 
 =========================== =====================================================================================
-op                          LiteRT's int16 kernel (every kernel set: the optimized builtin kernels and XNNPACK
-                            run the reference arithmetic for int16; checked live)
+op                          LiteRT's int16 kernel (the same in every kernel set unless the row says otherwise;
+                            XNNPACK takes no int16 op; checked live)
 =========================== =====================================================================================
 ``tflite_int16_add``        ADD, general scales: TFLite's ADD with left shift 15 (``add::Prepare``); power-of-two
                             scales with ``pot_scale_int16``: a rounding shift and a saturating sum; ``activation``,
@@ -15,7 +15,8 @@ op                          LiteRT's int16 kernel (every kernel set: the optimiz
 ``tflite_int16_logistic``   LOGISTIC: ``reference_integer_ops::Logistic`` (a 256-entry sigmoid table, interpolated)
 ``tflite_int16_tanh``       TANH: ``reference_integer_ops::Tanh`` (the same table)
 ``tflite_int16_softmax``    SOFTMAX (last axis): ``reference_ops::SoftmaxInt16`` (exp and 1/(1+x) tables); ``beta``
-``tflite_int16_mean``       MEAN: the builtin kernel's arithmetic (XNNPACK declines int16); ``axes``, ``keep_dims``
+``tflite_int16_mean``       MEAN: the kernel set's int8 kernel on int16 codes, the builtin one under ``xnnpack``;
+                            ``axes``, ``keep_dims``
 =========================== =====================================================================================
 
 The MAC ops of a 16x8 model are ``tflite_conv2d`` / ``tflite_depthwise_conv2d`` / ``tflite_fully_connected``
@@ -41,9 +42,9 @@ from .op_support import _cached, _check_io, _float_activation, _identity_float, 
 __all__ = ["INT16_OPS", "INT16_GRAPH_OPS", "int16_or_uint8_problem"]
 
 #: TFLite ops fxpsim imports with int16 activations (the rest of a 16x8 model is refused by name).
-INT16_OPS = ("ADD", "SUB", "MUL", "LOGISTIC", "TANH", "SOFTMAX", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D",
-             "MAX_POOL_2D", "MEAN", "RESHAPE", "SQUEEZE", "EXPAND_DIMS", "CONCATENATION", "PAD", "PADV2",
-             "QUANTIZE", "DEQUANTIZE")
+INT16_OPS = ("ADD", "SUB", "MUL", "LOGISTIC", "TANH", "SOFTMAX", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED",
+             "AVERAGE_POOL_2D", "MAX_POOL_2D", "MEAN", "RESHAPE", "SQUEEZE", "EXPAND_DIMS", "CONCATENATION", "PAD",
+             "PADV2", "QUANTIZE", "DEQUANTIZE")
 
 #: The importer's graph op on int8 codes -> its op on int16 codes, where LiteRT's int16 kernel differs.
 INT16_GRAPH_OPS = {"add": "tflite_int16_add", "tflite_add": "tflite_int16_add", "tflite_sub": "tflite_int16_sub",
@@ -52,6 +53,15 @@ INT16_GRAPH_OPS = {"add": "tflite_int16_add", "tflite_add": "tflite_int16_add", 
                    "tflite_tanh": "tflite_int16_tanh", "tflite_softmax": "tflite_int16_softmax"}
 
 _MAC_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
+
+
+_LAST_MODEL: list = [None, False]      # (the tensors list last asked about, its answer): one scan per model
+
+
+def _has_int16_activations(tensors: list) -> bool:
+    if _LAST_MODEL[0] is not tensors:
+        _LAST_MODEL[:] = [tensors, any(t["type"] == _INT16 and t.get("raw") is None for t in tensors)]
+    return _LAST_MODEL[1]
 
 
 def int16_or_uint8_problem(name: str, op: dict, tensors: list, kernels: str = "reference",
@@ -67,7 +77,7 @@ def int16_or_uint8_problem(name: str, op: dict, tensors: list, kernels: str = "r
                     f"the model's boundaries (QUANTIZE uint8 <-> int8, DEQUANTIZE)")
     types = {tensors[i]["type"] for i in list(op["inputs"]) + list(op["outputs"])
              if i >= 0 and tensors[i].get("raw") is None}
-    if _INT8 in types and any(t["type"] == _INT16 and t.get("raw") is None for t in tensors):
+    if _INT8 in types and _has_int16_activations(tensors):
         return ("int8 and int16 activations in one model (mixed precision): fxpsim imports one activation type "
                 "per model (int8, or int16 for 16x8)")
     if _INT16 not in types:
