@@ -48,6 +48,7 @@ from .quantize_ops import QuantizeOps
 from .reorder_ops import ReorderOps
 from .shape_ops import ShapeOps
 from .state_ops import StateOps
+from .transpose_conv_ops import TransposeConvOps
 
 __all__ = ["import_tflite", "SUPPORTED_OPS", "KERNEL_SETS", "litert_datapath"]
 
@@ -84,7 +85,7 @@ def litert_datapath(kernels: str = "reference", *, int16: bool = False) -> dict:
 
 
 # ============================================================================ graph building
-class _Builder(LayerOps, ShapeOps, ReorderOps, StateOps, MathOps, QuantizeOps):
+class _Builder(LayerOps, ShapeOps, ReorderOps, StateOps, MathOps, TransposeConvOps, QuantizeOps):
     """Turns the parsed model into graph tensors and nodes, one TFLite operator at a time (the MAC and pooling
     operators in :mod:`fxpsim.frontends.tflite.layer_ops`, the shape-changing ones in
     :mod:`fxpsim.frontends.tflite.shape_ops`, SLICE, GATHER, TRANSPOSE and the resize operators in

@@ -83,6 +83,8 @@ _OPTIONS = {
                                                                  "half_pixel_centers": "HalfPixelCenters"}),
     "BATCH_MATMUL": ("BatchMatMulOptions", {"adj_x": "AdjX", "adj_y": "AdjY",
                                             "asymmetric_quantize_inputs": "AsymmetricQuantizeInputs"}),
+    "TRANSPOSE_CONV": ("TransposeConvOptions", {"padding": "Padding", "stride_w": "StrideW", "stride_h": "StrideH",
+                                                "activation": "FusedActivationFunction"}),
     "CALL_ONCE": ("CallOnceOptions", {"init_subgraph_index": "InitSubgraphIndex"}),
     "STRIDED_SLICE": ("StridedSliceOptions", {"begin_mask": "BeginMask", "end_mask": "EndMask",
                                               "ellipsis_mask": "EllipsisMask", "new_axis_mask": "NewAxisMask",
