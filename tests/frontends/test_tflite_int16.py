@@ -491,3 +491,26 @@ def test_uint8_inside_the_model_is_refused(tmp_path):
     _refused(tmp_path, [dict(q8, name="x"), dict(q8, name="u", type=UINT8, zero_point=[131]), dict(q8, name="y")],
              [{"op": "QUANTIZE", "inputs": [0], "outputs": [1]}, {"op": "QUANTIZE", "inputs": [1], "outputs": [2]}],
              [0], [2], r"its (input|output) 'u' is uint8 \(legacy quantization\)")
+
+
+@pytest.mark.parametrize("op", ["RELU", "RELU6"])
+@pytest.mark.parametrize("scales", [(3e-4, 2e-4), (1e-4, 1e-4), (2e-4, 5e-4)])
+def test_int16_relu_on_every_code_equals_litert(tmp_path, op, scales):
+    content = build_tflite([_act16("x", [1, 65536], scales[0]), _act16("y", [1, 65536], scales[1])],
+                           [{"op": op, "inputs": [0], "outputs": [1]}], [0], [1])
+    path = tmp_path / "m.tflite"
+    path.write_bytes(content)
+    for kernels in KERNELS:
+        g = fxpsim.import_tflite(path, kernels=kernels)
+        np.testing.assert_array_equal(g.run(ALL_CODES.reshape(1, -1)), _litert_codes(content, kernels, ALL_CODES)[None])
+
+
+def test_int16_relu_n1_to_1_is_refused_as_litert_fails(tmp_path):
+    content = build_tflite([_act16("x", [1, 8], 1e-4), _act16("y", [1, 8], 1e-4)],
+                           [{"op": "RELU_N1_TO_1", "inputs": [0], "outputs": [1]}], [0], [1])
+    with pytest.raises(RuntimeError, match="got INT16"):
+        _litert_codes(content, "reference", np.zeros(8, np.int16))
+    path = tmp_path / "m.tflite"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=r"RELU_N1_TO_1 on int16 \(16x8\) tensors: LiteRT's int16 RELU_N1_TO_1"):
+        fxpsim.import_tflite(path)

@@ -20,8 +20,9 @@ op                          LiteRT's int16 kernel (the same in every kernel set 
 =========================== =====================================================================================
 
 The MAC ops of a 16x8 model are ``tflite_conv2d`` / ``tflite_depthwise_conv2d`` / ``tflite_fully_connected``
-(:mod:`.mac_ops`) on an int64 accumulator; pooling, MEAN, PAD, CONCATENATION, RESHAPE, QUANTIZE from float and
-DEQUANTIZE are the int8 graph ops, whose kernels take int16 codes.
+(:mod:`.mac_ops`) on an int64 accumulator; pooling, PAD, CONCATENATION, RESHAPE, QUANTIZE from float, DEQUANTIZE
+and RELU / RELU6 (``QuantizedReluX``) are the int8 graph ops, whose kernels take int16 codes (RELU_N1_TO_1 is not:
+LiteRT fails to invoke it on int16).
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ __all__ = ["INT16_OPS", "INT16_GRAPH_OPS", "int16_or_uint8_problem"]
 #: TFLite ops fxpsim imports with int16 activations (the rest of a 16x8 model is refused by name).
 INT16_OPS = ("ADD", "SUB", "MUL", "LOGISTIC", "TANH", "SOFTMAX", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED",
              "AVERAGE_POOL_2D", "MAX_POOL_2D", "MEAN", "RESHAPE", "SQUEEZE", "EXPAND_DIMS", "CONCATENATION", "PAD",
-             "PADV2", "QUANTIZE", "DEQUANTIZE")
+             "PADV2", "QUANTIZE", "DEQUANTIZE", "RELU", "RELU6")
 
 #: The importer's graph op on int8 codes -> its op on int16 codes, where LiteRT's int16 kernel differs.
 INT16_GRAPH_OPS = {"add": "tflite_int16_add", "tflite_add": "tflite_int16_add", "tflite_sub": "tflite_int16_sub",
