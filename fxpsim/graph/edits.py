@@ -29,10 +29,19 @@ def bump() -> None:
 
 
 def _bumping(base, name):
+    """``base.name`` that first bumps :data:`EDITS`, and tracks the values it stores."""
     method = getattr(base, name)
 
     def mutate(self, *args, **kwargs):
         EDITS[0] += 1
+        if name in ("__setitem__", "insert", "setdefault") and len(args) == 2:
+            args = (args[0], track(args[1]) if not isinstance(args[0], slice) else [track(v) for v in args[1]])
+        elif name in ("append",):
+            args = (track(args[0]),)
+        elif name in ("extend", "__iadd__"):
+            args = ([track(v) for v in args[0]],)
+        elif name in ("update", "__ior__"):
+            args, kwargs = ({k: track(v) for k, v in dict(*args, **kwargs).items()},), {}
         return method(self, *args, **kwargs)
     mutate.__name__ = name
     return mutate
@@ -44,14 +53,16 @@ _DICT_MUTATORS = ("__setitem__", "__delitem__", "__ior__", "pop", "popitem", "cl
 
 
 class TrackedList(list):
-    """A list whose every in-place change bumps :data:`EDITS` (a graph's and a node's lists)."""
+    """A list whose every in-place change bumps :data:`EDITS` (a graph's and a node's lists); what it stores is
+    tracked in turn."""
 
     def __reduce_ex__(self, protocol):       # pickles and copies as a plain list, tracked again when rebuilt
         return (TrackedList, (list(self),))
 
 
 class TrackedDict(dict):
-    """A dict whose every in-place change bumps :data:`EDITS` (``node.attrs``, ``graph.meta``, ``graph.tensors``)."""
+    """A dict whose every in-place change bumps :data:`EDITS` (``node.attrs``, ``graph.meta``, ``graph.tensors``);
+    what it stores is tracked in turn."""
 
     def __reduce_ex__(self, protocol):
         return (TrackedDict, (dict(self),))

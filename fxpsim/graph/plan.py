@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from .datapath_settings import node_datapath
-from .edits import EDITS, refresh_caches
+from .edits import EDITS, frozen, refresh_caches
 
 __all__ = ["ExecutionPlan", "compile_plan", "plan_for", "run_node_by_node", "feeds_of"]
 
@@ -52,6 +52,9 @@ class ExecutionPlan:
         self.graph, self.datapath, self.shapes = graph, datapath, tuple(tuple(s) for s in shapes)
         self.edits = EDITS[0]
         self.constants = [(k, t, t.data) for k, t in graph.tensors.items() if t.is_constant]
+        for _, _, data in self.constants:      # (a constant made writeable again: read-only from now on)
+            if data.flags.writeable:
+                frozen(data, copy=False)
         names = [k for k, _, _ in self.constants] + list(graph.inputs)
         slot = {name: i for i, name in enumerate(names)}
         shape_of = {name: s for name, s in zip(graph.inputs, self.shapes)}
