@@ -147,7 +147,7 @@ def fused(op: str, x, w, bias, *, requant, x_zp, w_zp, out_spec, fmt, overflow, 
 class FusedCall:
     """One layer's call of the fused kernel with everything but ``x`` fixed (:func:`prepare`):
     ``call(x, need_acc)`` returns what :func:`fused` returns, ``None`` included (the kernel's data-dependent
-    exactness bound, or an active :func:`fxpsim.overflow_log`)."""
+    exactness bound, an active :func:`fxpsim.overflow_log`, the kernel switched off, another input)."""
 
     def __init__(self, op, x_shape, out_shape, w_flat, b32, geometry, depthwise, args, rq, requant, bits, out_spec):
         self.op, self.x_shape, self.out_shape = op, tuple(x_shape), out_shape
@@ -157,7 +157,7 @@ class FusedCall:
         self.m_rows, self.n_out = int(np.prod(out_shape[:-1])), int(out_shape[-1])
 
     def __call__(self, x, need_acc: bool):
-        if _overflow_log_active() or x.shape != self.x_shape or x.dtype != np.int8:
+        if _k is None or _overflow_log_active() or x.shape != self.x_shape or x.dtype != np.int8:
             return None
         rq = self.rq
         acc_buf = _POOL.take((self.m_rows, self.n_out), np.int64) if (need_acc or rq is None) else None

@@ -69,13 +69,15 @@ def quantized_add(x1, x2, *, scale1: float, zp1: int, scale2: float, zp2: int, o
 
 class TableAdd:
     """An int8 add read from its table (:func:`quantized_add` with ``prepare=True``): ``call(x1, x2)`` gives
-    ``quantized_add(x1, x2, ...)`` for int8 inputs of the prepared shapes, ``None`` for any other input."""
+    ``quantized_add(x1, x2, ...)`` for int8 inputs of the prepared shapes, ``None`` for any other input (and when the
+    table kernel is switched off)."""
 
     def __init__(self, table, shape1, shape2, shape):
         self.table, self.shape1, self.shape2, self.shape = table, tuple(shape1), tuple(shape2), tuple(shape)
 
     def __call__(self, x1, x2):
-        if x1.dtype != np.int8 or x2.dtype != np.int8 or x1.shape != self.shape1 or x2.shape != self.shape2:
+        if not _fused.available() or x1.dtype != np.int8 or x2.dtype != np.int8 or x1.shape != self.shape1 \
+                or x2.shape != self.shape2:
             return None
         a8 = np.ascontiguousarray(np.broadcast_to(x1, self.shape) if x1.shape != self.shape else x1).reshape(-1)
         b8 = np.ascontiguousarray(np.broadcast_to(x2, self.shape) if x2.shape != self.shape else x2).reshape(-1)

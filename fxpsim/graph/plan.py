@@ -6,8 +6,12 @@ datapath and the input shapes alone, derived once.
 :class:`~fxpsim.HardwareConfig` included, its selectors checked once), its op, where its inputs come from, and,
 for the ops that offer one (``Op.prepare``: the MAC ops), a step with the validated constants, requantization
 constants and kernel choice fixed; ``plan.run(x)`` then calls those steps directly. The result is the node-by-node
-run's, bit for bit, traces and ``keep=True`` included: a step that cannot model a call (the fused int8 kernel's
-exactness bound is data dependent) runs the op's full path for that call.
+run's, bit for bit, traces and ``keep=True`` included. Where a feature needs it, a step falls back to the op's full
+``run`` (today's path, its arguments derived again) for that call: a MAC call the fused int8 kernel declines (its
+exactness bound is data dependent; other dtypes, K-tiling, zero-point folding, product shifts), an active
+:func:`fxpsim.overflow_log`, ``trace="peaks"`` and ``overflow_at="end"`` on MAC nodes, and every op without a
+``prepare`` (all but the MAC ops and TFLite's int8 ADD: their steps still skip the dispatch, the datapath and
+selector resolution and the constants' collection).
 
 :meth:`IntegerGraph.run` uses a plan implicitly: the graph keeps the plans of its last few
 ``(datapath, input shapes)``; a datapath that cannot be a dictionary key (not hashable, so possibly mutable)
@@ -81,11 +85,12 @@ class ExecutionPlan:
         self.edits = EDITS[0]          # (preparing may have filled caches: no edit)
 
     def valid(self) -> bool:
-        """No graph edit since compiling, and each constant still the read-only array compiled from."""
+        """No graph edit since compiling (a constant's ``data`` reassigned is one), and each constant array still
+        read-only."""
         if self.edits != EDITS[0]:
             return False
-        for _, spec, data in self.constants:
-            if spec.data is not data or data.flags.writeable:
+        for _, _, data in self.constants:
+            if data.flags.writeable:
                 return False
         return True
 
@@ -94,14 +99,14 @@ class ExecutionPlan:
         ``graph.run(x, datapath, trace=trace, keep=keep)``."""
         if trace not in (False, True, "peaks"):
             raise ValueError(f"trace must be False, True or 'peaks', got {trace!r}")
+        if not self.valid():
+            raise ValueError(f"this plan of graph {self.graph.name!r} is stale: the graph (or a constant array) "
+                             "changed since it was compiled; compile a new one (graph.compile)")
         feeds = feeds_of(self.graph, self.graph._with_state(x))
         return self.run_feeds(feeds, trace, keep)
 
     def run_feeds(self, feeds: dict, trace, keep: bool):
-        """The plan on validated feeds (one array per graph input, in order)."""
-        if not self.valid():
-            raise ValueError(f"this plan of graph {self.graph.name!r} is stale: the graph (or a constant array) "
-                             "changed since it was compiled; compile a new one (graph.compile)")
+        """The plan on validated feeds (one array per graph input, in order), once :meth:`valid` said yes."""
         arrays = list(feeds.values())
         got = tuple(a.shape for a in arrays)
         if got != self.shapes:

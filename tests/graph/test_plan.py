@@ -293,3 +293,14 @@ def test_pickled_and_copied_graphs_keep_tracking(block):
         h.meta["datapath"]["rounding"] = "half_up"
         assert edits.EDITS[0] == count + 2
         _same(h.run(x, trace=True), h.run(x, trace=True, plan=False), "edited copy")
+
+
+def test_prepared_steps_fall_back_when_the_fused_kernels_are_switched_off(block, monkeypatch):
+    from fxpsim.datapath import conv_int8
+    g, x = block
+    plan = g.compile(None, 2)
+    fast = plan.run(x, trace=True, keep=True)
+    monkeypatch.setattr(conv_int8, "_k", None)          # the general accumulate + requantize path, and no table
+    slow = plan.run(x, trace=True, keep=True)
+    _same(slow, g.run(x, trace=True, keep=True, plan=False), "kernels off")
+    _same(fast[0], slow[0], "outputs")

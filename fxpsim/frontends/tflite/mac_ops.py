@@ -10,7 +10,7 @@ import numpy as np
 from ...core.fixed import Format
 from ...datapath.integer_ops import (quantized_conv2d, quantized_depthwise_conv2d, quantized_fully_connected)
 from ...datapath.requantize import Requantizer, _srdhm, _wrap_int32, activation_range, quantize_multiplier
-from ...graph.mac_ops import refuse_unmodelled_knobs
+from ...graph.mac_ops import _bias_in_accumulator, refuse_unmodelled_knobs
 from ...graph.mac_view import core_operands, register_mac_view
 from ...graph.ops import OPS, Op, register_op
 from .op_support import _cached, _kernels, _spec
@@ -108,21 +108,14 @@ def _native_setup(graph, node, dp):
     return (quantized_conv2d if core == "conv2d" else quantized_depthwise_conv2d), common, (lo, hi), act
 
 
-def _native_bias(bias, dp):
-    """A bias wider than the accumulator saturates into it (as the core MAC ops): ``(bias, how many)``."""
-    if bias is None:
-        return None, 0
-    lo_acc, hi_acc = -(1 << (dp.accumulator_bits - 1)), (1 << (dp.accumulator_bits - 1)) - 1
-    clipped_bias = np.clip(bias, lo_acc, hi_acc)
-    return clipped_bias, int(np.count_nonzero(clipped_bias != bias))
-
-
 def _native_mac_run(graph, node, ins, dp, trace):
     shadow = _shadow(graph, node)
     if getattr(dp, "requantization", None) != "native":
         return OPS[shadow.op].run(graph, shadow, ins, dp, trace)
     kernel, common, clamp, act = _native_setup(graph, node, dp)
-    bias, bias_clipped = _native_bias(ins[2] if len(node.inputs) > 2 and node.inputs[2] else None, dp)
+    # a bias wider than the accumulator saturates into it (as the core MAC ops; no bias shift here)
+    bias, bias_clipped = _bias_in_accumulator(graph, node, ins[2] if len(node.inputs) > 2 and node.inputs[2] else None,
+                                              dp)
     res = kernel(ins[0], ins[1], bias, **common)
     return _native_outputs(graph, node, ins, dp, trace, res.acc, res.overflows, bias, bias_clipped, clamp, act)
 
@@ -138,8 +131,8 @@ def _native_mac_prepare(graph, node, dp, in_shapes):
     if in_shapes[0] is None:
         return None
     kernel, common, clamp, act = _native_setup(graph, node, dp)
-    bias, bias_clipped = _native_bias(_spec(graph, node.inputs[2]).data if len(node.inputs) > 2 and node.inputs[2]
-                                      else None, dp)
+    bias, bias_clipped = _bias_in_accumulator(graph, node, _spec(graph, node.inputs[2]).data
+                                              if len(node.inputs) > 2 and node.inputs[2] else None, dp)
     x = np.zeros(in_shapes[0], _spec(graph, node.inputs[0]).dtype)
     call = kernel(x, _spec(graph, node.inputs[1]).data, bias, prepare=True, **common)
     if call is None:
