@@ -129,7 +129,7 @@ def _run_inputs(args):
     """What a command that runs a model reads, in this order: ``--out`` checked, ``--config``, ``--model``,
     ``--data``; returns ``(config, model, x, y, x_calibration)``."""
     _check_out(args.out)
-    config = _load_config(args.config)
+    config = _load_config(args.config or "tflite-int8")
     model = _load_model(args.model)
     x, y, xc = _load_data(args, model)
     return config, model, x, y, xc
@@ -180,9 +180,25 @@ def cmd_inspect(args) -> int:
     return 0
 
 
+def _hls4ml_inputs(args):
+    """``simulate --hls4ml-config``: the model's hls4ml graph on the datapath of its ``accum_t`` types."""
+    from .hardware import hls4ml_config as h
+    if args.config is not None:
+        raise UsageError("--config and --hls4ml-config both set the datapath: give one")
+    _check_out(args.out)
+    try:
+        cfg = h.load_hls4ml_config(args.hls4ml_config)
+        model = _load_model(args.model)
+        graph = h.apply_hls4ml_config(model, cfg, None if _is_graph(model) else _load_data(args, model)[2])
+        config = h.hls4ml_hardware_config(graph)
+    except (OSError, ImportError, ValueError, TypeError) as exc:
+        raise UsageError(str(exc).splitlines()[0]) from None
+    return (config, graph) + _load_data(args, graph)[:2] + (None,)
+
+
 def cmd_simulate(args) -> int:
     from .hardware.simulation import simulate
-    config, model, x, y, xc = _run_inputs(args)
+    config, model, x, y, xc = _hls4ml_inputs(args) if args.hls4ml_config else _run_inputs(args)
     try:
         report = simulate(model, config, x, y, calibration_x=None if _is_graph(model) else xc)
     except (ValueError, TypeError) as exc:

@@ -98,7 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
                               "preset or TOML config and print the per-node report. Nothing is written "
                               "unless --out is given.")
     simulate.add_argument("--model", required=True, help=_MODEL_HELP)
-    simulate.add_argument("--config", default="tflite-int8", help="preset name or TOML file (default: tflite-int8)")
+    simulate.add_argument("--config", default=None, help="preset name or TOML file (default: tflite-int8)")
+    simulate.add_argument("--hls4ml-config", default=None, metavar="CFG", help="an hls4ml config (.json, or .yml "
+                          "with PyYAML): the model runs as hls4ml's io_parallel C simulation with these types "
+                          "(instead of --config)")
     _data_args(simulate)
     simulate.add_argument("--out", default=None, help="write report.html/json/md and plots here (default: "
                           "write nothing)")

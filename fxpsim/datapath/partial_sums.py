@@ -77,25 +77,29 @@ def _products(a, w, rows, groups_of, shift, rounding, dtype):
     return np.array(round_products(p, shift, rounding), dtype=np.int64) if shift else p   # writable
 
 
-def _peak_with_init(run: np.ndarray, init: np.ndarray) -> int:
-    """``max |run[..., o, :] + init[o]|`` without a temporary of ``run``'s size."""
+def _range_with_init(run: np.ndarray, init: np.ndarray) -> tuple[int, int]:
+    """``(min, max)`` of ``run[..., o, :] + init[o]`` without a temporary of ``run``'s size."""
     if not run.size:
-        return 0
+        return 0, 0
     axes = tuple(i for i in range(run.ndim) if i != 1)
     hi, lo = run.max(axis=axes).astype(np.int64) + init, run.min(axis=axes).astype(np.int64) + init
-    return int(max(np.abs(hi).max(), np.abs(lo).max()))
+    return int(lo.min()), int(hi.max())
 
 
-def _tree_peak(p: np.ndarray) -> tuple[np.ndarray, int]:
+def _range(v: np.ndarray) -> tuple[int, int]:
+    return (int(v.min()), int(v.max())) if v.size else (0, 0)
+
+
+def _tree_peak(p: np.ndarray) -> tuple[np.ndarray, tuple[int, int]]:
     """Root of a balanced pairwise adder tree over the last axis (neighbours paired, an odd last element
-    passed up) and the largest |node|."""
-    peak = int(np.abs(p).max()) if p.size else 0
+    passed up) and the ``(min, max)`` over its nodes."""
+    lo, hi = _range(p)
     while p.shape[-1] > 1:
         k = p.shape[-1]
         pairs = p[..., :k - k % 2].reshape(p.shape[:-1] + (k // 2, 2)).sum(axis=-1)
         p = np.concatenate([pairs, p[..., k - 1:]], axis=-1) if k % 2 else pairs
-        peak = max(peak, int(np.abs(p).max()))
-    return p[..., 0], peak
+        lo, hi = min(lo, int(p.min())), max(hi, int(p.max()))
+    return p[..., 0], (lo, hi)
 
 
 def running_sum_peak(a: np.ndarray, w: np.ndarray, init=None, *, order: str = "sequential", tile_k=None,
@@ -123,14 +127,16 @@ def running_sum_peak(a: np.ndarray, w: np.ndarray, init=None, *, order: str = "s
     -------
     dict
         ``peak``: the largest :math:`|s|` of the (wide) accumulator over the whole sequence, its start value
-        included; ``tile_peak``: the largest running sum inside a tile (``None`` without tiling); ``sums``
-        with ``keep_sums``.
+        included; ``low``, ``high``: the smallest and largest such :math:`s` (signed: the two's-complement
+        width that holds them is :math:`\\max(\\mathrm{bitlen}(high), \\mathrm{bitlen}(-low - 1)) + 1`, one bit
+        less than the width of ``peak`` when the peak is :math:`-2^{n-1}`); ``tile_peak``: the largest running
+        sum inside a tile (``None`` without tiling); ``sums`` with ``keep_sums``.
     """
     n_rows, groups, k = a.shape
     n_out = w.shape[0]
     groups_of = np.arange(n_out) // max(n_out // groups, 1)
     init = np.zeros(n_out, np.int64) if init is None else np.asarray(init, np.int64).reshape(n_out)
-    peak = int(np.abs(init).max()) if n_out else 0
+    low, high = _range(init)
     tile_peak = None
     kept = []
     tk = k if not tile_k or tile_k >= k else int(tile_k)
@@ -151,24 +157,23 @@ def running_sum_peak(a: np.ndarray, w: np.ndarray, init=None, *, order: str = "s
         else:
             run = np.cumsum(p, axis=-1, out=p)
             sums = run[..., -1].astype(np.int64)
-            inner = int(max(run.max(), -run.min())) if run.size and n_tiles > 1 else 0
+            inner = _range(run) if n_tiles > 1 else (0, 0)
+        spans = []
         if n_tiles > 1:
-            tile_peak = max(tile_peak or 0, inner)
+            tile_peak = max(tile_peak or 0, inner[1], -inner[0])
             wide = np.cumsum(sums, axis=-1) + init[None, :, None]
             final = wide[..., -1]
-            peak = max(peak, int(np.abs(wide).max()))
+            spans.append(_range(wide))
         else:
             final = sums + init[None, :]
-            if order == "tree":
-                peak = max(peak, inner, int(np.abs(final).max()))
-            else:
-                peak = max(peak, _peak_with_init(run, init))
+            spans += [inner, _range(final)] if order == "tree" else [_range_with_init(run, init)]
         if after is not None:
             final = final + np.asarray(after, np.int64)[None, :]
-            peak = max(peak, int(np.abs(final).max()))
+            spans.append(_range(final))
+        low, high = min([low] + [a for a, _ in spans]), max([high] + [b for _, b in spans])
         if keep_sums:
             kept.append(np.asarray(final, np.int64))
-    out = {"peak": peak, "tile_peak": tile_peak}
+    out = {"peak": max(high, -low), "low": low, "high": high, "tile_peak": tile_peak}
     if keep_sums:
         out["sums"] = np.concatenate(kept) if kept else np.zeros((0, n_out), np.int64)
     return out

@@ -225,6 +225,7 @@ def _mac_outputs(graph, node, ins, dp, trace, res, biases, knobs, at_end):
                     "bias_clipped": bias_clipped,
                     "bias_clipped_at_conversion": int(graph.meta.get("bias_clipped", {}).get(node.name, 0)),
                     "partial_peak": peaks["peak"],
+                    "partial_range": None if peaks["peak"] is None else (peaks["low"], peaks["high"]),
                     "adds": int(out.size) * (k + tiles + (has_bias and dp.bias_add == "after"))}
             if tiles:
                 info.update(tile_overflows=int(res.tile_overflows), tile_peak=peaks["tile_peak"], tiles=tiles)

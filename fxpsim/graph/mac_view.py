@@ -72,12 +72,13 @@ def core_operands(graph, node, ins) -> MacOperands:
 
 
 def mac_sums(ops: MacOperands, *, preload: bool = True, order: str = "sequential",
-             zero_point: str = "subtract") -> tuple[np.ndarray, int]:
+             zero_point: str = "subtract", with_range: bool = False) -> tuple:
     """``(s, peak)``: the exact accumulator values (the layer's output shape, int64) and the largest exact
     :math:`|\\text{partial sum}|` of the MAC sequence, with the bias preloaded (the accumulator starts at
     :math:`b`) or added after the sum (one more partial sum), summed in ``order`` ("sequential" or "tree").
     ``zero_point="fold"``: the multipliers see raw codes :math:`x` (padded taps :math:`z_x`) and the bias is
-    :math:`b' = b - z_x \\sum_k w_k` (unsaturated): the same final values, other partial sums."""
+    :math:`b' = b - z_x \\sum_k w_k` (unsaturated): the same final values, other partial sums.
+    ``with_range``: ``(s, peak, (low, high))``, the smallest and largest exact partial sums as well."""
     a, w2, out_shape = mac_rows(ops.op, ops.x, ops.w, **ops.geometry)
     bias = ops.bias
     if zero_point == "fold" and ops.x_zero_point:
@@ -86,4 +87,6 @@ def mac_sums(ops: MacOperands, *, preload: bool = True, order: str = "sequential
         bias = folded if bias is None else np.asarray(bias, np.int64) + folded
     r = running_sum_peak(a, w2, bias if preload else None, order=order,
                          after=None if preload else bias, keep_sums=True)
+    if with_range:
+        return r["sums"].reshape(out_shape), r["peak"], (r["low"], r["high"])
     return r["sums"].reshape(out_shape), r["peak"]

@@ -266,6 +266,10 @@ def check_datapath_arg(datapath) -> None:
     if isinstance(datapath, str):
         raise TypeError(f"datapath must be a Datapath or a HardwareConfig, got the string {datapath!r}: pass "
                         f"fxpsim.preset({datapath!r}) (the graph layer does not read preset files)")
+    if getattr(datapath, "accumulator_preset", None) is not None:
+        raise TypeError(f"datapath {getattr(datapath, 'name', '')!r} is a float datapath (accumulator.preset = "
+                        f"{datapath.accumulator_preset!r}); an IntegerGraph runs integer datapaths: run an fxpsim.nn "
+                        "model on it with fxpsim.simulate(model, config, x) or fxpsim.graph.float_run.run_float_graph")
     missing = [f for f in ("accumulator_bits", "accumulator_overflow", "requantization") if not hasattr(datapath, f)]
     if missing:
         raise TypeError(f"datapath must be a Datapath or a HardwareConfig, got {type(datapath).__name__} "

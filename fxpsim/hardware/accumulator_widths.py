@@ -40,6 +40,13 @@ class AccumulatorWidth:
     weights_range: tuple
 
 
+def _observed_bits(peaks: dict) -> int:
+    """Signed width holding every exact running sum of :func:`running_sum_peak`'s result (its signed range:
+    a sum of exactly :math:`-2^{n-1}` fits ``n`` bits)."""
+    from .simulation import _signed_bits
+    return _signed_bits(peaks["low"], peaks["high"])
+
+
 def finn_width(acc_min: int, acc_max: int) -> int:
     """FINN's accumulator width of the range ``[acc_min, acc_max]``, exactly."""
     acc_min, acc_max = int(acc_min), int(acc_max)
@@ -78,7 +85,7 @@ def _observed(graph, node, kept) -> int:
     w = np.asarray(graph.tensors[node.inputs[1]].data).astype(np.int64)
     if node.op == "qonnx_matmul":
         a, wr, _ = mac_rows("fully_connected", x, w.T)
-        return int(running_sum_peak(a, wr)["peak"]).bit_length() + 1
+        return _observed_bits(running_sum_peak(a, wr))
     a_ = node.attrs
     p = a_["pads"]
     if int(a_["group"]) != 1:
@@ -86,7 +93,7 @@ def _observed(graph, node, kept) -> int:
     a, wr, _ = mac_rows("conv2d", np.ascontiguousarray(np.transpose(x, (0, 2, 3, 1))),
                         np.ascontiguousarray(np.transpose(w, (0, 2, 3, 1))), stride=tuple(a_["strides"]),
                         dilation=tuple(a_["dilations"]), pads=((p[0], p[2]), (p[1], p[3])))
-    return int(running_sum_peak(a, wr)["peak"]).bit_length() + 1
+    return _observed_bits(running_sum_peak(a, wr))
 
 
 def _view(graph, node, kept):
@@ -121,7 +128,7 @@ def _view_width(graph, node, ops, observed: bool) -> AccumulatorWidth:
     w = w2.T                                               # [K, outputs], the matvec layout
     lo1, hi1 = matvec_range(np.full(w.shape, w_lo, np.int64), x_lo, x_hi)
     lo2, hi2 = matvec_range(np.full(w.shape, w_hi, np.int64), x_lo, x_hi)
-    obs = int(running_sum_peak(a, w2)["peak"]).bit_length() + 1 if observed else None
+    obs = _observed_bits(running_sum_peak(a, w2)) if observed else None
     return AccumulatorWidth(node.name, node.op, int(w.shape[0]), finn_width(min(lo1, lo2), max(hi1, hi2)),
                             finn_width(*matvec_range(w, x_lo, x_hi)), _finn_float32(w, x_lo, x_hi), obs,
                             matvec_range(w, x_lo, x_hi))

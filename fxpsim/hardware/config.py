@@ -26,6 +26,7 @@ This module holds the dataclass; the TOML schema and the checks every config run
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import os
 from dataclasses import dataclass
@@ -161,6 +162,10 @@ class HardwareConfig:
     activation_clamp : bool
         Fuse ReLU/ReLU6 into the requantized output clamp (TFLite does); otherwise they run as separate
         integer max/min ops on the codes (same result, kept for completeness of the model).
+    accumulator_preset, accumulator_fraction_bits, accumulator_promote_every : optional
+        A float / block-scaled datapath (TOML ``accumulator.preset`` = a :class:`fxpsim.FloatAccumulator` preset,
+        ``fraction_bits``, ``promote_every``; with float ``weights.format``/``activations.format``, e.g. ``"e4m3"``,
+        ``"mxfp4"``): :mod:`fxpsim.hardware.float_config` states the rules, :mod:`fxpsim.graph.float_mac` the math.
     layers : mapping of selector -> mapping of field -> value
         Per-node overrides of any other field (TOML: ``[layers."0:conv2d"] accumulator_bits = 20``). A
         selector is a node name (``"0:conv2d"``), a run-order index (``"#3"``) or an op type
@@ -201,6 +206,9 @@ class HardwareConfig:
     requantization_rounding: Rounding | None = None
     multiplier_bits: int = 31
     activation_clamp: bool = True
+    accumulator_preset: str | None = None
+    accumulator_fraction_bits: int | None = None
+    accumulator_promote_every: int | None = None
     layers: Any = ()
 
     def __post_init__(self) -> None:
@@ -414,17 +422,15 @@ class HardwareConfig:
     def to_dict(self) -> dict[str, Any]:
         """TOML-shaped plain dict (strings, ints, bools); ``from_dict(c.to_dict()) == c``."""
         out: dict[str, Any] = {"name": self.name, "description": self.description}
+        omitted = importlib.import_module("fxpsim.hardware.float_config").omitted_fields(self)
         for sec, keys in _TOML_KEYS.items():
             out[sec] = {}
             for key, fld in keys.items():
                 value = getattr(self, fld)
-                if value is None or (fld in _OMITTED_AT_DEFAULT and value == _OMITTED_AT_DEFAULT[fld]):
+                if value is None or fld in omitted or \
+                        (fld in _OMITTED_AT_DEFAULT and value == _OMITTED_AT_DEFAULT[fld]):
                     continue
-                if isinstance(value, Format):
-                    value = str(value)
-                elif isinstance(value, (Rounding, Overflow)):
-                    value = value.value
-                out[sec][key] = value
+                out[sec][key] = _plain_value(value)
         for prefix, sec in (("weight", "weights"), ("activation", "activations")):
             if getattr(self, f"{prefix}_format") is not None:  # bits/signed follow from the format
                 out[sec].pop("bits", None)
@@ -451,6 +457,8 @@ class HardwareConfig:
 
     def summary(self) -> str:
         """One line: ``W8(per-channel) A8 B32 ACC32 wrap/sequential tflite-double half_away``."""
+        if self.accumulator_preset is not None:
+            return importlib.import_module("fxpsim.hardware.float_config").float_summary(self)
         w = str(self.weight_format) if self.weight_format else \
             f"{'' if self.weight_signed else 'u'}int{self.weight_bits}"
         a = str(self.activation_format) if self.activation_format else \

@@ -15,7 +15,9 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
+from ..core.block_format import BlockFormat
 from ..core.fixed import Format, Overflow, Rounding
+from ..core.float_format import FloatFormat
 from .overrides import LayerOverrides
 
 REQUANTIZATION_SCHEMES = ("tflite-double", "tflite-single", "shift", "float")
@@ -41,7 +43,8 @@ _TOML_KEYS: dict[str, dict[str, str]] = {
     "accumulator": {"bits": "accumulator_bits", "overflow": "accumulator_overflow",
                     "order": "accumulator_order", "overflow_at": "overflow_at", "zero_point": "zero_point",
                     "tile_k": "tile_k", "tile_bits": "tile_accumulator_bits", "frac_bits": "accumulator_frac_bits",
-                    "product_rounding": "product_rounding"},
+                    "product_rounding": "product_rounding", "preset": "accumulator_preset",
+                    "fraction_bits": "accumulator_fraction_bits", "promote_every": "accumulator_promote_every"},
     "requantization": {"scheme": "requantization", "dense_scheme": "dense_requantization", "rounding": "rounding",
                        "output_rounding": "requantization_rounding", "multiplier_bits": "multiplier_bits",
                        "activation_clamp": "activation_clamp"},
@@ -72,9 +75,13 @@ def check_config(config) -> None:
     for name in ("name", "description"):
         if not isinstance(getattr(config, name), str):
             raise ConfigError(f"{name}: must be a string, got {getattr(config, name)!r}")
+    from .float_config import check_float_datapath, parse_float_format
     for prefix in ("weight", "activation"):
         fmt = getattr(config, f"{prefix}_format")
-        if fmt is not None:
+        number_format = parse_float_format(fmt, _dotted(f"{prefix}_format"))
+        if number_format is not None:      # a float or block format: a float datapath (float_config)
+            set_(f"{prefix}_format", number_format)
+        elif fmt is not None:
             fmt = _parse_format(fmt, f"{prefix}_format")
             if not 2 <= fmt.word <= 16:
                 raise ConfigError(f"{_dotted(prefix + '_format')}: word length must be 2..16, "
@@ -82,10 +89,10 @@ def check_config(config) -> None:
             set_(f"{prefix}_format", fmt)
             set_(f"{prefix}_bits", fmt.word)
             set_(f"{prefix}_signed", fmt.signed)
-    if config.weight_format is not None:  # a fixed format: one power-of-two scale, full code range
+    if isinstance(config.weight_format, Format):  # a fixed format: one power-of-two scale, full code range
         set_("weight_scales", "per-tensor")
         set_("weight_narrow_range", False)
-    if config.activation_format is not None:
+    if isinstance(config.activation_format, Format):
         set_("activation_symmetric", True)
     for name, lo, hi in (("tile_k", 1, 1 << 24), ("tile_accumulator_bits", 2, 64),
                          ("accumulator_frac_bits", -64, 64)):
@@ -138,6 +145,7 @@ def check_config(config) -> None:
                                               (config.requantization, config.dense_requantization or "")):
         raise ConfigError(f"requantization.multiplier_bits = {config.multiplier_bits}: only the tflite-* "
                           f"schemes have a multiplier; scheme is {config.requantization!r}")
+    check_float_datapath(config)
     if config.layers:  # validate every override against this base; keep the normalised values
         items = []
         for sel, ov in config.layers.items():
@@ -214,6 +222,8 @@ def _describe(name: str, changed) -> str:
 def _plain_value(v: Any) -> Any:
     if isinstance(v, Format):
         return str(v)
+    if isinstance(v, (FloatFormat, BlockFormat)):
+        return v.name or str(v)
     if isinstance(v, (Rounding, Overflow)):
         return v.value
     return v
@@ -240,7 +250,9 @@ def _parse_format(value: Any, field_name: str) -> Format:
         try:
             return Format.parse(value)
         except (ValueError, TypeError) as exc:
+            from .float_config import known_format_names
             raise ConfigError(f"{_dotted(field_name)}: cannot parse format {value!r} ({exc}); allowed: "
                               "'sfix16_En8', 'ufix8_En0', 'ap_fixed<16,8>', 'Q7.8', 'UQ8.8' or "
-                              "{word = 16, frac = 8, signed = true}") from None
+                              "{word = 16, frac = 8, signed = true}; or a float/block format: "
+                              f"{known_format_names()}") from None
     raise ConfigError(f"{_dotted(field_name)}: expected a format string or table, got {value!r}")

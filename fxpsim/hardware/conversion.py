@@ -136,6 +136,9 @@ def convert(model, config, calibration_x=None) -> IntegerGraph:
     that matches no node raises :class:`ConfigError`.
     """
     config = load_config(config)
+    if config.accumulator_preset is not None:
+        raise ConfigError(f"convert: {config.name!r} is a float datapath ({config.summary()}); an integer graph "
+                          "holds integer codes: run the model with fxpsim.simulate(model, config, x)")
     _check_tflite_width(config)
     if isinstance(model, FloatGraph):
         fgraph = model

@@ -92,14 +92,15 @@ def run_collect(graph: IntegerGraph, x, datapath, batch_size: int = 4096, exact:
 
     ``values``: tensor name -> codes over the whole batch; ``traces``: node name -> summed ``overflows``,
     ``adds``, ``clipped``, the largest ``bias_clipped`` (biases saturated into the accumulator) and
-    ``partial_peak`` (largest exact |running sum|); ``exact_acc``: MAC node name -> infinite-precision
+    ``partial_peak`` (largest exact |running sum|) and ``partial_range`` (its smallest and largest value, signed;
+    None where the node's trace has no partial sums); ``exact_acc``: MAC node name -> infinite-precision
     accumulator values (with ``exact``).
     """
     feeds = graph._feeds(x)
     n = len(next(iter(feeds.values())))
     parts: dict = {}
     traces: dict = {nd.name: {"overflows": 0, "adds": 0, "clipped": 0, "bias_clipped": 0, "partial_peak": None,
-                              "has_acc": False} for nd in graph.nodes}
+                              "partial_range": None, "has_acc": False} for nd in graph.nodes}
     accs: dict = {}
     for start in range(0, n, batch_size):
         chunk = [f[start:start + batch_size] for f in feeds.values()]
@@ -114,6 +115,7 @@ def run_collect(graph: IntegerGraph, x, datapath, batch_size: int = 4096, exact:
             if info.get("partial_peak") is not None:     # the largest |running sum| of the MAC sequence
                 peak = traces[nd.name]["partial_peak"]
                 traces[nd.name]["partial_peak"] = max(int(info["partial_peak"]), peak or 0)
+                _merge_range(traces[nd.name], info.get("partial_range"))
             traces[nd.name]["has_acc"] |= info.get("acc") is not None
             if exact and nd.op in _MAC_OPS:
                 ins = [values[t] if t in values else graph.tensors[t].data for t in nd.inputs if t]
@@ -125,14 +127,33 @@ def run_collect(graph: IntegerGraph, x, datapath, batch_size: int = 4096, exact:
                 ops = mac_operands(graph, nd, ins)
                 if ops is not None:
                     dp = _node_datapath(datapath, nd, graph)
-                    sums, peak = mac_sums(ops, preload=getattr(dp, "bias_add", "preload") == "preload",
-                                          order=getattr(dp, "accumulator_order", "sequential"),
-                                          zero_point=getattr(dp, "zero_point", "subtract"))
+                    sums, peak, span = mac_sums(ops, preload=getattr(dp, "bias_add", "preload") == "preload",
+                                                order=getattr(dp, "accumulator_order", "sequential"),
+                                                zero_point=getattr(dp, "zero_point", "subtract"), with_range=True)
                     accs.setdefault(nd.name, []).append(sums)
                     if info.get("partial_peak") is None:
                         traces[nd.name]["partial_peak"] = max(peak, traces[nd.name]["partial_peak"] or 0)
+                        _merge_range(traces[nd.name], span)
     values = {k: np.concatenate(v) for k, v in parts.items()}
     return values, traces, {k: np.concatenate(v) for k, v in accs.items()}
+
+
+def _merge_range(trace: dict, span) -> None:
+    """Widen ``trace["partial_range"]`` to hold ``span`` (a ``(low, high)`` of exact partial sums, or None)."""
+    if span is None:
+        return
+    old = trace["partial_range"]
+    trace["partial_range"] = tuple(int(v) for v in span) if old is None else \
+        (min(old[0], int(span[0])), max(old[1], int(span[1])))
+
+
+def _bits_needed(trace: dict, peak: int) -> int:
+    """Signed width holding every exact partial sum: from their signed range when the trace has it (a sum of
+    exactly :math:`-2^{n-1}` fits ``n`` bits), else from the largest magnitude."""
+    span = trace.get("partial_range")
+    if span is not None:
+        return _signed_bits(*span)
+    return _signed_bits(-peak, peak) if peak else 1
 
 
 def _node_datapath(datapath, node, graph):
@@ -177,6 +198,9 @@ def simulate(model, config="tflite-int8", x=None, y=None, *, calibration_x=None,
     """
     t0 = time.perf_counter()
     config = load_config(config)
+    if config.accumulator_preset is not None:      # a float datapath: fxpsim.hardware.float_datapath
+        from .float_datapath import simulate_float
+        return simulate_float(model, config, x, y, calibration_x=calibration_x, title=title)
     histogram_bins = _check_positive(histogram_bins, "histogram_bins")
     batch_size = _check_positive(batch_size, "batch_size")
     notes = []
@@ -243,9 +267,9 @@ def simulate(model, config="tflite-int8", x=None, y=None, *, calibration_x=None,
             rec.accumulator_bits = bits
             rec.acc_peak = peak
             rec.acc_limit = 1 << (bits - 1)
-            rec.acc_bits_needed_cumulative = _signed_bits(-peak, peak) if peak else 1
+            rec.acc_bits_needed_cumulative = _bits_needed(tr, peak)
             epeak = exact_traces[node.name]["partial_peak"] or 0     # the exact datapath, fed exact inputs
-            rec.acc_bits_needed = _signed_bits(-epeak, epeak) if epeak else 1
+            rec.acc_bits_needed = _bits_needed(exact_traces[node.name], epeak)
             rec.headroom_bits = bits - rec.acc_bits_needed
             iso_out, iso_tr = _isolated_on_exact_inputs(graph, node, exact_values, config)
             rec.overflow_count_isolated = int(iso_tr["overflows"])

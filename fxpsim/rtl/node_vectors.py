@@ -1,7 +1,8 @@
 """The golden files of one node (:func:`fxpsim.rtl.export_vectors`): a MAC node's input, weights, bias as
 added, requantization parameters, accumulator, optional MAC traces and the inputs of
 ``examples/rtl/tb_dense.v``, with its manifest ``mac`` entry; any other node's inputs, accumulator and
-outputs. The file formats and their semantics are in :mod:`fxpsim.rtl.vectors`.
+outputs. An importer's MAC node's traces go through its MAC view (:func:`_export_view_trace`). The file formats and
+their semantics are in :mod:`fxpsim.rtl.vectors`.
 """
 from __future__ import annotations
 
@@ -183,6 +184,41 @@ def _export_trace(node, mac, x, wd, bias, acc, req, w: _Writer, entry):
     entry["mac_trace"] = {"outputs": [int(i) for i in outs], "coords": coords.tolist(), "steps": labels,
                           "truncated": truncated, "limit": limit,
                           "products": _tap_labels(mac, wd.shape)}
+
+
+def _export_view_trace(graph, node, dp, values, info, w: _Writer, entry, trace_req):
+    """MAC traces of an importer's MAC node through its MAC view (:mod:`fxpsim.graph.mac_view`): the view's
+    offset operands in the core op's layout (so ``x_zp = w_zp = 0`` in the products' model), its bias
+    saturated into the accumulator as the datapath adds it, checked to end at the node's accumulator."""
+    from ..graph.mac_view import mac_operands
+    where = f"mac_trace: node {node.name!r} ({node.op})"
+    knobs = [k for k, v, default in (("zero_point", getattr(dp, "zero_point", "subtract"), "subtract"),
+                                     ("tile_k", getattr(dp, "tile_k", None), None),
+                                     ("u8s8_pairs", node.attrs.get("u8s8_pairs", "exact"), "exact"))
+             if v != default]
+    if knobs:
+        raise ValueError(f"{where}: the per-add trace does not model {', '.join(knobs)} on an importer's MAC op")
+    acc = None if not info else info.get("acc")
+    if acc is None:
+        raise ValueError(f"{where}: the node ran no integer accumulator on this datapath (nothing to trace)")
+    ins = [values[t] for t in node.inputs if t]
+    ops = mac_operands(graph, node, ins)
+    if ops is None:
+        raise ValueError(f"{where}: this node has no MAC view in a core op's layout (e.g. a grouped convolution)")
+    acc = np.asarray(acc, dtype=np.int64)
+    x = ops.x
+    if ops.op == "fully_connected":                   # [..., K] rows: one output row per leading index
+        x, acc = x.reshape(-1, x.shape[-1]), acc.reshape(-1, acc.shape[-1])
+    mac = {"op": ops.op, "x_zp": 0, "w_zp": 0, "acc_bits": int(dp.accumulator_bits),
+           "overflow": _name(dp.accumulator_overflow), "order": dp.accumulator_order, "overflow_at": dp.overflow_at,
+           "bias_add": "preload" if dp.bias_add == "preload" else "after", "has_bias": ops.bias is not None}
+    mac.update({k: ([list(p) for p in v] if k == "pads" else list(v)) for k, v in ops.geometry.items()})
+    bias = None if ops.bias is None else np.asarray(ops.bias, np.int64)
+    if bias is not None and dp.overflow_at != "end":      # the bias register is no wider than the accumulator
+        A = mac["acc_bits"]
+        bias = np.clip(bias, -(1 << (A - 1)), (1 << (A - 1)) - 1)
+    entry["mac_view"] = mac
+    _export_trace(node, mac, x, ops.w, bias, acc, trace_req, w, entry)
 
 
 def _export_tb_dense(node, mac, rq, x, wd, bias, xs, ws, ys, w: _Writer, entry):

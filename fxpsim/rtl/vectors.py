@@ -58,8 +58,10 @@ from typing import Mapping
 import numpy as np
 
 from ..graph.ir import node_datapath
+from ..graph.mac_view import MAC_VIEWS
+from ..graph.registry import find_op
 from .mac_model import fit_value, mac_products, mac_run, mac_sequence  # noqa: F401
-from .node_vectors import _export_mac_node, _export_plain_node
+from .node_vectors import _export_mac_node, _export_plain_node, _export_view_trace
 from .svh import _write_svh
 from .vector_files import _Writer, _name, _safe, _sv_id
 
@@ -86,6 +88,12 @@ def _datapath_json(dp) -> dict:
     return {k: _name(v) for k, v in dataclasses.asdict(dp).items()}
 
 
+def _has_mac_view(node) -> bool:
+    """An importer's MAC op (LiteRT kernel-set ops, ONNX QLinearConv ...) that registers a MAC view."""
+    find_op(node.op)                            # loads the op's frontend, which registers its view
+    return node.op in MAC_VIEWS
+
+
 def _parse_trace_requests(graph, mac_trace) -> dict:
     """``{node name: (outputs or None, limit)}`` from the ``mac_trace`` argument."""
     if mac_trace is None:
@@ -103,9 +111,10 @@ def _parse_trace_requests(graph, mac_trace) -> dict:
             node = graph.node(r["node"])
         except KeyError as exc:
             raise ValueError(f"mac_trace: {exc.args[0]}") from None
-        if node.op not in _MAC_OPS:
+        if node.op not in _MAC_OPS and not _has_mac_view(node):
             raise ValueError(f"mac_trace: node {node.name!r} is a {node.op} node; traces are for MAC nodes "
-                             f"({', '.join(_MAC_OPS)})")
+                             f"({', '.join(_MAC_OPS)}, or an importer's MAC op with a MAC view: "
+                             f"{', '.join(sorted(MAC_VIEWS)) or 'none loaded'})")
         limit = r.get("limit", DEFAULT_TRACE_LIMIT)
         if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1:
             raise ValueError(f"mac_trace: limit must be a positive int, got {limit!r}")
@@ -143,7 +152,11 @@ def export_vectors(graph, directory, x, datapath=None, *, formats=("hex", "npy")
         write the running accumulator after every add of those outputs (``mac_trace``, ``[T][S]``) and
         their products (``mac_products``, ``[T][K]``).  ``limit`` caps the number of traced outputs
         (default 64); without ``outputs``, the first ``limit`` outputs are traced.  Every trace is computed
-        by a scalar loop (:func:`mac_sequence`) and checked to end at the graph's accumulator.
+        by a scalar loop (:func:`mac_sequence`) and checked to end at the graph's accumulator.  An
+        importer's MAC node (``tflite_conv2d``, ``qlinear_conv``, ... : an op with a MAC view,
+        :mod:`fxpsim.graph.mac_view`) is traced through its view: the products of its offset operands
+        :math:`(x - z_x)(w - z_w)` in the core op's order, the view's bias (its manifest entry's
+        ``mac_view`` says the op, the order and the geometry).
 
     Returns
     -------
@@ -181,6 +194,8 @@ def export_vectors(graph, directory, x, datapath=None, *, formats=("hex", "npy")
             _export_mac_node(graph, node, dp, values, traces[node.name], w, entry, trace_reqs.get(node.name))
         else:
             _export_plain_node(graph, node, dp, values, traces.get(node.name), w, entry)
+            if node.name in trace_reqs:         # an importer's MAC op: the trace through its MAC view
+                _export_view_trace(graph, node, dp, values, traces.get(node.name), w, entry, trace_reqs[node.name])
         nodes_json.append(entry)
     manifest = {"format": VECTORS_FORMAT, "version": VECTORS_VERSION, "graph": graph.name, "batch": batch,
                 "formats": list(formats), "datapath": _datapath_json(dp_all),

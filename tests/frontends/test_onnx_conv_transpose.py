@@ -97,11 +97,13 @@ def _float_model(rng, case):
     return _graph_model(nodes, inits, 3)
 
 
-@pytest.mark.parametrize("act", ["QUInt8", "QInt8"])
-def test_quantize_static_conv_transpose_matches_onnxruntime(tmp_path, act):
+@pytest.mark.parametrize("act,per_channel", [("QUInt8", False), ("QInt8", False), ("QUInt8", True), ("QInt8", True)])
+def test_quantize_static_conv_transpose_matches_onnxruntime(tmp_path, act, per_channel):
     q = pytest.importorskip("onnxruntime.quantization", reason="onnxruntime.quantization not installed")
-    rng = np.random.default_rng(len(act))
+    rng = np.random.default_rng(len(act) + per_channel)
     for i, case in enumerate(CASES):
+        if per_channel and case[6] > 1:
+            continue        # quantize_static 1.32 itself fails on a grouped per-channel ConvTranspose with a bias
         onnx.save(_float_model(rng, case), str(tmp_path / "f.onnx"))
 
         class Reader(q.CalibrationDataReader):
@@ -113,15 +115,18 @@ def test_quantize_static_conv_transpose_matches_onnxruntime(tmp_path, act):
 
         out = tmp_path / f"q{i}.onnx"
         q.quantize_static(str(tmp_path / "f.onnx"), str(out), Reader(), quant_format=q.QuantFormat.QDQ,
-                          activation_type=getattr(q.QuantType, act), weight_type=q.QuantType.QInt8)
+                          activation_type=getattr(q.QuantType, act), weight_type=q.QuantType.QInt8,
+                          per_channel=per_channel)
         x = (rng.standard_normal((8, 3, 5, 6)) * 2).astype(F32)
         x[0] = 1e4
         want = ort_session(out).run(None, {"x": x})[0]
-        g = import_onnx(out)
+        g = import_onnx(out, cpu="host")   # the Conv before it is a uint8 x int8 QLinearConv
         got = g.run(x)
         assert got.shape == want.shape and got.dtype == want.dtype
         assert np.array_equal(got, want), f"case {i} {act}: {np.count_nonzero(got != want)} of {want.size} differ"
-        assert any(n.op == "onnx_conv_transpose" for n in g.nodes)
+        ct = [n for n in g.nodes if n.op == "onnx_conv_transpose"]
+        assert len(ct) == 1
+        assert g.tensors[ct[0].inputs[1]].per_channel == per_channel
 
 
 def test_unreproduced_conv_transposes_are_refused(tmp_path):
@@ -129,7 +134,6 @@ def test_unreproduced_conv_transposes_are_refused(tmp_path):
     rng = np.random.default_rng(7)
     for name, case, per_channel, fmt, match in (
             ("wide", (130, 4, (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), 1, True, (0, 0)), False, "QDQ", "one K slice"),
-            ("perchannel", CASES[0], True, "QDQ", "per-channel"),
             ("qop", CASES[0], False, "QOperator", "not a DequantizeLinear")):
         m = _float_model(rng, case)
         onnx.save(m, str(tmp_path / "f.onnx"))

@@ -47,8 +47,8 @@ def _chain(ops_and_names):
     return nodes, inits
 
 
-UNSUPPORTED_CHAIN = [("Erf", "erf_a", (), ""), ("Relu", "relu", (), ""), ("Erf", "erf_b", (), ""),
-                     ("Tanh", "tanh_1", (), ""), ("Erf", "", (), ""), ("Gelu", "gelu_ms", (), "com.microsoft")]
+UNSUPPORTED_CHAIN = [("Sin", "sin_a", (), ""), ("Relu", "relu", (), ""), ("Sin", "sin_b", (), ""),
+                     ("Tanh", "tanh_1", (), ""), ("Sin", "", (), ""), ("Gelu", "gelu_ms", (), "com.microsoft")]
 
 
 def test_coverage_table_counts_every_op_and_names_its_nodes(tmp_path):
@@ -56,19 +56,19 @@ def test_coverage_table_counts_every_op_and_names_its_nodes(tmp_path):
     path = _save(tmp_path, nodes, inits, ms=True)
     cov = onnx_coverage(path)
     rows = {r.op: r for r in cov.rows}
-    # hand table: 7 Q and 7 DQ, Erf x3 (the unnamed one gets op_index as its name), one each of the rest
-    assert [r.op for r in cov.rows] == ["QuantizeLinear", "DequantizeLinear", "Erf", "Relu", "Tanh",
+    # hand table: 7 Q and 7 DQ, Sin x3 (the unnamed one gets op_index as its name), one each of the rest
+    assert [r.op for r in cov.rows] == ["QuantizeLinear", "DequantizeLinear", "Sin", "Relu", "Tanh",
                                         "com.microsoft:Gelu"]
     assert rows["QuantizeLinear"].count == 7 and rows["DequantizeLinear"].count == 7
-    assert rows["Erf"].count == 3 and rows["Erf"].nodes == ("erf_a", "erf_b", "Erf_14")
+    assert rows["Sin"].count == 3 and rows["Sin"].nodes == ("sin_a", "sin_b", "Sin_14")
     assert rows["Tanh"].nodes == ("tanh_1",) and rows["com.microsoft:Gelu"].nodes == ("gelu_ms",)
-    assert {r.op for r in cov.unsupported} == {"Erf", "Tanh", "com.microsoft:Gelu"}
+    assert {r.op for r in cov.unsupported} == {"Sin", "Tanh", "com.microsoft:Gelu"}
     assert rows["Relu"].supported and rows["QuantizeLinear"].supported
     assert cov.node_count == 20 and cov.quantized and not cov.importable and cov.import_error is None
     d = json.loads(json.dumps(cov.as_dict()))
     assert d["unsupported_nodes"] == 5 and d["nodes"] == 20 and d["importable"] is False
     text = cov.to_text()
-    assert "3 unsupported (5 nodes)" in text and "'erf_b'" in text and "NO" in text
+    assert "3 unsupported (5 nodes)" in text and "'sin_b'" in text and "NO" in text
 
 
 def test_import_raises_one_error_listing_every_unsupported_op(tmp_path):
@@ -79,17 +79,17 @@ def test_import_raises_one_error_listing_every_unsupported_op(tmp_path):
     msg = str(err.value)
     assert msg.startswith(str(path))
     assert "3 unsupported ONNX ops in 5 of 20 nodes" in msg
-    assert "Erf x3 ('erf_a', 'erf_b', 'Erf_14')" in msg
+    assert "Sin x3 ('sin_a', 'sin_b', 'Sin_14')" in msg
     assert "Tanh x1 ('tanh_1')" in msg and "com.microsoft:Gelu x1 ('gelu_ms')" in msg
     assert "Relu x" not in msg and "QLinearConv" in msg        # supported ops are listed as such, not as missing
 
 
 def test_long_node_lists_are_shortened(tmp_path):
-    nodes, inits = _chain([("Erf", f"e{i}", (), "") for i in range(11)])
+    nodes, inits = _chain([("Sin", f"e{i}", (), "") for i in range(11)])
     cov = onnx_coverage(_save(tmp_path, nodes, inits))
     (row,) = cov.unsupported
     assert row.count == 11 and len(row.nodes) == 11
-    with pytest.raises(ValueError, match=r"Erf x11 \('e0', .*'e7', \.\.\. \(3 more\)\)"):
+    with pytest.raises(ValueError, match=r"Sin x11 \('e0', .*'e7', \.\.\. \(3 more\)\)"):
         import_onnx(tmp_path / "m.onnx")
 
 

@@ -134,7 +134,7 @@ def test_quantize_static_reduce_mean(tmp_path, fmt, act):
             continue
         x = (rng.standard_normal((200, 3, 9, 7)) * 2).astype(F32)
         want = ort_session(out).run(None, {"x": x})[0]
-        got = import_onnx(out).run(x)
+        got = import_onnx(out, cpu="host").run(x)   # its Conv is a u8 x s8 QLinearConv (saturates on AVX2)
         assert np.array_equal(got, want), f"{fmt} {act}: {np.count_nonzero(got != want)} of {want.size} differ"
 
 

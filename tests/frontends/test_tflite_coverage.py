@@ -50,17 +50,17 @@ def _interpreter(kernels, *, path=None, content=None, preserve=False):
 
 # ------------------------------------------------------------------------------------------ coverage
 def _mixed_model() -> bytes:
-    """x -> DIV(x, c) -> SQUARED_DIFFERENCE(., x) -> DIV(., c) -> ADD(., x) -> RSQRT: 2 DIV, 1 SQUARED_DIFFERENCE,
-    1 RSQRT unsupported; 1 ADD supported."""
+    """x -> DIV(x, c) -> POW(., x) -> DIV(., c) -> ADD(., x) -> SQRT: 2 DIV, 1 POW,
+    1 SQRT unsupported; 1 ADD supported."""
     q = (0.05, 3)
     tensors = [_act("x", [1, 8], *q), _const("c", np.full((1, 8), 20, np.int8), 9, scale=[0.05], zero_point=[3]),
                _act("d1", [1, 8], *q), _act("sq", [1, 8], *q), _act("d2", [1, 8], *q), _act("s", [1, 8], *q),
                _act("r", [1, 8], *q)]
     ops = [{"op": "DIV", "inputs": [0, 1], "outputs": [2]},
-           {"op": "SQUARED_DIFFERENCE", "inputs": [2, 0], "outputs": [3]},
+           {"op": "POW", "inputs": [2, 0], "outputs": [3]},
            {"op": "DIV", "inputs": [3, 1], "outputs": [4]},
            {"op": "ADD", "inputs": [4, 0], "outputs": [5]},
-           {"op": "RSQRT", "inputs": [5], "outputs": [6]}]
+           {"op": "SQRT", "inputs": [5], "outputs": [6]}]
     return build_tflite(tensors, ops, [0], [6])
 
 
@@ -71,7 +71,7 @@ def test_one_error_lists_every_unsupported_operator_with_counts(tmp_path):
         fxpsim.import_tflite(path)
     msg = str(info.value)
     assert msg.startswith(str(path)) and "4 operator(s) of 3 op type(s)" in msg
-    assert "DIV x2" in msg and "SQUARED_DIFFERENCE x1" in msg and "RSQRT x1" in msg and "ADD x" not in msg
+    assert "DIV x2" in msg and "POW x1" in msg and "SQRT x1" in msg and "ADD x" not in msg
     for k, out in ((0, "d1"), (1, "sq"), (2, "d2"), (4, "r")):
         assert f"operator {k} (" in msg and f"output '{out}'" in msg
     assert "supported:" in msg and "CONV_2D" in msg
@@ -82,11 +82,11 @@ def test_coverage_table_of_the_mixed_model(tmp_path):
     path.write_bytes(_mixed_model())
     cov = fxpsim.tflite_coverage(path)
     table = {r.op: r for r in cov.rows}
-    assert [r.op for r in cov.rows] == ["DIV", "SQUARED_DIFFERENCE", "ADD", "RSQRT"]
-    assert {op: r.count for op, r in table.items()} == {"DIV": 2, "SQUARED_DIFFERENCE": 1, "ADD": 1, "RSQRT": 1}
+    assert [r.op for r in cov.rows] == ["DIV", "POW", "ADD", "SQRT"]
+    assert {op: r.count for op, r in table.items()} == {"DIV": 2, "POW": 1, "ADD": 1, "SQRT": 1}
     for k in KERNELS:
         assert not cov.imports(k)
-        assert [r.op for r in cov.unsupported(k)] == ["DIV", "SQUARED_DIFFERENCE", "RSQRT"]
+        assert [r.op for r in cov.unsupported(k)] == ["DIV", "POW", "SQRT"]
         assert table["ADD"].imports(k)
         assert [n for n, _ in table["DIV"].problems[k]] == ["operator 0 (DIV, output 'd1')",
                                                             "operator 2 (DIV, output 'd2')"]

@@ -29,6 +29,7 @@ import fxpsim
 from fxpsim.rtl.scoreboard import Stream, StreamPorts, conv_parameters
 from fxpsim.rtl.vectors import export_vectors
 from conv_model import Model
+from verilator_env import verilator_env
 
 cocotb = pytest.importorskip("cocotb", reason='cocotb not installed (pip install -e ".[test]")')
 pytest.importorskip("tflite", reason="the tflite package is not installed (pip install -e '.[tflite]')")
@@ -74,8 +75,8 @@ def sat16_vec(graph, tmp_path_factory):
     return d, _export(graph, d, dp)
 
 
-def run(d, node, tmp_path, defines=(), ports=None, stall=0.25, seed=3):
-    return simulate_node(d, node, SOURCES, "conv_stream", parameters=conv_parameters(d, node),
+def run(d, node, tmp_path, defines=(), ports=None, stall=0.25, seed=3, sim="icarus"):
+    return simulate_node(d, node, SOURCES, "conv_stream", simulator=sim, parameters=conv_parameters(d, node),
                          defines={b: 1 for b in defines}, ports=ports, stall=stall, seed=seed,
                          build_dir=tmp_path / ("build-" + node.replace(":", "_") + "".join(defines)))
 
@@ -113,13 +114,18 @@ def test_conv_block_layers_match_end_to_end_and_litert(litert_vec, tmp_path):
     assert {(0, 2, False, 1), (0, 1, True, 1), (1, 1, False, 1), (1, 1, True, 2), (0, 2, True, 1)} <= seen
 
 
-def test_saturating_16_bit_preloaded_engine_matches(sat16_vec, tmp_path):
+_, _NO_VERILATOR = verilator_env()
+
+
+@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.skipif(
+    _NO_VERILATOR is not None, reason=_NO_VERILATOR or ""))])
+def test_saturating_16_bit_preloaded_engine_matches(sat16_vec, tmp_path, sim):
     d, manifest = sat16_vec
     node = "op5:DEPTHWISE_CONV_2D"                                  # depth multiplier 2, SAME padding
     e = next(n for n in manifest["nodes"] if n["name"] == node)
     assert e["trace"]["overflows"] > 0                             # the accumulator really saturates
     assert Model(d, manifest, node).first_wrong_word() is None
-    r = run(d, node, tmp_path, stall=0.2)
+    r = run(d, node, tmp_path, stall=0.2, sim=sim)
     assert r.ok, r.text
     assert [t["role"] for t in r.report["tensors"]] == ["mac_trace", "accumulator", "output"]
 

@@ -143,11 +143,16 @@ def quantized_softmax(x, params: SoftmaxParams, *, kernels: str = "reference") -
     return np.where(used, np.clip(out, info.min, info.max), info.min).astype(info.dtype)
 
 
+def _softmax_exp_table(input_scale, beta) -> np.ndarray:
+    r"""LiteRT's ``PopulateSoftmaxLookupTable`` (SOFTMAX and LOG_SOFTMAX of the optimized kernels):
+    :math:`t_k = \mathrm{expf}(\mathrm{fl}_{32}(-s_{in}\beta) \cdot k)`, :math:`k = \max x - x = 0 \ldots 255`."""
+    f32 = np.float32
+    return _expf((-f32(input_scale) * f32(beta)) * np.arange(256, dtype=np.float32))
+
+
 def _softmax_float_table(diff: np.ndarray, params: SoftmaxParams) -> np.ndarray:
     f32 = np.float32
-    scale = -f32(params.input_scale) * f32(params.beta)
-    table = _expf(scale * np.arange(256, dtype=np.float32))      # table_offset[x] = expf(scale * (max - x))
-    vals = table[-diff]
+    vals = _softmax_exp_table(params.input_scale, params.beta)[-diff]     # table_offset[x] = expf(scale * (max - x))
     total = np.add.accumulate(vals, axis=-1, dtype=np.float32)[..., -1:]
     inv = f32(1) / (total * f32(params.output_scale))
     prob = vals * inv

@@ -185,6 +185,18 @@ class Hls4mlModel:
             outputs[layer.name] = a
         return (a, outputs) if trace else a
 
+    def to_graph(self, input_shape=None, *, name: str = "hls4ml"):
+        """This network as an :class:`~fxpsim.graph.IntegerGraph` of hls4ml's ops (:mod:`.graph`): on its own
+        datapath it computes what :meth:`run` computes, and ``simulate`` / sweeps / the CLI read it.
+        ``input_shape``: per sample (default ``[n_in]`` of a first Dense; needed for a Conv2D network)."""
+        from .graph import model_to_graph
+        if input_shape is None:
+            first = next((l for l in self.layers[1:] if l.kind in ("dense", "conv2d")), None)
+            if first is None or first.kind != "dense":
+                raise ValueError("Hls4mlModel.to_graph: give input_shape (the network does not start with a Dense)")
+            input_shape = (first.weight.shape[0],)
+        return model_to_graph(self, input_shape, name=name)
+
     def summary(self) -> str:
         """One line per layer: name, kind, types."""
         lines = []

@@ -5,8 +5,12 @@
 weights, int32 bias) and one QuantizeLinear; onnxruntime 1.32 does not fuse the group on the CPU and runs the
 float32 ConvTranspose (:mod:`fxpsim.datapath.onnxruntime.conv_transpose`). Imported: 2-D, explicit pads,
 strides, dilations, groups, output_padding, at most 128 input channels per group (MLAS's one K slice), more than
-one column-buffer row and input position (MLAS's general kernel). Refused with a ValueError naming the node:
-auto_pad, output_shape, per-channel weights, a float output (QOperator models leave ConvTranspose in float).
+one column-buffer row and input position (MLAS's general kernel); per-channel weights (``quantize_static``
+``per_channel=True``: DequantizeLinear ``axis=1`` of the ``[C, F, KH, KW]`` weights, one scale per output channel
+of a group, and a bias with one scale per output channel; ``axis=0`` per input channel also reads), each weight
+dequantized as :math:`\\mathrm{fl}((w - z_a) \\cdot s_a)` along its axis before the float32 kernel. Refused with a
+ValueError naming the node: auto_pad, output_shape, a per-channel axis other than 0 / 1, a float output (QOperator
+models leave ConvTranspose in float).
 """
 from __future__ import annotations
 
@@ -73,15 +77,23 @@ class ConvTransposeConversions:
         data = self.consts[v.src]
         if data.dtype not in (np.dtype(np.int8), np.dtype(np.uint8)) or data.ndim != 4:
             raise _unsupported(n, f"{data.dtype} ConvTranspose weights of rank {data.ndim}")
-        if v.scale.size != 1:
-            raise _unsupported(n, "per-channel ConvTranspose weights")
-        return self._const_tensor(v.src, data, float(v.scale[0]), int(v.zp[0]))
+        if v.scale.size == 1:
+            return self._const_tensor(v.src, data, float(v.scale[0]), int(v.zp[0]))
+        axis = v.axis
+        if axis not in (0, 1) or data.shape[axis] != v.scale.size or v.zp.size != v.scale.size:
+            raise _unsupported(n, f"per-channel ConvTranspose weights along axis {axis} with {v.scale.size} scales "
+                                  f"for weights {list(data.shape)} (axis 0 or 1, one scale per channel)")
+        return self._const_tensor(v.src, data, v.scale.astype(np.float64), v.zp.astype(np.int64), axis)
 
     def _ct_bias(self, n, n_out):
         v = self.val(n.inputs[2], n)
         if v.kind != "dq" or v.src not in self.consts:
             raise _unsupported(n, "a ConvTranspose bias that is not a DequantizeLinear of a constant")
         data = self.consts[v.src].reshape(-1)
-        if data.dtype != np.int32 or v.scale.size != 1 or data.size != n_out:
-            raise _unsupported(n, f"a ConvTranspose bias that is not {n_out} int32 values with one scale")
-        return self._const_tensor(v.src, data, float(v.scale[0]), int(v.zp[0]))
+        if data.dtype != np.int32 or v.scale.size not in (1, n_out) or data.size != n_out:
+            raise _unsupported(n, f"a ConvTranspose bias that is not {n_out} int32 values with one scale or one "
+                                  "per output channel")
+        if v.scale.size == 1:
+            return self._const_tensor(v.src, data, float(v.scale[0]), int(v.zp[0]))
+        return self._const_tensor(v.src, data, v.scale.astype(np.float64),
+                                  np.broadcast_to(v.zp, v.scale.shape).astype(np.int64), 0)

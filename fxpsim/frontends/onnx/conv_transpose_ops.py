@@ -4,8 +4,8 @@ ConvTranspose, QuantizeLinear), registered when :mod:`fxpsim.frontends.onnx.ops`
 
 .. math:: y = Q\big(\mathrm{ConvTranspose}_{f32}(DQ(x), DQ(w)) + DQ(b)\big)
 
-Inputs: x (NHWC codes), w (constant codes, ONNX layout [C, F, KH, KW], per-tensor), optional b (int32 codes,
-per-tensor). Attributes: ``stride``, ``pads`` (top, left, bottom, right), ``dilation``, ``group``,
+Inputs: x (NHWC codes), w (constant codes, ONNX layout [C, F, KH, KW], per-tensor or per channel along axis 0
+or 1), optional b (int32 codes, per-tensor or one scale per output channel). Attributes: ``stride``, ``pads`` (top, left, bottom, right), ``dilation``, ``group``,
 ``output_padding``. The float32 kernel is :mod:`fxpsim.datapath.onnxruntime.conv_transpose` on every datapath
 (onnxruntime's float path; no integer accumulator takes part).
 """
@@ -26,7 +26,11 @@ def _attrs(node):
 
 
 def _deq(graph, name, codes):
+    """DequantizeLinear of a tensor: per tensor, or per channel along the spec's axis (the weights' axis 0 / 1,
+    the bias' axis 0)."""
     s = _spec(graph, name)
+    if s.per_channel:
+        return K.dequantize_linear(np.asarray(codes), s.scale, s.zero_point, axis=s.axis)
     return K.dequantize_linear(np.asarray(codes), np.float32(_scale(s)), _zp(s))
 
 
@@ -55,7 +59,8 @@ def _ct_float(graph, node, ins):
 def _check_ct(graph, node):
     if len(node.inputs) not in (2, 3) or len(node.outputs) != 1:
         raise ValueError(f"node {node.name!r} (onnx_conv_transpose): needs x, w, optional bias and one output")
-    _quantized_io(graph, node, node.inputs + node.outputs)
+    _quantized_io(graph, node, [node.inputs[0], node.outputs[0]])
+    _quantized_io(graph, node, node.inputs[1:], per_channel=True)
     x, w, y = _spec(graph, node.inputs[0]), _spec(graph, node.inputs[1]), _spec(graph, node.outputs[0])
     try:
         stride, pads, dil, group, op = _attrs(node)
@@ -73,6 +78,11 @@ def _check_ct(graph, node):
                          f"{[oh, ow, group * w.shape[1]]}")
     if len(node.inputs) == 3 and tuple(_spec(graph, node.inputs[2]).shape) != (group * w.shape[1],):
         raise ValueError(f"node {node.name!r} (onnx_conv_transpose): a bias of one value per output channel needed")
+    for name, axes in ((node.inputs[1], (0, 1)), (node.inputs[2] if len(node.inputs) == 3 else None, (0,))):
+        s = None if name is None else _spec(graph, name)
+        if s is not None and s.per_channel and s.axis not in axes:
+            raise ValueError(f"node {node.name!r} (onnx_conv_transpose): {name!r} is quantized per channel along "
+                             f"axis {s.axis}; axis {' or '.join(map(str, axes))} reads")
 
 
 register_op(Op("onnx_conv_transpose", _ct_run, _ct_float, _check_ct))

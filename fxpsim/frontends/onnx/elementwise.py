@@ -17,7 +17,8 @@ from ...datapath.onnxruntime import elementwise as E
 from .nodes import _MS, _ONode, _unsupported, _Val
 
 #: ONNX ops read as table steps (Relu / Clip / Add / Mul only inside a chain or with a raw float constant).
-CHAIN_OPS = ("Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu", "Div", "Sub", "Pow", "Relu", "Clip", "Add", "Mul")
+CHAIN_OPS = ("Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu", "Div", "Sub", "Pow", "Relu", "Clip", "Add", "Mul",
+             "Erf")
 _BINARY = ("Div", "Sub", "Pow", "Add", "Mul")
 
 

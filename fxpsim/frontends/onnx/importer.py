@@ -97,6 +97,7 @@ from .qdq import QDQConversions
 from .qdq_groups import QDQGroupConversions
 from .qoperator import QOperatorConversions
 from .rewrites import OrtRewrites
+from .transformer import TransformerConversions
 
 __all__ = ["import_onnx", "SUPPORTED_OPS", "ONNXRUNTIME_DATAPATH", "ONNXRUNTIME_CPUS", "onnxruntime_cpu"]
 
@@ -134,7 +135,7 @@ def _damaged(path, exc, node=None) -> ValueError:
                       "attribute / input the op does not allow)")
 
 
-class _Importer(ElementwiseConversions, MoveConversions, ResizeConversions, ConvTransposeConversions,
+class _Importer(TransformerConversions, ElementwiseConversions, MoveConversions, ResizeConversions, ConvTransposeConversions,
                 ReductionConversions, QDQConversions, QDQGroupConversions, QOperatorConversions,
                 OrtRewrites, GraphTensors):
     """Reads one ONNX model: onnxruntime's rewrites (:mod:`fxpsim.frontends.onnx.rewrites`), then every node into

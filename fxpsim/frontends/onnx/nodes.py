@@ -17,6 +17,7 @@ SUPPORTED_OPS = (
     "com.microsoft:QLinearSigmoid", "com.microsoft:QLinearLeakyRelu",
     "Transpose", "Slice", "Split", "Gather", "Pad", "Squeeze", "Unsqueeze", "Resize",
     "Softmax", "com.microsoft:QLinearSoftmax", "ReduceMean", "ConvTranspose",
+    "LayerNormalization", "Erf",
 )
 
 _MS = "com.microsoft"

@@ -78,6 +78,7 @@ from . import softmax_ops  # noqa: F401  (qlinear_softmax)
 from . import resize_ops  # noqa: F401  (onnx_resize_linear)
 from . import reduce_ops  # noqa: F401  (onnx_reduce_mean)
 from . import conv_transpose_ops  # noqa: F401  (onnx_conv_transpose)
+from . import transformer_ops  # noqa: F401  (onnx_matmul_ab, onnx_layer_norm)
 from .op_support import is_native, is_onnxruntime_datapath, register_op  # noqa: F401
 
 __all__ = ["ONNX_OPS", "is_native", "is_onnxruntime_datapath"]
@@ -87,4 +88,4 @@ ONNX_OPS = ("onnx_quantize", "onnx_dequantize", "onnx_requantize", "onnx_reinter
             "qlinear_matmul", "conv_integer", "matmul_integer", "qlinear_add", "qlinear_mul", "qlinear_avg_pool",
             "qlinear_concat", "onnx_lut", "onnx_move",
             "qlinear_softmax", "onnx_resize_linear", "onnx_reduce_mean",
-            "onnx_conv_transpose")
+            "onnx_conv_transpose", "onnx_matmul_ab", "onnx_layer_norm")

@@ -1,6 +1,7 @@
 """TFLite graph ops that reorder int8 codes: ``tflite_gather`` (GATHER; TRANSPOSE imports as the core
 ``transpose``); and ``tflite_batch_matmul`` (int8 BATCH_MATMUL with ``adj_x``/``adj_y``: LiteRT's own int32 dot product and
-requantization, :func:`fxpsim.datapath.tflite.quantized_batch_matmul`, like MEAN not the datapath's accumulator;
+requantization -- gemmlowp's, or XNNPACK's float32 one under ``kernels="xnnpack"`` where its delegate takes the op --
+:func:`fxpsim.datapath.tflite.quantized_batch_matmul`, like MEAN not the datapath's accumulator;
 a run-time operand has the output's rank, a constant keeps its TFLite shape and broadcasts).
 
 ``tflite_gather`` holds TFLite's own ``axis`` and ``batch_dims`` (of the batch-1 TFLite tensors, resolved to

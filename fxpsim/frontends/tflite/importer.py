@@ -36,9 +36,11 @@ from .reader import (_ACTIVATIONS, _FLOAT32, _INT8, _INT16, _INT32, _INT64, _TYP
                      _read_model)
 from .coverage import KERNEL_SETS, SUPPORTED_OPS, analyse, unsupported_error
 from .layer_ops import LayerOps
+from .math_ops import MathOps
 from .reorder_ops import ReorderOps
 from .shape_ops import ShapeOps
 from .state_ops import StateOps
+from .transpose_conv_ops import TransposeConvOps
 
 __all__ = ["import_tflite", "SUPPORTED_OPS", "KERNEL_SETS", "litert_datapath"]
 
@@ -66,7 +68,7 @@ def litert_datapath(kernels: str = "reference") -> dict:
 
 
 # ============================================================================ graph building
-class _Builder(LayerOps, ShapeOps, ReorderOps, StateOps):
+class _Builder(LayerOps, ShapeOps, ReorderOps, StateOps, MathOps, TransposeConvOps):
     """Turns the parsed model into graph tensors and nodes, one TFLite operator at a time (the MAC and pooling
     operators in :mod:`fxpsim.frontends.tflite.layer_ops`, the shape-changing ones in
     :mod:`fxpsim.frontends.tflite.shape_ops`, SLICE, GATHER, TRANSPOSE and the resize operators in

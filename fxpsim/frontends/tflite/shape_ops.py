@@ -104,17 +104,21 @@ class ShapeOps:
         self._pad(op, op["inputs"][2] if len(op["inputs"]) > 2 else None)
 
     def op_MEAN(self, op):
+        self._reduction(op, "tflite_mean")
+
+    def _reduction(self, op, graph_op: str):
+        """A reduction over constant ``axes`` (MEAN, SUM, REDUCE_MAX): the node's ``axes`` are per sample."""
         x, ax, y = op["inputs"][0], op["inputs"][1], op["outputs"][0]
         self.check_int8(x, op)
         xs = self.shape[x]
-        axes = sorted({self._axis(a, len(xs), op, "MEAN axis")
+        axes = sorted({self._axis(a, len(xs), op, f"{op['op']} axis")
                        for a in np.asarray(self.static_of(ax, op, "axes")).reshape(-1)})
         keep = bool(op["options"].get("keep_dims"))
         out = tuple((1 if a in axes else d) for a, d in enumerate(xs)) if keep else \
             tuple(d for a, d in enumerate(xs) if a not in axes)
         xn = self.activation_tensor(x, op)
         yn = self.declare(y, op, out)
-        self.node(op, "tflite_mean", [xn], [yn], {"axes": [a - 1 for a in axes], "keep_dims": keep})
+        self.node(op, graph_op, [xn], [yn], {"axes": [a - 1 for a in axes], "keep_dims": keep})
 
     def op_CONCATENATION(self, op):
         ins, y = op["inputs"], op["outputs"][0]

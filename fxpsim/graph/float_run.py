@@ -1,0 +1,132 @@
+"""Run a :class:`~fxpsim.graph.extract.FloatGraph` (an ``fxpsim.nn`` model's hardware stages) on a float /
+block-scaled datapath, stage by stage.
+
+* A ``dense`` / ``conv2d`` stage runs :func:`~fxpsim.graph.float_mac.float_mac` /
+  :func:`~fxpsim.graph.float_mac.float_conv2d` on its :class:`~fxpsim.graph.float_mac.FloatMacSettings`
+  (its input activations are quantized to the activation format with a per-tensor scale from the
+  calibrated range of the stage's input: the previous MAC stage's ``out_range``, or the graph's
+  ``input_range``), then its fused ReLU/ReLU6 in float64.  Settings ``None`` for a stage means float64
+  (no quantization, ``x @ W + b`` in float64): the float reference.
+* ``relu``, ``relu6``, ``flatten``, ``max_pool2d``, ``avg_pool2d`` run in float64 on the values
+  (:mod:`fxpsim.nn.conv`'s pooling), which is what a float datapath does to its float outputs.
+* ``depthwise_conv2d`` and the lookup-table kinds (``sigmoid``, ``tanh``, ``hard_swish``) are not modelled:
+  a :class:`ValueError` names the stage and its kind before anything runs.
+
+The output of the last stage is its float values (logits), not re-quantized.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..nn.conv import avg_pool2d_forward, max_pool2d_forward
+from .extract import FloatGraph
+from .float_mac import FloatMacResult, FloatMacSettings, conv_rows, float_conv2d, float_mac
+
+__all__ = ["FLOAT_STAGE_KINDS", "StageRun", "run_float_graph", "check_float_stages"]
+
+#: The stage kinds the float datapath runs.
+FLOAT_STAGE_KINDS = ("dense", "conv2d", "relu", "relu6", "flatten", "max_pool2d", "avg_pool2d")
+_MAC_KINDS = ("dense", "conv2d")
+
+
+@dataclass
+class StageRun:
+    """One MAC stage of a run: its name, the settings it ran on, the :class:`FloatMacResult` (before
+    the activation) and its input's calibrated amax."""
+
+    name: str
+    kind: str
+    settings: FloatMacSettings | None
+    result: FloatMacResult
+    x_amax: float
+    extra: dict = field(default_factory=dict)
+
+
+def check_float_stages(graph: FloatGraph) -> None:
+    """Raise ``ValueError`` naming every stage whose kind the float datapath does not run."""
+    if not isinstance(graph, FloatGraph):
+        raise TypeError(f"expected a FloatGraph (fxpsim.graph.extract.extract), got {type(graph).__name__}")
+    bad = [f"{s.name} ({s.kind})" for s in graph.stages if s.kind not in FLOAT_STAGE_KINDS]
+    if bad:
+        raise ValueError(f"stage(s) {', '.join(bad)}: not supported on a float datapath; it runs "
+                         f"{', '.join(FLOAT_STAGE_KINDS)}")
+
+
+def _activation(y: np.ndarray, activation) -> np.ndarray:
+    if activation in (None, "none"):
+        return y
+    if activation == "relu":
+        return np.maximum(y, 0.0)
+    if activation == "relu6":
+        return np.clip(y, 0.0, 6.0)
+    raise ValueError(f"unknown fused activation {activation!r}")
+
+
+def _float64_mac(stage, h: np.ndarray) -> FloatMacResult:
+    if stage.kind == "dense":
+        y = h @ stage.weight + stage.bias
+    else:
+        rows, (n, oh, ow) = conv_rows(h, stage.weight.shape[:2], stage.stride, stage.padding)
+        y = (rows @ stage.weight.reshape(-1, stage.weight.shape[3]) + stage.bias).reshape(n, oh, ow, -1)
+    return FloatMacResult(y, y)
+
+
+def _amax(rng) -> float:
+    return float(max(abs(rng[0]), abs(rng[1])))
+
+
+def run_float_graph(graph: FloatGraph, x, settings, *, stages: bool = False):
+    """Outputs of ``graph`` on ``x`` (float, [N, ...] as the model's input) on a float datapath.
+
+    Parameters
+    ----------
+    settings : FloatMacSettings, None, or callable ``(stage, index) -> FloatMacSettings | None``
+        The datapath of every MAC stage (``index`` counts the graph's stages); ``None``: float64.
+    stages : bool
+        Also return the :class:`StageRun` of every MAC stage.
+
+    Returns
+    -------
+    ndarray (float64), or ``(outputs, [StageRun, ...])`` with ``stages``.
+    """
+    check_float_stages(graph)
+    if settings is not None and not callable(settings) and not isinstance(settings, FloatMacSettings):
+        raise TypeError(f"settings must be FloatMacSettings, None or a callable, got {type(settings).__name__}")
+    pick = settings if callable(settings) else (lambda stage, index: settings)
+    per_stage = [pick(s, i) if s.kind in _MAC_KINDS else None for i, s in enumerate(graph.stages)]
+    for s, st in zip(graph.stages, per_stage):
+        if st is not None and not isinstance(st, FloatMacSettings):
+            raise TypeError(f"settings for stage {s.name}: expected FloatMacSettings or None, got {type(st).__name__}")
+    h = np.asarray(x)
+    if h.dtype.kind != "f" or h.ndim < 2 or tuple(h.shape[1:]) != tuple(graph.input_shape) or not h.shape[0]:
+        raise ValueError(f"x must be a float batch of shape (N, {', '.join(map(str, graph.input_shape))}), "
+                         f"got {h.dtype} {h.shape}")
+    if not np.isfinite(h).all():
+        raise ValueError(f"x holds {int(h.size - np.isfinite(h).sum())} NaN/inf value(s)")
+    h = h.astype(np.float64)
+    in_range = graph.input_range
+    runs = []
+    for stage, st in zip(graph.stages, per_stage):
+        kind = stage.kind
+        if kind in _MAC_KINDS:
+            amax = _amax(in_range)
+            if st is None:
+                r = _float64_mac(stage, h)
+            elif kind == "dense":
+                r = float_mac(h, stage.weight, stage.bias, st, amax)
+            else:
+                r = float_conv2d(h, stage.weight, stage.bias, st, stage.stride, stage.padding, amax)
+            runs.append(StageRun(stage.name, kind, st, r, amax))
+            h = _activation(r.values, stage.activation)
+            in_range = stage.out_range or (float(h.min()), float(h.max()))
+        elif kind in ("relu", "relu6"):
+            h = _activation(h, kind)
+        elif kind == "flatten":
+            h = h.reshape(h.shape[0], -1)
+        elif kind == "max_pool2d":
+            h = max_pool2d_forward(h, stage.pool_size, stage.stride, stage.padding)[0]
+        else:
+            h = avg_pool2d_forward(h, stage.pool_size, stage.stride, stage.padding)[0]
+    return (h, runs) if stages else h
