@@ -616,11 +616,13 @@ def test_float_model_is_refused(tmp_path):
         fxpsim.import_tflite(path)
 
 
-def test_int16_activations_are_refused(tmp_path):
+def test_int16_activations_import_as_16x8(tmp_path):
+    """An int16 ADD imports as a 16x8 graph (tests/frontends/test_tflite_int16.py checks it against LiteRT and
+    the int16 ops that are refused)."""
     path = tmp_path / "int16.tflite"
     path.write_bytes(_build_model(7, True))                     # INT16 activations
-    with pytest.raises(ValueError, match="int16 activations"):
-        fxpsim.import_tflite(path)
+    g = fxpsim.import_tflite(path)
+    assert [n.op for n in g.nodes] == ["tflite_int16_add"] and g.tensors[g.outputs[0]].dtype == np.int16
 
 
 def test_missing_tflite_package_says_how_to_install(monkeypatch):

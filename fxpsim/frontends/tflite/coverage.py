@@ -188,9 +188,9 @@ def analyse(model: dict, path: str, kernel_sets=KERNEL_SETS) -> Coverage:
                     row["problems"][k].append((node, "on run-time data (fxpsim evaluates it only on values "
                                                      "known at import)"))
                 continue
-            typed = _type_problem(name, op, tensors, graph["outputs"])
             for k in kernel_sets:
-                why = typed or kernel_support(name, k) or prepare_problem(op, tensors, k)
+                why = _type_problem(name, op, tensors, graph["outputs"], k, graph["inputs"]) or kernel_support(name, k) or \
+                    prepare_problem(op, tensors, k)
                 if why:
                     row["problems"][k].append((node, why))
     out = tuple(OpCoverage(n, r["count"], tuple(r["nodes"]), {k: tuple(v) for k, v in r["problems"].items() if v})
@@ -198,9 +198,13 @@ def analyse(model: dict, path: str, kernel_sets=KERNEL_SETS) -> Coverage:
     return Coverage(os.fspath(path), out, types, tuple(kernel_sets))
 
 
-def _type_problem(name: str, op: dict, tensors: list, outputs=()) -> str | None:
+def _type_problem(name: str, op: dict, tensors: list, outputs=(), kernels: str = "reference", inputs=None) -> str | None:
     """Why the run-time output types of a supported op are not imported (int8 everywhere; float32 out of
     DEQUANTIZE; uint8 out of a QUANTIZE of int8 that is a model output), or None."""
+    from .int16_ops import INT16_OPS, int16_or_uint8_problem
+    narrow = int16_or_uint8_problem(name, op, tensors, kernels, inputs)
+    if narrow or name in INT16_OPS and any(tensors[i]["type"] == _INT16 for i in op["outputs"] if i >= 0):
+        return narrow
     for i in op["outputs"]:
         if i < 0:
             continue

@@ -1,4 +1,4 @@
-"""Import a full-integer (int8) ``.tflite`` model as an :class:`~fxpsim.graph.IntegerGraph`.
+"""Import a full-integer (int8 or 16x8) ``.tflite`` model as an :class:`~fxpsim.graph.IntegerGraph`.
 
 :func:`import_tflite` reads the flatbuffer with the ``tflite`` package (the generated schema classes;
 ``pip install -e '.[tflite]'``) and maps every operator onto the graph's ops: the MAC ops of
@@ -20,6 +20,12 @@ XNNPACK delegate), each with its own Prepare checks (:mod:`.prepare`). A model w
 import under the kernel set raises one ``ValueError`` listing every one of them (op, count, nodes, reason;
 :func:`fxpsim.tflite_coverage` gives the table without failing; see ``docs/tflite_kernels.md``).
 
+16x8 models (``EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8``: int16 activations, int8 weights, int64
+biases) import with int16 codes and an int64 accumulator (``litert_datapath(kernels, int16=True)``); where LiteRT's
+int16 kernel differs from its int8 one the node is the int16 op of :mod:`.int16_ops`, and the int16 ops fxpsim does
+not reproduce are refused by name. uint8 tensors import at the model's boundaries only (``inference_input_type`` /
+``inference_output_type = tf.uint8``: QUANTIZE uint8 <-> int8, a uint8 DEQUANTIZE input).
+
 Streaming models (``CALL_ONCE`` + init subgraph, ``VAR_HANDLE``, ``READ_VARIABLE``, ``ASSIGN_VARIABLE``) become
 graphs with state (``meta["state"]``, :mod:`fxpsim.graph.state`): ``graph.run(x)`` is one step from the
 initial state, ``graph.stream(frames)`` many with the state carried.
@@ -35,8 +41,10 @@ from ...graph.ir import IntegerGraph, Node, TensorSpec
 from .reader import (_ACTIVATIONS, _FLOAT32, _INT8, _INT16, _INT32, _INT64, _TYPE_NAMES, _UINT8, _const_value,
                      _read_model)
 from .coverage import KERNEL_SETS, SUPPORTED_OPS, analyse, unsupported_error
+from .int16_ops import INT16_GRAPH_OPS
 from .layer_ops import LayerOps
 from .math_ops import MathOps
+from .quantize_ops import QuantizeOps
 from .reorder_ops import ReorderOps
 from .shape_ops import ShapeOps
 from .state_ops import StateOps
@@ -46,7 +54,7 @@ __all__ = ["import_tflite", "SUPPORTED_OPS", "KERNEL_SETS", "litert_datapath"]
 
 
 
-def litert_datapath(kernels: str = "reference") -> dict:
+def litert_datapath(kernels: str = "reference", *, int16: bool = False) -> dict:
     """The ``meta["datapath"]`` of an imported graph: LiteRT's arithmetic for the kernel set ``kernels``.
 
     Every kernel set accumulates in int32 (two's complement wrap) and adds the bias after the dot product.
@@ -54,9 +62,18 @@ def litert_datapath(kernels: str = "reference") -> dict:
     three sets. FULLY_CONNECTED differs: the reference kernel requantizes in float64,
     ``round(acc * (s_x s_w / s_y))`` half away from zero (``dense_requantization = "float"``), the
     optimized builtin kernel and XNNPACK with the fixed-point multiplier.
+
+    ``int16=True`` (a 16x8 model: int16 activations): the MAC ops accumulate in int64 and requantize with
+    LiteRT's 64-bit multiplier (:func:`fxpsim.datapath.tflite.int16.mbqm_int64`) in every kernel set; the
+    graph's MAC ops are the ``tflite_*`` ones, on the ``"native"`` requantization.
     """
     if kernels not in KERNEL_SETS:
         raise ValueError(f"kernels must be one of {KERNEL_SETS}, got {kernels!r}")
+    if int16:
+        return {"name": f"litert-{kernels}-16x8", "accumulator_bits": 64, "accumulator_overflow": "wrap",
+                "accumulator_order": "sequential", "overflow_at": "add", "bias_add": "after",
+                "requantization": "native", "dense_requantization": None, "rounding": "half_away",
+                "activation_clamp": True}
     if kernels == "reference":
         requant, dense = "tflite-double", "float"
     else:
@@ -68,11 +85,11 @@ def litert_datapath(kernels: str = "reference") -> dict:
 
 
 # ============================================================================ graph building
-class _Builder(LayerOps, ShapeOps, ReorderOps, StateOps, MathOps, TransposeConvOps):
+class _Builder(LayerOps, ShapeOps, ReorderOps, StateOps, MathOps, TransposeConvOps, QuantizeOps):
     """Turns the parsed model into graph tensors and nodes, one TFLite operator at a time (the MAC and pooling
     operators in :mod:`fxpsim.frontends.tflite.layer_ops`, the shape-changing ones in
     :mod:`fxpsim.frontends.tflite.shape_ops`, SLICE, GATHER, TRANSPOSE and the resize operators in
-    :mod:`fxpsim.frontends.tflite.reorder_ops`)."""
+    :mod:`fxpsim.frontends.tflite.reorder_ops`, QUANTIZE and DEQUANTIZE in :mod:`fxpsim.frontends.tflite.quantize_ops`)."""
 
     def __init__(self, model: dict, path: str, kernels: str):
         self.m, self.path, self.kernels = model, path, kernels
@@ -90,6 +107,8 @@ class _Builder(LayerOps, ShapeOps, ReorderOps, StateOps, MathOps, TransposeConvO
         self._unique = {t["index"]: (t["name"] if t["name"] and used[t["name"]] == 1 else
                                      f"{t['name'] or 'tensor'}#{t['index']}") for t in self.t}
         self._taken = set(self._unique.values())
+        #: a 16x8 model (int16 activations): int16 codes where int8 codes are elsewhere
+        self.act16 = any(t["type"] == _INT16 and _const_value(t) is None for t in self.t)
         for t in self.t:
             v = _const_value(t)
             if v is not None:
@@ -135,7 +154,7 @@ class _Builder(LayerOps, ShapeOps, ReorderOps, StateOps, MathOps, TransposeConvO
 
     def check_int8(self, i: int, op):
         t = self.t[i]
-        if t["type"] == _INT8:
+        if t["type"] == _INT8 or (t["type"] == _INT16 and self.act16):
             return
         what = {_INT16: "int16 activations (16x8 quantization) are not supported; convert with int8 "
                         "activations",
@@ -170,7 +189,7 @@ class _Builder(LayerOps, ShapeOps, ReorderOps, StateOps, MathOps, TransposeConvO
         else:
             self.check_int8(i, op)
             s, z = self.quant(i, op)
-            spec = TensorSpec(self._unique[i], 8, True, ps, s.astype(np.float64), z)
+            spec = TensorSpec(self._unique[i], 16 if t["type"] == _INT16 else 8, True, ps, s.astype(np.float64), z)
         self.specs[spec.name] = spec
         self.names[i] = spec.name
         return spec.name
@@ -181,10 +200,11 @@ class _Builder(LayerOps, ShapeOps, ReorderOps, StateOps, MathOps, TransposeConvO
             return self.names[i]
         t = self.t[i]
         v = self.static[i]
-        if t["type"] not in (_INT8, _INT32):
+        bits = {_INT8: 8, _INT32: 32, **({_INT16: 16, _INT64: 64} if self.act16 else {})}.get(t["type"])
+        if bits is None:
             raise ValueError(f"{self.path}: {self.where(op)}: constant {t['name']!r} of type {self.type_name(i)} "
-                             f"where int8 codes or int32 biases are needed")
-        bits = 8 if t["type"] == _INT8 else 32
+                             f"where int8 codes or int32 biases are needed"
+                             f"{' (int16 codes or int64 biases in a 16x8 model)' if self.act16 else ''}")
         scale = zp = None
         ax = None
         if t["scale"] is not None and np.all(t["scale"] > 0):
@@ -197,14 +217,18 @@ class _Builder(LayerOps, ShapeOps, ReorderOps, StateOps, MathOps, TransposeConvO
         return spec.name
 
     def node(self, op, graph_op: str, inputs: list, outputs: list, attrs: dict | None = None, suffix=""):
+        """Add a graph node; on int16 codes, the int16 op of :data:`.int16_ops.INT16_GRAPH_OPS` where LiteRT's int16
+        kernel differs from the int8 one."""
         name = f"op{op['index']}:{op['op']}{suffix}"
+        if inputs and inputs[0] in self.specs and self.specs[inputs[0]].dtype == np.int16:
+            graph_op = INT16_GRAPH_OPS.get(graph_op, graph_op)
         self.nodes.append(Node(name, graph_op, inputs, outputs, dict(attrs or {}, tflite_op=op["op"],
                                                                      tflite_index=op["index"])))
 
     def mac_op(self, core: str) -> str:
         """The graph op of a MAC node: the core op for the reference kernels; for the optimized sets the
         ``tflite_*`` wrapper that requantizes as that kernel set does on the graph's ``"native"`` datapath."""
-        return core if self.kernels == "reference" else f"tflite_{core}"
+        return core if self.kernels == "reference" and not self.act16 else f"tflite_{core}"
 
     def activation(self, op) -> str:
         code = op["options"].get("activation", 0)
@@ -224,12 +248,9 @@ class _Builder(LayerOps, ShapeOps, ReorderOps, StateOps, MathOps, TransposeConvO
     # ------------------------------------------------------------------ the model
     def build(self) -> IntegerGraph:
         m = self.m
-        has_int8 = any(t["type"] == _INT8 and t["index"] not in self.static for t in self.t)
+        has_int8 = any(t["type"] in (_INT8, _INT16, _UINT8) and t["index"] not in self.static for t in self.t)
         if not has_int8:
             kinds = sorted({self.type_name(t["index"]) for t in self.t if t["index"] not in self.static})
-            if any(t["type"] == _INT16 for t in self.t if t["index"] not in self.static):
-                raise ValueError(f"{self.path}: int16 activations (16x8 quantization) are not supported; "
-                                 f"convert with int8 activations")
             raise ValueError(f"{self.path}: a float (non-quantized) model: its activations are {', '.join(kinds)}; "
                              f"fxpsim imports full-integer int8 models (TFLiteConverter with "
                              f"representative_dataset and TFLITE_BUILTINS_INT8)")
@@ -239,10 +260,12 @@ class _Builder(LayerOps, ShapeOps, ReorderOps, StateOps, MathOps, TransposeConvO
         graph_inputs = []
         for i in m["inputs"]:
             t = self.t[i]
-            if t["type"] not in (_INT8, _FLOAT32, _INT32, _INT64):
-                self.check_int8(i, {"index": "-", "op": "graph input", "outputs": [i]})
-            self.declare(i, {"index": "-", "op": "graph input", "outputs": [i]}, tuple(t["shape"]), float_ok=True,
-                         index_ok=True)
+            where = {"index": "-", "op": "graph input", "outputs": [i]}
+            if t["type"] not in (_INT8, _FLOAT32, _INT32, _INT64, _UINT8):
+                self.check_int8(i, where)
+            if t["type"] == _UINT8 and not self._uint8_boundary_input(i):
+                self.check_int8(i, where)
+            self.declare(i, where, tuple(t["shape"]), float_ok=True, index_ok=True, uint8_ok=True)
             graph_inputs.append(self.names[i])
         for op in m["ops"]:
             handler = getattr(self, f"op_{op['op']}")      # every supported op has one (checked above)
@@ -262,7 +285,7 @@ class _Builder(LayerOps, ShapeOps, ReorderOps, StateOps, MathOps, TransposeConvO
         graph_inputs += [e["read"] for e in state]
         tmap = {name: int(i) for i, name in self.names.items()}
         meta = {"source": os.fspath(self.path), "format": "tflite", "kernels": self.kernels,
-                "datapath": litert_datapath(self.kernels), "tflite_tensors": tmap,
+                "datapath": litert_datapath(self.kernels, int16=self.act16), "tflite_tensors": tmap,
                 "tflite_folded": {str(k): int(v) for k, v in sorted(self.folded.items())},
                 "tflite_ops": [o["op"] for o in m["ops"]]}
         if state:
@@ -286,7 +309,10 @@ class _Builder(LayerOps, ShapeOps, ReorderOps, StateOps, MathOps, TransposeConvO
         if a in self.static and b in self.static:
             raise ValueError(f"{self.path}: {self.where(op)}: both inputs are constants (not folded by fxpsim)")
         yn = self.declare(y, op, shape)
-        self.node(op, graph_op, [an, bn], [yn], {"activation": self.activation(op)})
+        attrs = {"activation": self.activation(op)}
+        if self.act16 and op["op"] in ("ADD", "SUB"):         # LiteRT's int16 power-of-two path is an option
+            attrs["pot_scale_int16"] = bool(op["options"].get("pot_scale_int16", 0))
+        self.node(op, graph_op, [an, bn], [yn], attrs)
 
     def op_ADD(self, op):
         self._binary(op, "tflite_add" if self.kernels == "xnnpack" else "add")
@@ -330,45 +356,16 @@ class _Builder(LayerOps, ShapeOps, ReorderOps, StateOps, MathOps, TransposeConvO
     def op_SOFTMAX(self, op):
         self._unary(op, "tflite_softmax", {"beta": float(np.float32(op["options"]["beta"]))})
 
-    def op_QUANTIZE(self, op):
-        x, y = op["inputs"][0], op["outputs"][0]
-        xt = self.t[x]
-        if self.t[y]["type"] == _UINT8 and xt["type"] == _INT8 and y in self.m["outputs"]:
-            self.quant(x, op)       # int8 -> uint8 at the model's output (microWakeWord's probabilities)
-            yn = self.declare(y, op, self.shape[x], uint8_ok=True)
-            self.node(op, "tflite_requantize", [self.activation_tensor(x, op)], [yn])
-            return
-        self.check_int8(y, op)
-        if xt["type"] == _FLOAT32:
-            xn = self.activation_tensor(x, op)
-            yn = self.declare(y, op, self.shape[x])
-            self.node(op, "tflite_quantize", [xn], [yn])
-        else:
-            self.check_int8(x, op)
-            self.quant(x, op)
-            xn = self.activation_tensor(x, op)
-            yn = self.declare(y, op, self.shape[x])
-            self.node(op, "tflite_requantize", [xn], [yn])
-
-    def op_DEQUANTIZE(self, op):
-        x, y = op["inputs"][0], op["outputs"][0]
-        self.check_int8(x, op)
-        if self.t[y]["type"] != _FLOAT32:
-            raise ValueError(f"{self.path}: {self.where(op)}: DEQUANTIZE to {self.type_name(y)} is not supported")
-        xn = self.activation_tensor(x, op)
-        yn = self.declare(y, op, self.shape[x], float_ok=True)
-        self.node(op, "tflite_dequantize", [xn], [yn])
-
 
 def import_tflite(path, *, kernels: str = "reference") -> IntegerGraph:
-    """Import an int8 ``.tflite`` model as an :class:`~fxpsim.graph.IntegerGraph` that runs bit for bit as
+    """Import an int8 or 16x8 ``.tflite`` model as an :class:`~fxpsim.graph.IntegerGraph` that runs bit for bit as
     LiteRT does.
 
     Parameters
     ----------
     path : str or os.PathLike
-        A full-integer quantized TFLite flatbuffer (int8 activations and weights, int32 biases; float or
-        int8 graph inputs and outputs).
+        A full-integer quantized TFLite flatbuffer (int8 activations and weights, int32 biases; or 16x8: int16
+        activations, int8 weights, int64 biases; float, int8, int16 or uint8 graph inputs and outputs).
     kernels : {"reference", "builtin", "xnnpack"}
         The LiteRT kernel set to reproduce: ``OpResolverType.BUILTIN_REF``,
         ``BUILTIN_WITHOUT_DEFAULT_DELEGATES`` or ``BUILTIN`` (XNNPACK). An op whose arithmetic differs in
@@ -387,8 +384,8 @@ def import_tflite(path, *, kernels: str = "reference") -> IntegerGraph:
     ImportError
         Without the ``tflite`` package (``pip install -e '.[tflite]'``).
     ValueError
-        A damaged or truncated file, a float (non-quantized) or int16-activation model, or operators that
-        do not import under ``kernels`` (one error listing every one: op, count, operator index and output
+        A damaged or truncated file, a float (non-quantized) model, or operators that
+        do not import under ``kernels`` (int16 ones included) (one error listing every one: op, count, operator index and output
         tensor, reason, and the supported list).
     """
     if kernels not in KERNEL_SETS:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...graph.ir import TensorSpec
-from .reader import _INT8, _INT32
+from .reader import _INT8, _INT32, _INT64
 
 
 class LayerOps:
@@ -67,7 +67,10 @@ class LayerOps:
             raise ValueError(f"{self.path}: {self.where(op)}: " + wrong_type.format(type=self.type_name(i)))
 
     def _bias(self, b: int, op, n_out: int) -> str:
-        self._typed_constant(b, op, "bias", _INT32, "a bias of type {type} is not supported (int32 biases are)")
+        if self.act16 and self.t[b]["type"] == _INT64:      # 16x8: int64 biases (the accumulator is int64)
+            self._typed_constant(b, op, "bias", _INT64, "")
+        else:
+            self._typed_constant(b, op, "bias", _INT32, "a bias of type {type} is not supported (int32 biases are)")
         if self.static[b].size != n_out:
             raise ValueError(f"{self.path}: {self.where(op)}: the bias has {self.static[b].size} values for "
                              f"{n_out} outputs")
@@ -107,7 +110,7 @@ class LayerOps:
             if tuple(xs) != (1, k):
                 flat = self.fresh(f"{self._unique[x]}/flatten")
                 sx, zx = self.quant(x, op)
-                self.specs[flat] = TensorSpec(flat, 8, True, (k,), sx.astype(np.float64), zx)
+                self.specs[flat] = TensorSpec(flat, self.specs[xn].bits, True, (k,), sx.astype(np.float64), zx)
                 self.node(op, "reshape", [xn], [flat], {"shape": [k]}, suffix="/input_reshape")
                 xn = flat
             out_shape = (1, n_out)

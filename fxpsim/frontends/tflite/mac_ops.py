@@ -9,6 +9,7 @@ import numpy as np
 
 from ...core.fixed import Format
 from ...datapath.integer_ops import (quantized_conv2d, quantized_depthwise_conv2d, quantized_fully_connected)
+from ...datapath.tflite.int16 import mbqm_int64
 from ...datapath.requantize import Requantizer, _srdhm, _wrap_int32, activation_range, quantize_multiplier
 from ...graph.mac_ops import _bias_in_accumulator, refuse_unmodelled_knobs
 from ...graph.mac_view import core_operands, register_mac_view
@@ -59,7 +60,10 @@ def _native_requant(graph, node, acc, kernels):
     sx, sy = np.float32(x.scale[0]), np.float32(y.scale[0])
     sw = w.scale.astype(np.float32)
     zy = int(y.zero_point[0])
-    if kernels == "xnnpack":
+    if x.dtype == np.int16 and node.op == "tflite_fully_connected":    # 16x8 FC: float64, every kernel set
+        rq = _cached(graph, node, "int16_fc", lambda: Requantizer.tflite(sx, sw, sy, kind="float"))
+        return rq(acc) + zy
+    if kernels == "xnnpack" and x.dtype == np.int8:
         scale = _cached(graph, node, "xnn_scale", lambda: (sx * sw / sy).astype(np.float32))
         f = acc.astype(np.float32) * scale
         lo, hi = np.float32(-128 - zy), np.float32(127 - zy)
@@ -73,6 +77,8 @@ def _native_requant(graph, node, acc, kernels):
             m, s = quantize_multiplier(np.float64(sx) * sw.astype(np.float64) / np.float64(sy))
         return np.asarray(m, np.int64), np.asarray(s, np.int64)
     m, s = _cached(graph, node, "builtin_mult", params)
+    if x.dtype == np.int16:             # 16x8: int64 accumulators, LiteRT's 64-bit MBQM in every kernel set
+        return mbqm_int64(acc, m, s) + zy
     return _mbqm_tie_up(acc, m, s) + zy
 
 
@@ -88,6 +94,10 @@ def _native_setup(graph, node, dp):
         a_lo, a_hi = activation_range(act, float(y.scale[0]), int(y.zero_point[0]), y.dtype)
         lo, hi = max(lo, a_lo), min(hi, a_hi)
     overflow = getattr(dp.accumulator_overflow, "value", dp.accumulator_overflow)
+    # A 64-bit accumulator (16x8 models) runs as a 62-bit one, the widest the kernels take: the same values,
+    # since K products of 16 x 8-bit codes and a bias below 2^47 (LiteRT's own bound, _check_wide_bias) stay far
+    # below 2^61.
+    acc_bits = min(dp.accumulator_bits, 62)
     # The accumulators are all this op needs from the kernel (its own requantization follows). An int8 layer
     # asks for int8 outputs under TFLite's reference requantization so that the fused int8 kernel runs
     # (it returns the same accumulators, ~4x faster than the general path); those outputs are discarded.
@@ -97,7 +107,7 @@ def _native_setup(graph, node, dp):
           if fused else Requantizer("float", scale=(1.0,)))
     common = dict(requant=rq, x_zp=int(x.zero_point[0]),
                   w_zp=(wz if wz.size > 1 else int(wz[0])) if np.any(wz) else 0, out_zp=int(y.zero_point[0]) if fused else 0,
-                  out_dtype=np.int8 if fused else np.int32, acc=Format.integer(dp.accumulator_bits), overflow=overflow,
+                  out_dtype=np.int8 if fused else np.int32, acc=Format.integer(acc_bits), overflow=overflow,
                   order=dp.accumulator_order, bias_at="init" if dp.bias_add == "preload" else "end", need_acc=True)
     core = _CORE_MAC[node.op]
     if core == "fully_connected":
@@ -108,6 +118,15 @@ def _native_setup(graph, node, dp):
     return (quantized_conv2d if core == "conv2d" else quantized_depthwise_conv2d), common, (lo, hi), act
 
 
+def _check_wide_bias(node, dp, bias) -> None:
+    """A bias of magnitude :math:`\ge 2^{47}` on an accumulator wider than 62 bits is refused (LiteRT's 64-bit
+    requantization assumes :math:`|acc| < 2^{47}`)."""
+    if dp.accumulator_bits > 62 and bias is not None and np.any(np.abs(bias) >= (1 << 47)):
+        raise ValueError(f"node {node.name!r} ({node.op}): a bias of magnitude >= 2^47 on a "
+                         f"{dp.accumulator_bits}-bit accumulator (LiteRT's 64-bit requantization assumes "
+                         f"|acc| < 2^47)")
+
+
 def _native_mac_run(graph, node, ins, dp, trace):
     shadow = _shadow(graph, node)
     if getattr(dp, "requantization", None) != "native":
@@ -116,6 +135,7 @@ def _native_mac_run(graph, node, ins, dp, trace):
     # a bias wider than the accumulator saturates into it (as the core MAC ops; no bias shift here)
     bias, bias_clipped = _bias_in_accumulator(graph, node, ins[2] if len(node.inputs) > 2 and node.inputs[2] else None,
                                               dp)
+    _check_wide_bias(node, dp, bias)
     res = kernel(ins[0], ins[1], bias, **common)
     return _native_outputs(graph, node, ins, dp, trace, res.acc, res.overflows, bias, bias_clipped, clamp, act)
 
@@ -133,6 +153,7 @@ def _native_mac_prepare(graph, node, dp, in_shapes):
     kernel, common, clamp, act = _native_setup(graph, node, dp)
     bias, bias_clipped = _bias_in_accumulator(graph, node, _spec(graph, node.inputs[2]).data
                                               if len(node.inputs) > 2 and node.inputs[2] else None, dp)
+    _check_wide_bias(node, dp, bias)
     x = np.zeros(in_shapes[0], _spec(graph, node.inputs[0]).dtype)
     call = kernel(x, _spec(graph, node.inputs[1]).data, bias, prepare=True, **common)
     if call is None:

@@ -293,5 +293,6 @@ from . import mac_ops  # noqa: E402,F401  (tflite_conv2d, tflite_depthwise_conv2
 from . import move_ops  # noqa: E402,F401  (tflite_strided_slice)
 from . import gather_ops  # noqa: E402,F401  (tflite_gather, tflite_batch_matmul)
 from . import resize_ops  # noqa: E402,F401  (tflite_resize_nearest, tflite_resize_bilinear)
+from . import int16_ops  # noqa: E402,F401  (tflite_int16_add, tflite_int16_sub, tflite_int16_mul, ...)
 from . import math_kernels  # noqa: E402,F401  (tflite_maximum, tflite_rsqrt, tflite_prelu, tflite_sum, ...)
 from . import transpose_conv_ops  # noqa: E402,F401  (tflite_transpose_conv)
