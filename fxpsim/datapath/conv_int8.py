@@ -35,6 +35,7 @@ of its 65536 results.
 from __future__ import annotations
 
 import functools
+import math
 import sys
 import threading
 
@@ -44,7 +45,7 @@ from ..core.fixed import Overflow
 from ..core.fixed import _logging as _overflow_log_active
 from .requantize import _fused_constants
 
-__all__ = ["fused", "available", "lut2", "release_buffers"]
+__all__ = ["fused", "prepare", "FusedCall", "available", "lut2", "release_buffers"]
 
 try:
     from . import _conv_int8 as _k
@@ -89,7 +90,7 @@ class _Pool:
 
     def take(self, shape, dtype) -> np.ndarray:
         dtype = np.dtype(dtype)
-        nbytes = int(np.prod(shape)) * dtype.itemsize
+        nbytes = math.prod(shape) * dtype.itemsize
         key = (nbytes, dtype.str)
         with self.lock:
             for owner, buf in self.free.get(key, ()):
@@ -132,13 +133,60 @@ def fused(op: str, x, w, bias, *, requant, x_zp, w_zp, out_spec, fmt, overflow, 
     ``w`` in TFLite's layout. ``need_acc=False`` may return ``acc=None`` (a graph run without a trace);
     ``impl=1`` forces the portable kernel (tests). Returns ``(out, acc, overflows, above, below)`` with
     ``above``/``below`` None when the output stage ran in numpy. The exactness bound of the module docstring
-    is evaluated by the kernel (on the data of ``x``).
+    is evaluated by the kernel (on the data of ``x``). :func:`prepare` then the call it returns.
     """
     if _k is None or _overflow_log_active():
         return None
-    x, w = np.asarray(x), np.asarray(w)
-    if x.dtype != np.int8 or w.dtype != np.int8 or out_spec[0] != np.int8 or zero_point != "subtract" \
-            or product_shift or x.size == 0:
+    x = np.asarray(x)
+    call = prepare(op, x.shape, x.dtype, w, bias, requant=requant, x_zp=x_zp, w_zp=w_zp, out_spec=out_spec, fmt=fmt,
+                   overflow=overflow, order=order, bias_at=bias_at, zero_point=zero_point, tile_k=tile_k,
+                   product_shift=product_shift, stride=stride, pads=pads, dilation=dilation, impl=impl)
+    return None if call is None else call(x, need_acc)
+
+
+class FusedCall:
+    """One layer's call of the fused kernel with everything but ``x`` fixed (:func:`prepare`):
+    ``call(x, need_acc)`` returns what :func:`fused` returns, ``None`` included (the kernel's data-dependent
+    exactness bound, an active :func:`fxpsim.overflow_log`, the kernel switched off, another input)."""
+
+    def __init__(self, op, x_shape, out_shape, w_flat, b32, geometry, depthwise, args, rq, requant, bits, out_spec):
+        self.op, self.x_shape, self.out_shape = op, tuple(x_shape), out_shape
+        self.x4_shape = (-1, 1, 1, x_shape[-1]) if op == "fully_connected" else None
+        self.w_flat, self.b32, self.geometry, self.depthwise = w_flat, b32, geometry, depthwise
+        self.args, self.rq, self.requant, self.bits, self.out_spec = args, rq, requant, bits, out_spec
+        self.m_rows, self.n_out = int(np.prod(out_shape[:-1])), int(out_shape[-1])
+
+    def __call__(self, x, need_acc: bool):
+        if _k is None or _overflow_log_active() or x.shape != self.x_shape or x.dtype != np.int8:
+            return None
+        rq = self.rq
+        acc_buf = _POOL.take((self.m_rows, self.n_out), np.int64) if (need_acc or rq is None) else None
+        out_buf = None if rq is None else _POOL.take((self.m_rows, self.n_out), np.int8)
+        x4 = x.reshape(self.x4_shape) if self.x4_shape is not None else x
+        x_zp, mode, word, init, lo, hi, impl, seq = self.args
+        res = _k.run(np.ascontiguousarray(x4), self.w_flat, self.b32, self.geometry, self.depthwise, x_zp, mode, word,
+                     init, rq, lo, hi, impl, bool(need_acc), seq, acc_buf, out_buf)
+        if res is None:
+            return None
+        acc, out, overflows, above, below = res
+        shape = self.out_shape
+        if out is None:                           # an output stage without fused constants: numpy, as before
+            _, zp, lo, hi = self.out_spec
+            out = self.requant._output_codes(acc, self.bits, zp, lo, hi, self.out_spec[0])
+            return out.reshape(shape), acc.reshape(shape), overflows, None, None
+        return out.reshape(shape), None if acc is None else acc.reshape(shape), overflows, above, below
+
+
+def prepare(op: str, x_shape, x_dtype, w, bias, *, requant, x_zp, w_zp, out_spec, fmt, overflow, order, bias_at,
+            zero_point="subtract", tile_k=None, product_shift=0, stride=(1, 1), pads=((0, 0), (0, 0)),
+            dilation=(1, 1), impl: int = 0) -> FusedCall | None:
+    """The :class:`FusedCall` of a layer for inputs of ``x_shape`` and ``x_dtype`` (arguments as :func:`fused`),
+    or ``None`` when the kernel does not model the layer."""
+    if _k is None:
+        return None
+    w = np.asarray(w)
+    if np.dtype(x_dtype) != np.int8 or w.dtype != np.int8 or out_spec[0] != np.int8 or zero_point != "subtract" \
+            or product_shift or int(np.prod(x_shape)) == 0:
         return None
     if (np.ndim(w_zp) == 0 and w_zp != 0) or (np.ndim(w_zp) and np.any(np.asarray(w_zp) != 0)):
         return None
@@ -147,20 +195,18 @@ def fused(op: str, x, w, bias, *, requant, x_zp, w_zp, out_spec, fmt, overflow, 
         return None
     if op == "fully_connected":
         n_out, k = w.shape
-        x4 = x.reshape(-1, 1, 1, k)
         kh = kw = 1
         depthwise, out_hw = 0, (1, 1)
     else:
-        c = x.shape[3]
+        c = x_shape[3]
         depthwise = int(op == "depthwise_conv2d")
         if depthwise and w.shape[3] != c:
             return None                      # depth multiplier > 1
-        x4 = x
         kh, kw = w.shape[1:3]
         n_out = w.shape[3] if depthwise else w.shape[0]
         k = kh * kw * (1 if depthwise else c)
         out_hw = tuple((n + p0 + p1 - (kk - 1) * d - 1) // s + 1
-                       for n, kk, s, d, (p0, p1) in zip(x.shape[1:3], (kh, kw), stride, dilation, pads))
+                       for n, kk, s, d, (p0, p1) in zip(x_shape[1:3], (kh, kw), stride, dilation, pads))
     if tile_k is not None and tile_k < k:
         return None
     if np.ndim(w_zp) and np.shape(w_zp) != (n_out,):
@@ -174,17 +220,8 @@ def fused(op: str, x, w, bias, *, requant, x_zp, w_zp, out_spec, fmt, overflow, 
     b32 = None if bias is None else np.ascontiguousarray(bias, np.int32)
     geometry = (int(kh), int(kw), int(n_out), int(out_hw[0]), int(out_hw[1]), int(stride[0]), int(stride[1]),
                 int(dilation[0]), int(dilation[1]), int(pads[0][0]), int(pads[1][0]))
-    m_rows = int(x4.shape[0]) * int(out_hw[0]) * int(out_hw[1])
-    acc_buf = _POOL.take((m_rows, int(n_out)), np.int64) if (need_acc or rq is None) else None
-    out_buf = None if rq is None else _POOL.take((m_rows, int(n_out)), np.int8)
-    res = _k.run(np.ascontiguousarray(x4), np.ascontiguousarray(w).reshape(-1), b32, geometry, depthwise,
-                 int(x_zp), mode, word, int(bias_at == "init"), rq, int(lo), int(hi), int(impl), bool(need_acc),
-                 order == "sequential" and word <= 31, acc_buf, out_buf)
-    if res is None:
-        return None
-    acc, out, overflows, above, below = res
-    shape = x.shape[:-1] + (n_out,) if op == "fully_connected" else (x.shape[0],) + out_hw + (n_out,)
-    if out is None:                           # an output stage without fused constants: numpy, as before
-        out = requant._output_codes(acc, bits, zp, lo, hi, out_spec[0])
-        return out.reshape(shape), acc.reshape(shape), overflows, None, None
-    return out.reshape(shape), None if acc is None else acc.reshape(shape), overflows, above, below
+    shape = tuple(x_shape[:-1]) + (n_out,) if op == "fully_connected" else (x_shape[0],) + out_hw + (n_out,)
+    args = (int(x_zp), mode, word, int(bias_at == "init"), int(lo), int(hi), int(impl),
+            order == "sequential" and word <= 31)
+    return FusedCall(op, x_shape, tuple(int(d) for d in shape), np.ascontiguousarray(w).reshape(-1), b32, geometry,
+                     depthwise, args, rq, requant, bits, out_spec)

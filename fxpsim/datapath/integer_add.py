@@ -22,7 +22,7 @@ __all__ = ["quantized_add"]
 
 def quantized_add(x1, x2, *, scale1: float, zp1: int, scale2: float, zp2: int, out_scale: float,
                   out_zp: int, act_min=None, act_max=None, out_dtype=np.int8, left_shift: int = 20,
-                  rounding: str = "double") -> np.ndarray:
+                  rounding: str = "double", prepare: bool = False) -> np.ndarray:
     r"""Integer elementwise add (TFLite ``ADD``, int8), numpy broadcasting.
 
     With ``(m1, s1, m2, s2, mo, so) =`` :func:`~fxpsim.requantize.tflite_add_params` and
@@ -32,6 +32,10 @@ def quantized_add(x1, x2, *, scale1: float, zp1: int, scale2: float, zp2: int, o
 
         v_i = \mathrm{MBQM}((x_i - z_i)\,2^{L},\ m_i, s_i),\qquad
         y = \mathrm{clamp}\big(\mathrm{MBQM}(v_1 + v_2,\ m_o, s_o) + z_y\big)
+
+    ``prepare=True`` validates the call and returns, instead of computing, the int8 table lookup for inputs
+    shaped and typed as ``x1`` and ``x2`` (:class:`TableAdd`, ``call(x1, x2)``: a compiled graph plan's step),
+    or ``None`` when the add does not run on a table.
 
     Returns
     -------
@@ -53,10 +57,31 @@ def quantized_add(x1, x2, *, scale1: float, zp1: int, scale2: float, zp2: int, o
         z1 = _check_zero_point(zp1, np.iinfo(np.int8), "zp1")
         z2 = _check_zero_point(zp2, np.iinfo(np.int8), "zp2")
         table = _add_table(params, z1, z2, int(left_shift), rounding, zp, lo, hi)
+        if prepare:
+            return TableAdd(table, a.shape, b.shape, shape)
         a8 = np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1)
         b8 = np.ascontiguousarray(np.broadcast_to(b, shape)).reshape(-1)
         return _fused.lut2(a8, b8, table).reshape(shape)
+    if prepare:
+        return None
     return _add_codes(a, b, zp1, zp2, params, left_shift, rounding, shape, zp, lo, hi, dtype)
+
+
+class TableAdd:
+    """An int8 add read from its table (:func:`quantized_add` with ``prepare=True``): ``call(x1, x2)`` gives
+    ``quantized_add(x1, x2, ...)`` for int8 inputs of the prepared shapes, ``None`` for any other input (and when the
+    table kernel is switched off)."""
+
+    def __init__(self, table, shape1, shape2, shape):
+        self.table, self.shape1, self.shape2, self.shape = table, tuple(shape1), tuple(shape2), tuple(shape)
+
+    def __call__(self, x1, x2):
+        if not _fused.available() or x1.dtype != np.int8 or x2.dtype != np.int8 or x1.shape != self.shape1 \
+                or x2.shape != self.shape2:
+            return None
+        a8 = np.ascontiguousarray(np.broadcast_to(x1, self.shape) if x1.shape != self.shape else x1).reshape(-1)
+        b8 = np.ascontiguousarray(np.broadcast_to(x2, self.shape) if x2.shape != self.shape else x2).reshape(-1)
+        return _fused.lut2(a8, b8, self.table).reshape(self.shape)
 
 
 def _add_params(scale1, scale2, out_scale, left_shift, single):

@@ -137,7 +137,7 @@ def quantized_fully_connected(x, w, bias=None, *, requant: Requantizer, x_zp=0, 
                               act_min=None, act_max=None, out_dtype=np.int8, acc=32, overflow="wrap",
                               order="sequential", bias_at="end", zero_point="subtract", bias_bits=None,
                               tile_k=None, tile_acc=None, product_shift=0, rounding="half_up",
-                              need_acc: bool = True) -> IntegerResult:
+                              need_acc: bool = True, prepare: bool = False) -> IntegerResult:
     r"""Integer fully connected layer (TFLite ``FULLY_CONNECTED``, int8).
 
     .. math::
@@ -170,6 +170,10 @@ def quantized_fully_connected(x, w, bias=None, *, requant: Requantizer, x_zp=0, 
     {knobs}
     need_acc : bool
         ``False``: the fused int8 kernel may leave ``acc`` None (the caller does not read it).
+    prepare : bool
+        Validate the call and return the fused kernel's prepared call for inputs shaped and typed as ``x``
+        (:class:`fxpsim.datapath.conv_int8.FusedCall`, ``call(x, need_acc)``; a compiled graph plan's step),
+        or ``None`` when that kernel does not model the layer; nothing is computed.
 
     Returns
     -------
@@ -189,8 +193,8 @@ def quantized_fully_connected(x, w, bias=None, *, requant: Requantizer, x_zp=0, 
     fold = zero_point == "fold"
     z = _check_zero_point(x_zp, np.iinfo(x.dtype), "x_zp")
     fast = _fast("fully_connected", x, w, b, requant, z, w_zp, out_spec, fmt, overflow, order, bias_at,
-                 zero_point, tile_k, product_shift, need_acc)
-    if fast is not None:
+                 zero_point, tile_k, product_shift, need_acc, prepare=prepare)
+    if fast is not None or prepare:
         return fast
     wo = _offset(w, w_zp, "w_zp", channel_axis=0, narrow=True)
     xo = _offset(x, 0 if fold else z, "x_zp", narrow=True)
@@ -211,9 +215,13 @@ def quantized_fully_connected(x, w, bias=None, *, requant: Requantizer, x_zp=0, 
 
 
 def _fast(op, x, w, b, requant, z, w_zp, out_spec, fmt, overflow, order, bias_at, zero_point, tile_k,
-          product_shift, need_acc, geometry=None) -> IntegerResult | None:
+          product_shift, need_acc, geometry=None, prepare=False) -> IntegerResult | None:
     """The layer on the fused int8 kernel (:func:`fxpsim.datapath.conv_int8.fused`) when it models the call
-    exactly (the same bits, counts included), else None."""
+    exactly (the same bits, counts included), else None; with ``prepare`` its prepared call (or None)."""
+    if prepare:
+        return _fused.prepare(op, x.shape, x.dtype, w, b, requant=requant, x_zp=z, w_zp=w_zp, out_spec=out_spec,
+                              fmt=fmt, overflow=overflow, order=order, bias_at=bias_at, zero_point=zero_point,
+                              tile_k=tile_k, product_shift=product_shift, **(geometry or {}))
     res = _fused.fused(op, x, w, b, requant=requant, x_zp=z, w_zp=w_zp, out_spec=out_spec, fmt=fmt,
                        overflow=overflow, order=order, bias_at=bias_at, zero_point=zero_point, tile_k=tile_k,
                        product_shift=product_shift, need_acc=need_acc, **(geometry or {}))
@@ -231,7 +239,8 @@ def _with(res: IntegerResult, tile_overflows: int, bias_clipped: int) -> Integer
 
 def _conv(x, w_hwio, groups, bias, requant, x_zp, out_zp, stride, padding, dilation, act_min, act_max,
           out_dtype, acc, overflow, order, bias_at, w_offset, zero_point="subtract", bias_bits=None, tile_k=None,
-          tile_acc=None, product_shift=0, rounding="half_up", op=None, w_raw=None, w_zp=0, need_acc=True):
+          tile_acc=None, product_shift=0, rounding="half_up", op=None, w_raw=None, w_zp=0, need_acc=True,
+          prepare=False):
     _common(bias_at, overflow, order)
     out_spec = _output_spec(out_zp, act_min, act_max, out_dtype)
     fmt = _acc_format(acc)
@@ -249,8 +258,8 @@ def _conv(x, w_hwio, groups, bias, requant, x_zp, out_zp, stride, padding, dilat
     z = _check_zero_point(x_zp, np.iinfo(x.dtype), "x_zp")
     if op is not None:
         fast = _fast(op, x, w_raw, b, requant, z, w_zp, out_spec, fmt, overflow, order, bias_at, zero_point,
-                     tile_k, product_shift, need_acc, {"stride": stride, "pads": pads, "dilation": dilation})
-        if fast is not None:
+                     tile_k, product_shift, need_acc, {"stride": stride, "pads": pads, "dilation": dilation}, prepare)
+        if fast is not None or prepare:
             return fast
     wo = np.ascontiguousarray(w_offset(w_hwio))
     xo = _offset(x, 0 if fold else z, "x_zp", narrow=True)
@@ -287,7 +296,7 @@ def quantized_conv2d(x, w, bias=None, *, requant: Requantizer, x_zp=0, w_zp=0, o
                      padding="VALID", dilation=1, act_min=None, act_max=None, out_dtype=np.int8, acc=32,
                      overflow="wrap", order="sequential", bias_at="end", zero_point="subtract", bias_bits=None,
                      tile_k=None, tile_acc=None, product_shift=0, rounding="half_up",
-                     need_acc: bool = True) -> IntegerResult:
+                     need_acc: bool = True, prepare: bool = False) -> IntegerResult:
     r"""Integer 2-D convolution (TFLite ``CONV_2D``, int8, NHWC).
 
     .. math::
@@ -306,7 +315,7 @@ def quantized_conv2d(x, w, bias=None, *, requant: Requantizer, x_zp=0, w_zp=0, o
     padding : "SAME", "VALID" or ((top, bottom), (left, right))
     bias, requant, x_zp, w_zp, out_zp, act_min, act_max, out_dtype, acc, overflow, order, bias_at
         As :func:`quantized_fully_connected`; TFLite's conv uses ``Requantizer.tflite(..., kind="double")``.
-    zero_point, bias_bits, tile_k, tile_acc, product_shift, rounding, need_acc
+    zero_point, bias_bits, tile_k, tile_acc, product_shift, rounding, need_acc, prepare
         As :func:`quantized_fully_connected` (tiles run over K in the (kh, kw, c) order).
 
     Returns
@@ -322,14 +331,15 @@ def quantized_conv2d(x, w, bias=None, *, requant: Requantizer, x_zp=0, w_zp=0, o
     return _conv(x, w_hwio, 1, bias, requant, x_zp, out_zp, stride, padding, dilation, act_min, act_max,
                  out_dtype, acc, overflow, order, bias_at,
                  lambda k: _offset(k, w_zp, "w_zp", channel_axis=3, narrow=True), zero_point, bias_bits, tile_k,
-                 tile_acc, product_shift, rounding, "conv2d", w, w_zp, need_acc)
+                 tile_acc, product_shift, rounding, "conv2d", w, w_zp, need_acc, prepare)
 
 
 def quantized_depthwise_conv2d(x, w, bias=None, *, requant: Requantizer, x_zp=0, w_zp=0, out_zp=0,
                                stride=1, padding="VALID", dilation=1, act_min=None, act_max=None,
                                out_dtype=np.int8, acc=32, overflow="wrap", order="sequential",
                                bias_at="end", zero_point="subtract", bias_bits=None, tile_k=None, tile_acc=None,
-                               product_shift=0, rounding="half_up", need_acc: bool = True) -> IntegerResult:
+                               product_shift=0, rounding="half_up", need_acc: bool = True,
+                               prepare: bool = False) -> IntegerResult:
     r"""Integer depthwise convolution (TFLite ``DEPTHWISE_CONV_2D``, int8, NHWC).
 
     Output channel :math:`o = cM + m` (depth multiplier :math:`M = O / C`) sees input channel
@@ -361,7 +371,7 @@ def quantized_depthwise_conv2d(x, w, bias=None, *, requant: Requantizer, x_zp=0,
     return _conv(x, w_hwio, x.shape[3], bias, requant, x_zp, out_zp, stride, padding, dilation, act_min,
                  act_max, out_dtype, acc, overflow, order, bias_at,
                  lambda k: _offset(k, w_zp, "w_zp", channel_axis=3, narrow=True), zero_point, bias_bits, tile_k,
-                 tile_acc, product_shift, rounding, "depthwise_conv2d", w, w_zp, need_acc)
+                 tile_acc, product_shift, rounding, "depthwise_conv2d", w, w_zp, need_acc, prepare)
 
 
 quantized_fully_connected.__doc__ = quantized_fully_connected.__doc__.replace("{knobs}", _MAC_KNOBS_DOC)

@@ -95,6 +95,28 @@ def _add_run(graph, node, ins, dp, trace):
         (pre < lo) | (pre > hi)))}
 
 
+def _add_prepare(graph, node, dp, in_shapes):
+    """A compiled plan's step of an ``add`` (:mod:`fxpsim.graph.plan`): on TFLite's scheme with int8 codes, the
+    table lookup prepared once; anything else (or an input it was not prepared for) runs :func:`_add_run`."""
+    if None in in_shapes[:2] or not _scheme(node, dp).startswith("tflite"):
+        return None
+    _refuse_multiplier_knobs(node, dp, "TFLite's ADD")
+    a, b, y = (_spec(graph, t) for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
+    lo, hi = _clamp_codes(graph, node, node.outputs[0], node.attrs.get("activation", "none"))
+    call = quantized_add(np.zeros(in_shapes[0], a.dtype), np.zeros(in_shapes[1], b.dtype), scale1=float(a.scale[0]),
+                         zp1=int(a.zero_point[0]), scale2=float(b.scale[0]), zp2=int(b.zero_point[0]),
+                         out_scale=float(y.scale[0]), out_zp=int(y.zero_point[0]), act_min=lo, act_max=hi,
+                         out_dtype=y.dtype, rounding="single" if _scheme(node, dp) == "tflite-single" else "double",
+                         prepare=True)
+    if call is None:
+        return None
+
+    def step(ins, trace):
+        out = call(ins[0], ins[1])
+        return ([out], _no_trace()) if out is not None else _add_run(graph, node, ins, dp, trace)
+    return step
+
+
 def _mul_requantizer(graph, node, dp, scheme) -> Requantizer:
     cache = graph.__dict__.setdefault("_requantizers", {})
     final = getattr(dp, "requantization_rounding", None)
@@ -181,6 +203,6 @@ def _check(n_in):
     return check
 
 
-register_op(Op("add", _add_run, _binary_float(np.add), _check(2)))
+register_op(Op("add", _add_run, _binary_float(np.add), _check(2), prepare=_add_prepare))
 register_op(Op("mul", _mul_run, _binary_float(np.multiply), _check(2)))
 register_op(Op("concat", _concat_run, _concat_float, _check(0)))

@@ -29,27 +29,12 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .datapath_settings import EXACT_DATAPATH, Datapath, node_datapath
+from .edits import TrackedDict, TrackedList, bump, frozen, track
+from .edits import plain as _plain
 from .validate import check_attrs, check_datapath_arg, check_node_fields, check_datapath, check_shapes, check_tensor, toposort
 from .serialize import GRAPH_FORMAT, GRAPH_FORMAT_VERSION, graph_to_json, load_graph, save_graph  # noqa: F401
 
 __all__ = ["TensorSpec", "Node", "IntegerGraph", "load_graph", "EXACT_DATAPATH", "Datapath", "node_datapath"]
-
-
-def _plain(value):
-    """JSON-ready copy of an attribute value (tuples become lists, numpy scalars Python numbers)."""
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.floating,)):
-        return float(value)
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    raise TypeError(f"graph attribute values must be numbers, strings, lists or dicts, got {type(value).__name__}")
 
 
 @dataclass
@@ -97,7 +82,7 @@ class TensorSpec:
             if data.size and (int(data.min()) < lo or int(data.max()) > hi):
                 raise ValueError(f"tensor {self.name!r}: constant codes outside the {self.type_name} range "
                                  f"[{lo}, {hi}]")
-            self.data = data
+            self.data = frozen(data, copy=True)   # read-only: an edit in place cannot go unseen (.edits)
             self.shape = tuple(data.shape)
         if isinstance(self.shape, (str, bytes)) or not hasattr(self.shape, "__iter__") or not all(
                 isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0 for d in self.shape):
@@ -121,6 +106,21 @@ class TensorSpec:
             self.scale, self.zero_point = scale, np.broadcast_to(zp.astype(np.int64), scale.shape).copy()
             if scale.size > 1 and self.axis is None:
                 raise ValueError(f"tensor {self.name!r}: per-channel scales need an axis")
+            frozen(self.scale, copy=False), frozen(self.zero_point, copy=False)
+        self._built = True
+
+    def __setattr__(self, key, value):
+        """An assignment to a built tensor counts as an edit (:mod:`fxpsim.graph.edits`); arrays stay read-only."""
+        if self.__dict__.get("_built"):
+            bump()
+            value = frozen(value, copy=True) if isinstance(value, np.ndarray) else value
+        object.__setattr__(self, key, value)
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        for key in ("data", "scale", "zero_point"):
+            if isinstance(state.get(key), np.ndarray):
+                frozen(state[key], copy=False)
 
     @property
     def is_float(self) -> bool:
@@ -207,8 +207,17 @@ class Node:
 
     def __post_init__(self):
         check_node_fields(self)
-        self.inputs, self.outputs = list(self.inputs), list(self.outputs)
-        self.attrs = {str(k): _plain(v) for k, v in dict(self.attrs).items()}
+        self.inputs, self.outputs = TrackedList(self.inputs), TrackedList(self.outputs)
+        self.attrs = track({str(k): _plain(v) for k, v in dict(self.attrs).items()})
+        self._built = True
+
+    def __setattr__(self, key, value):
+        """An assignment to a built node counts as an edit (:mod:`fxpsim.graph.edits`)."""
+        if self.__dict__.get("_built"):
+            bump()
+            value = track(_plain(value)) if key == "attrs" else TrackedList(value) if key in ("inputs", "outputs") \
+                else value
+        object.__setattr__(self, key, value)
 
     def to_json(self) -> dict:
         return {"name": self.name, "op": self.op, "inputs": self.inputs, "outputs": self.outputs,
@@ -234,13 +243,14 @@ class IntegerGraph:
                  outputs: Sequence[str], name: str = "graph", meta: Mapping | None = None):
         from .ops import OPS, find_op
         self.name = str(name)
-        self.tensors: dict[str, TensorSpec] = {}
+        specs: dict[str, TensorSpec] = {}
         for t in tensors:
             if not isinstance(t, TensorSpec):
                 raise TypeError(f"tensors must be TensorSpec objects, got {type(t).__name__}")
-            if t.name in self.tensors:
+            if t.name in specs:
                 raise ValueError(f"tensor {t.name!r} is defined twice")
-            self.tensors[t.name] = t
+            specs[t.name] = t
+        self.tensors = specs          # (a TrackedDict: see __setattr__)
         for what, v in (("inputs", inputs), ("outputs", outputs)):
             if isinstance(v, (str, bytes)) or not all(isinstance(t, str) for t in v):
                 raise TypeError(f"graph {what} must be a list of tensor names, got {v!r}")
@@ -280,6 +290,19 @@ class IntegerGraph:
             check_attrs(n)
             OPS[n.op].check(self, n)
             check_shapes(self, n)
+        self._built = True
+
+    def __setattr__(self, key, value):
+        """Assigning a graph field counts as an edit (:mod:`fxpsim.graph.edits`): plans and caches rebuild."""
+        if not key.startswith("_") and self.__dict__.get("_built"):
+            bump()
+        wrap = {"nodes": TrackedList, "inputs": TrackedList, "outputs": TrackedList, "tensors": TrackedDict,
+                "meta": track}.get(key)
+        object.__setattr__(self, key, value if wrap is None else wrap(value))
+
+    def __getstate__(self):
+        """Pickles and copies hold the graph, not its derived caches (plans, op tables)."""
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_") or k == "_built"}
 
     # ------------------------------------------------------------------ structure
     def _toposort(self, nodes: list) -> list:
@@ -334,7 +357,8 @@ class IntegerGraph:
         runtime it reproduces, e.g. LiteRT's reference kernels) over :data:`EXACT_DATAPATH`."""
         return Datapath(**self.meta.get("datapath", {})) if self.meta.get("datapath") else EXACT_DATAPATH
 
-    def run(self, x, datapath=None, *, trace: bool | str = False, keep: bool = False, batch_size: int = 256):
+    def run(self, x, datapath=None, *, trace: bool | str = False, keep: bool = False, batch_size: int = 256,
+            plan: bool = True):
         """Run a batch through the graph on ``datapath`` (default :attr:`default_datapath`).
 
         Parameters
@@ -351,13 +375,18 @@ class IntegerGraph:
             products).
         keep : bool
             Also return every tensor computed (name -> array).
+        plan : bool
+            Run through the graph's compiled plan for this datapath and these input shapes (:meth:`compile`,
+            reused while the graph is unchanged; the same bits); ``False`` dispatches node by node, deriving
+            every node's settings again (:func:`fxpsim.graph.plan.run_node_by_node`). A datapath that is not
+            hashable always runs node by node.
 
         Returns
         -------
         ndarray (one output) or list of ndarrays; with ``trace``/``keep`` a tuple
         ``(outputs, traces, tensors)`` (the ones not asked for are ``None``).
         """
-        from .ops import run_node
+        from .plan import plan_for, run_node_by_node
         if trace not in (False, True, "peaks"):
             raise ValueError(f"trace must be False, True or 'peaks', got {trace!r}")
         datapath = self.default_datapath if datapath is None else datapath
@@ -365,27 +394,35 @@ class IntegerGraph:
         feeds = self._feeds(self._with_state(x))
         n = len(next(iter(feeds.values())))
         if not (trace or keep) and n > batch_size:
-            chunks = [self.run([f[i:i + batch_size] for f in feeds.values()], datapath, batch_size=batch_size)
-                      for i in range(0, n, batch_size)]
+            chunks = [self.run([f[i:i + batch_size] for f in feeds.values()], datapath, batch_size=batch_size,
+                               plan=plan) for i in range(0, n, batch_size)]
             if len(self.outputs) == 1:
                 return np.concatenate(chunks)
             return [np.concatenate([c[j] for c in chunks]) for j in range(len(self.outputs))]
-        constants = {k: t.data for k, t in self.tensors.items() if t.is_constant}
-        values = {**constants, **feeds}
-        traces = {}
-        for i, node in enumerate(self.nodes):
-            ins = [values[t] if t else None for t in node.inputs]
-            outs, info = run_node(self, node, ins, node_datapath(datapath, node, i), trace)
-            for t, v in zip(node.outputs, outs):
-                values[t] = v
-            if trace:
-                traces[node.name] = info
-        outputs = [values[t] for t in self.outputs]
-        result = outputs[0] if len(outputs) == 1 else outputs
-        if trace or keep:
-            kept = {k: v for k, v in values.items() if k not in constants} if keep else None
-            return result, (traces if trace else None), kept
-        return result
+        compiled = plan_for(self, datapath, feeds) if plan else None
+        if compiled is None:
+            return run_node_by_node(self, feeds, datapath, trace, keep)
+        return compiled.run_feeds(feeds, trace, keep)
+
+    def compile(self, datapath=None, batch_shape=None):
+        """The graph's execution plan (:class:`fxpsim.graph.plan.ExecutionPlan`) on ``datapath`` (default
+        :attr:`default_datapath`) for inputs of ``batch_shape``: one shape per graph input with the batch axis
+        (a batch size ``N`` stands for ``(N,) + shape`` of every input; default 1). Every node's settings,
+        validated constants, requantization constants, kernel choice and buffers are derived once;
+        ``plan.run(x, trace=..., keep=...)`` gives :meth:`run`'s bits. Any later edit of the graph makes the plan
+        stale (calling it raises); :meth:`run` compiles and reuses plans by itself."""
+        from .plan import compile_plan
+        datapath = self.default_datapath if datapath is None else datapath
+        check_datapath_arg(datapath)
+        shapes = batch_shape if batch_shape is not None else 1
+        if isinstance(shapes, (int, np.integer)) and not isinstance(shapes, bool):
+            shapes = [(int(shapes),) + self.tensors[t].shape for t in self.inputs]
+        shapes = [tuple(int(d) for d in s) for s in shapes]
+        want = [self.tensors[t].shape for t in self.inputs]
+        if len(shapes) != len(want) or any(len(s) != len(w) + 1 or s[1:] != w or s[0] < 1 for s, w in zip(shapes, want)):
+            raise ValueError(f"batch_shape must give (N, ...) for each graph input {self.inputs} with per-sample "
+                             f"shapes {want}, got {batch_shape!r}")
+        return compile_plan(self, datapath, shapes)
 
     def _with_state(self, x):
         """``x`` with the initial state appended for a stateful graph given only its other inputs
@@ -421,40 +458,8 @@ class IntegerGraph:
         return result
 
     def _feeds(self, x) -> dict:
-        arrays = [x] if isinstance(x, np.ndarray) or not isinstance(x, (list, tuple)) else list(x)
-        if not self.inputs:
-            raise ValueError(f"graph {self.name!r} has no inputs to feed")
-        if len(arrays) != len(self.inputs):
-            raise ValueError(f"the graph has {len(self.inputs)} input(s) ({', '.join(self.inputs)}), "
-                             f"got {len(arrays)} array(s)")
-        feeds, n = {}, None
-        for name, a in zip(self.inputs, arrays):
-            spec = self.tensors[name]
-            a = np.asarray(a)
-            where = f"input {name!r}"
-            if a.ndim != len(spec.shape) + 1 or tuple(a.shape[1:]) != spec.shape:
-                raise ValueError(f"{where} must have shape (N, {', '.join(map(str, spec.shape))}), got {a.shape}")
-            if a.shape[0] == 0:
-                raise ValueError(f"{where} is an empty batch")
-            if n is not None and a.shape[0] != n:
-                raise ValueError(f"graph inputs have different batch sizes ({n} and {a.shape[0]})")
-            n = a.shape[0]
-            if spec.is_float:
-                if a.dtype.kind not in "fiu" or a.dtype == np.bool_:
-                    raise TypeError(f"{where} must be a float array, got dtype {a.dtype}")
-                a = a.astype(np.float32)
-                if not np.all(np.isfinite(a)):
-                    raise ValueError(f"{where} holds {int(a.size - np.isfinite(a).sum())} NaN/inf value(s)")
-            else:
-                if a.dtype.kind not in "iu":
-                    raise TypeError(f"{where} holds {spec.type_name} codes; got dtype {a.dtype} "
-                                    f"(quantize float data first, e.g. with the graph's quantize node)")
-                lo, hi = spec.code_range
-                if int(a.min()) < lo or int(a.max()) > hi:
-                    raise ValueError(f"{where}: codes outside the {spec.type_name} range [{lo}, {hi}]")
-                a = a.astype(spec.dtype, copy=False)
-            feeds[name] = a
-        return feeds
+        from .plan import feeds_of
+        return feeds_of(self, x)
 
     # ------------------------------------------------------------------ description
     def macs(self, node: Node) -> int:

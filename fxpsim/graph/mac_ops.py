@@ -133,9 +133,9 @@ def _mac_static(graph, node):
     return got[1]
 
 
-def _mac_run(graph, node, ins, dp, trace):
+def _mac_setup(graph, node, dp):
+    """What a MAC node's kernel call takes on ``dp`` besides its operands: ``(kernel, kwargs, knobs, at_end)``."""
     from ..datapath.requantize import Requantizer as _R
-    x, w = ins[0], ins[1]
     bspec, xspec, yspec, act, (lo, hi), w_zp = _mac_static(graph, node)
     common = dict(requant=requantizer_for(graph, node, dp), x_zp=int(xspec.zero_point[0]),
                   w_zp=w_zp, out_zp=int(yspec.zero_point[0]),
@@ -145,21 +145,59 @@ def _mac_run(graph, node, ins, dp, trace):
     knobs = _mac_knobs(node, dp)
     common.update(knobs)
     at_end = dp.overflow_at == "end"
-    common["need_acc"] = bool(trace) or at_end   # the fused int8 kernel skips the accumulators otherwise
     if at_end:
         common.update(acc=Format.integer(62), overflow="wrap", requant=_R("shift", shift=(0,)),
                       act_min=None, act_max=None, out_dtype=np.int8)
-    bias, bias_clipped = _bias_in_accumulator(graph, node, ins[2] if bspec is not None else None, dp)
+    if node.op == "fully_connected":
+        return quantized_fully_connected, common, knobs, at_end
+    common.update(stride=_pair(node.attrs, "stride"), padding=_padding(node.attrs),
+                  dilation=_pair(node.attrs, "dilation"))
+    return (quantized_conv2d if node.op == "conv2d" else quantized_depthwise_conv2d), common, knobs, at_end
+
+
+def _mac_run(graph, node, ins, dp, trace):
+    kernel, common, knobs, at_end = _mac_setup(graph, node, dp)
+    common["need_acc"] = bool(trace) or at_end   # the fused int8 kernel skips the accumulators otherwise
+    has_bias = len(node.inputs) > 2 and bool(node.inputs[2])
+    bias, bias_clipped = _bias_in_accumulator(graph, node, ins[2] if has_bias else None, dp)
     run_bias = bias
     if bias is not None and at_end:   # a wide adder: the exact sum is fitted once at the end
         run_bias = np.asarray(ins[2], dtype=np.int64) << int(node.attrs.get("bias_shift", 0))
         bias_clipped = 0
-    if node.op == "fully_connected":
-        res = quantized_fully_connected(x, w, run_bias, **common)
-    else:
-        fn = quantized_conv2d if node.op == "conv2d" else quantized_depthwise_conv2d
-        res = fn(x, w, run_bias, stride=_pair(node.attrs, "stride"), padding=_padding(node.attrs),
-                 dilation=_pair(node.attrs, "dilation"), **common)
+    res = kernel(ins[0], ins[1], run_bias, **common)
+    return _mac_outputs(graph, node, ins, dp, trace, res, (bias, run_bias, bias_clipped), knobs, at_end)
+
+
+def _mac_prepare(graph, node, dp, in_shapes):
+    """A compiled plan's step of a MAC node (:mod:`fxpsim.graph.plan`): the fused int8 kernel's call prepared
+    once (validated operands, bias in the accumulator, requantization constants), or ``None`` (the node runs as
+    :func:`_mac_run`). A call the kernel declines, and ``trace="peaks"``, run :func:`_mac_run`."""
+    if dp.overflow_at == "end" or in_shapes[0] is None:
+        return None
+    from ..datapath.integer_ops import IntegerResult
+    kernel, common, knobs, _ = _mac_setup(graph, node, dp)
+    has_bias = len(node.inputs) > 2 and bool(node.inputs[2])
+    biases = _bias_in_accumulator(graph, node, _spec(graph, node.inputs[2]).data if has_bias else None, dp)
+    x = np.zeros(in_shapes[0], _spec(graph, node.inputs[0]).dtype)
+    call = kernel(x, _spec(graph, node.inputs[1]).data, biases[0], prepare=True, **common)
+    if call is None:
+        return None
+    biases = (biases[0], biases[0], biases[1])
+
+    def step(ins, trace):
+        got = None if trace == "peaks" else call(ins[0], bool(trace))
+        if got is None:
+            return _mac_run(graph, node, ins, dp, trace)
+        res = IntegerResult(got[0], got[1], got[2], 0, 0, got[3], got[4])
+        return _mac_outputs(graph, node, ins, dp, trace, res, biases, knobs, False)
+    return step
+
+
+def _mac_outputs(graph, node, ins, dp, trace, res, biases, knobs, at_end):
+    """The output codes and trace of a MAC node from its kernel's result ``res`` (``biases``: the bias in the
+    accumulator, the bias the kernel ran with, how many saturated)."""
+    bias, run_bias, bias_clipped = biases
+    _, _, yspec, act, (lo, hi), _ = _mac_static(graph, node)
     out, acc, overflows = res.out, res.acc, res.overflows
     bias_clipped += res.bias_clipped
     info = None
@@ -282,7 +320,7 @@ def _mac_bound(graph, node) -> int:
 
 
 for _name in _MAC_OPS:
-    register_op(Op(_name, _mac_run, _mac_float, _mac_check, _mac_count, _mac_bound))
+    register_op(Op(_name, _mac_run, _mac_float, _mac_check, _mac_count, _mac_bound, _mac_prepare))
 
 
 

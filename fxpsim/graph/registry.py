@@ -29,6 +29,10 @@ class Op:
     check: Callable = lambda graph, node: None
     macs: Callable = lambda graph, node: 0
     worst_case_sum: Callable = lambda graph, node: None
+    #: ``prepare(graph, node, datapath, input_shapes) -> step | None``: a compiled plan's step of the node,
+    #: ``step(inputs, trace) -> (outputs, trace)`` with what depends on the graph and datapath alone derived
+    #: once (:mod:`fxpsim.graph.plan`); ``None`` (or no ``prepare``): the plan calls ``run``.
+    prepare: Callable | None = None
 
 
 OPS: dict[str, Op] = {}

@@ -11,7 +11,7 @@ from ...core.fixed import Format
 from ...datapath.integer_ops import (quantized_conv2d, quantized_depthwise_conv2d, quantized_fully_connected)
 from ...datapath.tflite.int16 import mbqm_int64
 from ...datapath.requantize import Requantizer, _srdhm, _wrap_int32, activation_range, quantize_multiplier
-from ...graph.mac_ops import refuse_unmodelled_knobs
+from ...graph.mac_ops import _bias_in_accumulator, refuse_unmodelled_knobs
 from ...graph.mac_view import core_operands, register_mac_view
 from ...graph.ops import OPS, Op, register_op
 from .op_support import _cached, _kernels, _spec
@@ -82,14 +82,11 @@ def _native_requant(graph, node, acc, kernels):
     return _mbqm_tie_up(acc, m, s) + zy
 
 
-def _native_mac_run(graph, node, ins, dp, trace):
-    shadow = _shadow(graph, node)
-    if getattr(dp, "requantization", None) != "native":
-        return OPS[shadow.op].run(graph, shadow, ins, dp, trace)
+def _native_setup(graph, node, dp):
+    """What the kernel set's MAC node takes on the ``"native"`` datapath besides its operands:
+    ``(kernel, kwargs, (lo, hi), act)``."""
     refuse_unmodelled_knobs(node, dp, f"LiteRT {_kernels(graph)} kernels")
-    kernels = _kernels(graph)
     x, w, y = (_spec(graph, t) for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
-    bias = ins[2] if len(node.inputs) > 2 and node.inputs[2] else None
     wz = w.zero_point
     act = node.attrs.get("activation", "none")
     lo, hi = y.code_range
@@ -97,19 +94,10 @@ def _native_mac_run(graph, node, ins, dp, trace):
         a_lo, a_hi = activation_range(act, float(y.scale[0]), int(y.zero_point[0]), y.dtype)
         lo, hi = max(lo, a_lo), min(hi, a_hi)
     overflow = getattr(dp.accumulator_overflow, "value", dp.accumulator_overflow)
-    bias_clipped = 0
-    if bias is not None:     # a bias wider than the accumulator saturates into it (as the core MAC ops)
-        lo_acc, hi_acc = -(1 << (dp.accumulator_bits - 1)), (1 << (dp.accumulator_bits - 1)) - 1
-        clipped_bias = np.clip(bias, lo_acc, hi_acc)
-        bias_clipped = int(np.count_nonzero(clipped_bias != bias))
-        bias = clipped_bias
     # A 64-bit accumulator (16x8 models) runs as a 62-bit one, the widest the kernels take: the same values,
-    # since K products of 16 x 8-bit codes and a bias below 2^47 (LiteRT's own bound) stay far below 2^61.
+    # since K products of 16 x 8-bit codes and a bias below 2^47 (LiteRT's own bound, _check_wide_bias) stay far
+    # below 2^61.
     acc_bits = min(dp.accumulator_bits, 62)
-    if dp.accumulator_bits > 62 and bias is not None and np.any(np.abs(bias) >= (1 << 47)):
-        raise ValueError(f"node {node.name!r} ({node.op}): a bias of magnitude >= 2^47 on a "
-                         f"{dp.accumulator_bits}-bit accumulator (LiteRT's 64-bit requantization assumes "
-                         f"|acc| < 2^47)")
     # The accumulators are all this op needs from the kernel (its own requantization follows). An int8 layer
     # asks for int8 outputs under TFLite's reference requantization so that the fused int8 kernel runs
     # (it returns the same accumulators, ~4x faster than the general path); those outputs are discarded.
@@ -121,20 +109,75 @@ def _native_mac_run(graph, node, ins, dp, trace):
                   w_zp=(wz if wz.size > 1 else int(wz[0])) if np.any(wz) else 0, out_zp=int(y.zero_point[0]) if fused else 0,
                   out_dtype=np.int8 if fused else np.int32, acc=Format.integer(acc_bits), overflow=overflow,
                   order=dp.accumulator_order, bias_at="init" if dp.bias_add == "preload" else "end", need_acc=True)
-    if shadow.op == "fully_connected":
-        res = quantized_fully_connected(ins[0], ins[1], bias, **common)
-    else:
-        from ...graph.ops import _pair, _padding
-        fn = quantized_conv2d if shadow.op == "conv2d" else quantized_depthwise_conv2d
-        res = fn(ins[0], ins[1], bias, stride=_pair(node.attrs, "stride"), padding=_padding(node.attrs),
-                 dilation=_pair(node.attrs, "dilation"), **common)
-    pre = _native_requant(graph, node, res.acc, kernels)
-    out = np.clip(pre, lo, hi).astype(y.dtype)
+    core = _CORE_MAC[node.op]
+    if core == "fully_connected":
+        return quantized_fully_connected, common, (lo, hi), act
+    from ...graph.ops import _pair, _padding
+    common.update(stride=_pair(node.attrs, "stride"), padding=_padding(node.attrs),
+                  dilation=_pair(node.attrs, "dilation"))
+    return (quantized_conv2d if core == "conv2d" else quantized_depthwise_conv2d), common, (lo, hi), act
+
+
+def _check_wide_bias(node, dp, bias) -> None:
+    """A bias of magnitude :math:`\ge 2^{47}` on an accumulator wider than 62 bits is refused (LiteRT's 64-bit
+    requantization assumes :math:`|acc| < 2^{47}`)."""
+    if dp.accumulator_bits > 62 and bias is not None and np.any(np.abs(bias) >= (1 << 47)):
+        raise ValueError(f"node {node.name!r} ({node.op}): a bias of magnitude >= 2^47 on a "
+                         f"{dp.accumulator_bits}-bit accumulator (LiteRT's 64-bit requantization assumes "
+                         f"|acc| < 2^47)")
+
+
+def _native_mac_run(graph, node, ins, dp, trace):
+    shadow = _shadow(graph, node)
+    if getattr(dp, "requantization", None) != "native":
+        return OPS[shadow.op].run(graph, shadow, ins, dp, trace)
+    kernel, common, clamp, act = _native_setup(graph, node, dp)
+    # a bias wider than the accumulator saturates into it (as the core MAC ops; no bias shift here)
+    bias, bias_clipped = _bias_in_accumulator(graph, node, ins[2] if len(node.inputs) > 2 and node.inputs[2] else None,
+                                              dp)
+    _check_wide_bias(node, dp, bias)
+    res = kernel(ins[0], ins[1], bias, **common)
+    return _native_outputs(graph, node, ins, dp, trace, res.acc, res.overflows, bias, bias_clipped, clamp, act)
+
+
+def _native_mac_prepare(graph, node, dp, in_shapes):
+    """A compiled plan's step (:mod:`fxpsim.graph.plan`): on the ``"native"`` datapath, the fused int8 kernel's
+    call prepared once (the core MAC op's prepared step otherwise); ``None`` when there is none (the node runs as
+    :func:`_native_mac_run`, as does a call the kernel declines)."""
+    shadow = _shadow(graph, node)
+    if getattr(dp, "requantization", None) != "native":
+        prepare = OPS[shadow.op].prepare
+        return None if prepare is None else prepare(graph, shadow, dp, in_shapes)
+    if in_shapes[0] is None:
+        return None
+    kernel, common, clamp, act = _native_setup(graph, node, dp)
+    bias, bias_clipped = _bias_in_accumulator(graph, node, _spec(graph, node.inputs[2]).data
+                                              if len(node.inputs) > 2 and node.inputs[2] else None, dp)
+    _check_wide_bias(node, dp, bias)
+    x = np.zeros(in_shapes[0], _spec(graph, node.inputs[0]).dtype)
+    call = kernel(x, _spec(graph, node.inputs[1]).data, bias, prepare=True, **common)
+    if call is None:
+        return None
+
+    def step(ins, trace):
+        got = call(ins[0], True)
+        if got is None:
+            return _native_mac_run(graph, node, ins, dp, trace)
+        return _native_outputs(graph, node, ins, dp, trace, got[1], got[2], bias, bias_clipped, clamp, act)
+    return step
+
+
+def _native_outputs(graph, node, ins, dp, trace, acc, overflows, bias, bias_clipped, clamp, act):
+    """Output codes and trace of the kernel set's MAC node from its int32 accumulators ``acc``."""
+    lo, hi = clamp
+    pre = _native_requant(graph, node, acc, _kernels(graph))
+    out = np.clip(pre, lo, hi).astype(_spec(graph, node.outputs[0]).dtype)
     info = None
     if trace:
-        k = int(np.prod(ins[1].shape[1:])) if shadow.op != "depthwise_conv2d" else int(np.prod(ins[1].shape[1:3]))
+        w_shape = ins[1].shape
+        k = int(np.prod(w_shape[1:])) if node.op != "tflite_depthwise_conv2d" else int(np.prod(w_shape[1:3]))
         clipped = (pre > hi) if act != "none" else (pre > hi) | (pre < lo)
-        info = {"overflows": int(res.overflows), "acc": res.acc, "clipped": int(np.count_nonzero(clipped)),
+        info = {"overflows": int(overflows), "acc": acc, "clipped": int(np.count_nonzero(clipped)),
                 "bias_clipped": bias_clipped,
                 "adds": int(out.size) * (k + (bias is not None and dp.bias_add == "after"))}
     return [out], info
@@ -146,5 +189,6 @@ for _name, _core in _CORE_MAC.items():
                    (lambda core: lambda graph, node, ins: OPS[core].run_float(graph, _shadow(graph, node), ins))(_core),
                    (lambda core: lambda graph, node: OPS[core].check(graph, _shadow(graph, node)))(_core),
                    (lambda core: lambda graph, node: OPS[core].macs(graph, _shadow(graph, node)))(_core),
-                   (lambda core: lambda graph, node: OPS[core].worst_case_sum(graph, _shadow(graph, node)))(_core)))
+                   (lambda core: lambda graph, node: OPS[core].worst_case_sum(graph, _shadow(graph, node)))(_core),
+                   _native_mac_prepare))
     register_mac_view(_name, lambda graph, node, ins: core_operands(graph, _shadow(graph, node), ins))
