@@ -119,7 +119,7 @@ def _native_setup(graph, node, dp):
 
 
 def _check_wide_bias(node, dp, bias) -> None:
-    """A bias of magnitude :math:`\ge 2^{47}` on an accumulator wider than 62 bits is refused (LiteRT's 64-bit
+    r"""A bias of magnitude :math:`\ge 2^{47}` on an accumulator wider than 62 bits is refused (LiteRT's 64-bit
     requantization assumes :math:`|acc| < 2^{47}`)."""
     if dp.accumulator_bits > 62 and bias is not None and np.any(np.abs(bias) >= (1 << 47)):
         raise ValueError(f"node {node.name!r} ({node.op}): a bias of magnitude >= 2^47 on a "
