@@ -391,7 +391,8 @@ def _float32_kernel_applies(fmt: BlockFormat, rnd: str, in_dtype, scale) -> bool
     el = fmt.element
     return (_kernel is not None and in_dtype in (np.float32, np.float16) and scale is None
             and fmt.power_of_two_scale and not fmt.tensor_scale and isinstance(el, FloatFormat)
-            and el.bits <= 8 and el.signed and el.encoding != "fnu" and rnd != "stochastic")
+            and el.bits <= 8 and el.signed and el.encoding != "fnu" and el._min_exponent >= -126
+            and rnd != "stochastic")
 
 
 def _elements_float32(blocks: np.ndarray, E: np.ndarray, bad: np.ndarray, el: FloatFormat, rnd: str):
@@ -400,7 +401,7 @@ def _elements_float32(blocks: np.ndarray, E: np.ndarray, bad: np.ndarray, el: Fl
     rounding as :func:`_elements` on the float64 path (tests/core/test_mx_kernel.py)."""
     out = np.empty(blocks.shape, np.uint8)
     clamped = _kernel.encode_blocks_f32(
-        blocks, np.ascontiguousarray(E, np.int64), bad.astype(np.uint8), out, el.man_bits, el._min_exponent,
+        blocks.view(np.uint32), np.ascontiguousarray(E, np.int64), bad.astype(np.uint8), out, el.man_bits, el._min_exponent,
         not el.subnormals, el.max_mag_code, el.inf_code or 0, el.nan_code or 0, el.sign_bit, el.has_neg_zero,
         el.encoding in ("ieee", "fn"), el.has_nan, el.has_zero, _RND_CODES[rnd])
     return out, int(clamped)
