@@ -228,9 +228,11 @@ def _to_blocks(x: np.ndarray, fmt: BlockFormat):
 # --------------------------------------------------------------------------- scale rules
 def _scale_exponents(amax: np.ndarray, fmt: BlockFormat, rule: str) -> np.ndarray:
     """The unclamped shared exponent E of each block (finite, nonzero amax) per ``rule``."""
-    _, _, _, _, _, M, L = _split(amax)
+    mant, ex = np.frexp(amax)                            # amax = M 2^(L - 52), M the 53-bit significand
+    L = ex.astype(np.int64) - 1
     if rule == "floor":
         return L - fmt.emax_elem
+    M = np.ldexp(mant, 53).astype(np.int64)
     if rule == "ceil":
         return L + (M != (1 << 52)) - fmt.emax_elem
     if rule == "even":                                   # half-up to the element's mantissa width
