@@ -5,6 +5,8 @@ torchao needs torch, which fxpsim never imports: its timing runs in a child proc
 ``--torchao-python`` (an environment with torch and torchao; see ``tools/fixtures/mx/README.md``), on the same
 matrix saved to a temporary .npy; without it the torchao column says "-". Both use the OCP floor scale rule
 and round elements half to even (torchao's FLOOR mode); fxpsim also counts clamped elements and NaN blocks.
+float32 input takes fxpsim's float32 block kernel (``_float.block_abs_max_f32`` + ``_float.encode_blocks_f32``);
+the ``float64 path`` column times the same matrix widened to float64 (the generic element codec), for scale.
 ``ratio`` = torchao time / fxpsim time (>= 1: fxpsim at least as fast).
 
     python benchmarks/bench_mx.py [--torchao-python /work/scratch/mma-venv/bin/python] [--repeat 5]
@@ -62,6 +64,9 @@ def main() -> None:
     x = (np.random.default_rng(0).standard_normal((args.n, args.n)) * 3.0).astype(np.float32)
     ours = {name: best_time(lambda: quantize_block(x, name, axis=-1, scale_rule="floor"), args.repeat)
             for name in ("mxfp4", "mxfp8_e4m3")}
+    wide = x.astype(np.float64)
+    generic = {name: best_time(lambda: quantize_block(wide, name, axis=-1, scale_rule="floor"), args.repeat)
+               for name in ("mxfp4", "mxfp8_e4m3")}
     peer = {}
     if args.torchao_python:
         with tempfile.TemporaryDirectory() as tmp:
@@ -76,11 +81,11 @@ def main() -> None:
                 print("torchao run failed:", (proc.stderr.strip().splitlines() or ["?"])[-1], file=sys.stderr)
     print(f"{args.n} x {args.n} float32, blocks of 32 along the last axis, floor scales, best of {args.repeat}, "
           f"one thread; load average {os.getloadavg()[0]:.2f}")
-    print(f"{'format':<12} {'fxpsim ms':>10} {'torchao ms':>11} {'ratio':>7}")
+    print(f"{'format':<12} {'fxpsim ms':>10} {'torchao ms':>11} {'ratio':>7} {'float64 path ms':>16}")
     for name, t in ours.items():
         p = peer.get(name)
         print(f"{name:<12} {t * 1e3:>10.1f} {(f'{p * 1e3:.1f}' if p else '-'):>11} "
-              f"{(f'{p / t:.2f}' if p else '-'):>7}")
+              f"{(f'{p / t:.2f}' if p else '-'):>7} {generic[name] * 1e3:>16.1f}")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ float64 bit pattern is shifted right by ``s`` (always >= 21 here) and rounded on
 remainder.  Every shift is below 64, every intermediate fits int64 (binade index below 2^12 times
 2^31), so there is no undefined behaviour.  Validation lives in Python.
 """
-from libc.stdint cimport int64_t, uint64_t, uint8_t, uint16_t, uint32_t
+from libc.stdint cimport int32_t, int64_t, uint64_t, uint8_t, uint16_t, uint32_t
 from libc.string cimport memcpy
 
 ctypedef fused code_t:
@@ -248,3 +248,105 @@ def encode_kernel(const double[::1] x, code_t[::1] out, const int64_t[::1] scale
             n_tie += (r >> 42) & 1
             n_nan += (r >> 43) & 1
     return n_ovf, n_unf, n_tie, n_nan
+
+
+# --------------------------------------------------------------------------- MX blocks of float32
+def block_abs_max_f32(const uint32_t[:, ::1] bits, uint32_t[::1] out):
+    """``out[b] := max_i (bits[b, i] & 0x7FFFFFFF)``: the float32 pattern of ``max_i |x[b, i]|``.
+
+    For float32 patterns without the sign bit, integer order is magnitude order, and every NaN
+    pattern lies above +Inf (0x7F800000): a block holds a NaN or an Inf iff its result is >= 0x7F800000."""
+    cdef Py_ssize_t b, i, nb = bits.shape[0], k = bits.shape[1]
+    cdef uint32_t acc, v
+    with nogil:
+        for b in range(nb):
+            acc = 0
+            for i in range(k):
+                v = bits[b, i] & 0x7FFFFFFF
+                acc = v if v > acc else acc
+            out[b] = acc
+    return None
+
+
+def encode_blocks_f32(const uint32_t[:, ::1] x, const int64_t[::1] scale_exp, const uint8_t[::1] skip,
+                      uint8_t[:, ::1] out, int m, int64_t emin, bint flush, int64_t maxc, int64_t inf_code,
+                      int64_t nan_code, int64_t sign_bit, bint has_neg_zero, bint signed_nan, bint has_nan,
+                      bint has_zero, int rnd):
+    """``out[b, i] := code(x[b, i] * 2^-scale_exp[b])`` (``x``: float32 bit patterns) for a signed,
+    saturating element format of at most 8 bits; ``out[b, :] := 0`` where ``skip[b]``.  Returns the
+    count of elements beyond the largest finite value (after rounding), which became it.
+
+    The rounding of ``encode_kernel`` with one scale exponent per row, on the float32 pattern: a
+    normal float32 whose scaled value is normal in the target is rounded on its pattern with the
+    exponent field lowered by ``scale_exp`` (``bm = |bits| - (scale_exp << 23)``, exact), branch-free
+    in 32-bit integers: ``code = (bm - off + add) >> sh`` with ``add = half - 1 + lsb`` (half_even),
+    ``half`` (half_away), ``half - 1`` / ``half`` by sign (half_toward_zero, half_up, half_down), ``mask``
+    or 0 by sign (floor, ceil), 0 (toward_zero, odd: then ``code |= inexact``).  The other elements
+    (zeros, float32 subnormals, results below the target's normal range, a scaled exponent field out of
+    31 bits) are marked in that pass and redone by ``encode_one`` on the float64 value.  Validation
+    lives in Python: every value of a row not skipped is finite, ``rnd`` is deterministic,
+    ``|scale_exp| <= 127``, ``-126 <= emin`` and ``m <= 22``."""
+    cdef Py_ssize_t b, i, nb = x.shape[0], k = x.shape[1]
+    cdef int64_t n_ovf = 0, r, E
+    cdef int sh = 23 - m
+    cdef uint32_t mask = ((<uint32_t>1) << sh) - 1, half = (<uint32_t>1) << (sh - 1)
+    cdef int32_t lo_fast = <int32_t>((127 + emin) << 23)
+    cdef uint32_t off = <uint32_t>((127 + emin - 1) << 23)
+    # add = add_pos or add_neg by the sign, + the code's lowest bit where `parity`; `odd`: code |= inexact
+    cdef uint32_t add_pos = 0, add_neg = 0, parity = rnd == R_HALF_EVEN, odd = rnd == R_ODD
+    cdef uint32_t bits, a, bm, c, shift, neg, over, slow, any_slow, n_blk, sbit = <uint32_t>sign_bit
+    cdef uint32_t top = <uint32_t>maxc
+    cdef const uint32_t* row
+    cdef uint8_t* dst
+    cdef float f
+    if rnd == R_HALF_EVEN or rnd == R_HALF_TOWARD_ZERO:
+        add_pos = add_neg = half - 1
+    elif rnd == R_HALF_AWAY:
+        add_pos = add_neg = half
+    elif rnd == R_HALF_UP:
+        add_pos, add_neg = half, half - 1
+    elif rnd == R_HALF_DOWN:
+        add_pos, add_neg = half - 1, half
+    elif rnd == R_FLOOR:
+        add_neg = mask
+    elif rnd == R_CEIL:
+        add_pos = mask
+    with nogil:
+        for b in range(nb):
+            dst = &out[b, 0]
+            if skip[b]:
+                for i in range(k):
+                    dst[i] = 0
+                continue
+            row = &x[b, 0]
+            E = scale_exp[b]
+            shift = (<uint32_t>E) << 23                     # unsigned: bm wraps to |bits| - E 2^23
+            any_slow = 0
+            n_blk = 0
+            for i in range(k):
+                bits = row[i]
+                neg = bits >> 31
+                a = bits & 0x7FFFFFFF
+                bm = a - shift
+                slow = (<int32_t>bm < lo_fast) | (a < 0x00800000)
+                c = (bm - off + (add_pos ^ ((add_pos ^ add_neg) & (0 - neg))) +
+                     (parity & ((bm - off) >> sh))) >> sh
+                c |= odd & ((bm & mask) != 0)
+                over = c > top
+                n_blk += over & (slow ^ 1)
+                c = top if over else c
+                dst[i] = <uint8_t>(c | (sbit & (0 - neg)))
+                any_slow |= slow
+            n_ovf += n_blk
+            if any_slow:
+                for i in range(k):
+                    bits = row[i]
+                    a = bits & 0x7FFFFFFF
+                    if (<int32_t>(a - shift) < lo_fast) | (a < 0x00800000):
+                        memcpy(&f, &bits, 4)
+                        r = encode_one(<double>f, E, m, emin, 0, flush, maxc, inf_code, nan_code, sign_bit,
+                                       1, has_neg_zero, signed_nan, has_nan, has_zero, rnd, O_SATURATE, 0,
+                                       0.0, 0, 0)
+                        dst[i] = <uint8_t>(r & CODE_MASK)
+                        n_ovf += (r >> 40) & 1
+    return n_ovf

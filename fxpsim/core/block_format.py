@@ -34,10 +34,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .float_codec import (_encode_any, _encode_flat, _float64_input, _round_shifted, _split, decode,
-                          parse_float_rounding, random_stream)
+from .float_codec import (_RND_CODES, _encode_any, _encode_flat, _float64_input, _round_shifted, _split,
+                          decode, parse_float_rounding, random_stream)
 from .float_format import FloatFormat
 from .formats import Format
+
+try:
+    from . import _float as _kernel
+except ImportError:                     # not built: the float64 path (same results, slower)
+    _kernel = None
 
 __all__ = ["BlockFormat", "BlockArray", "quantize_block", "dequantize_block", "SCALE_RULES",
            "BLOCK_FORMATS"]
@@ -223,9 +228,11 @@ def _to_blocks(x: np.ndarray, fmt: BlockFormat):
 # --------------------------------------------------------------------------- scale rules
 def _scale_exponents(amax: np.ndarray, fmt: BlockFormat, rule: str) -> np.ndarray:
     """The unclamped shared exponent E of each block (finite, nonzero amax) per ``rule``."""
-    _, _, _, _, _, M, L = _split(amax)
+    mant, ex = np.frexp(amax)                            # amax = M 2^(L - 52), M the 53-bit significand
+    L = ex.astype(np.int64) - 1
     if rule == "floor":
         return L - fmt.emax_elem
+    M = np.ldexp(mant, 53).astype(np.int64)
     if rule == "ceil":
         return L + (M != (1 << 52)) - fmt.emax_elem
     if rule == "even":                                   # half-up to the element's mantissa width
@@ -307,13 +314,20 @@ def quantize_block(x, fmt="mxfp8_e4m3", axis=None, scale_rule=None, rounding="ha
         raise ValueError(f"scale_rule {rule!r} does not apply to {fmt.scale_format} scales "
                          f"(floor/ceil/even/rceil: E8M0; amax: other scale formats)")
     in_dtype = np.asarray(x).dtype
-    xs, _ = _float64_input(x, "quantize_block")
+    f32 = _float32_kernel_applies(fmt, rnd, in_dtype, scale)
+    xs = np.asarray(x, dtype=np.float32) if f32 else _float64_input(x, "quantize_block")[0]
     if xs.ndim == 0:
         raise ValueError("quantize_block needs an array of at least one dimension")
     blocks, restore, grid = _to_blocks(xs, fmt)
     nb, k = blocks.shape
-    amax = np.maximum(np.max(blocks, axis=1, initial=0.0),      # NaN / Inf inside a block propagate here
-                      -np.min(blocks, axis=1, initial=0.0))         # (two reductions, no |x| temporary)
+    if f32:
+        blocks = np.ascontiguousarray(blocks)
+        amax_bits = np.empty(nb, np.uint32)
+        _kernel.block_abs_max_f32(blocks.view(np.uint32), amax_bits)
+        amax = amax_bits.view(np.float32).astype(np.float64)
+    else:
+        amax = np.maximum(np.max(blocks, axis=1, initial=0.0),      # NaN / Inf inside a block propagate
+                          -np.min(blocks, axis=1, initial=0.0))         # (two reductions, no |x| temporary)
     bad = ~np.isfinite(amax)
     amax = np.where(bad, 0.0, amax)
     sf = fmt.scale_format
@@ -345,6 +359,11 @@ def quantize_block(x, fmt="mxfp8_e4m3", axis=None, scale_rule=None, rounding="ha
     if fmt.power_of_two_scale and T is None:
         # scale = 2^E exactly: E per block (from the value, so caller-given scales work too)
         Eb = np.frexp(np.where(bad, 1.0, svals))[1].astype(np.int64) - 1
+        if f32:
+            codes, clamped = _elements_float32(blocks, Eb, bad, fmt.element, rnd)
+            return BlockArray(np.ascontiguousarray(restore(codes)),
+                              np.ascontiguousarray(grid(scodes.astype(sf.dtype))), fmt, None, clamped,
+                              int(bad.sum()))
         src = blocks if not bad.any() else np.where(bad[:, None], 0.0, blocks)
         # x 2^-E is exact in float64 unless it underflows there: always for float16/float32 inputs (>= 2^-149,
         # scales <= 2^127), checked for float64 ones; then the elements encode on the kernel's fast path
@@ -366,6 +385,28 @@ def quantize_block(x, fmt="mxfp8_e4m3", axis=None, scale_rule=None, rounding="ha
     elems = restore(codes.astype(np.uint8))
     return BlockArray(np.ascontiguousarray(elems), np.ascontiguousarray(grid(scodes.astype(sf.dtype))),
                       fmt, T, int(clamped), int(bad.sum()))
+
+
+def _float32_kernel_applies(fmt: BlockFormat, rnd: str, in_dtype, scale) -> bool:
+    """Whether :func:`_elements_float32` serves the call: float32 / float16 input, E8M0 scales from a rule,
+    a signed (not ``fnu``) float element of at most 8 bits, deterministic rounding."""
+    el = fmt.element
+    return (_kernel is not None and in_dtype in (np.float32, np.float16) and scale is None
+            and fmt.power_of_two_scale and not fmt.tensor_scale and isinstance(el, FloatFormat)
+            and el.bits <= 8 and el.signed and el.encoding != "fnu" and el._min_exponent >= -126
+            and rnd != "stochastic")
+
+
+def _elements_float32(blocks: np.ndarray, E: np.ndarray, bad: np.ndarray, el: FloatFormat, rnd: str):
+    """Element codes (uint8, the blocks' shape) of float32 ``blocks * 2^-E`` (a row per block, zero where
+    ``bad``) and the count of clamped elements: the C loop ``_float.encode_blocks_f32``, the same
+    rounding as :func:`_elements` on the float64 path (tests/core/test_mx_kernel.py)."""
+    out = np.empty(blocks.shape, np.uint8)
+    clamped = _kernel.encode_blocks_f32(
+        blocks.view(np.uint32), np.ascontiguousarray(E, np.int64), bad.astype(np.uint8), out, el.man_bits, el._min_exponent,
+        not el.subnormals, el.max_mag_code, el.inf_code or 0, el.nan_code or 0, el.sign_bit, el.has_neg_zero,
+        el.encoding in ("ieee", "fn"), el.has_nan, el.has_zero, _RND_CODES[rnd])
+    return out, int(clamped)
 
 
 def grid_inverse(sv: np.ndarray, grid, nb: int) -> np.ndarray:
