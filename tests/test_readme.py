@@ -35,6 +35,6 @@ def test_every_python_block_runs(tmp_path, monkeypatch):
 def test_exactly_two_setup_commands_and_ci_uses_the_test_one():
     setup = README.split("## Set up", 1)[1].split("\n## ", 1)[0]
     commands = re.findall(r"```bash\n(.*?)\n```", setup, re.S)
-    assert commands == ['pip install -e . && fxpsim demo', 'pip install -e ".[test]" && pytest']
+    assert commands == ['pip install -e . && fxpsim demo', 'pip install -e ".[test]" && pytest -n auto']
     ci = (ROOT / ".ci" / "run").read_text()
     assert "grep -m1 -E '^pip install -e \"\\.\\[test\\]\"' README.md" in ci
