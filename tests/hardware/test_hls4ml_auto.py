@@ -6,8 +6,8 @@
   and hand-computed rows;
 * ``apply_hls4ml_config`` with ``auto`` on the csim fixtures' networks: the graph's types are the rule's, chained
   layer to layer (each layer's input type is the previous result), and the graph runs;
-* ``tests/vectors/hls4ml/auto_precision.json`` (made by hls4ml itself: ``tools/fixtures/hls4ml/auto_precision.py``,
-  hls4ml's ONNX frontend, types read back from the converted model, no compile) when present.
+* ``tests/vectors/hls4ml/auto_precision.json``, made by hls4ml 1.3.0 itself (``tools/fixtures/hls4ml/auto_precision.py``:
+  its ONNX frontend, ``config_from_onnx_model`` with ``auto``, types read back from the converted model, no compile).
 """
 from __future__ import annotations
 
@@ -120,16 +120,27 @@ def test_auto_in_a_config_chains_layer_to_layer(name):
 
 
 def test_types_hls4ml_itself_chose():
-    path = VEC / "auto_precision.json"
-    if not path.exists():
-        pytest.skip("tests/vectors/hls4ml/auto_precision.json not generated (tools/fixtures/hls4ml/auto_precision.py)")
-    data = json.loads(path.read_text())
-    assert data["cases"]
+    """hls4ml 1.3.0's InferPrecisionTypes on five configs (defaults, explicit input/weight/bias/ReLU types, unsigned
+    inputs and biases, a Model maximum, ap_int types; n_in 5 .. 64): every type of every layer, as fxpsim resolves
+    the same config on the same records."""
+    data = json.loads((VEC / "auto_precision.json").read_text())
+    assert data["tool"].startswith("hls4ml ") and len(data["cases"]) == 5
+    compared = 0
     for case in data["cases"]:
-        cfg = Hls4mlConfig(case["config"])
-        typed = cfg.resolve(case["records"])
-        got = {r["name"]: {k: r[k] for k in ("accum_t", "result_t") if k in r} for r in typed}
+        typed = Hls4mlConfig(case["config"]).resolve(case["records"])
+        got = {r["name"]: r for r in typed}
         for lname, types in case["hls4ml_types"].items():
             for k, text in types.items():
                 assert parse_ap_type(got[lname][k]) == parse_ap_type(text), \
                     f"{case['name']} {lname}.{k}: fxpsim {got[lname][k]}, hls4ml {text}"
+                compared += 1
+    assert compared == 5 * 10
+
+
+def test_hls4ml_mode_names_without_the_ap_prefix_read_as_the_ap_names():
+    """hls4ml's config_from_* writes 'fixed<18,8,TRN,WRAP,0>' (its RoundingMode / SaturationMode names)."""
+    a = parse_ap_type("fixed<16,6,RND_CONV,SAT_SYM,0>")
+    assert a == parse_ap_type("ap_fixed<16,6,AP_RND_CONV,AP_SAT_SYM,0>")
+    assert (a.fmt.word, a.fmt.frac, a.rounding.value, a.overflow.value) == (16, 10, "half_even", "saturate_symmetric")
+    with pytest.raises(ValueError, match="unknown quantization mode 'AP_RNDX'"):
+        parse_ap_type("fixed<16,6,RNDX>")
