@@ -211,3 +211,32 @@ def test_max_val_off_the_grid_and_fractional_widths_are_refused():
     mdl.fq("x", "y", e=4.5, m=3, bias=7, max_val=8.0)
     with pytest.raises(ValueError, match="exponent bit width must be an integer"):
         import_qonnx(mdl.build([1, 4]))
+
+
+def test_has_subnormal_0_and_has_inf_inform_backends_only_as_in_qonnx():
+    """qonnx computes subnormals and the all-ones exponent whatever has_subnormal / has_inf say; so does fxpsim,
+    and the graph's notes say so."""
+    mdl = Model()
+    mdl.fq("x", "y", e=4, m=3, bias=7, has_subnormal=0, has_inf=1)
+    x = np.array([[2.0 ** -8, 3 * 2.0 ** -9, 2.0 ** -10, 400.0, 470.0, 1e4]], F32)   # subnormals, top binade
+    net, y, _ = check(mdl.build([1, 6]), x)
+    assert y.tolist() == [[2.0 ** -8, 3 * 2.0 ** -9, 0.0, 384.0, 480.0, 480.0]]
+    assert any("has_inf=1, has_subnormal=0 only informs backends" in note for note in net.meta["notes"])
+
+
+def test_a_saved_graph_runs_in_a_fresh_process(tmp_path):
+    """load_graph in a new interpreter finds qonnx_floatquant through OP_PROVIDERS."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    mdl = Model()
+    mdl.fq("x", "y", scale=F32(0.5), e=3, m=2, bias=3)
+    net = import_qonnx(mdl.build([2, 30]))
+    x = _x((2, 30), seed=9, spread=3)
+    path = net.save(tmp_path / "g.npz")
+    np.save(tmp_path / "x.npy", x)
+    code = ("import numpy as np; from fxpsim.graph.ir import load_graph; "
+            f"g = load_graph({str(path)!r}); np.save({str(tmp_path / 'y.npy')!r}, g.run(np.load({str(tmp_path / 'x.npy')!r})))")
+    root = Path(__file__).resolve().parents[2]
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=root, env={"PYTHONPATH": str(root)})
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), net.run(x))

@@ -45,6 +45,12 @@ class FloatConversions:
         scale_raw = np.asarray(self.const(n, 1, "scale"), np.float32)
         if np.any(scale_raw <= 0) or not np.all(np.isfinite(scale_raw)):
             raise self.refuse(n, "scales must be positive and finite")
+        informs = [f"{k}={int(at[k])}" for k, v in (("has_inf", 1), ("has_nan", 1), ("has_subnormal", 0))
+                   if int(at[k]) == v]
+        if informs:
+            self.notes.append(f"FloatQuant node {n.name!r}: {', '.join(informs)} only informs backends; qonnx's "
+                              f"execution, and fxpsim's, keeps subnormals and every exponent field finite "
+                              f"(max_val sets the largest value)")
         unit = MF._unit_exp(fmt)
         common_attrs = dict(exp_bits=fmt.exp_bits, man_bits=fmt.man_bits, bias=fmt.bias, top=top,
                             rounding_mode=mode)

@@ -63,6 +63,7 @@ class _Importer(Conversions, FloatConversions, StandardConversions):
         self.gnodes: list[Node] = []
         self.scales: dict = {}
         self.tensors: dict = {}
+        self.notes: list = []
 
     # ------------------------------------------------------------------ graph building
     def fresh(self, hint: str) -> str:
@@ -137,6 +138,8 @@ class _Importer(Conversions, FloatConversions, StandardConversions):
             outputs.append(out)
         meta = {"source": self.path, "format": "qonnx", "datapath": QONNX_DATAPATH,
                 "qonnx": {"tensors": self.tensors, "scales": self.scales}}
+        if self.notes:
+            meta["notes"] = list(self.notes)
         return IntegerGraph(self.specs, self.gnodes, inputs, outputs, name or _stem(self.path), meta)
 
     def convert(self, n):
