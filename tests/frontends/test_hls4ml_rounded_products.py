@@ -142,3 +142,49 @@ def test_rounded_sums_differ_from_exact_products_on_the_fixture():
               + _round(Fraction(b[j]) * Fraction(2) ** (fa - _frac(rec["bias_t"])), "AP_TRN") for j in range(len(b))]
              for xs in kept["x"].astype(int).tolist()]
     assert finals != exact
+
+
+def _finn(lo, hi):
+    """FINN's MinimizeAccumulatorWidth width of [lo, hi] (ceil of log2, as its rule writes it)."""
+    if lo >= 0:
+        return max(1, math.ceil(math.log2(hi + 1)))
+    return math.ceil(math.log2(max(-lo, hi + 1))) + 1
+
+
+@pytest.mark.parametrize("name,mac", [("narrow_wrap", "fc1"), ("rnd_sat", "fc1"), ("cnn_rnd_sat", "conv1")])
+def test_accumulator_widths_of_rounded_products(name, mac):
+    """fxpsim.accumulator_widths on a node whose accum_t rounds: FINN's rule on the rounded products (each at the
+    smaller / larger of its values at the input range's ends; the weights at their datatype's ends for
+    finn_datatypes), and the observed running sums without the bias."""
+    from fxpsim.hardware.accumulator_widths import accumulator_widths
+    d, layers, g = _graph(name)
+    x = d["x"][:3]
+    node, rec = g.node(mac), _layer(layers, mac)
+    src = node.inputs[0]
+    fx = -int(round(math.log2(float(g.tensors[src].scale[0]))))
+    fw_, fa, q = _frac(rec["weight_t"]), _frac(rec["accum_t"]), _q(rec["accum_t"])
+    w = g.tensors[node.inputs[1]].data
+    w2 = w.reshape(-1, w.shape[-1]).astype(int).tolist()
+    lo, hi = g.tensors[src].code_range
+    shift = Fraction(2) ** (fa - fx - fw_)
+
+    def ends(wv):
+        vals = [_round(Fraction(e * wv) * shift, q) for e in (lo, hi)]
+        return min(vals), max(vals)
+
+    n_out = len(w2[0])
+    sums = [(sum(ends(w2[k][j])[0] for k in range(len(w2))), sum(ends(w2[k][j])[1] for k in range(len(w2))))
+            for j in range(n_out)]
+    span = (min(s[0] for s in sums), max(s[1] for s in sums))
+    wlo, whi = parse_ap_type(rec["weight_t"]).fmt.min_code, parse_ap_type(rec["weight_t"]).fmt.max_code
+    dt = [len(w2) * ends(c)[0] for c in (wlo, whi)] + [len(w2) * ends(c)[1] for c in (wlo, whi)]
+    _, _, kept = g.run(x, keep=True)
+    xin = kept[src].astype(int).tolist()
+    rows = xin if node.op == "hls4ml_dense" else \
+        [r for img in xin for r in _patches(img, w.shape[0], w.shape[1], node.attrs["stride"], node.attrs["pads"])]
+    low, high, _ = _model_sums(rows, w2, [0] * n_out, fx, fw_, 0, rec["accum_t"])
+    (row,) = [r for r in accumulator_widths(g, x) if r.node == mac]
+    assert row.weights_range == span and row.k == len(w2)
+    assert row.finn_weights == _finn(*span)
+    assert row.finn_datatypes == _finn(min(dt), max(dt))
+    assert row.observed == _signed_bits(low, high)
