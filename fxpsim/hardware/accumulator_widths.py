@@ -74,8 +74,12 @@ def _finn_float32(w, x_min, x_max) -> int:
     f = np.float32
     max_v = np.where(m > 0, f(x_max), f(x_min)).astype(f)
     min_v = np.where(m > 0, f(x_min), f(x_max)).astype(f)
-    acc_max = f((m * max_v).sum(axis=0, dtype=f).max())
-    acc_min = f((m * min_v).sum(axis=0, dtype=f).min())
+    return _float32_rule(f((m * min_v).sum(axis=0, dtype=f).min()), f((m * max_v).sum(axis=0, dtype=f).max()))
+
+
+def _float32_rule(acc_min, acc_max) -> int:
+    """FINN's width of a float32 range, in float32 (``log2`` and the ``+ 1`` included)."""
+    f = np.float32
     if acc_min >= 0:
         return int(np.ceil(np.log2(acc_max + f(1))))
     return int(np.ceil(np.log2(max(-acc_min, f(1) + acc_max)))) + 1
@@ -157,11 +161,7 @@ def _rounded_range(x_fmt, lo, hi, w, accum_t):
 def _float32_width(pmin, pmax) -> int:
     """FINN's rule on float32 sums of the products (as :func:`_finn_float32`)."""
     f = np.float32
-    acc_max = f(pmax.astype(f).sum(axis=0, dtype=f).max())
-    acc_min = f(pmin.astype(f).sum(axis=0, dtype=f).min())
-    if acc_min >= 0:
-        return int(np.ceil(np.log2(acc_max + f(1))))
-    return int(np.ceil(np.log2(max(-acc_min, f(1) + acc_max)))) + 1
+    return _float32_rule(f(pmin.astype(f).sum(axis=0, dtype=f).min()), f(pmax.astype(f).sum(axis=0, dtype=f).max()))
 
 
 def _hls4ml_rounded(graph, node, kept) -> AccumulatorWidth | None:
