@@ -17,28 +17,16 @@ import pytest
 from hypothesis import assume, given, strategies as st
 
 onnx = pytest.importorskip("onnx", reason="onnx not installed (pip install -e '.[qonnx]')")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from fxpsim.frontends.qonnx.importer import exact_values, import_qonnx  # noqa: E402
 import qonnx_reference as R  # noqa: E402
+from test_qonnx_import import D, Model as QuantModel, qonnx_context  # noqa: E402
 
-D = "qonnx.custom_op.general"
 F32 = np.float32
 
 
-class Model:
-    def __init__(self):
-        self.nodes, self.inits, self.k = [], [], 0
-
-    def c(self, arr, dtype=F32) -> str:
-        name = f"c{self.k}"
-        self.k += 1
-        self.inits.append(numpy_helper.from_array(np.asarray(arr, dtype), name))
-        return name
-
-    def node(self, op, ins, out, domain="", **attrs) -> str:
-        self.nodes.append(helper.make_node(op, ins, [out], name=f"n{len(self.nodes)}_{op}", domain=domain, **attrs))
-        return out
+class Model(QuantModel):
+    """test_qonnx_import's builder with a FloatQuant node."""
 
     def fq(self, x, out, scale=1.0, e=4, m=3, bias=7, max_val=None, mode="ROUND", **attrs) -> str:
         if max_val is None:
@@ -46,20 +34,6 @@ class Model:
         ins = [x, self.c(scale), self.c(e), self.c(m), self.c(bias), self.c(max_val)]
         attrs = {"has_inf": 0, "has_nan": 0, "has_subnormal": 1, "saturation": 1, **attrs}   # qonnx requires them
         return self.node("FloatQuant", ins, out, D, rounding_mode=mode, **attrs)
-
-    def build(self, in_shape, out="y"):
-        g = helper.make_graph(self.nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(in_shape))],
-                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)], self.inits)
-        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(D, 1)])
-
-
-def qonnx_context(model, x):
-    pytest.importorskip("qonnx", reason="qonnx not installed (pip install -e '.[qonnx]')")
-    from qonnx.core.modelwrapper import ModelWrapper
-    from qonnx.core.onnx_exec import execute_onnx
-    from qonnx.transformation.infer_shapes import InferShapes
-    mw = ModelWrapper(model).transform(InferShapes())
-    return execute_onnx(mw, {"x": x}, return_full_exec_context=True)
 
 
 def f32(fr):
