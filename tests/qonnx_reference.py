@@ -60,6 +60,25 @@ def quant(x: Fraction, s: Fraction, z: Fraction, bw, signed: bool, narrow: bool,
     return (q - z) * s
 
 
+def float_quant(x: Fraction, s: Fraction, e: int, m: int, bias: int, max_val: Fraction, mode: str) -> Fraction:
+    """FloatQuant (qonnx's ``float_quant`` with exact arithmetic): quantum :math:`2^{\\max(\\lfloor\\log_2|y|\\rfloor,
+    1-b) - m}` of :math:`y = x/s`, round in ``mode``, then clamp to the smaller of ``max_val`` and
+    :math:`(2 - 2^{-m})\\,2^{2^e - 1 - b}`. The binade is found by halving / doubling, not from bit lengths."""
+    y = x / s
+    emin = 1 - bias
+    L = 0
+    if y != 0:
+        a = abs(y)
+        while Fraction(2) ** L > a:
+            L -= 1
+        while Fraction(2) ** (L + 1) <= a:
+            L += 1
+    quantum = Fraction(2) ** (max(L, emin) - m)
+    v = rnd(y / quantum, mode) * quantum
+    top = min(sum(Fraction(1, 2 ** i) for i in range(m + 1)) * Fraction(2) ** (2 ** e - 1 - bias), max_val)
+    return min(max(v, -top), top) * s
+
+
 def bipolar(x: Fraction, s: Fraction) -> Fraction:
     return (1 if x >= 0 else -1) * s
 
@@ -143,6 +162,10 @@ def evaluate(model, feeds: dict) -> dict:
             bw = raw[node.input[3]]
             y = vq(ins[0], ins[1], ins[2], bw, bool(a.get("signed", 1)), bool(a.get("narrow", 0)),
                    a.get("rounding_mode", "ROUND"))
+        elif op == "FloatQuant":
+            e, mb, b = (int(raw[t].reshape(())) for t in node.input[2:5])
+            y = np.vectorize(float_quant, otypes=[object])(ins[0], ins[1], e, mb, b, ins[5].reshape(()).item(),
+                                                           a.get("rounding_mode", "ROUND"))
         elif op == "BipolarQuant":
             y = np.vectorize(bipolar, otypes=[object])(ins[0], ins[1])
         elif op == "Trunc" and len(ins) == 5:

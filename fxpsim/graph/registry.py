@@ -43,7 +43,7 @@ OPS: dict[str, Op] = {}
 #: graph names an op no loaded module registered (a saved imported graph read back by ``load_graph``, a
 #: graph unpickled in a worker process). A new frontend adds its line here.
 OP_PROVIDERS = ("fxpsim.graph.ops", "fxpsim.frontends.tflite.ops", "fxpsim.frontends.onnx.ops",
-                "fxpsim.frontends.qonnx.ops", "fxpsim.frontends.hls4ml.ops")
+                "fxpsim.frontends.qonnx.ops", "fxpsim.frontends.qonnx.ops_float", "fxpsim.frontends.hls4ml.ops")
 
 
 def find_op(name: str) -> Op | None:

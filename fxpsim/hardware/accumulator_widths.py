@@ -14,6 +14,12 @@ FINN leaves it out):
 * ``observed``: the largest exact running partial sum on the data given (sequential order, ``(kh, kw, c)`` for
   convolutions), as a signed width.
 
+An hls4ml MAC whose ``accum_t`` rounds the products (:math:`F_{acc} < F_x + F_w`) adds
+:math:`p_{kj} = R(x_k w_{kj} 2^{d})` (:mod:`fxpsim.datapath.hls4ml.partial_sums`), not integer products: its
+three FINN columns apply the rule to those products (each at the larger / smaller of its values at the ends of
+the input range, the weights at the datatype's ends for ``finn_datatypes``), in the accumulator's LSB, and
+``observed`` is the range of their running sums.
+
 FINN's width from a range :math:`[a, b]`: :math:`\\lceil\\log_2(b + 1)\\rceil` unsigned when :math:`a \\ge 0`,
 else :math:`\\lceil\\log_2 \\max(-a, b + 1)\\rceil + 1`; here with integers only.
 """
@@ -68,8 +74,12 @@ def _finn_float32(w, x_min, x_max) -> int:
     f = np.float32
     max_v = np.where(m > 0, f(x_max), f(x_min)).astype(f)
     min_v = np.where(m > 0, f(x_min), f(x_max)).astype(f)
-    acc_max = f((m * max_v).sum(axis=0, dtype=f).max())
-    acc_min = f((m * min_v).sum(axis=0, dtype=f).min())
+    return _float32_rule(f((m * min_v).sum(axis=0, dtype=f).min()), f((m * max_v).sum(axis=0, dtype=f).max()))
+
+
+def _float32_rule(acc_min, acc_max) -> int:
+    """FINN's width of a float32 range, in float32 (``log2`` and the ``+ 1`` included)."""
+    f = np.float32
     if acc_min >= 0:
         return int(np.ceil(np.log2(acc_max + f(1))))
     return int(np.ceil(np.log2(max(-acc_min, f(1) + acc_max)))) + 1
@@ -134,11 +144,68 @@ def _view_width(graph, node, ops, observed: bool) -> AccumulatorWidth:
                             matvec_range(w, x_lo, x_hi))
 
 
+def _rounded_products(x_fmt, lo, hi, w, accum_t):
+    """Each rounded product's smaller and larger value over inputs in ``[lo, hi]``: two ``[K, N]`` int arrays."""
+    from ..core.fixed import FixedArray
+    from ..datapath.hls4ml.partial_sums import rounded_products
+    p = rounded_products(FixedArray(np.array([[lo], [hi]], np.int64), x_fmt), w, accum_t)
+    return np.minimum(p[0], p[1]), np.maximum(p[0], p[1])
+
+
+def _rounded_range(x_fmt, lo, hi, w, accum_t):
+    """Per output, the smallest and largest sum of rounded products over inputs in ``[lo, hi]``."""
+    pmin, pmax = _rounded_products(x_fmt, lo, hi, w, accum_t)
+    return pmin.astype(object).sum(axis=0), pmax.astype(object).sum(axis=0)
+
+
+def _float32_width(pmin, pmax) -> int:
+    """FINN's rule on float32 sums of the products (as :func:`_finn_float32`)."""
+    f = np.float32
+    return _float32_rule(f(pmin.astype(f).sum(axis=0, dtype=f).min()), f(pmax.astype(f).sum(axis=0, dtype=f).max()))
+
+
+def _hls4ml_rounded(graph, node, kept) -> AccumulatorWidth | None:
+    """The entry of an hls4ml MAC node whose ``accum_t`` rounds its products (None for any other node)."""
+    if node.op not in ("hls4ml_dense", "hls4ml_conv2d"):
+        return None
+    from ..core.fixed import FixedArray
+    from ..datapath.hls4ml.layers import conv_patches
+    from ..datapath.hls4ml.partial_sums import partial_sums
+    from ..frontends.hls4ml.ops import node_accum_t, tensor_format
+    xs, ws, bs = (graph.tensors[t] for t in node.inputs[:3])
+    x_fmt, w_fmt, acc = tensor_format(graph, xs.name), tensor_format(graph, ws.name), node_accum_t(node, None)
+    if acc.fmt.frac >= x_fmt.frac + w_fmt.frac:
+        return None
+    w4 = FixedArray(np.asarray(ws.data).astype(np.int64), w_fmt)
+    w = w4.reshape(-1, w4.shape[-1])
+    lo, hi = (int(v) for v in xs.code_range)
+    mins, maxs = _rounded_range(x_fmt, lo, hi, w, acc)
+    span = (int(min(mins)), int(max(maxs)))
+    ends = [_rounded_range(x_fmt, lo, hi, FixedArray(np.full(w.shape, c, np.int64), w_fmt), acc)
+            for c in (w_fmt.min_code, w_fmt.max_code)]
+    observed = None
+    if kept is not None:
+        xa = FixedArray(np.asarray(kept[xs.name]).astype(np.int64), x_fmt)
+        if node.op == "hls4ml_conv2d":
+            xa = conv_patches(xa, w4, node.attrs["stride"], node.attrs["pads"])
+        no_bias = FixedArray(np.zeros(w.shape[-1], np.int64), tensor_format(graph, bs.name))   # as FINN: no bias
+        _, low, high = partial_sums(xa, w, no_bias, acc)
+        observed = _observed_bits({"low": low, "high": high})
+    return AccumulatorWidth(node.name, node.op, int(w.shape[0]),
+                            finn_width(min(int(min(e[0])) for e in ends), max(int(max(e[1])) for e in ends)),
+                            finn_width(*span), _float32_width(*_rounded_products(x_fmt, lo, hi, w, acc)), observed,
+                            span)
+
+
 def accumulator_widths(graph, x=None) -> list[AccumulatorWidth]:
     """One :class:`AccumulatorWidth` per MAC node of ``graph`` (``observed`` when ``x`` is given), in run order."""
     kept = graph.run(x, keep=True)[2] if x is not None else None
     out = []
     for node in graph.nodes:
+        rounded = _hls4ml_rounded(graph, node, kept)
+        if rounded is not None:
+            out.append(rounded)
+            continue
         if node.op not in ("qonnx_matmul", "qonnx_conv"):
             ops = _view(graph, node, kept)
             if ops is not None:

@@ -15,10 +15,12 @@ project file holds it)::
 ``Model[v]``, ``Model["default"]`` (a ``Precision`` string means ``{"default": string}``; layer names and
 classes compare case-insensitively, as hls4ml lower-cases them).  A type string is ``ap_fixed<W,I[,Q[,O[,N]]]>``
 / ``fixed<...>`` / ``ap_int<W>`` ...: modes omitted are ``AP_TRN`` and ``AP_WRAP``
-(:func:`fxpsim.datapath.hls4ml.parse_ap_type`).  ``auto`` (hls4ml's inferred precisions) is refused naming the
-layer and the variable: hls4ml settles it in its optimizer passes (read a compiled model with
-:meth:`Hls4mlModel.from_hls_model <fxpsim.frontends.hls4ml.Hls4mlModel.from_hls_model>`, which has the resolved
-types, instead).  A Reshape/Flatten keeps its input's type: a ``Precision`` for it is refused.
+(:func:`fxpsim.datapath.hls4ml.parse_ap_type`).  ``auto`` at layer level (``LayerName`` / ``LayerType``) is
+inferred as hls4ml's ``InferPrecisionTypes`` does (:mod:`fxpsim.hardware.hls4ml_auto`: Dense / Conv2D
+``accum_t`` and ``result_t`` from the input, weight and bias widths and the products per output; ``weight``,
+``bias`` and activation results take ``Model.Precision.default``; ``Model.Precision.maximum`` clamps); the
+inferred types are listed in ``graph.meta["hls4ml"]["auto"]``.  ``auto`` at model level is refused, as hls4ml
+refuses it.  A Reshape/Flatten keeps its input's type: a ``Precision`` for it is refused.
 
 **Other keys.**  ``ReuseFactor`` (a positive int) and ``Trace`` change hls4ml's schedule and what it records,
 not one number of io_parallel Latency; they are checked and recorded in ``graph.meta["hls4ml"]``.
@@ -46,6 +48,7 @@ from ..frontends.hls4ml.float_layers import records_from_graph, records_from_sta
 from ..frontends.hls4ml.ops import node_accum_t
 from ..graph.ir import IntegerGraph
 from .config import HardwareConfig
+from .hls4ml_auto import auto_accum_type
 
 __all__ = ["Hls4mlConfig", "load_hls4ml_config", "apply_hls4ml_config", "hls4ml_hardware_config"]
 
@@ -113,7 +116,7 @@ class Hls4mlConfig:
     def __init__(self, data: Mapping, source: str = "hls4ml config"):
         if not isinstance(data, Mapping):
             raise TypeError(f"{source}: an hls4ml config must be a dict, got {type(data).__name__}")
-        self.source, self.project = source, {}
+        self.source, self.project, self.inferred = source, {}, {}
         if "HLSConfig" in data:
             for key, v in data.items():
                 if key == "IOType":
@@ -145,7 +148,8 @@ class Hls4mlConfig:
                 store[key] = _entry(entry, f"{source}: {table}.{name}", _LAYER_KEYS)
 
     def precision(self, layer: str, cls: str, var: str) -> str:
-        """The type string of variable ``var`` of layer ``layer`` (class ``cls``): hls4ml's look-up order."""
+        """The type string of variable ``var`` of layer ``layer`` (class ``cls``): hls4ml's look-up order; ``"auto"``
+        where a layer-level entry says so (:meth:`resolve` infers it)."""
         by_name = self.layer_name.get(layer.lower(), {}).get("precision", {})
         by_type = self.layer_type.get(cls, {}).get("precision", {})
         model = self.model.get("precision", {})
@@ -153,15 +157,28 @@ class Hls4mlConfig:
             for key in (var, "default"):
                 if key in table:
                     if table[key].lower() == "auto":
-                        raise ValueError(f"{self.source}: layer {layer!r} {var}: 'auto' is hls4ml's inferred "
-                                         "precision, settled by its optimizer passes and not restated here; give "
-                                         "a type, or read the compiled model (Hls4mlModel.from_hls_model)")
+                        if table is model:
+                            raise ValueError(f"{self.source}: Model.Precision.{key} = 'auto': hls4ml infers "
+                                             "precisions at layer level only (LayerName / LayerType)")
+                        return "auto"
                     return table[key]
         raise ValueError(f"{self.source}: layer {layer!r} has no {var} precision (no Model.Precision default)")
 
-    def resolve(self, records) -> list:
-        """The layer records with their ``<var>_t`` types filled in (see the module docstring)."""
-        out, names = [], set()
+    def _model_default(self, layer: str, var: str) -> str:
+        text = self.model.get("precision", {}).get("default")
+        if text is None:
+            raise ValueError(f"{self.source}: layer {layer!r} {var} = 'auto' takes hls4ml's model default "
+                             "precision, and Model.Precision has no default")
+        return text
+
+    def resolve(self, records, weights=None) -> list:
+        """The layer records with their ``<var>_t`` types filled in (see the module docstring); ``auto`` as hls4ml
+        infers it (:mod:`fxpsim.hardware.hls4ml_auto`), from the layer's input type and ``weights`` (name ->
+        ``{"weight": array}``: the number of products per output; else the record's ``n_in`` / ``n_chan``,
+        ``filt_height``, ``filt_width``)."""
+        out, names, prev = [], set(), None
+        self.inferred = {}
+        maximum = self.model.get("precision", {}).get("maximum")
         for rec in records:
             cls = _CLASS.get(rec.get("class"))
             if cls is None:
@@ -174,7 +191,22 @@ class Hls4mlConfig:
                 raise ValueError(f"{self.source}: LayerName.{name}.Precision: {', '.join(sorted(unused))} is not a "
                                  f"variable of a {rec['class']} layer (it has: "
                                  f"{', '.join(VARIABLES[cls]) or 'none: it keeps its input type'})")
-            out.append({**rec, **{f"{v}_t": self.precision(name, cls, v) for v in VARIABLES[cls]}})
+            types = {v: self.precision(name, cls, v) for v in VARIABLES[cls]}
+            for v in ("weight", "bias") if cls in ("dense", "conv2d") else ("result",):
+                if types.get(v, "").lower() == "auto":
+                    types[v] = self._model_default(name, v)
+                    self.inferred[f"{name}.{v}_t"] = types[v]
+            auto = [v for v in ("accum", "result") if types.get(v, "").lower() == "auto"]
+            if auto:
+                if prev is None:
+                    raise ValueError(f"{self.source}: layer {name!r}: 'auto' needs the input layer's type first")
+                inferred = auto_accum_type(prev, types["weight"], types["bias"], _n_ops(rec, weights, cls), maximum)
+                for v in auto:
+                    types[v] = inferred
+                    self.inferred[f"{name}.{v}_t"] = inferred
+            if "result" in types:
+                prev = types["result"]
+            out.append({**rec, **{f"{v}_t": t for v, t in types.items()}})
         missing = sorted(set(self.layer_name) - names)
         if missing:
             raise ValueError(f"{self.source}: LayerName names no layer of the network: {', '.join(missing)} "
@@ -187,6 +219,24 @@ class Hls4mlConfig:
                 "model": {k: v for k, v in self.model.items() if k != "precision"},
                 "layers": {k: {s: v for s, v in e.items() if s != "precision"} for k, e in self.layer_name.items()
                            if any(s != "precision" for s in e)}, "project": dict(self.project)}
+
+
+def _n_ops(rec, weights, cls) -> int:
+    """Products per output of a Dense / Conv2D record: ``n_in``, or :math:`n_{chan} f_h f_w` (hls4ml's ``n_ops``)."""
+    w = (weights or {}).get(rec["name"], {}).get("weight")
+    if w is not None:
+        shape = tuple(getattr(w, "shape", ()))
+        if cls == "dense" and len(shape) == 2:
+            return int(shape[0])
+        if cls == "conv2d" and len(shape) == 4:
+            return int(shape[0] * shape[1] * shape[2])
+    keys = ("n_in",) if cls == "dense" else ("n_chan", "filt_height", "filt_width")
+    if all(k in rec for k in keys):
+        n = 1
+        for k in keys:
+            n *= int(rec[k])
+        return n
+    raise ValueError(f"layer {rec['name']!r}: 'auto' precision needs its weights or {', '.join(keys)}")
 
 
 def load_hls4ml_config(spec) -> Hls4mlConfig:
@@ -242,11 +292,15 @@ def apply_hls4ml_config(model, config, calibration_x=None, *, name: str | None =
         if calibration_x is None:
             raise ValueError("apply_hls4ml_config: an fxpsim.nn model needs calibration_x (inputs to fold it on)")
         records, weights, shape = records_from_stages(extract(model, calibration_x))
-    typed = cfg.resolve(records)
+    typed = cfg.resolve(records, weights)
     graph = Hls4mlModel.from_layers(typed, weights).to_graph(shape, name=name or "hls4ml")
     graph.meta["hls4ml"] = {"config": cfg.source, **cfg.settings()}
     graph.meta["notes"] = graph.meta.get("notes", []) + [
         f"types from the hls4ml config {cfg.source}; ReuseFactor and Trace change hls4ml's schedule, not the numbers"]
+    if cfg.inferred:
+        graph.meta["hls4ml"]["auto"] = dict(cfg.inferred)
+        graph.meta["notes"].append("hls4ml 'auto' precisions inferred: " + ", ".join(
+            f"{k} = {v}" for k, v in cfg.inferred.items()))
     return graph
 
 

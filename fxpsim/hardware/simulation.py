@@ -125,7 +125,9 @@ def run_collect(graph: IntegerGraph, x, datapath, batch_size: int = 4096, exact:
                 # from its core view (its own kernel traces neither)
                 ins = [values[t] if t in values else graph.tensors[t].data for t in nd.inputs if t]
                 ops = mac_operands(graph, nd, ins)
-                if ops is not None:
+                if ops is None and info.get("exact_acc") is not None:
+                    accs.setdefault(nd.name, []).append(info["exact_acc"])   # sums the op traced itself
+                elif ops is not None:
                     dp = _node_datapath(datapath, nd, graph)
                     sums, peak, span = mac_sums(ops, preload=getattr(dp, "bias_add", "preload") == "preload",
                                                 order=getattr(dp, "accumulator_order", "sequential"),

@@ -240,12 +240,17 @@ def test_to_graph_refuses_what_it_cannot_build():
 
 def test_worst_case_accumulator_bits_of_the_summary():
     """trn_wrap fc1: :math:`\\max_j |A(b_j)| + \\sum_k 2^9 |w_{kj}| 2^{14 - 12}` (x: ap_fixed<10,4>, |x| <= 2^9
-    codes), in Python ints; no node with rounded products (F_acc < F_x + F_w) claims a bound."""
+    codes), in Python ints; a node with rounded products (F_acc < F_x + F_w) has the bound of its rounded
+    products (tests/frontends/test_hls4ml_rounded_products.py), which differs from the exact products' one."""
     d, layers, g = _graph("trn_wrap")
     node = g.node("fc1")
     w, b = g.tensors["fc1/weight"].data.tolist(), g.tensors["fc1/bias"].data.tolist()
     shift_b = 14 - parse_ap_type(layers[1]["bias_t"]).fmt.frac
     bound = max(abs(b[j] << shift_b) + sum((512 * abs(w[k][j])) << 2 for k in range(len(w))) for j in range(len(b)))
     assert g.accumulator_bits_needed(node) == bound.bit_length() + 1
-    _, _, narrow = _graph("narrow_wrap")                 # accum_t ap_fixed<10,3>: F = 7 < 6 + 6
-    assert narrow.accumulator_bits_needed(narrow.node("fc1")) is None
+    _, _, narrow = _graph("narrow_wrap")                 # accum_t ap_fixed<10,3>: F = 7 < 6 + 6, AP_TRN
+    w, (lo, hi) = narrow.tensors["fc1/weight"].data.tolist(), narrow.tensors["x"].code_range
+    b = narrow.tensors["fc1/bias"].data.tolist()        # bias_t ap_fixed<10,4>: F = 6, one bit left
+    rounded = max(abs(b[j] << 1) + sum(max(abs((lo * w[k][j]) >> 5), abs((hi * w[k][j]) >> 5))
+                                       for k in range(len(w))) for j in range(len(b)))
+    assert narrow.accumulator_bits_needed(narrow.node("fc1")) == rounded.bit_length() + 1

@@ -182,8 +182,14 @@ def test_what_resolve_refuses_names_the_layer():
     records = [{"name": "x", "class": "InputLayer"}, {"name": "fc1", "class": "Dense"},
                {"name": "flat", "class": "Reshape", "target_shape": [4]}]
     base = {"Precision": "ap_fixed<16,6>"}
-    with pytest.raises(ValueError, match="layer 'fc1' accum: 'auto'"):
+    with pytest.raises(ValueError, match="layer 'fc1': 'auto' precision needs its weights or n_in"):
         Hls4mlConfig({"Model": base, "LayerName": {"fc1": {"Precision": {"accum": "auto"}}}}).resolve(records)
+    with pytest.raises(ValueError, match="Model.Precision.default = 'auto': hls4ml infers precisions at layer level"):
+        Hls4mlConfig({"Model": {"Precision": "auto"}}).resolve(records)
+    with pytest.raises(ValueError, match="layer 'x' result = 'auto' takes hls4ml's model default precision, and "
+                                         "Model.Precision has no default"):
+        Hls4mlConfig({"Model": {"Precision": {"accum": "ap_fixed<8,2>"}},
+                      "LayerName": {"x": {"Precision": "auto"}}}).resolve(records)
     with pytest.raises(ValueError, match="LayerName names no layer of the network: fc9"):
         Hls4mlConfig({"Model": base, "LayerName": {"fc9": {"Precision": "ap_fixed<8,2>"}}}).resolve(records)
     with pytest.raises(ValueError, match="fc1.Precision: table is not a variable of a Dense"):

@@ -114,7 +114,9 @@ class ApType:
 
 def parse_ap_type(text) -> ApType:
     """Read ``ap_fixed<W,I[,Q[,O[,N]]]>``, ``ap_ufixed<...>``, ``ap_int<W>``, ``ap_uint<W>`` (or hls4ml's
-    ``fixed<...>``, ``ufixed<...>``, ``int<...>``, ``uint<...>``); omitted modes are ``AP_TRN``, ``AP_WRAP``, 0."""
+    ``fixed<...>``, ``ufixed<...>``, ``int<...>``, ``uint<...>``); omitted modes are ``AP_TRN``, ``AP_WRAP``, 0.
+    Modes may drop the ``AP_`` prefix, as hls4ml writes them (``fixed<16,6,TRN,WRAP,0>``: ``RoundingMode`` /
+    ``SaturationMode`` names)."""
     if isinstance(text, ApType):
         return text
     if not isinstance(text, str):
@@ -138,6 +140,7 @@ def parse_ap_type(text) -> ApType:
         raise ValueError(f"{text!r}: W = {word}; fxpsim models widths 1..64")
     q, o = (args[2:4] + ["AP_TRN", "AP_WRAP"][len(args[2:4]):])
     q, o = q.upper(), o.upper()
+    q, o = (v if v.startswith("AP_") else "AP_" + v for v in (q, o))    # hls4ml's own names: TRN, WRAP ...
     if q not in QUANTIZATION_MODES:
         raise ValueError(f"{text!r}: unknown quantization mode {q!r}; use one of {', '.join(QUANTIZATION_MODES)}")
     if o not in OVERFLOW_MODES:

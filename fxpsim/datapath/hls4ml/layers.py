@@ -28,7 +28,7 @@ from ...core.fixed import FixedArray, mul
 from ..accumulate import sum as acc_sum
 from .ap_types import ApType
 
-__all__ = ["dense", "conv2d", "relu", "linear"]
+__all__ = ["dense", "conv2d", "conv_patches", "relu", "linear"]
 
 
 def _fixed(value, name: str) -> FixedArray:
@@ -89,12 +89,9 @@ def dense(x: FixedArray, weight: FixedArray, bias: FixedArray, accum_t: ApType, 
     return (y, acc) if return_accumulator else y
 
 
-def conv2d(x: FixedArray, weight: FixedArray, bias: FixedArray, accum_t: ApType, result_t: ApType, *,
-           stride=(1, 1), padding=(0, 0, 0, 0), bias_add: str = "preload", stats: dict | None = None,
-           return_accumulator: bool = False):
-    """hls4ml's io_parallel Conv2D on ``x`` ``[B, H, W, C]``, ``weight`` ``[fh, fw, C, F]``, ``bias`` ``[F]``;
-    ``stride`` ``(s_h, s_w)``, ``padding`` ``(top, bottom, left, right)``.  Returns ``[B, OH, OW, F]``
-    (``bias_add``, ``stats``, ``return_accumulator``: as :func:`dense`; padded taps are products too)."""
+def conv_patches(x: FixedArray, weight: FixedArray, stride=(1, 1), padding=(0, 0, 0, 0)) -> FixedArray:
+    """The patches Conv2D multiplies: ``[B, OH, OW, fh fw C]`` in hls4ml's ``(i, j, c)`` order (see the module
+    docstring), padded positions 0; ``x`` ``[B, H, W, C]``, ``weight`` ``[fh, fw, C, F]``."""
     x, weight = _fixed(x, "conv2d: x"), _fixed(weight, "conv2d: weight")
     if x.ndim != 4 or weight.ndim != 4:
         raise ValueError(f"conv2d: expects x [B, H, W, C] and weight [fh, fw, C, F]; got {x.shape}, {weight.shape}")
@@ -111,8 +108,19 @@ def conv2d(x: FixedArray, weight: FixedArray, bias: FixedArray, accum_t: ApType,
     windows = np.lib.stride_tricks.sliding_window_view(codes, (fh, fw), axis=(1, 2))[:, ::sh, ::sw]
     patches = np.ascontiguousarray(np.moveaxis(windows, 3, -1))        # [B, OH, OW, fh, fw, C]
     b, oh, ow = patches.shape[:3]
-    return dense(FixedArray(patches.reshape(b, oh, ow, fh * fw * c), x.fmt), weight.reshape(fh * fw * c, f), bias,
-                 accum_t, result_t, bias_add=bias_add, stats=stats, return_accumulator=return_accumulator)
+    return FixedArray(patches.reshape(b, oh, ow, fh * fw * c), x.fmt)
+
+
+def conv2d(x: FixedArray, weight: FixedArray, bias: FixedArray, accum_t: ApType, result_t: ApType, *,
+           stride=(1, 1), padding=(0, 0, 0, 0), bias_add: str = "preload", stats: dict | None = None,
+           return_accumulator: bool = False):
+    """hls4ml's io_parallel Conv2D on ``x`` ``[B, H, W, C]``, ``weight`` ``[fh, fw, C, F]``, ``bias`` ``[F]``;
+    ``stride`` ``(s_h, s_w)``, ``padding`` ``(top, bottom, left, right)``.  Returns ``[B, OH, OW, F]``
+    (``bias_add``, ``stats``, ``return_accumulator``: as :func:`dense`; padded taps are products too)."""
+    patches = conv_patches(x, weight, stride, padding)
+    fh, fw, c, f = weight.shape
+    return dense(patches, weight.reshape(fh * fw * c, f), bias, accum_t, result_t, bias_add=bias_add, stats=stats,
+                 return_accumulator=return_accumulator)
 
 
 def relu(x: FixedArray, result_t: ApType) -> FixedArray:

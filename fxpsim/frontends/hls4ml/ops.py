@@ -34,7 +34,9 @@ nothing to act on: every result is its node's ``result_t`` cast (the graph's not
 ``hls4ml_input``); ``product_overflows``, ``bias_overflows``, ``add_overflows`` split the first.  MAC nodes
 register a MAC view (:func:`fxpsim.graph.mac_view.register_mac_view`) in their accumulator's LSB when the
 products are exact there (:math:`F \\ge F_x + F_w`); with fewer fraction bits the products are rounded before
-they are added, which no core MAC op models, and the view is ``None`` (the report leaves those columns empty).
+they are added, which no core MAC op models, and the view is ``None``; ``trace="peaks"`` then gives the
+partial sums of the rounded products (:mod:`fxpsim.datapath.hls4ml.partial_sums`: ``partial_peak``,
+``partial_range``, ``exact_acc``), and the worst case (``accumulator_bits_needed``) is theirs.
 """
 from __future__ import annotations
 
@@ -44,6 +46,8 @@ import numpy as np
 
 from ...core.fixed import FixedArray, Format, Overflow
 from ...datapath.hls4ml import ApType, conv2d, dense, linear, parse_ap_type, relu
+from ...datapath.hls4ml.layers import conv_patches
+from ...datapath.hls4ml.partial_sums import partial_sums, worst_case_sum
 from ...graph.mac_view import MacOperands, register_mac_view
 from ...graph.registry import Op, register_op
 
@@ -188,7 +192,21 @@ def _mac_run(graph, node, ins, dp, trace):
     info = {"overflows": casts, "adds": stats["adds"], "clipped": stats["result_overflows"],
             "acc": acc.raw if trace else None, **{k: stats[k] for k in
                                                   ("product_overflows", "bias_overflows", "add_overflows")}}
+    if trace == "peaks" and accum_t.fmt.frac < x.fmt.frac + w.fmt.frac:
+        info.update(_rounded_peaks(node, x, w, b, accum_t, bias_add))
     return [_codes(graph, node, y)], info
+
+
+def _rounded_peaks(node, x, w, b, accum_t, bias_add) -> dict:
+    """Products rounded by ``accum_t`` (no MAC view holds them): the unfitted partial sums of those products
+    (:func:`fxpsim.datapath.hls4ml.partial_sums.partial_sums`) as ``partial_peak`` / ``partial_range`` and the
+    final sums as ``exact_acc``."""
+    if node.op == "hls4ml_conv2d":
+        stride, pads = _conv_geometry(node)
+        x = conv_patches(x, w, stride, pads)
+        w = w.reshape(-1, w.shape[-1])
+    final, low, high = partial_sums(x, w, b, accum_t, bias_add)
+    return {"partial_peak": max(-low, high), "partial_range": (low, high), "exact_acc": final}
 
 
 def _dense_float(graph, node, ins):
@@ -238,10 +256,15 @@ def _product_shift(graph, node) -> int:
 
 
 def _mac_bound(graph, node):
-    """:math:`|A(b)| + \\sum_k \\max|x|\\,|w_k|` in the accumulator's LSB (``None`` when products are rounded)."""
+    """:math:`|A(b)| + \\sum_k \\max|x|\\,|w_k|` in the accumulator's LSB; with products rounded by ``accum_t``
+    (:math:`F_{acc} < F_x + F_w`) the bound of the rounded products
+    (:func:`fxpsim.datapath.hls4ml.partial_sums.worst_case_sum`)."""
     d = _product_shift(graph, node)
     if d < 0:
-        return None
+        xs, ws, bs = (graph.tensors[t] for t in node.inputs[:3])
+        w = _fixed(graph, ws.name, ws.data)
+        return worst_case_sum(tensor_format(graph, xs.name), xs.code_range, w.reshape(-1, w.shape[-1]),
+                              _fixed(graph, bs.name, bs.data), _type_attr(node, "accum_t"))
     lo, hi = graph.tensors[node.inputs[0]].code_range
     w = np.abs(np.asarray(graph.tensors[node.inputs[1]].data).astype(object))
     per_out = w.reshape(-1, w.shape[-1]).sum(axis=0) << d

@@ -10,8 +10,8 @@ the exact rational with its own mode. Where float32 is exact (power-of-two scale
 agree bit for bit; elsewhere fxpsim's answer is the exact one and float32 differs by its own rounding.
 
 Supported: :data:`SUPPORTED_OPS`. ``Quant``/``IntQuant`` (any bit width, integer or fractional, signed, narrow,
-every rounding mode, per-tensor or per-channel scale and zero point), ``BipolarQuant``, ``Trunc`` (v1: 5
-inputs, v2: 6 inputs), ``MultiThreshold`` (``out_scale``, ``out_bias``, ``data_layout``); ``BatchNormalization``
+every rounding mode, per-tensor or per-channel scale and zero point), ``BipolarQuant``, ``FloatQuant``
+(minifloat, :mod:`fxpsim.datapath.qonnx.minifloat`), ``Trunc`` (v1: 5 inputs, v2: 6 inputs), ``MultiThreshold`` (``out_scale``, ``out_bias``, ``data_layout``); ``BatchNormalization``
 reads as qonnx's ``BatchNormToAffine`` (:math:`A = \\gamma/\\sqrt{\\sigma^2 + \\epsilon}`, :math:`B = \\beta - A\\mu` in
 float32), then :math:`Ax + B` exactly; ``Div`` by a positive scalar constant (exact: the scale divides). Anything else
 (an op, an attribute value, a float tensor reaching an op other than a quantizer) raises ``ValueError`` naming
@@ -34,7 +34,9 @@ import numpy as np
 from ...datapath.qonnx.scales import ExactScale
 from ...graph.ir import IntegerGraph, Node, TensorSpec
 from . import ops as _qonnx_ops  # noqa: F401  (registers the QONNX graph ops)
+from . import ops_float as _qonnx_float_ops  # noqa: F401  (registers qonnx_floatquant)
 from .convert import Conversions, V, bits_for
+from .convert_float import FloatConversions
 from .convert_std import StandardConversions
 from .reader import QONNX_CUSTOM_OPS, read_qonnx
 
@@ -51,7 +53,7 @@ QONNX_DATAPATH = {"name": "qonnx-exact", "accumulator_bits": 64, "accumulator_ov
                   "requantization": "native", "rounding": "half_even", "activation_clamp": True}
 
 
-class _Importer(Conversions, StandardConversions):
+class _Importer(Conversions, FloatConversions, StandardConversions):
     def __init__(self, model):
         self.model = model
         self.path = model.path
@@ -61,6 +63,7 @@ class _Importer(Conversions, StandardConversions):
         self.gnodes: list[Node] = []
         self.scales: dict = {}
         self.tensors: dict = {}
+        self.notes: list = []
 
     # ------------------------------------------------------------------ graph building
     def fresh(self, hint: str) -> str:
@@ -135,6 +138,8 @@ class _Importer(Conversions, StandardConversions):
             outputs.append(out)
         meta = {"source": self.path, "format": "qonnx", "datapath": QONNX_DATAPATH,
                 "qonnx": {"tensors": self.tensors, "scales": self.scales}}
+        if self.notes:
+            meta["notes"] = list(self.notes)
         return IntegerGraph(self.specs, self.gnodes, inputs, outputs, name or _stem(self.path), meta)
 
     def convert(self, n):

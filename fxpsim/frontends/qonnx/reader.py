@@ -13,7 +13,7 @@ from ..onnx.nodes import _ONode
 __all__ = ["QONNX_CUSTOM_OPS", "QModel", "QNode", "read_qonnx", "is_qonnx"]
 
 #: The qonnx custom ops (any domain: ``qonnx.custom_op.general``, ``onnx.brevitas``, ``finn.custom_op.general``).
-QONNX_CUSTOM_OPS = ("Quant", "IntQuant", "BipolarQuant", "Trunc", "MultiThreshold")
+QONNX_CUSTOM_OPS = ("Quant", "IntQuant", "BipolarQuant", "FloatQuant", "Trunc", "MultiThreshold")
 
 
 def _require_onnx():
