@@ -214,8 +214,10 @@ class _Node:
         if self.layout == "rows":
             return items
         first = (items % (self.rpad // 64)) * 64 if self.layout == "products" else items * 64
-        rows = (first[:, None] + np.arange(64)).reshape(-1)
-        return np.unique(rows[rows < self.r])
+        covered = np.zeros(self.rpad // 64, bool)           # slabs of 64 rows (a mask: no sort)
+        covered[first // 64] = True
+        rows = (np.flatnonzero(covered)[:, None] * 64 + np.arange(64)).reshape(-1)
+        return rows[rows < self.r]
 
     # -------------------------------------------------------------------------------- requantization
     def requant(self, acc: np.ndarray, bits: int) -> np.ndarray:
