@@ -244,12 +244,17 @@ class _Node:
 
     def score_rows(self, rows: np.ndarray, acc: np.ndarray, width: int):
         """(not exact, sum |err|, max |err|) of accumulator rows ``acc`` [n, O] of the output rows ``rows``."""
-        changed = acc != self.e[rows]
+        every = rows.size == self.r                     # all rows (narrow widths): views, no gathers
+        changed = acc != (self.e if every else self.e[rows])
         sel = np.flatnonzero(changed.any(axis=1))
         if not sel.size:
             return 0, 0, 0
-        codes = self.requant(np.ascontiguousarray(acc[sel]), width).astype(np.int64)
-        d = np.abs(codes - self.ref[rows[sel]])[changed[sel]]
+        if sel.size == rows.size:
+            codes = self.requant(np.ascontiguousarray(acc), width).astype(np.int64)
+            d = np.abs(codes - (self.ref if every else self.ref[rows]))[changed]
+        else:
+            codes = self.requant(np.ascontiguousarray(acc[sel]), width).astype(np.int64)
+            d = np.abs(codes - self.ref[rows[sel]])[changed[sel]]
         return int(np.count_nonzero(d)), int(d.sum()), int(d.max(initial=0))
 
     # -------------------------------------------------------------------------------- per-add kernels
@@ -336,11 +341,14 @@ class _Node:
         """(codes, counts) [len(rows), O] of whole output rows by the public datapath functions (adder
         tree, wide operands, no AVX-512, or no fused requantization)."""
         ini = None if init is None else np.broadcast_to(init, (rows.size, self.n))
+        every = rows.size == self.r                     # all rows: slices, no gathers
         if self.layout == "products":
-            p = self.p.reshape(self.k, self.n, self.rpad)[:, :, rows].transpose(0, 2, 1)
+            p3 = self.p.reshape(self.k, self.n, self.rpad)
+            p = (p3[:, :, :self.r] if every else p3[:, :, rows]).transpose(0, 2, 1)
             res, cnt = _dsum(p, axis=0, acc=width, overflow=mode, order=order, init=ini, per_output=True)
         else:
-            res, cnt = _matmul(self.a[rows], self.wt, width, overflow=mode, order=order, init=ini, per_output=True)
+            res, cnt = _matmul(self.a if every else self.a[rows], self.wt, width, overflow=mode, order=order,
+                               init=ini, per_output=True)
         return res.raw.reshape(rows.size, self.n), cnt.reshape(rows.size, self.n)
 
 
