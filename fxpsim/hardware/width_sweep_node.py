@@ -342,9 +342,15 @@ class _Node:
         tree, wide operands, no AVX-512, or no fused requantization)."""
         ini = None if init is None else np.broadcast_to(init, (rows.size, self.n))
         every = rows.size == self.r                     # all rows: slices, no gathers
+        if self.layout == "products" and every:
+            # the packed products [K, O * Rpad] as they are (no copy): the padding rows hold zero products
+            # and the register's initial value, so they never overflow; their columns are dropped after
+            ini = None if init is None else np.repeat(np.broadcast_to(init, (self.n,)), self.rpad)
+            res, cnt = _dsum(self.p, axis=0, acc=width, overflow=mode, order=order, init=ini, per_output=True)
+            return (res.raw.reshape(self.n, self.rpad)[:, :self.r].T,
+                    np.asarray(cnt).reshape(self.n, self.rpad)[:, :self.r].T)
         if self.layout == "products":
-            p3 = self.p.reshape(self.k, self.n, self.rpad)
-            p = (p3[:, :, :self.r] if every else p3[:, :, rows]).transpose(0, 2, 1)
+            p = self.p.reshape(self.k, self.n, self.rpad)[:, :, rows].transpose(0, 2, 1)
             res, cnt = _dsum(p, axis=0, acc=width, overflow=mode, order=order, init=ini, per_output=True)
         else:
             res, cnt = _matmul(self.a if every else self.a[rows], self.wt, width, overflow=mode, order=order,
