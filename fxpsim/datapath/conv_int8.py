@@ -154,7 +154,7 @@ class FusedCall:
         self.x4_shape = (-1, 1, 1, x_shape[-1]) if op == "fully_connected" else None
         self.w_flat, self.b32, self.geometry, self.depthwise = w_flat, b32, geometry, depthwise
         self.args, self.rq, self.requant, self.bits, self.out_spec = args, rq, requant, bits, out_spec
-        self.m_rows, self.n_out = int(np.prod(out_shape[:-1])), int(out_shape[-1])
+        self.m_rows, self.n_out = math.prod(out_shape[:-1]), int(out_shape[-1])
 
     def __call__(self, x, need_acc: bool):
         if _k is None or _overflow_log_active() or x.shape != self.x_shape or x.dtype != np.int8:
@@ -186,7 +186,7 @@ def prepare(op: str, x_shape, x_dtype, w, bias, *, requant, x_zp, w_zp, out_spec
         return None
     w = np.asarray(w)
     if np.dtype(x_dtype) != np.int8 or w.dtype != np.int8 or out_spec[0] != np.int8 or zero_point != "subtract" \
-            or product_shift or int(np.prod(x_shape)) == 0:
+            or product_shift or math.prod(x_shape) == 0:
         return None
     if (np.ndim(w_zp) == 0 and w_zp != 0) or (np.ndim(w_zp) and np.any(np.asarray(w_zp) != 0)):
         return None

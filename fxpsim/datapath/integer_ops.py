@@ -26,6 +26,8 @@ The add and the average pooling are in :mod:`fxpsim.datapath.integer_add` and
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .accumulate import conv2d as _datapath_conv2d
@@ -277,7 +279,7 @@ def _conv(x, w_hwio, groups, bias, requant, x_zp, out_zp, stride, padding, dilat
     init = (np.broadcast_to(b, (x.shape[0],) + out_hw + (n_out,))
             if (b is not None and bias_at == "init") else None)
     tile_ovf = 0
-    k_total = int(np.prod(w_hwio.shape[:3]))
+    k_total = math.prod(w_hwio.shape[:3])
     if tile_k is not None and tile_k < k_total:
         wk = wo.transpose(3, 0, 1, 2) if groups == 1 else wo.transpose(2, 0, 1, 3)
         a, tile_ovf = _accumulate_rows("conv2d" if groups == 1 else "depthwise_conv2d", xo, wk, init, fmt,

@@ -41,8 +41,21 @@ def _tiled_constants(rq: Requantizer, acc_bits: int, zero_point: int, rep: int):
                  for c in _fused_constants(rq, acc_bits, zero_point))
 
 
-@functools.lru_cache(maxsize=256)
 def _fused_constants(rq: Requantizer, acc_bits: int, zero_point: int):
+    r"""Per-channel ``(multiplier, addend, nudge, shift)`` of :meth:`Requantizer._output_codes`, or None
+    (:func:`_fused_constants_at`).  The constants themselves never depend on ``acc_bits``; only whether they
+    are valid does, and every condition holds for all narrower accumulators once it holds for one (each bounds
+    :math:`|x| \le 2^{W-1}`), so the 32-bit constants serve every ``acc_bits <= 32`` they exist for: one
+    derivation per requantizer instead of one per width (an accumulator-width sweep asks for 25)."""
+    if 1 <= acc_bits <= 32:
+        wide = _fused_constants_at(rq, 32, zero_point)
+        if wide is not None:
+            return wide
+    return _fused_constants_at(rq, acc_bits, zero_point)
+
+
+@functools.lru_cache(maxsize=1024)
+def _fused_constants_at(rq: Requantizer, acc_bits: int, zero_point: int):
     r"""Per-channel ``(multiplier, addend, nudge, shift)`` of :meth:`Requantizer._output_codes`, or None.
 
     For an accumulator :math:`x` with :math:`|x| \le 2^{W-1}` (``W = acc_bits`` :math:`\le 32`):

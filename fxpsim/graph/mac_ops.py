@@ -5,6 +5,8 @@ when :mod:`fxpsim.graph.ops` is imported), their float64 reference, and helpers 
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..core.fixed import FixedArray, Format
@@ -63,7 +65,7 @@ def _bias_in_accumulator(graph, node, bias, dp):
 def _mac_geometry(node, ins):
     """Products per output of a MAC node (``KH*KW`` for a depthwise convolution)."""
     w = ins[1]
-    k = int(np.prod(w.shape[1:3])) if node.op == "depthwise_conv2d" else int(np.prod(w.shape[1:]))
+    k = math.prod(w.shape[1:3]) if node.op == "depthwise_conv2d" else math.prod(w.shape[1:])
     return k
 
 

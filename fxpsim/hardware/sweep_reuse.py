@@ -2,8 +2,9 @@
 
 :func:`provably_exact` groups the points that differ only in their accumulator, proves with
 :func:`~fxpsim.hardware.width_sweep.exact_widths` which nodes cannot overflow (every partial sum and the
-bias fit), and says which points equal the widest point of their group outright and which may start from
-the first node that is not provably exact.
+bias fit), and says which points equal the widest point of their group outright, and, for the others, which nodes
+may take the widest point's tensors and traces instead of running (those provably exact whose inputs are the
+widest point's).
 """
 from __future__ import annotations
 
@@ -41,19 +42,20 @@ def _node_needs(net, exact: dict) -> dict | None:
 
 
 def provably_exact(graph, x, configs: list, is_graph: bool):
-    """``(reuse, prefix)``: ``reuse = {point index: (index of the point it reuses, its number of nodes)}`` for
-    points equal to the
-    widest accumulator of their group (same config but for :data:`_ACC_FIELDS`) at which every node that
-    reads the accumulator is provably exact (and so is the widest point); ``prefix = {point index: (index of
-    that point, j)}`` for the others whose first ``j > 0`` nodes are (in graph order: their inputs are then
-    the exact run's too)."""
+    """``(reuse, partial)``: ``reuse = {point index: (index of the point it reuses, its number of nodes)}`` for
+    points equal to the widest accumulator of their group (same config but for :data:`_ACC_FIELDS`) at which
+    every node that reads the accumulator is provably exact (and so is the widest point); ``partial = {point
+    index: (index of that point, flags)}`` for the other members of such a group, ``flags[i]`` True when node
+    ``i`` (graph order) is provably exact at that point: it reads no accumulator setting, or its width holds its
+    exact_widths bound and its bias is stored as at the widest point.  Such a node, fed the widest point's
+    tensors, gives that point's outputs and trace (:func:`fxpsim.hardware.sweeps._run_point` takes them)."""
     from .width_sweep import exact_widths
     groups: dict = {}
     for i, c in enumerate(configs):
         flat = c.to_flat_dict()
         key = repr(sorted((k, repr(v)) for k, v in flat.items() if k not in _ACC_FIELDS))
         groups.setdefault(key, []).append(i)
-    reuse, prefix = {}, {}
+    reuse, partial = {}, {}
     for members in groups.values():
         if len(members) < 2:
             continue
@@ -68,25 +70,26 @@ def provably_exact(graph, x, configs: list, is_graph: bool):
             continue
         clipped = any(int(v) for v in net.meta.get("bias_clipped", {}).values())
 
-        def first_inexact(c, ref_self=False):
-            """Index of the first node (graph order) not provably exact on ``c``; len(nodes) if none."""
-            for idx in sorted(need):
-                bits, nd = need[idx], net.nodes[idx]
+        def flags_of(c, ref_self=False) -> list:
+            """Per node (graph order): provably exact on ``c`` (see above)."""
+            flags = [True] * len(net.nodes)
+            for idx, bits in need.items():
+                nd = net.nodes[idx]
                 nc, nr = c.for_node(nd, idx), rc.for_node(nd, idx)
                 if nc.tile_k or nc.zero_point != "subtract" or nc.accumulator_bits < bits:
-                    return idx          # tiles / a folded bias: not what the bounds cover; or too narrow
-                if not ref_self and nc.bias_bits != nr.bias_bits and (clipped or nc.bias_bits < bits):
-                    return idx          # a bias register that could hold the bias differently
-            return len(net.nodes)
+                    flags[idx] = False  # tiles / a folded bias: not what the bounds cover; or too narrow
+                elif not ref_self and nc.bias_bits != nr.bias_bits and (clipped or nc.bias_bits < bits):
+                    flags[idx] = False  # a bias register that could hold the bias differently
+            return flags
 
-        if first_inexact(rc, True) < len(net.nodes):
+        if not all(flags_of(rc, True)):
             continue
         for i in members:
             if i == ref:
                 continue
-            j = first_inexact(configs[i])
-            if j == len(net.nodes):
-                reuse[i] = (ref, j)
-            elif j > 0:
-                prefix[i] = (ref, j)
-    return reuse, prefix
+            flags = flags_of(configs[i])
+            if all(flags):
+                reuse[i] = (ref, len(flags))
+            else:
+                partial[i] = (ref, flags)
+    return reuse, partial

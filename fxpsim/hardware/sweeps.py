@@ -182,28 +182,45 @@ def _exact_outputs(graph, x, y, reference, configs: list) -> tuple:
 
 def _run_point(graph, x, y, reference, config, keep: bool = False, start=None, exact=None):
     """Simulate one config: ``(metrics, (tensors, traces) or None)``.  ``keep``: also return every tensor
-    and trace; ``start = (j, tensors, traces)``: nodes before ``j`` are provably the same as in the run those
-    tensors and traces come from, so only nodes ``j`` on run (the rest as :meth:`IntegerGraph.run` does)."""
+    and trace; ``start = (flags, tensors, traces)``: the run of the widest point of the config's group
+    (:func:`~fxpsim.hardware.sweep_reuse.provably_exact`), whose tensors are the exact datapath's.  A node
+    whose inputs all equal that run's (compared bit for bit as the run goes: a node may overflow and still
+    give the exact codes) and which is provably exact here (``flags``) takes that run's outputs and trace
+    instead of running; every other node runs as :meth:`IntegerGraph.run` runs it, node by node (no plan:
+    a plan compiled for one point would serve no other).  ``metrics["reused_nodes"]`` counts the nodes
+    taken."""
     from ..graph.ir import node_datapath
     from ..graph.ops import run_node
     t0 = time.perf_counter()
     net = graph if isinstance(graph, IntegerGraph) else convert(graph, config)
+    reused = 0
     if start is None:
         codes, traces, kept = net.run(x, config, trace=True, keep=keep)
     else:
-        j, tensors, ref_traces = start
-        values = {**{k: t.data for k, t in net.tensors.items() if t.is_constant}, **tensors}
+        flags, tensors, ref_traces = start
+        constants = {k: t.data for k, t in net.tensors.items() if t.is_constant}
+        values = {**constants, **{t: tensors[t] for t in net.inputs}}
+        same = set(constants) | set(net.inputs)     # tensors equal to the reference run's
         traces = {}
         for i, node in enumerate(net.nodes):
-            if i < j:
+            fed = all(not t or t in same for t in node.inputs)
+            if fed and flags[i]:
                 traces[node.name] = ref_traces[node.name]
+                for t in node.outputs:
+                    values[t] = tensors[t]
+                    same.add(t)
+                reused += 1
                 continue
             ins = [values[t] if t else None for t in node.inputs]
             outs, traces[node.name] = run_node(net, node, ins, node_datapath(config, node, i), True)
             for t, v in zip(node.outputs, outs):
                 values[t] = v
+                ref = tensors.get(t)
+                if ref is not None and v.shape == ref.shape and v.dtype == ref.dtype and np.array_equal(v, ref):
+                    same.add(t)
         outputs = [values[t] for t in net.outputs]
-        codes, kept = (outputs[0] if len(outputs) == 1 else outputs), None
+        codes = outputs[0] if len(outputs) == 1 else outputs
+        kept = {k: v for k, v in values.items() if k not in constants} if keep else None
     metrics = network_metrics(net, codes[0] if isinstance(codes, list) else codes, reference, y,
                               sum(t["overflows"] for t in traces.values()))
     if exact is not None:
@@ -212,6 +229,7 @@ def _run_point(graph, x, y, reference, config, keep: bool = False, start=None, e
         sum(int((t or {}).get("bias_clipped", 0)) for t in traces.values())
     metrics["layer_overflows"] = ";".join(f"{name}={t['overflows']}" for name, t in traces.items()
                                           if t["acc"] is not None)
+    metrics["reused_nodes"] = reused
     metrics["seconds"] = time.perf_counter() - t0
     return metrics, ((kept, traces) if keep else None)
 
@@ -260,10 +278,13 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
         these inputs (every partial sum and bias fits, so no add overflows and the network equals the widest
         point's, which then is exact too): their records are the widest point's, with ``seconds`` 0 and
         ``reused_from`` naming it (empty for simulated points), and a note says how many.  ``False``
-        simulates every point.  Points run in this process (``processes=1``, or a small sweep) also start
-        from the first node that is not provably exact at their width: the nodes before it (all provably
-        exact, so fed the exact tensors) take the widest point's tensors and traces (``reused_nodes`` counts
-        them; 0 for a point simulated from the start, every node for a reused one).
+        simulates every point.  Points run in this process (``processes=1``, or a small sweep) are also
+        simulated only where they can differ: a node whose inputs equal the widest point's tensors (the
+        exact ones; compared bit for bit during the run, so a node that overflows without changing its
+        codes leaves the next nodes on the exact tensors) and which is provably exact at their width takes
+        the widest point's outputs and trace; the others run (``reused_nodes`` counts the nodes taken; 0 for
+        a point simulated throughout, every node for a reused one; ``reused_from`` names the point taken
+        from whenever it is not 0).
 
     Sweeping ``accumulator_bits`` narrows the bias register with it (``bias_bits = min(bias_bits,
     accumulator_bits)``): a bias that no longer fits saturates, and the result's notes say so.
@@ -326,16 +347,16 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
     if processes is not None and (not isinstance(processes, int) or processes < 1):
         raise ValueError(f"processes must be a positive int, got {processes!r}")
     workers = processes or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-    reuse, prefix = provably_exact(graph, x, configs, is_graph) if skip_exact else ({}, {})
+    reuse, partial = provably_exact(graph, x, configs, is_graph) if skip_exact else ({}, {})
     bar = None
     if progress:
         from tqdm.auto import tqdm
         bar = tqdm(total=len(configs), desc="sweep", unit="config")
     results: list = [None] * len(configs)
     pending = [i for i in range(len(configs)) if i not in reuse]
-    refs = {ref for ref, _ in prefix.values()}      # in-process runs keep these points' tensors
+    refs = {ref for ref, _ in partial.values()}     # in-process runs keep these points' tensors
     kept: dict = {}
-    started: dict = {}                              # point -> (point, j): nodes before j taken from that run
+    started: dict = {}                              # point -> (point, n): n nodes taken from that run
     exact_outs, exact_metrics = _exact_outputs(graph, x, y, reference, configs)
     if bar is not None and reuse:
         bar.update(len(reuse))
@@ -354,11 +375,12 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
             # in this process: the points others start from first, keeping their tensors and traces
             for i in sorted(pending, key=lambda i: i not in refs):
                 start = None
-                if i in prefix and kept.get(prefix[i][0]) is not None:
-                    start = (prefix[i][1],) + kept[prefix[i][0]]
-                    started[i] = prefix[i]
+                if i in partial and kept.get(partial[i][0]) is not None:
+                    start = (partial[i][1],) + kept[partial[i][0]]
                 results[i], kept[i] = _run_point(graph, x, y, reference, configs[i], keep=i in refs, start=start,
                                                  exact=exact_outs[i])
+                if results[i]["reused_nodes"]:
+                    started[i] = (partial[i][0], results[i]["reused_nodes"])
                 if bar is not None:
                     bar.update(1)
             kept.clear()
@@ -384,6 +406,9 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
     finally:
         if bar is not None:
             bar.close()
+    for r in results:
+        if r is not None:
+            r.pop("reused_nodes", None)
     for i, (ref, _) in reuse.items():
         results[i] = dict(results[ref], seconds=0.0)
     records = [{**_point_record(p, c), **r} for p, c, r in zip(points, configs, results)]
@@ -399,8 +424,9 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
                      f"is provably exact at their width on these inputs (exact_widths: all partial sums and biases "
                      f"fit), so their records are those of {', '.join(map(repr, names))} (column reused_from)")
     if started:
-        notes.append(f"{len(started)} points ran from the first node not provably exact on: the nodes before it "
-                     "(column reused_nodes) take the exact run's tensors")
+        notes.append(f"{len(started)} points were simulated in part: their nodes fed the exact run's tensors and "
+                     "provably exact at their width (column reused_nodes counts them) took the exact run's outputs "
+                     "and traces instead of running; every other node ran")
     if any("accumulator_bits" in g for g in grids):
         widths = sorted({c.bias_bits for c in configs} - {base.bias_bits})
         if widths:

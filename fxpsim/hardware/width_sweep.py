@@ -29,7 +29,8 @@ redundant work:
 on the given inputs (every partial sum and the bias fit), so that a full-network sweep can skip every wider
 point of that node (and every point at which all nodes are exact: the network then equals the exact one).
 :func:`fxpsim.hardware.sweep` does both (``skip_exact``): it reuses the widest run at the points where every
-node is provably exact, and starts the other points from the first node that is not.
+node is provably exact, and at the other points runs only the nodes that are not fed the exact run's tensors
+(compared bit for bit as the point's run goes) or not provably exact at the point's width.
 
 Knobs the fast path does not model (``zero_point="fold"``, K-tiling, an accumulator LSB coarser than the
 products', a datapath that differs from its exact one beyond the accumulator -- a short multiplier --, modes

@@ -214,8 +214,10 @@ class _Node:
         if self.layout == "rows":
             return items
         first = (items % (self.rpad // 64)) * 64 if self.layout == "products" else items * 64
-        rows = (first[:, None] + np.arange(64)).reshape(-1)
-        return np.unique(rows[rows < self.r])
+        covered = np.zeros(self.rpad // 64, bool)           # slabs of 64 rows (a mask: no sort)
+        covered[first // 64] = True
+        rows = (np.flatnonzero(covered)[:, None] * 64 + np.arange(64)).reshape(-1)
+        return rows[rows < self.r]
 
     # -------------------------------------------------------------------------------- requantization
     def requant(self, acc: np.ndarray, bits: int) -> np.ndarray:
@@ -242,12 +244,17 @@ class _Node:
 
     def score_rows(self, rows: np.ndarray, acc: np.ndarray, width: int):
         """(not exact, sum |err|, max |err|) of accumulator rows ``acc`` [n, O] of the output rows ``rows``."""
-        changed = acc != self.e[rows]
+        every = rows.size == self.r                     # all rows (narrow widths): views, no gathers
+        changed = acc != (self.e if every else self.e[rows])
         sel = np.flatnonzero(changed.any(axis=1))
         if not sel.size:
             return 0, 0, 0
-        codes = self.requant(np.ascontiguousarray(acc[sel]), width).astype(np.int64)
-        d = np.abs(codes - self.ref[rows[sel]])[changed[sel]]
+        if sel.size == rows.size:
+            codes = self.requant(np.ascontiguousarray(acc), width).astype(np.int64)
+            d = np.abs(codes - (self.ref if every else self.ref[rows]))[changed]
+        else:
+            codes = self.requant(np.ascontiguousarray(acc[sel]), width).astype(np.int64)
+            d = np.abs(codes - self.ref[rows[sel]])[changed[sel]]
         return int(np.count_nonzero(d)), int(d.sum()), int(d.max(initial=0))
 
     # -------------------------------------------------------------------------------- per-add kernels
@@ -334,11 +341,20 @@ class _Node:
         """(codes, counts) [len(rows), O] of whole output rows by the public datapath functions (adder
         tree, wide operands, no AVX-512, or no fused requantization)."""
         ini = None if init is None else np.broadcast_to(init, (rows.size, self.n))
+        every = rows.size == self.r                     # all rows: slices, no gathers
+        if self.layout == "products" and every:
+            # the packed products [K, O * Rpad] as they are (no copy): the padding rows hold zero products
+            # and the register's initial value, so they never overflow; their columns are dropped after
+            ini = None if init is None else np.repeat(np.broadcast_to(init, (self.n,)), self.rpad)
+            res, cnt = _dsum(self.p, axis=0, acc=width, overflow=mode, order=order, init=ini, per_output=True)
+            return (res.raw.reshape(self.n, self.rpad)[:, :self.r].T,
+                    np.asarray(cnt).reshape(self.n, self.rpad)[:, :self.r].T)
         if self.layout == "products":
             p = self.p.reshape(self.k, self.n, self.rpad)[:, :, rows].transpose(0, 2, 1)
             res, cnt = _dsum(p, axis=0, acc=width, overflow=mode, order=order, init=ini, per_output=True)
         else:
-            res, cnt = _matmul(self.a[rows], self.wt, width, overflow=mode, order=order, init=ini, per_output=True)
+            res, cnt = _matmul(self.a if every else self.a[rows], self.wt, width, overflow=mode, order=order,
+                               init=ini, per_output=True)
         return res.raw.reshape(rows.size, self.n), cnt.reshape(rows.size, self.n)
 
 
