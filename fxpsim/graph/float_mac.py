@@ -180,10 +180,12 @@ def _finite_amax(x: np.ndarray) -> float:
     return float(np.abs(np.where(np.isfinite(x), x, 0.0)).max(initial=0.0))
 
 
-def float_mac(x, w, bias, settings: FloatMacSettings, x_amax: float | None = None) -> FloatMacResult:
+def float_mac(x, w, bias, settings: FloatMacSettings, x_amax: float | None = None,
+              w_amax: float | None = None) -> FloatMacResult:
     """``x @ w + bias`` on ``settings`` (module docstring): ``x`` (M, K), ``w`` (K, N), ``bias`` (N,) or
     None, float64; ``x_amax``: the activations' calibrated amax (element formats; default the batch's finite
-    amax).  Non-finite activations (a previous layer's overflow) quantize as the format does: ±Inf saturates
+    amax); ``w_amax``: the amax a per-tensor weight scale is taken from (default ``w``'s: a depthwise layer
+    passes its whole kernel's).  Non-finite activations (a previous layer's overflow) quantize as the format does: ±Inf saturates
     to its largest value (block formats: the block's scale becomes NaN), NaN stays NaN."""
     if not isinstance(settings, FloatMacSettings):
         raise TypeError(f"float_mac: settings must be FloatMacSettings, got {type(settings).__name__}")
@@ -201,7 +203,8 @@ def float_mac(x, w, bias, settings: FloatMacSettings, x_amax: float | None = Non
         Kp = K
     a = _quantize(_padded(x, Kp), settings.activations, per_row=False,
                   amax=_finite_amax(x) if x_amax is None else x_amax)
-    b = _quantize(_padded(w.T, Kp), settings.weights, per_row=settings.weight_scales == "per-channel")
+    b = _quantize(_padded(w.T, Kp), settings.weights, per_row=settings.weight_scales == "per-channel",
+                  amax=w_amax if settings.weight_scales == "per-tensor" else None)
     outer = a.outer[0] * b.outer                               # (N,): every row of x has one scale
     bias = np.zeros(N) if bias is None else np.asarray(bias, np.float64).reshape(N)
     out = acc.output
@@ -223,13 +226,30 @@ def float_mac(x, w, bias, settings: FloatMacSettings, x_amax: float | None = Non
                           res.underflows, res.terms_inexact, a.saturated + b.saturated)
 
 
+def conv_patches(x: np.ndarray, kernel, stride, padding) -> np.ndarray:
+    """The patches ``(N, OH, OW, KH, KW, C)`` of NHWC ``x``; ``padding`` is ``"SAME"``/``"VALID"``
+    (TensorFlow's rules) or explicit zero pads ``(top, bottom, left, right)`` (ONNX's ``pads``)."""
+    kh, kw = kernel
+    if isinstance(padding, str):
+        _, top, bottom = output_size_and_padding(x.shape[1], kh, stride[0], padding)
+        _, left, right = output_size_and_padding(x.shape[2], kw, stride[1], padding)
+        pads = (top, bottom, left, right)
+    else:
+        pads = tuple(int(p) for p in padding)
+        if len(pads) != 4 or min(pads) < 0:
+            raise ValueError(f"padding must be 'SAME', 'VALID' or 4 non-negative pads (top, bottom, left, "
+                             f"right), got {padding!r}")
+    xp = pad_nhwc(x, pads)
+    if xp.shape[1] < kh or xp.shape[2] < kw:
+        raise ValueError(f"a {kh}x{kw} kernel does not fit the padded input {xp.shape[1]}x{xp.shape[2]}")
+    return extract_patches(xp, (kh, kw), tuple(stride))
+
+
 def conv_rows(x: np.ndarray, kernel, stride, padding) -> tuple[np.ndarray, tuple]:
     """The im2col rows ``(N*OH*OW, KH*KW*C)`` of NHWC ``x`` and the output's spatial shape ``(N, OH, OW)``."""
-    kh, kw = kernel
-    oh, top, bottom = output_size_and_padding(x.shape[1], kh, stride[0], padding)
-    ow, left, right = output_size_and_padding(x.shape[2], kw, stride[1], padding)
-    cols = extract_patches(pad_nhwc(x, (top, bottom, left, right)), (kh, kw), tuple(stride))
-    return cols.reshape(x.shape[0] * oh * ow, -1), (x.shape[0], oh, ow)
+    cols = conv_patches(x, kernel, stride, padding)
+    n, oh, ow = cols.shape[:3]
+    return cols.reshape(n * oh * ow, -1), (n, oh, ow)
 
 
 def float_conv2d(x, w, bias, settings: FloatMacSettings, stride=(1, 1), padding="VALID",

@@ -9,8 +9,11 @@ block-scaled datapath, stage by stage.
   (no quantization, ``x @ W + b`` in float64): the float reference.
 * ``relu``, ``relu6``, ``flatten``, ``max_pool2d``, ``avg_pool2d`` run in float64 on the values
   (:mod:`fxpsim.nn.conv`'s pooling), which is what a float datapath does to its float outputs.
-* ``depthwise_conv2d`` and the lookup-table kinds (``sigmoid``, ``tanh``, ``hard_swish``) are not modelled:
-  a :class:`ValueError` names the stage and its kind before anything runs.
+* A ``depthwise_conv2d`` stage runs :func:`~fxpsim.graph.float_depthwise.float_depthwise_conv2d` (one dot
+  product of K = KH·KW per output, the scales of the whole layer), then its fused activation.
+* A ``transpose`` stage (an imported model's layout change, ``stage.perm``) permutes the axes.
+* The lookup-table kinds (``sigmoid``, ``tanh``, ``hard_swish``) are not modelled: a :class:`ValueError`
+  names the stage and its kind before anything runs.
 
 The output of the last stage is its float values (logits), not re-quantized.
 """
@@ -22,13 +25,15 @@ import numpy as np
 
 from ..nn.conv import avg_pool2d_forward, max_pool2d_forward
 from .extract import FloatGraph
-from .float_mac import FloatMacResult, FloatMacSettings, conv_rows, float_conv2d, float_mac
+from .float_depthwise import float_depthwise_conv2d
+from .float_mac import FloatMacResult, FloatMacSettings, conv_patches, conv_rows, float_conv2d, float_mac
 
 __all__ = ["FLOAT_STAGE_KINDS", "StageRun", "run_float_graph", "check_float_stages"]
 
 #: The stage kinds the float datapath runs.
-FLOAT_STAGE_KINDS = ("dense", "conv2d", "relu", "relu6", "flatten", "max_pool2d", "avg_pool2d")
-_MAC_KINDS = ("dense", "conv2d")
+FLOAT_STAGE_KINDS = ("dense", "conv2d", "depthwise_conv2d", "relu", "relu6", "flatten", "max_pool2d",
+                     "avg_pool2d", "transpose")
+_MAC_KINDS = ("dense", "conv2d", "depthwise_conv2d")
 
 
 @dataclass
@@ -67,6 +72,10 @@ def _activation(y: np.ndarray, activation) -> np.ndarray:
 def _float64_mac(stage, h: np.ndarray) -> FloatMacResult:
     if stage.kind == "dense":
         y = h @ stage.weight + stage.bias
+    elif stage.kind == "depthwise_conv2d":
+        kh, kw, c, m = stage.weight.shape
+        p = conv_patches(h, (kh, kw), stage.stride, stage.padding)
+        y = np.einsum("nhwabc,abcm->nhwcm", p, stage.weight).reshape(*p.shape[:3], c * m) + stage.bias
     else:
         rows, (n, oh, ow) = conv_rows(h, stage.weight.shape[:2], stage.stride, stage.padding)
         y = (rows @ stage.weight.reshape(-1, stage.weight.shape[3]) + stage.bias).reshape(n, oh, ow, -1)
@@ -116,6 +125,8 @@ def run_float_graph(graph: FloatGraph, x, settings, *, stages: bool = False):
                 r = _float64_mac(stage, h)
             elif kind == "dense":
                 r = float_mac(h, stage.weight, stage.bias, st, amax)
+            elif kind == "depthwise_conv2d":
+                r = float_depthwise_conv2d(h, stage.weight, stage.bias, st, stage.stride, stage.padding, amax)
             else:
                 r = float_conv2d(h, stage.weight, stage.bias, st, stage.stride, stage.padding, amax)
             runs.append(StageRun(stage.name, kind, st, r, amax))
@@ -125,6 +136,8 @@ def run_float_graph(graph: FloatGraph, x, settings, *, stages: bool = False):
             h = _activation(h, kind)
         elif kind == "flatten":
             h = h.reshape(h.shape[0], -1)
+        elif kind == "transpose":
+            h = h.transpose(stage.perm)
         elif kind == "max_pool2d":
             h = max_pool2d_forward(h, stage.pool_size, stage.stride, stage.padding)[0]
         else:
