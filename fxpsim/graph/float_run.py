@@ -19,7 +19,7 @@ The output of the last stage is its float values (logits), not re-quantized.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from .extract import FloatGraph
 from .float_depthwise import float_depthwise_conv2d
 from .float_mac import FloatMacResult, FloatMacSettings, conv_patches, conv_rows, float_conv2d, float_mac
 
-__all__ = ["FLOAT_STAGE_KINDS", "StageRun", "run_float_graph", "check_float_stages"]
+__all__ = ["FLOAT_STAGE_KINDS", "StageRun", "run_float_graph", "check_float_stages", "calibrate_float_graph"]
 
 #: The stage kinds the float datapath runs.
 FLOAT_STAGE_KINDS = ("dense", "conv2d", "depthwise_conv2d", "relu", "relu6", "flatten", "max_pool2d",
@@ -101,6 +101,9 @@ def run_float_graph(graph: FloatGraph, x, settings, *, stages: bool = False):
     ndarray (float64), or ``(outputs, [StageRun, ...])`` with ``stages``.
     """
     check_float_stages(graph)
+    if graph.input_range is None:
+        raise ValueError("the graph has no activation ranges (an imported float model): calibrate it first with "
+                         "fxpsim.graph.float_run.calibrate_float_graph(graph, x)")
     if settings is not None and not callable(settings) and not isinstance(settings, FloatMacSettings):
         raise TypeError(f"settings must be FloatMacSettings, None or a callable, got {type(settings).__name__}")
     pick = settings if callable(settings) else (lambda stage, index: settings)
@@ -143,3 +146,23 @@ def run_float_graph(graph: FloatGraph, x, settings, *, stages: bool = False):
         else:
             h = avg_pool2d_forward(h, stage.pool_size, stage.stride, stage.padding)[0]
     return (h, runs) if stages else h
+
+
+def calibrate_float_graph(graph: FloatGraph, x) -> FloatGraph:
+    """A copy of ``graph`` with the activation ranges of ``x``: the graph's ``input_range`` the min and max
+    of ``x``, every MAC stage's ``out_range`` the min and max of its float64 output after its fused
+    activation (what :func:`fxpsim.graph.extract.extract` calibrates for an ``fxpsim.nn`` model).  The
+    ranges the graph already has are replaced."""
+    check_float_stages(graph)
+    h = np.asarray(x)
+    if h.dtype.kind != "f" or h.ndim < 2 or not h.shape[0] or not np.isfinite(h).all():
+        raise ValueError(f"calibrate_float_graph: x must be a finite float batch (N, ...), got {h.dtype} {h.shape}")
+    stages = [replace(s) for s in graph.stages]
+    cal = replace(graph, stages=stages, input_range=(float(h.min()), float(h.max())),
+                  input_range_source="calibration")
+    _, runs = run_float_graph(cal, h, None, stages=True)
+    macs = [s for s in stages if s.kind in _MAC_KINDS]
+    for stage, run in zip(macs, runs):
+        y = _activation(run.result.values, stage.activation)
+        stage.out_range, stage.range_source = (float(y.min()), float(y.max())), "calibration"
+    return cal

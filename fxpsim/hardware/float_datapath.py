@@ -31,7 +31,7 @@ import numpy as np
 from .._text import format_table
 from ..report.render import _json_safe
 from ..graph.extract import FloatGraph, extract
-from ..graph.float_run import check_float_stages, run_float_graph
+from ..graph.float_run import calibrate_float_graph, check_float_stages, run_float_graph
 from .config_files import load_config
 from .config_schema import ConfigError
 from .float_config import float_settings, format_name, is_float_datapath
@@ -146,7 +146,8 @@ def _rms(v: np.ndarray) -> float:
 
 
 def simulate_float(model, config, x, y=None, *, calibration_x=None, title: str | None = None) -> FloatReport:
-    """Run ``model`` (an ``fxpsim.nn.Sequential`` or its :class:`FloatGraph`) on the float target
+    """Run ``model`` (an ``fxpsim.nn.Sequential``, its :class:`FloatGraph`, or an imported float model's
+    :class:`FloatGraph`, :func:`fxpsim.import_float_model`, calibrated here on ``calibration_x``) on the float target
     ``config`` (a :class:`HardwareConfig`, preset, TOML path or mapping) with inputs ``x`` and optional
     labels ``y``; ``calibration_x`` (default ``x``) calibrates the activation ranges."""
     config = load_config(config)
@@ -155,9 +156,13 @@ def simulate_float(model, config, x, y=None, *, calibration_x=None, title: str |
                          f"{getattr(x, 'dtype', '')} {getattr(x, 'shape', '')}")
     y = _check_labels(y, len(x))
     if hasattr(model, "nodes"):
-        raise ConfigError(f"{config.name!r} is a float datapath: it runs fxpsim.nn models (an imported or integer "
-                          f"graph, {getattr(model, 'name', '?')!r}, holds integer codes; not supported yet)")
-    graph = model if isinstance(model, FloatGraph) else extract(model, x if calibration_x is None else calibration_x)
+        raise ConfigError(f"{config.name!r} is a float datapath: it runs fxpsim.nn models and float graphs (an "
+                          f"integer graph, {getattr(model, 'name', '?')!r}, holds integer codes; a float .onnx model "
+                          f"reads with fxpsim.import_float_model)")
+    cal_x = x if calibration_x is None else calibration_x
+    graph = model if isinstance(model, FloatGraph) else extract(model, cal_x)
+    if graph.input_range is None:                 # an imported float model: ranges from the calibration data
+        graph = calibrate_float_graph(graph, cal_x)
     check_float_stages(graph)
     settings = stage_settings(config, graph)
     out, runs = run_float_graph(graph, x, settings, stages=True)
