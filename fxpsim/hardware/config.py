@@ -60,8 +60,7 @@ class HardwareConfig:
     weight_signed : bool
         Signed weight codes (symmetric, zero point 0).
     weight_scales : {"per-channel", "per-tensor", "none"}
-        One scale per output channel or one per tensor (``"none"``: float datapaths only, the weights as
-        they are, :mod:`fxpsim.graph.float_mac`).
+        One scale per output channel or one per tensor; ``"none"`` (float datapaths only): unscaled.
     weight_narrow_range : bool
         Signed weights use ``[-(2**(b-1) - 1), 2**(b-1) - 1]`` (TFLite's int8 weights do).
     activation_bits : int
@@ -69,8 +68,7 @@ class HardwareConfig:
     activation_format : Format or str, optional
         Fixed-point activations (zero point 0, scale ``2**-frac``).
     activation_scales : {"per-tensor", "none"}
-        TOML ``activations.scales``, float datapaths only: the activations' power-of-two scale, or
-        ``"none"`` (the values as they are: a float32 / bfloat16 FPU).
+        TOML ``activations.scales`` (float datapaths only): power-of-two scale, or ``"none"``: unscaled.
     activation_signed : bool
         Signed (int8-like) or unsigned (uint8-like) activation codes.
     activation_symmetric : bool
