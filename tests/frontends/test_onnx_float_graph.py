@@ -134,7 +134,8 @@ def test_fp8_datapath_on_the_imported_model_counts_alignment_losses():
 def _save(tmp_path, nodes, inits, in_shape=(2, 4, 4), out_dim=3, name="bad"):
     g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", *in_shape])],
                           [helper.make_tensor_value_info("output", TensorProto.FLOAT, None)],
-                          [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
+                          [numpy_helper.from_array(np.asarray(v, np.float32 if np.asarray(v).dtype.kind == "f"
+                                                                     else None), k) for k, v in inits.items()])
     path = tmp_path / f"{name}.onnx"
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
     return path
@@ -181,3 +182,42 @@ def test_uncalibrated_graph_and_scale_settings_are_refused():
         fxpsim.load_config({"activations": {"scales": "none"}})
     with pytest.raises(ConfigError, match="activations.scales: unknown value 'per-channel'"):
         fxpsim.load_config({**_target("fpu-float32"), "activations": {"format": "float32", "scales": "per-channel"}})
+
+
+def test_other_op_forms_equal_onnxruntime_on_grid_inputs(tmp_path):
+    """A flat input, Gemm with transB 0 and no bias, MatMul without Add, a lone Relu and Clip(0, 6) after
+    a max pool (not fused), Reshape [-1, F]: the same bits as onnxruntime."""
+    rng = np.random.default_rng(4)
+    grid = lambda *s: (rng.integers(-4, 5, s) / 4.0).astype(np.float32)  # noqa: E731
+    p = _save(tmp_path, [helper.make_node("Gemm", ["input", "w1"], ["g"], "g1"),
+                         helper.make_node("Relu", ["g"], ["r"], "r1"),
+                         helper.make_node("MatMul", ["r", "w2"], ["output"], "m2")],
+              {"w1": grid(8, 6), "w2": grid(6, 3)}, in_shape=(8,), name="flat")
+    x = grid(5, 8)
+    graph = fxpsim.import_float_model(p)
+    assert [(s.kind, s.activation) for s in graph.stages] == [("dense", "relu"), ("dense", None)]
+    assert np.array_equal(run_float_target(calibrate_float_graph(graph, x), x, _target("fpu-float32")), _ort(p, x))
+    p = _save(tmp_path, [helper.make_node("Conv", ["input", "w"], ["c"], "c1", kernel_shape=[2, 2]),
+                         helper.make_node("MaxPool", ["c"], ["m"], "pool", kernel_shape=[3, 3]),
+                         helper.make_node("Relu", ["m"], ["r"], "relu"),
+                         helper.make_node("Clip", ["r", "", "six"], ["k"], "clip6"),
+                         helper.make_node("Reshape", ["k", "shape"], ["f"], "flat"),
+                         helper.make_node("Gemm", ["f", "w2", "b2"], ["output"], "fc", transB=1)],
+              {"w": grid(3, 2, 2, 2), "six": np.float32(6), "shape": np.array([-1, 3], np.int64),
+               "w2": grid(4, 3), "b2": grid(4)}, in_shape=(2, 4, 4), name="pooled")
+    # pools of 3 on the 3x3 conv output: one pixel; the Clip has no min (its min input is empty)
+    with pytest.raises(ValueError, match=r"node 'clip6' \(Clip\): Clip\(-inf, 6.0\)"):
+        fxpsim.import_float_model(p)
+    m = onnx.load(str(p))
+    m.graph.initializer.append(numpy_helper.from_array(np.float32(0), "zero"))
+    m.graph.node[3].input[1] = "zero"
+    onnx.save(m, p)
+    graph = fxpsim.import_float_model(p)
+    assert [s.kind for s in graph.stages] == ["transpose", "conv2d", "max_pool2d", "relu", "relu6", "transpose",
+                                              "flatten", "dense"]
+    x = grid(5, 2, 4, 4)
+    assert np.array_equal(run_float_target(calibrate_float_graph(graph, x), x, _target("exact-float32")), _ort(p, x))
+    m.graph.initializer[2].CopyFrom(numpy_helper.from_array(np.array([5, 3], np.int64), "shape"))
+    onnx.save(m, p)
+    with pytest.raises(ValueError, match=r"node 'flat' \(Reshape\): Reshape to \[5, 3\]; only a flatten to \[N, 3\]"):
+        fxpsim.import_float_model(p)
