@@ -15,9 +15,9 @@ import os
 # public name -> module of this package that defines it (imported on first use)
 _LAZY = {"import_tflite": "tflite.importer", "tflite_coverage": "tflite.coverage", "import_onnx": "onnx.importer",
          "onnx_coverage": "onnx.coverage", "onnxruntime_cpu": "onnx.importer",
-         "import_qonnx": "qonnx.importer", "Hls4mlModel": "hls4ml.model"}
+         "import_qonnx": "qonnx.importer", "Hls4mlModel": "hls4ml.model", "import_float_onnx": "onnx.float_graph"}
 
-__all__ = ["import_model", "model_coverage"] + list(_LAZY)
+__all__ = ["import_model", "import_float_model", "model_coverage"] + list(_LAZY)
 
 
 def __getattr__(name: str):
@@ -48,6 +48,18 @@ def import_model(path, **options):
         return import_qonnx(path, **options)
     from .onnx.importer import import_onnx
     return import_onnx(path, **options)
+
+
+def import_float_model(path):
+    """Read a float (non-quantized) model into a :class:`~fxpsim.graph.extract.FloatGraph`, to run on a float
+    datapath (``fxpsim.simulate(graph, "float-target.toml", x)``): ``.onnx`` files go to
+    :func:`fxpsim.frontends.onnx.float_graph.import_float_onnx`.  Float ``.tflite`` models are not read yet
+    (a ValueError says so)."""
+    reader = _reader_of(path)
+    if reader != "onnx":
+        raise ValueError(f"{os.fspath(path)}: float models are read from .onnx files only (not {reader})")
+    from .onnx.float_graph import import_float_onnx
+    return import_float_onnx(path)
 
 
 def _reader_of(path) -> str:

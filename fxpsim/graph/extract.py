@@ -47,6 +47,7 @@ class FloatStage:
     range_source: str = "calibration"
     weight_grid: dict | None = None
     out_grid: dict | None = None
+    perm: tuple | None = None          # a ``transpose`` stage's axis order (imported float models)
 
 
 @dataclass

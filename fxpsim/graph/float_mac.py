@@ -6,7 +6,11 @@ For a dense layer :math:`y = x W + b` (``x`` (M, K), ``W`` (K, N)) on :class:`Fl
 1. **Operands.**  An element format ``F`` (E4M3, E5M2, E2M1, ...) has a power-of-two scale
    :math:`2^{e}`, :math:`e = \\lceil \\log_2(\\mathrm{amax} / F_{max}) \\rceil` (0 for amax 0; the rule
    of :class:`~fxpsim.quant.FloatQuantizer`): for the weights per output channel (``per-channel``) or
-   per tensor, for the activations per tensor from the calibrated amax of the layer's input.  Codes are
+   per tensor, for the activations per tensor from the calibrated amax of the layer's input; ``"none"``
+   (weights or activations) sets :math:`e = 0`, the values as they are: what a float32 / bfloat16 / float16
+   FPU or tensor core runs.  The scale rule maps amax onto :math:`F_{max}`, so it is refused for a format
+   whose :math:`F_{max}` is at least half the accumulator output's (float32 into float32, bfloat16 into
+   float32, float16 into float16): its first product would overflow.  Codes are
    :math:`\\mathrm{fl}_F(v\\, 2^{-e})`, round half to even, saturating (values beyond :math:`F_{max}` are
    counted as ``saturated``).  A block format (MXFP8/6/4, NVFP4) quantizes along K with its own block
    scales (:func:`~fxpsim.core.block_format.quantize_block`; the activations' block scales follow the
@@ -41,9 +45,11 @@ from ..datapath.floatacc import FloatAccumulator, float_matmul
 from ..nn.conv import extract_patches, output_size_and_padding, pad_nhwc
 from ..quant.float_quantizers import FloatQuantizer
 
-__all__ = ["FloatMacSettings", "FloatMacResult", "float_mac", "float_conv2d", "WEIGHT_SCALES"]
+__all__ = ["FloatMacSettings", "FloatMacResult", "float_mac", "float_conv2d", "WEIGHT_SCALES",
+           "ACTIVATION_SCALES"]
 
-WEIGHT_SCALES = ("per-channel", "per-tensor")
+WEIGHT_SCALES = ("per-channel", "per-tensor", "none")
+ACTIVATION_SCALES = ("per-tensor", "none")
 _F32 = FloatFormat.parse("float32")
 
 
@@ -55,14 +61,17 @@ class FloatMacSettings:
     ----------
     weights, activations : FloatFormat or BlockFormat
     accumulator : FloatAccumulator
-    weight_scales : {"per-channel", "per-tensor"}
+    weight_scales : {"per-channel", "per-tensor", "none"}
         The weights' power-of-two scale for an element format (block formats carry their own).
+    activation_scales : {"per-tensor", "none"}
+        The activations' power-of-two scale for an element format.
     """
 
     weights: FloatFormat | BlockFormat
     activations: FloatFormat | BlockFormat
     accumulator: FloatAccumulator
     weight_scales: str = "per-channel"
+    activation_scales: str = "per-tensor"
 
     def __post_init__(self):
         for what in ("weights", "activations"):
@@ -79,6 +88,20 @@ class FloatMacSettings:
         if self.weight_scales not in WEIGHT_SCALES:
             raise ValueError(f"FloatMacSettings.weight_scales must be one of {', '.join(WEIGHT_SCALES)}, "
                              f"got {self.weight_scales!r}")
+        if self.activation_scales not in ACTIVATION_SCALES:
+            raise ValueError(f"FloatMacSettings.activation_scales must be one of {', '.join(ACTIVATION_SCALES)}, "
+                             f"got {self.activation_scales!r}")
+        out = self.accumulator.output
+        for what, scales in (("weights", self.weight_scales), ("activations", self.activation_scales)):
+            fmt = getattr(self, what)
+            if isinstance(fmt, BlockFormat) and scales == "none":
+                raise ValueError(f"FloatMacSettings: {what} {fmt.name} carries its own block scales; "
+                                 f"{what} scales 'none' does not apply to it")
+            if isinstance(fmt, FloatFormat) and scales != "none" and 2 * fmt.max_finite >= out.max_finite:
+                raise ValueError(f"FloatMacSettings: {what} {_name(fmt)} (largest {fmt.max_finite:.4g}) with a "
+                                 f"{scales} scale: the scale maps amax onto it, and the products overflow the "
+                                 f"accumulator's output {_name(out)} (largest {out.max_finite:.4g}); set "
+                                 f"{what}.scales = \"none\" (the values as they are)")
         blocks = [f for f in (self.weights, self.activations) if isinstance(f, BlockFormat)]
         if len(blocks) == 2 and (blocks[0].block_size != blocks[1].block_size
                                  or blocks[0].scale_format != blocks[1].scale_format):
@@ -139,8 +162,8 @@ class _Operand:
     saturated: int
 
 
-def _quantize(v: np.ndarray, fmt, per_row: bool, amax=None) -> _Operand:
-    """``v`` (rows, K) quantized along K (module docstring, step 1)."""
+def _quantize(v: np.ndarray, fmt, per_row: bool, amax=None, unscaled: bool = False) -> _Operand:
+    """``v`` (rows, K) quantized along K (module docstring, step 1); ``unscaled``: e = 0."""
     if isinstance(fmt, BlockFormat):
         q = quantize_block(v, fmt, axis=1)
         sf = fmt.scale_format
@@ -148,7 +171,9 @@ def _quantize(v: np.ndarray, fmt, per_row: bool, amax=None) -> _Operand:
         outer = np.full(v.shape[0], 1.0 if q.tensor_scale is None else float(q.tensor_scale))
         return _Operand(q.elements.astype(np.int64), fmt.element, q.scales.astype(np.int64), outer, values,
                         q.clamped)
-    if amax is not None:
+    if unscaled:
+        e = np.zeros((v.shape[0], 1))
+    elif amax is not None:
         e = FloatQuantizer(fmt, scale="tensor")._exponent(np.array([float(amax)]))
         e = np.full((v.shape[0], 1), e.reshape(-1)[0])
     elif per_row:
@@ -180,10 +205,12 @@ def _finite_amax(x: np.ndarray) -> float:
     return float(np.abs(np.where(np.isfinite(x), x, 0.0)).max(initial=0.0))
 
 
-def float_mac(x, w, bias, settings: FloatMacSettings, x_amax: float | None = None) -> FloatMacResult:
+def float_mac(x, w, bias, settings: FloatMacSettings, x_amax: float | None = None,
+              w_amax: float | None = None) -> FloatMacResult:
     """``x @ w + bias`` on ``settings`` (module docstring): ``x`` (M, K), ``w`` (K, N), ``bias`` (N,) or
     None, float64; ``x_amax``: the activations' calibrated amax (element formats; default the batch's finite
-    amax).  Non-finite activations (a previous layer's overflow) quantize as the format does: ±Inf saturates
+    amax); ``w_amax``: the amax a per-tensor weight scale is taken from (default ``w``'s: a depthwise layer
+    passes its whole kernel's).  Non-finite activations (a previous layer's overflow) quantize as the format does: ±Inf saturates
     to its largest value (block formats: the block's scale becomes NaN), NaN stays NaN."""
     if not isinstance(settings, FloatMacSettings):
         raise TypeError(f"float_mac: settings must be FloatMacSettings, got {type(settings).__name__}")
@@ -200,8 +227,10 @@ def float_mac(x, w, bias, settings: FloatMacSettings, x_amax: float | None = Non
     if acc.chunk is None and block is None:
         Kp = K
     a = _quantize(_padded(x, Kp), settings.activations, per_row=False,
-                  amax=_finite_amax(x) if x_amax is None else x_amax)
-    b = _quantize(_padded(w.T, Kp), settings.weights, per_row=settings.weight_scales == "per-channel")
+                  amax=_finite_amax(x) if x_amax is None else x_amax, unscaled=settings.activation_scales == "none")
+    b = _quantize(_padded(w.T, Kp), settings.weights, per_row=settings.weight_scales == "per-channel",
+                  amax=w_amax if settings.weight_scales == "per-tensor" else None,
+                  unscaled=settings.weight_scales == "none")
     outer = a.outer[0] * b.outer                               # (N,): every row of x has one scale
     bias = np.zeros(N) if bias is None else np.asarray(bias, np.float64).reshape(N)
     out = acc.output
@@ -223,13 +252,30 @@ def float_mac(x, w, bias, settings: FloatMacSettings, x_amax: float | None = Non
                           res.underflows, res.terms_inexact, a.saturated + b.saturated)
 
 
+def conv_patches(x: np.ndarray, kernel, stride, padding) -> np.ndarray:
+    """The patches ``(N, OH, OW, KH, KW, C)`` of NHWC ``x``; ``padding`` is ``"SAME"``/``"VALID"``
+    (TensorFlow's rules) or explicit zero pads ``(top, bottom, left, right)`` (ONNX's ``pads``)."""
+    kh, kw = kernel
+    if isinstance(padding, str):
+        _, top, bottom = output_size_and_padding(x.shape[1], kh, stride[0], padding)
+        _, left, right = output_size_and_padding(x.shape[2], kw, stride[1], padding)
+        pads = (top, bottom, left, right)
+    else:
+        pads = tuple(int(p) for p in padding)
+        if len(pads) != 4 or min(pads) < 0:
+            raise ValueError(f"padding must be 'SAME', 'VALID' or 4 non-negative pads (top, bottom, left, "
+                             f"right), got {padding!r}")
+    xp = pad_nhwc(x, pads)
+    if xp.shape[1] < kh or xp.shape[2] < kw:
+        raise ValueError(f"a {kh}x{kw} kernel does not fit the padded input {xp.shape[1]}x{xp.shape[2]}")
+    return extract_patches(xp, (kh, kw), tuple(stride))
+
+
 def conv_rows(x: np.ndarray, kernel, stride, padding) -> tuple[np.ndarray, tuple]:
     """The im2col rows ``(N*OH*OW, KH*KW*C)`` of NHWC ``x`` and the output's spatial shape ``(N, OH, OW)``."""
-    kh, kw = kernel
-    oh, top, bottom = output_size_and_padding(x.shape[1], kh, stride[0], padding)
-    ow, left, right = output_size_and_padding(x.shape[2], kw, stride[1], padding)
-    cols = extract_patches(pad_nhwc(x, (top, bottom, left, right)), (kh, kw), tuple(stride))
-    return cols.reshape(x.shape[0] * oh * ow, -1), (x.shape[0], oh, ow)
+    cols = conv_patches(x, kernel, stride, padding)
+    n, oh, ow = cols.shape[:3]
+    return cols.reshape(n * oh * ow, -1), (n, oh, ow)
 
 
 def float_conv2d(x, w, bias, settings: FloatMacSettings, stride=(1, 1), padding="VALID",

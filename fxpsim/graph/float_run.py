@@ -9,26 +9,31 @@ block-scaled datapath, stage by stage.
   (no quantization, ``x @ W + b`` in float64): the float reference.
 * ``relu``, ``relu6``, ``flatten``, ``max_pool2d``, ``avg_pool2d`` run in float64 on the values
   (:mod:`fxpsim.nn.conv`'s pooling), which is what a float datapath does to its float outputs.
-* ``depthwise_conv2d`` and the lookup-table kinds (``sigmoid``, ``tanh``, ``hard_swish``) are not modelled:
-  a :class:`ValueError` names the stage and its kind before anything runs.
+* A ``depthwise_conv2d`` stage runs :func:`~fxpsim.graph.float_depthwise.float_depthwise_conv2d` (one dot
+  product of K = KH·KW per output, the scales of the whole layer), then its fused activation.
+* A ``transpose`` stage (an imported model's layout change, ``stage.perm``) permutes the axes.
+* The lookup-table kinds (``sigmoid``, ``tanh``, ``hard_swish``) are not modelled: a :class:`ValueError`
+  names the stage and its kind before anything runs.
 
 The output of the last stage is its float values (logits), not re-quantized.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..nn.conv import avg_pool2d_forward, max_pool2d_forward
 from .extract import FloatGraph
-from .float_mac import FloatMacResult, FloatMacSettings, conv_rows, float_conv2d, float_mac
+from .float_depthwise import float_depthwise_conv2d
+from .float_mac import FloatMacResult, FloatMacSettings, conv_patches, conv_rows, float_conv2d, float_mac
 
-__all__ = ["FLOAT_STAGE_KINDS", "StageRun", "run_float_graph", "check_float_stages"]
+__all__ = ["FLOAT_STAGE_KINDS", "StageRun", "run_float_graph", "check_float_stages", "calibrate_float_graph"]
 
 #: The stage kinds the float datapath runs.
-FLOAT_STAGE_KINDS = ("dense", "conv2d", "relu", "relu6", "flatten", "max_pool2d", "avg_pool2d")
-_MAC_KINDS = ("dense", "conv2d")
+FLOAT_STAGE_KINDS = ("dense", "conv2d", "depthwise_conv2d", "relu", "relu6", "flatten", "max_pool2d",
+                     "avg_pool2d", "transpose")
+_MAC_KINDS = ("dense", "conv2d", "depthwise_conv2d")
 
 
 @dataclass
@@ -67,6 +72,10 @@ def _activation(y: np.ndarray, activation) -> np.ndarray:
 def _float64_mac(stage, h: np.ndarray) -> FloatMacResult:
     if stage.kind == "dense":
         y = h @ stage.weight + stage.bias
+    elif stage.kind == "depthwise_conv2d":
+        kh, kw, c, m = stage.weight.shape
+        p = conv_patches(h, (kh, kw), stage.stride, stage.padding)
+        y = np.einsum("nhwabc,abcm->nhwcm", p, stage.weight).reshape(*p.shape[:3], c * m) + stage.bias
     else:
         rows, (n, oh, ow) = conv_rows(h, stage.weight.shape[:2], stage.stride, stage.padding)
         y = (rows @ stage.weight.reshape(-1, stage.weight.shape[3]) + stage.bias).reshape(n, oh, ow, -1)
@@ -92,6 +101,9 @@ def run_float_graph(graph: FloatGraph, x, settings, *, stages: bool = False):
     ndarray (float64), or ``(outputs, [StageRun, ...])`` with ``stages``.
     """
     check_float_stages(graph)
+    if graph.input_range is None:
+        raise ValueError("the graph has no activation ranges (an imported float model): calibrate it first with "
+                         "fxpsim.graph.float_run.calibrate_float_graph(graph, x)")
     if settings is not None and not callable(settings) and not isinstance(settings, FloatMacSettings):
         raise TypeError(f"settings must be FloatMacSettings, None or a callable, got {type(settings).__name__}")
     pick = settings if callable(settings) else (lambda stage, index: settings)
@@ -116,6 +128,8 @@ def run_float_graph(graph: FloatGraph, x, settings, *, stages: bool = False):
                 r = _float64_mac(stage, h)
             elif kind == "dense":
                 r = float_mac(h, stage.weight, stage.bias, st, amax)
+            elif kind == "depthwise_conv2d":
+                r = float_depthwise_conv2d(h, stage.weight, stage.bias, st, stage.stride, stage.padding, amax)
             else:
                 r = float_conv2d(h, stage.weight, stage.bias, st, stage.stride, stage.padding, amax)
             runs.append(StageRun(stage.name, kind, st, r, amax))
@@ -125,8 +139,30 @@ def run_float_graph(graph: FloatGraph, x, settings, *, stages: bool = False):
             h = _activation(h, kind)
         elif kind == "flatten":
             h = h.reshape(h.shape[0], -1)
+        elif kind == "transpose":
+            h = h.transpose(stage.perm)
         elif kind == "max_pool2d":
             h = max_pool2d_forward(h, stage.pool_size, stage.stride, stage.padding)[0]
         else:
             h = avg_pool2d_forward(h, stage.pool_size, stage.stride, stage.padding)[0]
     return (h, runs) if stages else h
+
+
+def calibrate_float_graph(graph: FloatGraph, x) -> FloatGraph:
+    """A copy of ``graph`` with the activation ranges of ``x``: the graph's ``input_range`` the min and max
+    of ``x``, every MAC stage's ``out_range`` the min and max of its float64 output after its fused
+    activation (what :func:`fxpsim.graph.extract.extract` calibrates for an ``fxpsim.nn`` model).  The
+    ranges the graph already has are replaced."""
+    check_float_stages(graph)
+    h = np.asarray(x)
+    if h.dtype.kind != "f" or h.ndim < 2 or not h.shape[0] or not np.isfinite(h).all():
+        raise ValueError(f"calibrate_float_graph: x must be a finite float batch (N, ...), got {h.dtype} {h.shape}")
+    stages = [replace(s) for s in graph.stages]
+    cal = replace(graph, stages=stages, input_range=(float(h.min()), float(h.max())),
+                  input_range_source="calibration")
+    _, runs = run_float_graph(cal, h, None, stages=True)
+    macs = [s for s in stages if s.kind in _MAC_KINDS]
+    for stage, run in zip(macs, runs):
+        y = _activation(run.result.values, stage.activation)
+        stage.out_range, stage.range_source = (float(y.min()), float(y.max())), "calibration"
+    return cal

@@ -59,14 +59,16 @@ class HardwareConfig:
         Fixed-point weights: code = round(w * 2**frac), per-tensor scale ``2**-frac``.
     weight_signed : bool
         Signed weight codes (symmetric, zero point 0).
-    weight_scales : {"per-channel", "per-tensor"}
-        One scale per output channel or one per tensor.
+    weight_scales : {"per-channel", "per-tensor", "none"}
+        One scale per output channel or one per tensor; ``"none"`` (float datapaths only): unscaled.
     weight_narrow_range : bool
         Signed weights use ``[-(2**(b-1) - 1), 2**(b-1) - 1]`` (TFLite's int8 weights do).
     activation_bits : int
         Activation code width, 2..16.
     activation_format : Format or str, optional
         Fixed-point activations (zero point 0, scale ``2**-frac``).
+    activation_scales : {"per-tensor", "none"}
+        TOML ``activations.scales`` (float datapaths only): power-of-two scale, or ``"none"``: unscaled.
     activation_signed : bool
         Signed (int8-like) or unsigned (uint8-like) activation codes.
     activation_symmetric : bool
@@ -184,6 +186,7 @@ class HardwareConfig:
     weight_narrow_range: bool = True
     activation_bits: int = 8
     activation_format: Format | None = None
+    activation_scales: str = "per-tensor"
     activation_signed: bool = True
     activation_symmetric: bool = False
     activation_lut_entries: int | None = None

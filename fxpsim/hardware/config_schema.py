@@ -21,7 +21,8 @@ from ..core.float_format import FloatFormat
 from .overrides import LayerOverrides
 
 REQUANTIZATION_SCHEMES = ("tflite-double", "tflite-single", "shift", "float")
-WEIGHT_SCALES = ("per-channel", "per-tensor")
+WEIGHT_SCALES = ("per-channel", "per-tensor", "none")
+ACTIVATION_SCALES = ("per-tensor", "none")
 ACCUMULATOR_ORDERS = ("sequential", "tree")
 OVERFLOW_AT = ("add", "end")
 BIAS_ADD = ("preload", "after")
@@ -36,7 +37,7 @@ class ConfigError(ValueError):
 _TOML_KEYS: dict[str, dict[str, str]] = {
     "weights": {"bits": "weight_bits", "format": "weight_format", "signed": "weight_signed",
                 "scales": "weight_scales", "narrow_range": "weight_narrow_range"},
-    "activations": {"bits": "activation_bits", "format": "activation_format",
+    "activations": {"bits": "activation_bits", "format": "activation_format", "scales": "activation_scales",
                     "signed": "activation_signed", "symmetric": "activation_symmetric",
                     "lut_entries": "activation_lut_entries", "lut_interpolation": "activation_lut_interpolation"},
     "bias": {"bits": "bias_bits", "add": "bias_add", "shift": "bias_shift"},
@@ -60,7 +61,7 @@ def _dotted(field_name: str) -> str:
 _FIELD_TO_TOML_REVERSE = {f"{sec}.{key}": fld for fld, (sec, key) in _FIELD_TO_TOML.items()}
 _NOT_OVERRIDABLE = ("name", "description", "layers")
 #: knobs written by to_dict/to_toml only when they differ from these defaults (older files stay the same)
-_OMITTED_AT_DEFAULT = {"bias_shift": 0, "zero_point": "subtract", "multiplier_bits": 31,
+_OMITTED_AT_DEFAULT = {"activation_scales": "per-tensor", "bias_shift": 0, "zero_point": "subtract", "multiplier_bits": 31,
                        "activation_lut_interpolation": "none"}
 #: the lookup-table activation knobs (per-node overrides of them only on LUT ops)
 _LUT_FIELDS = ("activation_lut_entries", "activation_lut_interpolation")
@@ -110,7 +111,8 @@ def check_config(config) -> None:
                  "activation_clamp"):
         if not isinstance(getattr(config, name), bool):
             raise ConfigError(f"{_dotted(name)}: must be true or false, got {getattr(config, name)!r}")
-    for name, allowed in (("weight_scales", WEIGHT_SCALES), ("accumulator_order", ACCUMULATOR_ORDERS),
+    for name, allowed in (("weight_scales", WEIGHT_SCALES), ("activation_scales", ACTIVATION_SCALES),
+                          ("accumulator_order", ACCUMULATOR_ORDERS),
                           ("overflow_at", OVERFLOW_AT), ("bias_add", BIAS_ADD),
                           ("requantization", REQUANTIZATION_SCHEMES), ("zero_point", ZERO_POINTS),
                           ("dense_requantization", (None,) + REQUANTIZATION_SCHEMES)):

@@ -125,7 +125,7 @@ def float_settings(config) -> FloatMacSettings:
     """The :class:`~fxpsim.graph.float_mac.FloatMacSettings` of a float target (one node's config)."""
     try:
         return FloatMacSettings(config.weight_format, config.activation_format, float_accumulator(config),
-                                config.weight_scales)
+                                config.weight_scales, config.activation_scales)
     except (ValueError, TypeError) as exc:
         if isinstance(exc, ConfigError):
             raise
@@ -137,6 +137,11 @@ def float_settings(config) -> FloatMacSettings:
 def check_float_datapath(config) -> None:
     """The float datapath rules (module docstring); nothing for an integer target."""
     if not is_float_datapath(config):
+        unscaled = [f"{_dotted(f)} = {getattr(config, f)!r}" for f, default in
+                    (("weight_scales", "none"), ("activation_scales", "none")) if getattr(config, f) == default]
+        if unscaled:
+            raise ConfigError(f"{', '.join(unscaled)}: unscaled operands are a float datapath setting (with "
+                              "weights.format / activations.format a float format and accumulator.preset)")
         return
     float_keys = _float_keys_set(config)
     missing = [_dotted(f) for f in ("weight_format", "activation_format") if not _is_number_format(getattr(config, f))]
@@ -161,6 +166,10 @@ def check_float_datapath(config) -> None:
         raise ConfigError(f"weights.scales = {config.weight_scales!r} with weights.format = "
                           f"{format_name(config.weight_format)!r}: a block format carries its own scale per block "
                           "of K (within each output channel); leave weights.scales out")
+    if isinstance(config.activation_format, BlockFormat) and config.activation_scales != "per-tensor":
+        raise ConfigError(f"activations.scales = {config.activation_scales!r} with activations.format = "
+                          f"{format_name(config.activation_format)!r}: a block format carries its own scale per "
+                          "block; leave activations.scales out")
     float_settings(config)
 
 
@@ -168,9 +177,11 @@ def float_summary(config) -> str:
     """One line: ``weights mxfp4, activations float8_e4m3fn, accumulator blackwell-mxfp4 (block, 35 fraction bits)``."""
     acc = float_accumulator(config)
     scale = f" {config.weight_scales}" if isinstance(config.weight_format, FloatFormat) else ""
+    scale = " unscaled" if config.weight_scales == "none" else scale
     promote = f", promoted to float32 every {acc.promote_every}" if acc.promote_every else ""
+    a_scale = " unscaled" if config.activation_scales == "none" else ""
     parts = [f"weights {format_name(config.weight_format)}{scale}",
-             f"activations {format_name(config.activation_format)}",
+             f"activations {format_name(config.activation_format)}{a_scale}",
              f"accumulator {acc.name} ({acc.kind}, {acc.fraction_bits} fraction bits, chunk {acc.chunk}{promote})"]
     if config.layers:
         parts.append(f"per-layer overrides for {', '.join(config.layers)}")

@@ -11,7 +11,12 @@ float64, and reports for every MAC layer:
 * ``err_exact``: the same against the layer's **exact datapath** -- the same quantized operands and bias
   accumulated exactly (Kulisch) and rounded once to the accumulator's output format -- so it isolates what
   the accumulator's alignment, chunking, promotion and output rounding cost; ``not_exact``: the fraction of
-  outputs that differ from it;
+  outputs that differ from it; ``rel_exact`` its RMS over the RMS of the exact outputs;
+* ``bits_lost``: a histogram of the outputs by the number of low bits of the accumulator's output format
+  (``p`` fraction bits) that differ from the exact datapath's, :math:`b = \\lfloor \\log_2(|y - y_{ex}| /
+  u) \\rfloor + 1` with :math:`u = 2^{\\lfloor \\log_2 |y_{ex}| \\rfloor - p}` (the ulp of a normal number),
+  clipped to :math:`[1, p + 1]`, 0 where they are equal, :math:`p + 1` where :math:`y_{ex} = 0`
+  (``{"counts": [n_0, ..., n_{p+1}], "nonfinite": mismatches where either is Inf/NaN}``);
 * counts: ``overflows`` (finite sums that became ±Inf or saturated, every chunk/add), ``nans`` (NaN
   outputs), ``underflows``, ``terms_inexact`` (aligned products that lost nonzero bits: the alignment
   loss the accumulator reports) and ``saturated`` (operand elements clamped to their format's maximum).
@@ -20,7 +25,6 @@ and for the network: accuracy (with labels), the float64 network's accuracy and 
 """
 from __future__ import annotations
 
-import html
 import json
 import os
 from dataclasses import dataclass, field
@@ -31,12 +35,12 @@ import numpy as np
 from .._text import format_table
 from ..report.render import _json_safe
 from ..graph.extract import FloatGraph, extract
-from ..graph.float_run import check_float_stages, run_float_graph
+from ..graph.float_run import calibrate_float_graph, check_float_stages, run_float_graph
 from .config_files import load_config
 from .config_schema import ConfigError
 from .float_config import float_settings, format_name, is_float_datapath
 
-__all__ = ["FloatReport", "simulate_float", "stage_settings", "run_float_target"]
+__all__ = ["FloatReport", "simulate_float", "stage_settings", "run_float_target", "bits_lost_histogram"]
 
 _COUNTS = ("overflows", "nans", "underflows", "terms_inexact", "saturated")
 
@@ -106,13 +110,26 @@ class FloatReport:
         """:meth:`to_dict` as JSON (non-finite numbers as strings)."""
         return json.dumps(_json_safe(self.to_dict()), indent=2, allow_nan=False)
 
-    def save(self, out_dir) -> dict:
-        """Write ``report.json``, ``report.md`` and ``report.html`` (the text table) to ``out_dir``;
-        returns ``{"json": path, "markdown": path, "html": path}``."""
+    def figures(self) -> dict:
+        """``{name: matplotlib Figure}``: :func:`fxpsim.report.float_plots.float_report_figures`."""
+        from ..report.float_plots import float_report_figures
+        return float_report_figures(self)
+
+    def to_html(self, figures: dict | None = None) -> str:
+        """One self-contained page (:func:`fxpsim.report.float_render.float_report_html`): tables, bits-lost
+        histograms, the plots as embedded PNGs."""
+        from ..report.float_render import float_report_html
+        return float_report_html(self, figures)
+
+    def save(self, out_dir, *, png: bool = True) -> dict:
+        """Write ``report.json``, ``report.md``, ``report.html`` (:meth:`to_html`) and, with ``png``,
+        ``plots/<name>.png`` to ``out_dir``; returns ``{"json": path, "markdown": path, "html": path,
+        "plots": {name: path}}``."""
+        from ..report.plots import figure_png
         out_dir = os.fspath(out_dir)
         os.makedirs(out_dir, exist_ok=True)
-        page = f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(self.title)}</title></head>" \
-               f"<body><pre>{html.escape(self.to_text())}</pre></body></html>\n"
+        figures = {name: figure_png(fig) for name, fig in self.figures().items()}
+        page = self.to_html(figures)
         paths = {}
         for key, name, text in (("json", "report.json", self.to_json()),
                                 ("markdown", "report.md", f"# {self.title}\n\n{self.config}\n\n{self.to_markdown()}\n"),
@@ -120,6 +137,13 @@ class FloatReport:
             paths[key] = os.path.join(out_dir, name)
             with open(paths[key], "w", encoding="utf-8") as fh:
                 fh.write(text)
+        if png:
+            os.makedirs(os.path.join(out_dir, "plots"), exist_ok=True)
+            paths["plots"] = {}
+            for name, data in figures.items():
+                paths["plots"][name] = os.path.join(out_dir, "plots", f"{name}.png")
+                with open(paths["plots"][name], "wb") as fh:
+                    fh.write(data)
         return paths
 
 
@@ -145,8 +169,25 @@ def _rms(v: np.ndarray) -> float:
     return float(np.sqrt(np.mean(np.square(v)))) if v.size else 0.0
 
 
+def bits_lost_histogram(hw: np.ndarray, exact: np.ndarray, fraction_bits: int) -> dict:
+    """The ``bits_lost`` record of the module docstring for outputs ``hw`` against ``exact``."""
+    p = int(fraction_bits)
+    hw, exact = np.asarray(hw, np.float64).ravel(), np.asarray(exact, np.float64).ravel()
+    same = (hw == exact) | (np.isnan(hw) & np.isnan(exact))
+    finite = np.isfinite(hw) & np.isfinite(exact)
+    differ = ~same & finite
+    d, ex = np.abs(hw[differ] - exact[differ]), np.abs(exact[differ])
+    _, e = np.frexp(np.where(ex > 0, ex, 1.0))                  # |ex| = m 2^e, m in [0.5, 1)
+    _, k = np.frexp(np.ldexp(d, p - (e - 1)))                   # d / ulp = m' 2^k: floor(log2) = k - 1
+    bits = np.where(ex > 0, np.clip(k, 1, p + 1), p + 1)
+    counts = np.bincount(bits, minlength=p + 2)
+    counts[0] = int(same.sum())
+    return {"counts": [int(c) for c in counts], "nonfinite": int((~same & ~finite).sum())}
+
+
 def simulate_float(model, config, x, y=None, *, calibration_x=None, title: str | None = None) -> FloatReport:
-    """Run ``model`` (an ``fxpsim.nn.Sequential`` or its :class:`FloatGraph`) on the float target
+    """Run ``model`` (an ``fxpsim.nn.Sequential``, its :class:`FloatGraph`, or an imported float model's
+    :class:`FloatGraph`, :func:`fxpsim.import_float_model`, calibrated here on ``calibration_x``) on the float target
     ``config`` (a :class:`HardwareConfig`, preset, TOML path or mapping) with inputs ``x`` and optional
     labels ``y``; ``calibration_x`` (default ``x``) calibrates the activation ranges."""
     config = load_config(config)
@@ -155,9 +196,13 @@ def simulate_float(model, config, x, y=None, *, calibration_x=None, title: str |
                          f"{getattr(x, 'dtype', '')} {getattr(x, 'shape', '')}")
     y = _check_labels(y, len(x))
     if hasattr(model, "nodes"):
-        raise ConfigError(f"{config.name!r} is a float datapath: it runs fxpsim.nn models (an imported or integer "
-                          f"graph, {getattr(model, 'name', '?')!r}, holds integer codes; not supported yet)")
-    graph = model if isinstance(model, FloatGraph) else extract(model, x if calibration_x is None else calibration_x)
+        raise ConfigError(f"{config.name!r} is a float datapath: it runs fxpsim.nn models and float graphs (an "
+                          f"integer graph, {getattr(model, 'name', '?')!r}, holds integer codes; a float .onnx model "
+                          f"reads with fxpsim.import_float_model)")
+    cal_x = x if calibration_x is None else calibration_x
+    graph = model if isinstance(model, FloatGraph) else extract(model, cal_x)
+    if graph.input_range is None:                 # an imported float model: ranges from the calibration data
+        graph = calibrate_float_graph(graph, cal_x)
     check_float_stages(graph)
     settings = stage_settings(config, graph)
     out, runs = run_float_graph(graph, x, settings, stages=True)
@@ -173,6 +218,8 @@ def simulate_float(model, config, x, y=None, *, calibration_x=None, title: str |
                        "rel_float64": _rms(d64) / (_rms(ref_v) or 1.0),
                        "err_float64_max": float(np.max(np.abs(d64), initial=0.0)),
                        "err_exact_rms": _rms(dex), "err_exact_max": float(np.max(np.abs(dex), initial=0.0)),
+                       "rel_exact": _rms(dex) / (_rms(np.where(np.isfinite(r.exact), r.exact, 0.0)) or 1.0),
+                       "bits_lost": bits_lost_histogram(hw, r.exact, st.accumulator.output.man_bits),
                        "not_exact": float(np.mean(dex != 0)), "input_amax": run.x_amax,
                        **{c: int(getattr(r, c)) for c in _COUNTS}})
     pred, ref_pred = np.argmax(out.reshape(len(x), -1), 1), np.argmax(ref_out.reshape(len(x), -1), 1)

@@ -209,7 +209,7 @@ def test_integer_paths_refuse_a_float_target(digits_mlp):
     graph = convert(model, "tflite-int8", cal)
     with pytest.raises(TypeError, match="is a float datapath"):
         graph.run(np.zeros((1, 64), np.float32), cfg)
-    with pytest.raises(ConfigError, match="holds integer codes; not supported yet"):
+    with pytest.raises(ConfigError, match="holds integer codes; a float .onnx model reads with fxpsim.import_float_model"):
         fxpsim.simulate(graph, cfg, np.zeros((1, 64), np.float32))
     with pytest.raises(ConfigError, match="is an integer target"):
         from fxpsim.hardware.float_datapath import stage_settings

@@ -448,7 +448,9 @@ def import_onnx(path, *, cpu: str = "exact") -> IntegerGraph:
     if not cov.quantized:
         ops = sorted(r.op for r in cov.rows)
         raise ValueError(f"{path}: a float (non-quantized) model (ops: {', '.join(ops)}); fxpsim imports "
-                         "quantized models (QDQ or QOperator, e.g. from onnxruntime.quantization.quantize_static)")
+                         "quantized models (QDQ or QOperator, e.g. from onnxruntime.quantization.quantize_static) "
+                         "into integer graphs; a float model reads with fxpsim.import_float_model, to run on a "
+                         "float datapath")
     err = unsupported_error(cov)
     if err is not None:
         raise err
