@@ -34,7 +34,7 @@ ops (onnxruntime 1.32, x86-64):
 * linear (bilinear) Resize of 4-D images: the float32 kernel between DequantizeLinear and QuantizeLinear, and on
   QOperator codes the float32 kernel truncated (NCHW) or the 1/1024 fixed-point kernel (NHWC, after a
   QLinearConv): ``onnx_resize_linear`` (:mod:`fxpsim.frontends.onnx.resize`);
-* ReduceMean over trailing axes between DequantizeLinear and QuantizeLinear (``onnx_reduce_mean``) and
+* ReduceMean over a block of adjacent axes between DequantizeLinear and QuantizeLinear (``onnx_reduce_mean``) and
   ConvTranspose in QDQ groups (``onnx_conv_transpose``), both run by onnxruntime in float32 and reproduced so;
 * QLinearSoftmax and the DequantizeLinear -> Softmax -> QuantizeLinear groups it fuses into it:
   ``qlinear_softmax`` (:mod:`fxpsim.datapath.onnxruntime.softmax`); an unfused float32 Softmax is refused.
