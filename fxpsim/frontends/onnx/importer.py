@@ -97,6 +97,7 @@ from .qdq import QDQConversions
 from .qdq_groups import QDQGroupConversions
 from .qoperator import QOperatorConversions
 from .rewrites import OrtRewrites
+from .shape_fold import fold_static_shapes
 from .transformer import TransformerConversions
 
 __all__ = ["import_onnx", "SUPPORTED_OPS", "ONNXRUNTIME_DATAPATH", "ONNXRUNTIME_CPUS", "onnxruntime_cpu"]
@@ -443,7 +444,7 @@ def import_onnx(path, *, cpu: str = "exact") -> IntegerGraph:
     if cpu not in ONNXRUNTIME_CPUS:
         raise ValueError(f"cpu must be 'exact', 'avx2' or 'host', got {cpu!r}")
     path = os.fspath(path)
-    model = read_model(path)
+    model = fold_static_shapes(read_model(path))
     cov = coverage_table(model.graph.node, path)
     if not cov.quantized:
         ops = sorted(r.op for r in cov.rows)
