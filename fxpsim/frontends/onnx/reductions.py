@@ -13,9 +13,10 @@ trailing axes: H, W of an image, C, H, W, the last axis; or axes before kept one
 axis of [N, L, D]), QuantizeLinear (``onnx_reduce_mean``, :mod:`fxpsim.frontends.onnx.reduce_ops`). A block
 before kept axes runs MLAS's SGEMM or a sequential sum, chosen by onnxruntime according to its thread count:
 reproduced as a session with **one intra-op thread** runs it (``intra_op_num_threads = 1``; the import notes it).
-Refused: axes that are not one block (onnxruntime transposes first), and an image mean with keepdims=1 that
-onnxruntime's layout transformation may run in NHWC (anything but a quantized graph input: after a QLinearConv it
-does, measured).
+An image mean over H, W with keepdims=1 after a convolution runs in NHWC (onnxruntime's layout transformation moves
+it; measured): H, W before the kept channels, the graph's own layout, also with one thread. Refused: axes that are
+not one block (onnxruntime transposes first), and other image means with keepdims=1 that the layout transformation
+may move (anything but a quantized graph input or a convolution output).
 """
 from __future__ import annotations
 
@@ -42,6 +43,15 @@ class ReductionConversions:
         leaves alone)."""
         p = self.producer(codes)
         return p is not None and self._is_q(p) and p.inputs[0] in self.inputs
+
+    def _after_conv(self, codes) -> bool:
+        """The codes are a QLinearConv output or a QuantizeLinear of a Conv (what onnxruntime's layout
+        transformation runs in NHWC, and the ReduceMean after it)."""
+        p = self.producer(codes)
+        if p is not None and p.op == "QLinearConv":
+            return True
+        c = self.producer(p.inputs[0]) if p is not None and self._is_q(p) else None
+        return c is not None and c.op == "Conv"
 
     def _reduce_mean(self, n):
         """DequantizeLinear -> ReduceMean -> QuantizeLinear over a block of adjacent axes (``onnx_reduce_mean``)."""
@@ -70,11 +80,14 @@ class ReductionConversions:
             raise _unsupported(n, "a ReduceMean whose output no single QuantizeLinear reads (a float output)")
         scale, zp, dtype = self._claim(q)
         keep = int(n.attrs.get("keepdims", 1))
+        nhwc = False
         if keep and len(shape) == 3 and not self._quantized_graph_input(xv.src):
-            raise _unsupported(n, "a ReduceMean with keepdims=1 on an image that does not come straight from a "
-                                  "quantized graph input: onnxruntime's layout transformation can run it in NHWC, "
-                                  "where its float32 summation is another (thread-dependent) kernel; measured: "
-                                  "after a QLinearConv it differs")
+            if not (self._after_conv(xv.src) and norm == [2, 3]):
+                raise _unsupported(n, "a ReduceMean with keepdims=1 on an image that comes neither straight from a "
+                                      "quantized graph input nor from a convolution over H, W: onnxruntime's layout "
+                                      "transformation may run it in NHWC, which fxpsim reproduces only after a "
+                                      "convolution (measured)")
+            nhwc = True
         out_shape = tuple(shape[:k]) + ((1,) * (end - k) if keep else ()) + tuple(shape[end:])
         if len(out_shape) == 0:
             raise _unsupported(n, "a ReduceMean to one value per sample without keepdims (a scalar)")
@@ -82,13 +95,16 @@ class ReductionConversions:
         attrs = {"reduce_from": k}
         if end < len(shape):
             attrs["reduce_to"] = end
-        if len(shape) == 3:
-            attrs["in_perm"] = [2, 0, 1]
-        if len(out_shape) == 3:
-            attrs["out_perm"] = [1, 2, 0]
+        if nhwc:            # onnxruntime's NHWC layout is the graph's: H, W reduced before the kept channels
+            attrs = {"reduce_from": 0, "reduce_to": 2}
+        else:
+            if len(shape) == 3:
+                attrs["in_perm"] = [2, 0, 1]
+            if len(out_shape) == 3:
+                attrs["out_perm"] = [1, 2, 0]
         self._add_node("onnx_reduce_mean", [src.g], [g], attrs, name=n.name)
         self._note(n.name, n, False, "onnxruntime runs ReduceMean in float32 between DequantizeLinear and "
-                                     "QuantizeLinear" + ("" if end == len(shape) else
+                                     "QuantizeLinear" + ("" if end == len(shape) and not nhwc else
                                                          "; reproduced as with intra_op_num_threads=1"))
 
     def _softmax_axis(self, n, shape, opset):
