@@ -238,3 +238,22 @@ def test_qdq_reduce_mean_over_middle_axes_matches_onnxruntime(tmp_path, opset, d
         node = next(n for n in g.nodes if n.op == "onnx_reduce_mean")
         assert "reduce_to" in node.attrs
         assert any("intra_op_num_threads=1" in f["why"] for f in g.meta["onnxruntime"]["float_nodes"])
+
+
+def test_image_mean_with_keepdims_after_a_float_op_is_refused(tmp_path):
+    """keepdims=1 on an image that neither a quantized graph input nor a convolution gives (here a Relu group):
+    onnxruntime's layout transformation may move it; refused naming the node."""
+    N = helper.make_node
+    nodes = [N("QuantizeLinear", ["x", "s", "z"], ["q"]), N("DequantizeLinear", ["q", "s", "z"], ["d"]),
+             N("Relu", ["d"], ["r0"]), N("QuantizeLinear", ["r0", "s", "z"], ["q1"]),
+             N("DequantizeLinear", ["q1", "s", "z"], ["d1"]),
+             N("ReduceMean", ["d1"], ["r"], axes=[2, 3], keepdims=1),
+             N("QuantizeLinear", ["r", "s", "z"], ["q2"]), N("DequantizeLinear", ["q2", "s", "z"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 4, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [_init("s", np.array(0.05, F32)), _init("z", np.array(128, np.uint8))])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, str(tmp_path / "m.onnx"))
+    with pytest.raises(ValueError, match="ReduceMean.*ReduceMean_5.*NHWC"):
+        import_onnx(tmp_path / "m.onnx")
