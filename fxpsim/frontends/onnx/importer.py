@@ -90,6 +90,7 @@ from .graph_tensors import GraphTensors
 from .nodes import _FLOAT_TYPES, _MS, SUPPORTED_OPS, _ONode, _require_onnx, _unsupported, _Val
 from .elementwise import ElementwiseConversions
 from .moves import MoveConversions
+from .whole_moves import WholeMoveConversions
 from .resize import ResizeConversions
 from .conv_transpose import ConvTransposeConversions
 from .reductions import ReductionConversions
@@ -136,9 +137,9 @@ def _damaged(path, exc, node=None) -> ValueError:
                       "attribute / input the op does not allow)")
 
 
-class _Importer(TransformerConversions, ElementwiseConversions, MoveConversions, ResizeConversions, ConvTransposeConversions,
-                ReductionConversions, QDQConversions, QDQGroupConversions, QOperatorConversions,
-                OrtRewrites, GraphTensors):
+class _Importer(TransformerConversions, ElementwiseConversions, WholeMoveConversions, MoveConversions,
+                ResizeConversions, ConvTransposeConversions, ReductionConversions, QDQConversions,
+                QDQGroupConversions, QOperatorConversions, OrtRewrites, GraphTensors):
     """Reads one ONNX model: onnxruntime's rewrites (:mod:`fxpsim.frontends.onnx.rewrites`), then every node into
     the graph being built (:mod:`fxpsim.frontends.onnx.graph_tensors`; the node conversions are in
     :mod:`fxpsim.frontends.onnx.qdq`, :mod:`fxpsim.frontends.onnx.qdq_groups` and

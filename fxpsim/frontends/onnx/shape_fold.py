@@ -14,8 +14,9 @@ onnxruntime's C++ kernel), ``Mod`` with ``fmod=0`` takes the sign of the divisor
 (:func:`fxpsim.datapath.onnxruntime.mlas.quantize_linear`). ``DequantizeLinear`` of a constant is kept (onnxruntime keeps
 it for its QDQ fusions), but its value (MLAS's dequantization) folds the nodes that read it: a weight torch shares
 between two layers (an ``Identity``), quantized a second time by ``quantize_static``. A node whose output the graph returns
-is never folded. A ``Shape`` with a dynamic extent
-(a batch axis named, not numbered) stays, and the importer names it as unsupported.
+is never folded. After folding, ``value_info`` is replaced by ONNX shape inference of the folded model, which
+the importer reads for the moves of a static batch axis (:mod:`fxpsim.frontends.onnx.moves`). A ``Shape`` with a
+dynamic extent (a batch axis named, not numbered) stays, and the importer names it as unsupported.
 """
 from __future__ import annotations
 
@@ -152,6 +153,18 @@ def _static_shapes(model):
     return shapes
 
 
+def _record_static_shapes(model):
+    """Replace ``model.graph.value_info`` by the inferred shape of every tensor, after folding (the
+    importer reads full static shapes from there: moves of the batch axis of a model of static shapes)."""
+    from onnx import shape_inference
+    try:
+        inferred = shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001
+        return
+    del model.graph.value_info[:]
+    model.graph.value_info.extend(inferred.graph.value_info)
+
+
 def fold_static_shapes(model):
     """Fold the constant and static-shape subgraphs of ``model`` (an ``onnx.ModelProto``, changed in place and
     returned): each folded node becomes an initializer of its output. A node whose folding fails (a division by
@@ -221,4 +234,5 @@ def fold_static_shapes(model):
         del g.node[:]
         g.node.extend(keep)
         g.initializer.extend(t for t in folded if t.name in used)
+    _record_static_shapes(model)
     return model
