@@ -197,7 +197,8 @@ def onnx_coverage(path, *, try_import: bool = True) -> OnnxCoverage:
     FileNotFoundError, ValueError
         The file is missing or is not a readable ONNX model (:func:`read_model`).
     """
-    model = read_model(path)
+    from .shape_fold import fold_static_shapes
+    model = fold_static_shapes(read_model(path))
     cov = table(model.graph.node, path)
     if try_import and cov.quantized and not cov.unsupported:
         from .importer import import_onnx

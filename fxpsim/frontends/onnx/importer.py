@@ -34,7 +34,7 @@ ops (onnxruntime 1.32, x86-64):
 * linear (bilinear) Resize of 4-D images: the float32 kernel between DequantizeLinear and QuantizeLinear, and on
   QOperator codes the float32 kernel truncated (NCHW) or the 1/1024 fixed-point kernel (NHWC, after a
   QLinearConv): ``onnx_resize_linear`` (:mod:`fxpsim.frontends.onnx.resize`);
-* ReduceMean over trailing axes between DequantizeLinear and QuantizeLinear (``onnx_reduce_mean``) and
+* ReduceMean over a block of adjacent axes between DequantizeLinear and QuantizeLinear (``onnx_reduce_mean``) and
   ConvTranspose in QDQ groups (``onnx_conv_transpose``), both run by onnxruntime in float32 and reproduced so;
 * QLinearSoftmax and the DequantizeLinear -> Softmax -> QuantizeLinear groups it fuses into it:
   ``qlinear_softmax`` (:mod:`fxpsim.datapath.onnxruntime.softmax`); an unfused float32 Softmax is refused.
@@ -90,6 +90,7 @@ from .graph_tensors import GraphTensors
 from .nodes import _FLOAT_TYPES, _MS, SUPPORTED_OPS, _ONode, _require_onnx, _unsupported, _Val
 from .elementwise import ElementwiseConversions
 from .moves import MoveConversions
+from .whole_moves import WholeMoveConversions
 from .resize import ResizeConversions
 from .conv_transpose import ConvTransposeConversions
 from .reductions import ReductionConversions
@@ -97,6 +98,7 @@ from .qdq import QDQConversions
 from .qdq_groups import QDQGroupConversions
 from .qoperator import QOperatorConversions
 from .rewrites import OrtRewrites
+from .shape_fold import fold_static_shapes
 from .transformer import TransformerConversions
 
 __all__ = ["import_onnx", "SUPPORTED_OPS", "ONNXRUNTIME_DATAPATH", "ONNXRUNTIME_CPUS", "onnxruntime_cpu"]
@@ -135,9 +137,9 @@ def _damaged(path, exc, node=None) -> ValueError:
                       "attribute / input the op does not allow)")
 
 
-class _Importer(TransformerConversions, ElementwiseConversions, MoveConversions, ResizeConversions, ConvTransposeConversions,
-                ReductionConversions, QDQConversions, QDQGroupConversions, QOperatorConversions,
-                OrtRewrites, GraphTensors):
+class _Importer(TransformerConversions, ElementwiseConversions, WholeMoveConversions, MoveConversions,
+                ResizeConversions, ConvTransposeConversions, ReductionConversions, QDQConversions,
+                QDQGroupConversions, QOperatorConversions, OrtRewrites, GraphTensors):
     """Reads one ONNX model: onnxruntime's rewrites (:mod:`fxpsim.frontends.onnx.rewrites`), then every node into
     the graph being built (:mod:`fxpsim.frontends.onnx.graph_tensors`; the node conversions are in
     :mod:`fxpsim.frontends.onnx.qdq`, :mod:`fxpsim.frontends.onnx.qdq_groups` and
@@ -443,7 +445,7 @@ def import_onnx(path, *, cpu: str = "exact") -> IntegerGraph:
     if cpu not in ONNXRUNTIME_CPUS:
         raise ValueError(f"cpu must be 'exact', 'avx2' or 'host', got {cpu!r}")
     path = os.fspath(path)
-    model = read_model(path)
+    model = fold_static_shapes(read_model(path))
     cov = coverage_table(model.graph.node, path)
     if not cov.quantized:
         ops = sorted(r.op for r in cov.rows)

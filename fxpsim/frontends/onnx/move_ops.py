@@ -22,6 +22,10 @@ Codes, scale and zero point pass through unchanged (the input and output quantiz
 requantizes around the move where onnxruntime's Q / DQ parameters differ), so the op is exact on every
 datapath: onnxruntime moves the codes, or moves the dequantized floats and quantizes them back with the same
 parameters, which gives the same codes (:math:`Q(DQ(c)) = c`). ``pad_code``: the code at ``-1`` positions.
+
+``in_batch`` / ``out_batch`` (a model whose shapes are all static, e.g. batch 1): the steps act on the **whole**
+ONNX tensor, batch axis included, which they may move (torch's attention transposes the batch of 1 inside the
+layer); the input must have ``in_batch`` rows and the output has ``out_batch``.
 """
 from __future__ import annotations
 
@@ -87,22 +91,42 @@ def move_index(graph, node) -> np.ndarray:
     if node.name not in cache:
         x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
         in_perm, out_perm = node.attrs.get("in_perm"), node.attrs.get("out_perm")
-        pos = np.arange(int(np.prod(x.shape)), dtype=np.int64).reshape(x.shape)
+        whole = _whole(node)
+        lead = (whole[0],) if whole else ()
+        pos = np.arange(int(np.prod(lead + tuple(x.shape))), dtype=np.int64).reshape(lead + tuple(x.shape))
+        k = len(lead)
         if in_perm:
-            pos = np.transpose(pos, [int(p) for p in in_perm])
+            pos = np.transpose(pos, list(range(k)) + [int(p) + k for p in in_perm])
         pos = apply_steps(pos, node.attrs["steps"])
         if out_perm:
-            pos = np.transpose(pos, [int(p) for p in out_perm])
-        if tuple(pos.shape) != tuple(y.shape):
+            pos = np.transpose(pos, list(range(k)) + [int(p) + k for p in out_perm])
+        want = ((whole[1],) if whole else ()) + tuple(y.shape)
+        if tuple(pos.shape) != want:
             raise ValueError(f"node {node.name!r} (onnx_move): the steps give shape {list(pos.shape)}, the output "
-                             f"is {list(y.shape)}")
+                             f"is {list(want)}")
         cache[node.name] = np.ascontiguousarray(pos).reshape(-1)
     return cache[node.name]
+
+
+def _whole(node):
+    """(input batch, output batch) of a move over the whole tensor of a model with static shapes (``in_batch``
+    / ``out_batch``: the ONNX batch axis moves, so the steps act on every axis), else None."""
+    if "in_batch" not in node.attrs:
+        return None
+    return int(node.attrs["in_batch"]), int(node.attrs["out_batch"])
 
 
 def _gather(graph, node, x, fill):
     idx = move_index(graph, node)
     y = _spec(graph, node.outputs[0])
+    whole = _whole(node)
+    if whole:
+        if len(x) != whole[0]:
+            raise ValueError(f"node {node.name!r} (onnx_move): the model's shapes are static, with a batch of "
+                             f"{whole[0]} here; got {len(x)}")
+        flat = np.asarray(x).reshape(1, -1)
+        out = flat[:, np.maximum(idx, 0)]
+        return out.reshape((whole[1],) + tuple(y.shape))
     flat = np.asarray(x).reshape(len(x), -1)
     out = flat[:, np.maximum(idx, 0)]
     if np.any(idx < 0):

@@ -12,6 +12,9 @@ constant pad value is not a code of the input's quantization. A move whose outpu
 (QOperator models with Gather / Pad / Resize in float between a DequantizeLinear and a later QuantizeLinear)
 moves the codes and leaves a dequantized value, as onnxruntime's float op on dequantized values gives.
 
+A move of the batch axis in a model whose shapes are all static is a move of the whole tensor
+(:mod:`fxpsim.frontends.onnx.whole_moves`).
+
 Every index, axis and shape is checked here against the tensor it moves: a bad one is a ValueError naming the
 node, never a numpy error at run time.
 """
@@ -50,6 +53,9 @@ class MoveConversions:
             xv, src = self._activation_dq(n, n.inputs[0])
         shape = tuple(src.shape)
         outs = [o for o in n.outputs if o]
+        whole = self._whole_steps(n, outs)
+        if whole is not None:
+            return self._emit_whole(n, x, xv, src, outs[0], *whole)
         per_output = self._move_steps(n, shape, len(outs))
         pad = per_output[0][1]
         for out, (steps, _) in zip(outs, per_output):
@@ -166,7 +172,7 @@ class MoveConversions:
 
     def _emit_move(self, n, src, out_name, steps, in_shape, out_shape, pad_code, scale, zp):
         g = self._int_value(out_name, tuple(out_shape), src.dtype, scale, zp)
-        attrs = {"steps": steps, "pad_code": int(pad_code), "onnx_op": n.op}
+        attrs = {"steps": steps, "pad_code": int(pad_code), "onnx_op": n.op, **(getattr(self, "_whole_now", None) or {})}
         if len(in_shape) == 3:
             attrs["in_perm"] = [2, 0, 1]
         if len(out_shape) == 3:

@@ -33,8 +33,8 @@ op                    inputs / attributes
 ``qlinear_softmax``   QLinearSoftmax (onnxruntime's table of exponentials); ``axis``, ``opset13``, ``in_perm``
 ``onnx_resize_linear`` bilinear Resize of NHWC images (:mod:`.resize_ops`); ``ctm``, ``scale_h``, ``scale_w``,
                       ``kernel`` (``"float"``, ``"float_codes"``, ``"integer"``)
-``onnx_reduce_mean``  DQ -> float32 ReduceMean over trailing axes -> Q (:mod:`.reduce_ops`); ``reduce_from``,
-                      ``in_perm``, ``out_perm``
+``onnx_reduce_mean``  DQ -> float32 ReduceMean over a block of adjacent axes -> Q (:mod:`.reduce_ops`);
+                      ``reduce_from``, ``reduce_to``, ``in_perm``, ``out_perm``
 ``onnx_conv_transpose`` DQ -> float32 ConvTranspose -> Q (:mod:`.conv_transpose_ops`); x, w [C, F, KH, KW], bias;
                       ``stride``, ``pads``, ``dilation``, ``group``, ``output_padding``
 ``onnx_lut``          codes -> codes through a table of one entry per code: an elementwise float32 program

@@ -222,6 +222,9 @@ class QDQConversions:
         DQ -> op -> Q group: onnxruntime drops the Q/DQ when their parameters agree (the op runs on codes);
         otherwise it runs the op in float32, which equals the op on codes followed by Q(DQ(.))."""
         v = self.val(n.inputs[0], n)
+        if n.op == "Reshape" and self._whole_steps(n, n.outputs[:1]) is not None:
+            xv, src = (None, v) if v.kind == "int" else self._activation_dq(n, n.inputs[0])
+            return self._emit_whole(n, v, xv, src, n.outputs[0], *self._whole_steps(n, n.outputs[:1]))
         if v.kind == "int":
             if n.op in ("Relu", "Clip"):
                 raise _unsupported(n, f"{n.op} on integer codes")

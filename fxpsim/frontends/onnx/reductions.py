@@ -8,14 +8,17 @@ both have the same element type after its int8 -> uint8 rewrite; otherwise it ru
 which fxpsim does not reproduce (refused with a ValueError).
 
 A DequantizeLinear -> ReduceMean -> QuantizeLinear group stays unfused: DequantizeLinear, the float32 mean of
-:mod:`fxpsim.datapath.onnxruntime.reduce` over the trailing axes of the ONNX layout (H, W of an image; C, H, W;
-the last axis), QuantizeLinear (``onnx_reduce_mean``, :mod:`fxpsim.frontends.onnx.reduce_ops`). Other axis sets
-run MLAS and depend on the thread count: refused; so is an image mean with keepdims=1 that onnxruntime's layout
-transformation may run in NHWC (anything but a quantized graph input: after a QLinearConv it does, measured).
+:mod:`fxpsim.datapath.onnxruntime.reduce` over one contiguous block of per-sample axes of the ONNX layout (the
+trailing axes: H, W of an image, C, H, W, the last axis; or axes before kept ones: C of an image, the sequence
+axis of [N, L, D]), QuantizeLinear (``onnx_reduce_mean``, :mod:`fxpsim.frontends.onnx.reduce_ops`). A block
+before kept axes runs MLAS's SGEMM or a sequential sum, chosen by onnxruntime according to its thread count:
+reproduced as a session with **one intra-op thread** runs it (``intra_op_num_threads = 1``; the import notes it).
+An image mean over H, W with keepdims=1 after a convolution runs in NHWC (onnxruntime's layout transformation moves
+it; measured): H, W before the kept channels, the graph's own layout, also with one thread. Refused: axes that are
+not one block (onnxruntime transposes first), and other image means with keepdims=1 that the layout transformation
+may move (anything but a quantized graph input or a convolution output).
 """
 from __future__ import annotations
-
-import numpy as np
 
 from .nodes import _MS, _unsupported
 
@@ -41,8 +44,17 @@ class ReductionConversions:
         p = self.producer(codes)
         return p is not None and self._is_q(p) and p.inputs[0] in self.inputs
 
+    def _after_conv(self, codes) -> bool:
+        """The codes are a QLinearConv output or a QuantizeLinear of a Conv (what onnxruntime's layout
+        transformation runs in NHWC, and the ReduceMean after it)."""
+        p = self.producer(codes)
+        if p is not None and p.op == "QLinearConv":
+            return True
+        c = self.producer(p.inputs[0]) if p is not None and self._is_q(p) else None
+        return c is not None and c.op == "Conv"
+
     def _reduce_mean(self, n):
-        """DequantizeLinear -> ReduceMean -> QuantizeLinear over trailing axes (``onnx_reduce_mean``)."""
+        """DequantizeLinear -> ReduceMean -> QuantizeLinear over a block of adjacent axes (``onnx_reduce_mean``)."""
         xv, src = self._activation_dq(n, n.inputs[0])
         shape = tuple(src.shape)
         full = len(shape) + 1
@@ -59,32 +71,41 @@ class ReductionConversions:
             raise ValueError(f"ReduceMean node {n.name!r}: axes {list(axes)} invalid for a rank-{full} input")
         if 0 in norm:
             raise _unsupported(n, "a ReduceMean over the batch axis")
-        k = norm[0] - 1
-        if norm != list(range(norm[0], full)):
-            raise _unsupported(n, f"a ReduceMean over axes {norm} that are not the trailing axes: onnxruntime's "
-                                  "float32 summation there (MLAS, thread-dependent) is not reproduced")
+        k, end = norm[0] - 1, norm[-1]
+        if norm != list(range(norm[0], end + 1)):
+            raise _unsupported(n, f"a ReduceMean over axes {norm} that are not one block of adjacent axes: "
+                                  "onnxruntime transposes them together first, which fxpsim does not reproduce")
         q = self._single_q(n.outputs[0])
         if q is None:
             raise _unsupported(n, "a ReduceMean whose output no single QuantizeLinear reads (a float output)")
         scale, zp, dtype = self._claim(q)
         keep = int(n.attrs.get("keepdims", 1))
+        nhwc = False
         if keep and len(shape) == 3 and not self._quantized_graph_input(xv.src):
-            raise _unsupported(n, "a ReduceMean with keepdims=1 on an image that does not come straight from a "
-                                  "quantized graph input: onnxruntime's layout transformation can run it in NHWC, "
-                                  "where its float32 summation is another (thread-dependent) kernel; measured: "
-                                  "after a QLinearConv it differs")
-        out_shape = tuple(shape[:k]) + ((1,) * (len(shape) - k) if keep else ())
+            if not (self._after_conv(xv.src) and norm == [2, 3]):
+                raise _unsupported(n, "a ReduceMean with keepdims=1 on an image that comes neither straight from a "
+                                      "quantized graph input nor from a convolution over H, W: onnxruntime's layout "
+                                      "transformation may run it in NHWC, which fxpsim reproduces only after a "
+                                      "convolution (measured)")
+            nhwc = True
+        out_shape = tuple(shape[:k]) + ((1,) * (end - k) if keep else ()) + tuple(shape[end:])
         if len(out_shape) == 0:
             raise _unsupported(n, "a ReduceMean to one value per sample without keepdims (a scalar)")
         g = self._int_value(q.outputs[0], out_shape, dtype, scale, zp)
         attrs = {"reduce_from": k}
-        if len(shape) == 3:
-            attrs["in_perm"] = [2, 0, 1]
-        if len(out_shape) == 3:
-            attrs["out_perm"] = [1, 2, 0]
+        if end < len(shape):
+            attrs["reduce_to"] = end
+        if nhwc:            # onnxruntime's NHWC layout is the graph's: H, W reduced before the kept channels
+            attrs = {"reduce_from": 0, "reduce_to": 2}
+        else:
+            if len(shape) == 3:
+                attrs["in_perm"] = [2, 0, 1]
+            if len(out_shape) == 3:
+                attrs["out_perm"] = [1, 2, 0]
         self._add_node("onnx_reduce_mean", [src.g], [g], attrs, name=n.name)
         self._note(n.name, n, False, "onnxruntime runs ReduceMean in float32 between DequantizeLinear and "
-                                     "QuantizeLinear")
+                                     "QuantizeLinear" + ("" if end == len(shape) and not nhwc else
+                                                         "; reproduced as with intra_op_num_threads=1"))
 
     def _softmax_axis(self, n, shape, opset):
         full = len(shape) + 1

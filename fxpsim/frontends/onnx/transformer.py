@@ -11,9 +11,9 @@ layer and onnxruntime 1.32 runs it at its default optimization level:
   :mod:`fxpsim.datapath.onnxruntime.layer_norm`, then QuantizeLinear, or a float32 graph output (a QOperator model
   ends so). ``gamma`` / ``beta`` are float32 constants or DequantizeLinear of constants (QDQ), evaluated once in
   float32 as onnxruntime's DequantizeLinear does. Rows of n < 8 values run its scalar kernel (any CPU); rows of
-  n >= 8 its AVX2 vector kernel, imported with ``cpu="avx2"`` (or ``"host"`` on such a CPU) and for n mod 8 < 4
-  only. Refused with a ValueError naming the node: other rows, images (per-sample rank 3), a float output that
-  is not a graph output.
+  n >= 8 its AVX2 vector kernel (any n), imported with ``cpu="avx2"`` (or ``"host"`` on such a CPU). Refused
+  with a ValueError naming the node: those rows on another ``cpu``, images (per-sample rank 3), a float output
+  that is not a graph output.
 
 The other ops of such a block (Split / Reshape / Transpose of the heads, QLinearSoftmax, Add residuals, Div / Mul
 by constants, Relu folded into the QuantizeLinear) are the importer's existing conversions.
@@ -151,11 +151,6 @@ class TransformerConversions:
             raise _unsupported(n, f"scale {list(gamma.shape)} / bias {None if beta is None else list(beta.shape)} "
                                   f"that do not have the normalized shape {list(shape[axis - 1:])} (broadcasting)")
         kernel = LN.layer_norm_kernel(rows)
-        if kernel is None:
-            raise _unsupported(n, f"a LayerNormalization over rows of {rows} values: onnxruntime 1.32 normalizes rows "
-                                  f"of n >= {LN.MAX_SCALAR_ROW} with n mod {LN.LANES} >= 4 with a vectorized float32 "
-                                  "kernel whose tail fxpsim does not reproduce (rows of n < 8, and with AVX2 of "
-                                  "n mod 8 < 4, are bit-exact)")
         if kernel == "avx2" and self.cpu != "avx2":
             raise _unsupported(n, f"a LayerNormalization over rows of {rows} values: onnxruntime runs them with its "
                                   "vectorized float32 kernel, reproduced as measured on x86-64 CPUs with AVX2 and no "

@@ -229,9 +229,9 @@ def _ln_check(graph, node):
         raise ValueError(f"node {node.name!r} (onnx_layer_norm): gamma / beta of {gamma.size} / "
                          f"{None if beta is None else beta.size} values for rows of {n}")
     kernel = LN.layer_norm_kernel(n)
-    if kernel is None or node.attrs.get("kernel", kernel) != kernel:
+    if node.attrs.get("kernel", kernel) != kernel:
         raise ValueError(f"node {node.name!r} (onnx_layer_norm): rows of {n} values with kernel "
-                         f"{node.attrs.get('kernel')!r}; onnxruntime's kernel for them is {kernel or 'not reproduced'}")
+                         f"{node.attrs.get('kernel')!r}; onnxruntime's kernel for them is {kernel!r}")
     if tuple(sy.shape) != tuple(sx.shape):
         raise ValueError(f"node {node.name!r} (onnx_layer_norm): output {list(sy.shape)} for input {list(sx.shape)}")
 
