@@ -62,7 +62,10 @@ def _layer(draw):
     return x, w, bias, zx, zp, lo, hi, accs
 
 
-def _run_all(x, w, bias, zx, zp, lo, hi, rq, accs, model):
+def _run_all(layer, rq, model):
+    """The layer through the kernel (both implementations), quantized_fully_connected and the numpy path;
+    ``model(acc, channel)``: the expected pre-clamp code."""
+    x, w, bias, zx, zp, lo, hi, accs = layer
     out, above, below = _expected(accs, model, lo, hi)
     for impl in (0, 1):
         got = conv_int8.fused("fully_connected", x, w, bias, requant=rq, x_zp=zx, w_zp=0,
@@ -84,24 +87,23 @@ _SCALES = st.one_of(st.sampled_from([0.5, 0.25, 2.0 ** -7, 1.5, 0.75, 2.0 ** -20
                     st.floats(2.0 ** -30, 200.0, width=32))
 
 
-@needs_kernel
-@settings(max_examples=150, deadline=None)
-@given(_layer(), st.data())
+def _on_layers(test):
+    """A hypothesis test over :func:`_layer` (and ``data``) that needs the kernel."""
+    return needs_kernel(settings(max_examples=150, deadline=None)(given(_layer(), st.data())(test)))
+
+
+@_on_layers
 def test_float32_mode_matches_numpy_float32_model(layer, data):
-    x, w, bias, zx, zp, lo, hi, accs = layer
-    o = w.shape[0]
+    o, zp = layer[1].shape[0], layer[4]
     scale = data.draw(st.one_of(st.lists(_SCALES, min_size=1, max_size=1), st.lists(_SCALES, min_size=o, max_size=o)))
     rq = Requantizer("float32", scale=scale, rounding="half_even")
     s = np.broadcast_to(np.asarray(scale, np.float64), (o,))
-    _run_all(x, w, bias, zx, zp, lo, hi, rq, accs, lambda a, c: _float32_model(a, float(s[c]), zp))
+    _run_all(layer, rq, lambda a, c: _float32_model(a, float(s[c]), zp))
 
 
-@needs_kernel
-@settings(max_examples=150, deadline=None)
-@given(_layer(), st.data())
+@_on_layers
 def test_tie_up_double_matches_fraction_model(layer, data):
-    x, w, bias, zx, zp, lo, hi, accs = layer
-    o = w.shape[0]
+    o, zp = layer[1].shape[0], layer[4]
     mult = st.one_of(st.just(1 << 30), st.integers(1 << 30, (1 << 31) - 1))     # 2^30: exact halves (ties)
     per_channel = data.draw(st.booleans())
     n = o if per_channel else 1
@@ -111,7 +113,7 @@ def test_tie_up_double_matches_fraction_model(layer, data):
     s = data.draw(st.lists(st.integers(-24, 0), min_size=n, max_size=n))
     rq = Requantizer("double", multiplier=m, shift=s, final_rounding="half_up")
     mm, ss = np.broadcast_to(m, (o,)), np.broadcast_to(s, (o,))
-    _run_all(x, w, bias, zx, zp, lo, hi, rq, accs, lambda a, c: _tie_up_model(a, int(mm[c]), int(ss[c]), zp))
+    _run_all(layer, rq, lambda a, c: _tie_up_model(a, int(mm[c]), int(ss[c]), zp))
 
 
 @settings(max_examples=150, deadline=None)
