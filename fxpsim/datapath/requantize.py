@@ -141,7 +141,8 @@ def requantize_float(acc, scale, rounding="half_away", *, axis: int = -1, out: F
     if precision == "float32":
         sc = sc.astype(np.float32)
     if not (np.all(np.isfinite(sc)) and np.all(sc > 0)):
-        raise ValueError(f"requantize_float: scale must be positive and finite in {precision}")
+        raise ValueError("requantize_float: scale must be positive and finite" +
+                         (" in float32" if precision == "float32" else ""))
     ax = _norm_axis(axis, x.ndim)
     sc = _per_channel(sc, x.shape[ax] if x.ndim else 1, x.ndim, ax, "scale")
     if precision == "float32":     # float32 * float32 rounded to float32, then widened exactly
