@@ -2,7 +2,11 @@
 ``tflite_conv2d``, ``tflite_depthwise_conv2d`` and ``tflite_fully_connected``. They accumulate as the core MAC
 ops of :mod:`fxpsim.graph.mac_ops` and, on the graph's ``"native"`` datapath, requantize as that kernel set
 does (LiteRT's optimized ``MultiplyByQuantizedMultiplier``, XNNPACK's float32 scale); on any other datapath they
-are the core op (registered when :mod:`fxpsim.frontends.tflite.ops` is imported)."""
+are the core op (registered when :mod:`fxpsim.frontends.tflite.ops` is imported). An int8 node on an accumulator of
+at most 32 bits runs that requantization inside the fused int8 kernel (:func:`_fused_requantizer`:
+:class:`~fxpsim.datapath.requantize.Requantizer` ``double`` with ``final_rounding="half_up"``, or ``float32``
+rounding half to even), at the speed of the reference kernel set; the others requantize the kernel's
+accumulators in numpy."""
 from __future__ import annotations
 
 import numpy as np
