@@ -2,7 +2,7 @@
 LiteRT's own kernels, one thread, measured in the same run.
 
 Model: ``benchmarks/models/mobilenet_v2_035_48.tflite`` (Keras MobileNetV2 alpha 0.35, 48x48x3 int8, 65 ops), or
-``--model``. Rows, for batch 1 and batch 16 (``--batches``), each the best of ``--repeat`` rounds of calls
+``--model``. Rows, for batch 1, 16 and 256 (``--batches``), each the best of ``--repeat`` rounds of calls
 (at least ``--min-time`` s a round), the same inputs for all:
 
 * fxpsim ``<kernels>`` plan: ``graph.run(x)`` on the graph imported for LiteRT's ``reference``, ``builtin`` or
@@ -13,11 +13,13 @@ Model: ``benchmarks/models/mobilenet_v2_035_48.tflite`` (Keras MobileNetV2 alpha
   ``invoke`` of the whole batch after ``resize_tensor_input`` (the input copy included).
 
 Columns: ms per call, ms per image, and ratios: LiteRT builtin's time / this row's (``x builtin``, 1.0 = as fast
-as LiteRT), the same for XNNPACK, and the node-by-node time / the plan's (``plan speed-up``). Every fxpsim row's
+as LiteRT), the same for XNNPACK, the reference import's plan time / this row's (``x ref plan``: the ``builtin`` /
+``xnnpack`` imports run their own requantization in the fused int8 kernel, so ~1.0) and the node-by-node time /
+the plan's (``plan speed-up``). The machine's load average is printed before and after. Every fxpsim row's
 output is checked equal to the node-by-node run's, and the builtin / xnnpack imports' to LiteRT's own output of the
 same kernels (``bits`` column).
 
-Run: ``python benchmarks/bench_plan.py [--quick] [--batches 1 16] [--repeat 5] [--model PATH]``.
+Run: ``python benchmarks/bench_plan.py [--quick] [--batches 1 16 256] [--repeat 5] [--model PATH]``.
 """
 from __future__ import annotations
 
@@ -71,7 +73,7 @@ def litert(model: Path, kind: str, x: np.ndarray):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", type=Path, default=MODEL)
-    ap.add_argument("--batches", type=int, nargs="+", default=[1, 16])
+    ap.add_argument("--batches", type=int, nargs="+", default=[1, 16, 256])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--min-time", type=float, default=0.3)
     ap.add_argument("--quick", action="store_true", help="--repeat 2 --min-time 0.05")
@@ -84,9 +86,10 @@ def main(argv=None) -> int:
     lo, hi = spec.code_range
     rng = np.random.default_rng(0)
     print(f"model {args.model.name}: {len(graphs['reference'].nodes)} nodes, input {spec.type_name} "
-          f"{list(spec.shape)}; one thread; best of {args.repeat} rounds of >= {args.min_time} s")
+          f"{list(spec.shape)}; one thread; best of {args.repeat} rounds of >= {args.min_time} s; "
+          f"load average {_load()}")
     head = f"{'batch':>5}  {'row':<28} {'ms/call':>9} {'ms/image':>9} {'x builtin':>9} {'x xnnpack':>9} " \
-           f"{'plan speed-up':>13}  bits"
+           f"{'x ref plan':>10} {'plan speed-up':>13}  bits"
     print(head)
     print("-" * len(head))
     for batch in args.batches:
@@ -106,10 +109,20 @@ def main(argv=None) -> int:
             rows.append((f"fxpsim {kernels} plan", t_plan, f"{t_nodes / t_plan:.1f}x", same))
             rows.append((f"fxpsim {kernels} node by node", t_nodes, "", same))
         rows += [(f"LiteRT {kind}", t, "", True) for kind, (t, _) in peers.items()]
+        t_ref = rows[0][1]
         for label, t, speedup, same in rows:
             print(f"{batch:>5}  {label:<28} {t * 1e3:>9.3f} {t * 1e3 / batch:>9.3f} {peers['builtin'][0] / t:>9.3f} "
-                  f"{peers['xnnpack'][0] / t:>9.3f} {speedup:>13}  {'same' if same else 'DIFFER'}")
+                  f"{peers['xnnpack'][0] / t:>9.3f} {t_ref / t:>10.3f} {speedup:>13}  {'same' if same else 'DIFFER'}")
+    print(f"load average {_load()}")
     return 0
+
+
+def _load() -> str:
+    """The 1, 5 and 15 minute load averages (``n/a`` where the OS has none)."""
+    try:
+        return " ".join(f"{v:.2f}" for v in os.getloadavg())
+    except (AttributeError, OSError):
+        return "n/a"
 
 
 if __name__ == "__main__":

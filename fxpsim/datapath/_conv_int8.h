@@ -22,6 +22,14 @@
  *   y = (a*M_o + A_o + [a*M_o + 2^30 < 0] * U_o) >> S_o          (exact in int64; see _fused_constants)
  *   out = clamp(y, lo, hi);  above += [y > hi];  below += [y < lo]
  *
+ * or (rq_fscale != NULL) the float form of XNNPACK's fp32 requantization,
+ *
+ *   f = fl32(fl32(a) * s_o);  y = rne(clampf(f, lo - z - 1, hi - z + 1)) + z,
+ *
+ * rne() by the magic number 1.5 * 2^23 ((f + 1.5*2^23) - 1.5*2^23 rounds |f| < 2^22 to an integer, ties to
+ * even, in float32); the clamp to integer bounds commutes with rne() and keeps y > hi / y < lo exactly as
+ * for the unclamped value, so out and the counts are those of rne(f) + z.
+ *
  * Implementations (identical results; tests compare them): a portable scalar one (compiled for
  * x86-64-v4/v3/baseline by GCC function multi-versioning, auto-vectorised over channels) and, picked at run
  * time when the CPU has them, AVX-512 ones: VNNI (vpdpbusd, u8 x s8 -> s32) for the exact dense sums with
@@ -66,6 +74,8 @@ typedef struct {
     int bias_init;          /* 1: accumulator preloaded with the bias, 0: bias added after the sum */
     const int32_t *bias;    /* [O] or NULL */
     const int64_t *rq_mult, *rq_add, *rq_nudge, *rq_shift;   /* [O]; rq_mult NULL: accumulators only */
+    const float *rq_fscale; /* [O] or NULL: the float output stage (then rq_mult is NULL) */
+    int rq_zp;              /* its output zero point */
     int lo, hi;             /* output clamp */
     int impl;               /* 0: fastest available, 1: portable scalar only */
     int peradd_ok;          /* per-add fitting may be modelled (sequential order, word <= 31) */
@@ -118,6 +128,30 @@ typedef struct {
         }                                                                                           \
     }
 
+/* The float output stage of len accumulators a of channels o0.. (see the header comment): codes into y8,
+ * the pre-clamp values above hi / below lo added to *above / *below. */
+static inline __attribute__((always_inline)) void fxc_requant_f32(const fxc_params *P, const int32_t *a,
+                                                                  ptrdiff_t o0, ptrdiff_t len, int8_t *y8,
+                                                                  int64_t *above, int64_t *below)
+{
+    const float magic = 12582912.0f;                        /* 1.5 * 2^23 */
+    const float flo = (float)(P->lo - P->rq_zp - 1), fhi = (float)(P->hi - P->rq_zp + 1);
+    const int32_t lo = P->lo, hi = P->hi, z = P->rq_zp;
+    const float *s = P->rq_fscale + o0;
+    int64_t na = 0, nb = 0;
+    for (ptrdiff_t o = 0; o < len; o++) {
+        float f = (float)a[o] * s[o];
+        f = f < flo ? flo : f;
+        f = f > fhi ? fhi : f;
+        const int32_t y = (int32_t)((f + magic) - magic) + z;
+        na += y > hi;
+        nb += y < lo;
+        y8[o] = (int8_t)(y < lo ? lo : (y > hi ? hi : y));
+    }
+    *above += na;
+    *below += nb;
+}
+
 /* Output stage over rows of O accumulators (see the header comment). */
 FXC_CLONES static void fxc_requant(const fxc_params *P, const int32_t *acc, ptrdiff_t rows, int8_t *out,
                                    int64_t *above, int64_t *below)
@@ -125,6 +159,11 @@ FXC_CLONES static void fxc_requant(const fxc_params *P, const int32_t *acc, ptrd
     const ptrdiff_t O = P->O;
     const int64_t lo = P->lo, hi = P->hi;
     int64_t na = 0, nb = 0;
+    if (P->rq_fscale) {
+        for (ptrdiff_t r = 0; r < rows; r++)
+            fxc_requant_f32(P, acc + r * O, 0, O, out + r * O, above, below);
+        return;
+    }
     for (ptrdiff_t r = 0; r < rows; r++) {
         const int32_t *a = acc + r * O;
         int8_t *y8 = out + r * O;
@@ -244,13 +283,13 @@ static int fxc_run(const fxc_params *P0, const int8_t *x, const int8_t *w, int64
     const ptrdiff_t C = P->C, O = P->O, T = P->KH * P->KW, M = P->N * P->OH * P->OW;
     (void)M;
     (void)accmax;
-    if (!P->rq_mult)
+    if (!P->rq_mult && !P->rq_fscale)
         out = NULL;
 #if FXC_AVX512
     const int fast = P->impl == 0 && fxc_have_avx512();
     int64_t *rq16 = NULL;
     /* the 32-bit output stage when every y = R(a) + z fits int32 (and its int32 clip counters cannot wrap) */
-    if (fast && out && P->mult32 && M * ((O + 15) / 16) < (INT64_C(1) << 31)) {
+    if (fast && out && P->rq_mult && P->mult32 && M * ((O + 15) / 16) < (INT64_C(1) << 31)) {
         int ok = 1;
         for (ptrdiff_t o = 0; o < O && ok; o++) {
             const __int128 m = P->rq_mult[o] < 0 ? -(__int128)P->rq_mult[o] : P->rq_mult[o];

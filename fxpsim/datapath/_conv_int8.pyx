@@ -21,6 +21,8 @@ cdef extern from "_conv_int8.h" nogil:
         const int64_t* rq_add
         const int64_t* rq_nudge
         const int64_t* rq_shift
+        const float* rq_fscale
+        int rq_zp
         int lo, hi
         int impl
         int peradd_ok
@@ -46,12 +48,14 @@ def run(const int8_t[:, :, :, ::1] x, const int8_t[::1] w, object bias, tuple ge
     ``acc_buf``, ``out_buf``: int64 / int8 C-contiguous [M, O] arrays to write into (else new ones).
 
     ``geometry = (KH, KW, O, OH, OW, sh, sw, dh, dw, pt, pl)``; ``w`` flattened (dense [O, KH, KW, C],
-    depthwise [KH, KW, C]); ``bias`` int32 [O] or None; ``rq`` None or four int64 [O] arrays
-    ``(mult, add, nudge or None, shift)``; the accumulators come back when ``want_acc`` or ``rq`` is None.
+    depthwise [KH, KW, C]); ``bias`` int32 [O] or None; ``rq`` None, four int64 [O] arrays
+    ``(mult, add, nudge or None, shift)`` (integer output stage) or ``(scale, zp)`` with a float32 [O]
+    ``scale`` (float output stage); the accumulators come back when ``want_acc`` or ``rq`` is None.
     """
     cdef fxc_params P
     cdef const int32_t[::1] b
     cdef const int64_t[::1] m_, a_, n_, s_
+    cdef const float[::1] f_
     cdef int64_t counts[3]
     cdef int rc
     P.N, P.H, P.W, P.C = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
@@ -60,6 +64,8 @@ def run(const int8_t[:, :, :, ::1] x, const int8_t[::1] w, object bias, tuple ge
     P.lo, P.hi, P.impl, P.peradd_ok = lo, hi, impl, peradd_ok
     P.bias = NULL
     P.rq_mult = P.rq_add = P.rq_nudge = P.rq_shift = NULL
+    P.rq_fscale = NULL
+    P.rq_zp = 0
     if bias is not None:
         b = bias
         P.bias = &b[0]
@@ -74,12 +80,19 @@ def run(const int8_t[:, :, :, ::1] x, const int8_t[::1] w, object bias, tuple ge
     cdef int8_t[:, ::1] outv
     cdef int8_t* outp = NULL
     out = None
-    if rq is not None:
+    if rq is not None and len(rq) == 2:
+        f_ = rq[0]
+        if f_.shape[0] != P.O:
+            raise ValueError("conv_int8.run: the float scale needs one value per output channel")
+        P.rq_fscale = &f_[0]
+        P.rq_zp = rq[1]
+    elif rq is not None:
         m_, a_, s_ = rq[0], rq[1], rq[3]
         P.rq_mult, P.rq_add, P.rq_shift = &m_[0], &a_[0], &s_[0]
         if rq[2] is not None:
             n_ = rq[2]
             P.rq_nudge = &n_[0]
+    if rq is not None:
         out = np.empty((M, P.O), np.int8) if out_buf is None else out_buf
         outv = out
         outp = &outv[0, 0]

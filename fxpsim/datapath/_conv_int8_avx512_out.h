@@ -60,11 +60,12 @@ FXC_T512 static FXC_INL void fxc_rq16(const fxc_params *P, __m512i a, ptrdiff_t 
 
 /* Clip counters of a kernel: above / below act_max / act_min in int32 (fxc_rq16) and int64 (fxc_rq8) lanes,
  * reduced once at the end (fxc_cnt_flush). */
-typedef struct { __m512i a32, b32, a64, b64; } fxc_cnt;
+typedef struct { __m512i a32, b32, a64, b64; int64_t af, bf; } fxc_cnt;
 
 FXC_T512 static FXC_INL void fxc_cnt_init(fxc_cnt *c)
 {
     c->a32 = c->b32 = c->a64 = c->b64 = _mm512_setzero_si512();
+    c->af = c->bf = 0;          /* the float output stage's (fxc_requant_f32) */
 }
 
 FXC_T512 static FXC_INL void fxc_cnt_flush(const fxc_cnt *c, int64_t *counts)
@@ -73,8 +74,8 @@ FXC_T512 static FXC_INL void fxc_cnt_flush(const fxc_cnt *c, int64_t *counts)
                                                         _mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(c->a32, 1))), c->a64);
     const __m512i b = _mm512_add_epi64(_mm512_add_epi64(_mm512_cvtepu32_epi64(_mm512_castsi512_si256(c->b32)),
                                                         _mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(c->b32, 1))), c->b64);
-    counts[1] += _mm512_reduce_add_epi64(a);
-    counts[2] += _mm512_reduce_add_epi64(b);
+    counts[1] += _mm512_reduce_add_epi64(a) + c->af;
+    counts[2] += _mm512_reduce_add_epi64(b) + c->bf;
 }
 
 /* Emit len (<= 64) final accumulators v of pixel m, channels o0.. (o0 a multiple of 16): store them
@@ -83,6 +84,14 @@ FXC_T512 static FXC_INL void fxc_emit(const fxc_params *P, const int32_t *v, ptr
                                       ptrdiff_t len, int64_t *acc_out, int8_t *out, fxc_cnt *cv)
 {
     const ptrdiff_t O = P->O;
+    if (P->rq_fscale) {         /* the float output stage: the portable code, inlined here */
+        if (acc_out)
+            for (ptrdiff_t o = 0; o < len; o++)
+                acc_out[m * O + o0 + o] = v[o];
+        if (out)
+            fxc_requant_f32(P, v, o0, len, out + m * O + o0, &cv->af, &cv->bf);
+        return;
+    }
     if (P->rq16) {
         for (ptrdiff_t o = 0; o < len; o += 16) {
             const ptrdiff_t l = len - o < 16 ? len - o : 16;

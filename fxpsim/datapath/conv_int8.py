@@ -11,8 +11,10 @@ One pass per layer: for every output pixel :math:`m` and channel :math:`o`
 
 in the reduction order of :func:`fxpsim.datapath.conv2d` (``(kh, kw, c)``, padded taps as zero products),
 then TFLite's output stage :math:`y = \mathrm{clamp}(R_o(a_{m,o}) + z_y)` in the fused integer form of
-:meth:`~fxpsim.datapath.requantize.Requantizer._output_codes`, with the pre-clamp values above ``act_max`` and
-below ``act_min`` counted.
+:meth:`~fxpsim.datapath.requantize.Requantizer._output_codes` (``double``/``single``, gemmlowp's roundings or
+LiteRT's optimized tie-up one), or for a ``float32`` requantizer (XNNPACK's ``fp32`` requantization)
+:math:`R_o(a) = \mathrm{rne}(\mathrm{fl}_{32}(\mathrm{fl}_{32}(a)\,s_o))`, with the pre-clamp values above
+``act_max`` and below ``act_min`` counted.
 
 :func:`fused` is taken only when it models the call exactly; otherwise it returns ``None`` and the caller
 runs its general path, unchanged. It models: int8 ``x``, int8 ``w`` with zero weight zero points, int8
@@ -41,7 +43,7 @@ import threading
 
 import numpy as np
 
-from ..core.fixed import Overflow
+from ..core.fixed import Overflow, Rounding
 from ..core.fixed import _logging as _overflow_log_active
 from .requantize import _fused_constants
 
@@ -67,7 +69,16 @@ def lut2(a: np.ndarray, b: np.ndarray, table: np.ndarray) -> np.ndarray:
 
 @functools.lru_cache(maxsize=1024)
 def _requant_constants(requant, bits: int, zp: int, n_out: int):
-    """The fused output-stage constants broadcast to ``n_out`` channels, or None (the kind has none)."""
+    r"""The fused output-stage constants broadcast to ``n_out`` channels, or None (the kind has none):
+    ``(mult, add, nudge or None, shift)`` int64 (the integer form of :func:`_fused_constants`), or
+    ``(scale, zp)`` with ``scale`` float32 for a ``float32`` requantizer rounding half to even (the kernel's
+    float mode: :math:`y = \mathrm{rne}(\mathrm{fl}_{32}(\mathrm{fl}_{32}(a)\,s_o)) + z`)."""
+    if requant.kind == "float32":
+        if requant.rounding is not Rounding.HALF_EVEN or len(requant.scale) not in (1, n_out):
+            return None
+        scale = np.ascontiguousarray(np.broadcast_to(np.asarray(requant.scale, np.float32), (n_out,)))
+        scale.flags.writeable = False
+        return scale, int(zp)
     consts = _fused_constants(requant, int(bits), int(zp))
     if consts is None or len(consts[0]) not in (1, n_out):
         return None

@@ -11,7 +11,9 @@ last step bit for bit as TFLite computes it, and the other choices hardware make
   one rounding);
 * ``"shift"``: a power-of-two scale (a shifter) with any :class:`~fxpsim.fixed.Rounding`;
 * ``"float"``: ``round(acc * scale)`` in float64 with a chosen rounding (what TFLite's
-  FULLY_CONNECTED does in the build of the shared vectors).
+  FULLY_CONNECTED does in the build of the shared vectors);
+* ``"float32"``: ``round(fl32(fl32(acc) * fl32(scale)))``, the product in float32 (XNNPACK's ``fp32``
+  requantization: one float multiply, then ``lrintf``, i.e. ``rounding="half_even"``).
 
 It also derives TFLite's parameters (:func:`quantize_multiplier`,
 :func:`activation_range`, :func:`tflite_add_params`).  The integer layer kernels
@@ -50,7 +52,7 @@ __all__ = [
     "activation_range", "tflite_add_params", "Requantizer",
 ]
 
-_KINDS = ("double", "single", "shift", "float")
+_KINDS = ("double", "single", "shift", "float", "float32")
 
 
 # --------------------------------------------------------------------------- other requantizers
@@ -103,7 +105,7 @@ def requantize_shift(acc, shift, rounding="half_up", *, axis: int = -1, out: For
 
 
 def requantize_float(acc, scale, rounding="half_away", *, axis: int = -1, out: Format | None = None,
-                     overflow="saturate") -> np.ndarray:
+                     overflow="saturate", precision: str = "float64") -> np.ndarray:
     r"""Float-scale requantization: :math:`y = \mathrm{round}(\mathrm{fl}_{64}(\mathrm{acc} \cdot S))`.
 
     The product is computed in float64 (``acc`` exact below :math:`2^{53}`) and rounded once,
@@ -112,6 +114,11 @@ def requantize_float(acc, scale, rounding="half_away", *, axis: int = -1, out: F
     vectors' build is this with ``rounding="half_away"`` and
     :math:`S = (\mathrm{double}(s_x)\,\mathrm{double}(s_w)) / \mathrm{double}(s_y)`.
 
+    ``precision="float32"``: :math:`y = \mathrm{round}(\mathrm{fl}_{32}(\mathrm{fl}_{32}(\mathrm{acc})
+    \cdot \mathrm{fl}_{32}(S)))` (the accumulator and the scale rounded to float32 to nearest even, the
+    product rounded to float32; it is exact in float64, so the one rounding into ``out`` is exact too): XNNPACK's
+    ``fp32`` requantization with ``rounding="half_even"`` (``lrintf``).
+
     Parameters
     ----------
     acc : array_like of int
@@ -119,6 +126,8 @@ def requantize_float(acc, scale, rounding="half_away", *, axis: int = -1, out: F
         Positive finite scale(s), per channel along ``axis`` when 1-D.
     rounding, overflow : str or Rounding / Overflow
     out : Format, optional
+    precision : {"float64", "float32"}
+        The precision of the product.
 
     Returns
     -------
@@ -126,12 +135,22 @@ def requantize_float(acc, scale, rounding="half_away", *, axis: int = -1, out: F
     """
     x = _int_array(acc, "acc")
     out = _integer_register(out, "requantize_float")
+    if precision not in ("float64", "float32"):
+        raise ValueError(f"requantize_float: precision must be 'float64' or 'float32', got {precision!r}")
     sc = np.asarray(scale, dtype=np.float64)
+    if precision == "float32":
+        sc = sc.astype(np.float32)
     if not (np.all(np.isfinite(sc)) and np.all(sc > 0)):
-        raise ValueError("requantize_float: scale must be positive and finite")
+        raise ValueError("requantize_float: scale must be positive and finite" +
+                         (" in float32" if precision == "float32" else ""))
     ax = _norm_axis(axis, x.ndim)
     sc = _per_channel(sc, x.shape[ax] if x.ndim else 1, x.ndim, ax, "scale")
-    return from_float(x.astype(np.float64) * sc, out, rounding=rounding, overflow=overflow).raw
+    if precision == "float32":     # float32 * float32 rounded to float32, then widened exactly
+        with np.errstate(over="ignore"):
+            prod = (x.astype(np.float32) * sc).astype(np.float64)
+    else:
+        prod = x.astype(np.float64) * sc
+    return from_float(prod, out, rounding=rounding, overflow=overflow).raw
 
 
 @dataclass(frozen=True)
@@ -140,17 +159,18 @@ class Requantizer:
 
     Attributes
     ----------
-    kind : {"double", "single", "shift", "float"}
+    kind : {"double", "single", "shift", "float", "float32"}
         ``double``/``single``: :func:`multiply_by_quantized_multiplier` with ``multiplier``
         and ``shift``; ``shift``: :func:`requantize_shift` by ``-shift`` (``shift`` is the
         exponent, as for the multipliers: :math:`y = \mathrm{round}(\mathrm{acc}\cdot 2^{shift})`);
-        ``float``: :func:`requantize_float` with ``scale``.
+        ``float``: :func:`requantize_float` with ``scale``; ``float32``: the same with the product in
+        float32 (``precision="float32"``; ``scale`` is rounded to float32).
     multiplier, shift : tuple of int
         One value (per tensor) or one per output channel.
     scale : tuple of float
-        Real scale(s) for ``float``.
+        Real scale(s) for ``float`` and ``float32``.
     rounding : Rounding
-        Rounding of ``shift`` and ``float`` (``double``/``single`` have fixed rounding).
+        Rounding of ``shift``, ``float`` and ``float32`` (``double``/``single`` have fixed rounding).
     final_rounding : Rounding or None
         ``double``/``single`` only: the rounding of the final shift instead of gemmlowp's.
         ``double``: :math:`y = \mathrm{round}(\mathrm{SRDHM}(\ldots) / 2^{r})` in place of
@@ -191,7 +211,8 @@ class Requantizer:
         if isinstance(self.multiplier_bits, bool) or not isinstance(self.multiplier_bits, (int, np.integer)) or \
                 not 2 <= self.multiplier_bits <= 31:
             raise ValueError(f"Requantizer: multiplier_bits must be an int in 2..31, got {self.multiplier_bits!r}")
-        if self.kind in ("shift", "float") and (self.final_rounding is not None or self.multiplier_bits != 31):
+        if self.kind in ("shift", "float", "float32") and (self.final_rounding is not None
+                                                          or self.multiplier_bits != 31):
             raise ValueError(f"Requantizer: kind {self.kind!r} has no fixed-point multiplier; final_rounding and "
                              f"multiplier_bits apply to 'double'/'single' only (its rounding is 'rounding')")
         for name in ("multiplier", "shift", "scale"):
@@ -212,14 +233,18 @@ class Requantizer:
         else:
             sc = np.asarray(self.scale, dtype=np.float64)
             if not self.scale:
-                raise ValueError("Requantizer: kind 'float' needs scale")
+                raise ValueError(f"Requantizer: kind {self.kind!r} needs scale")
+            if self.kind == "float32":
+                with np.errstate(over="ignore"):
+                    sc = sc.astype(np.float32)
             if not (np.all(np.isfinite(sc)) and np.all(sc > 0)):
-                raise ValueError(f"Requantizer: scale must be positive and finite, got {self.scale}")
+                raise ValueError(f"Requantizer: scale must be positive and finite"
+                                 f"{' in float32' if self.kind == 'float32' else ''}, got {self.scale}")
 
     @property
     def channels(self) -> int:
         """Number of per-channel parameters (1 = per tensor)."""
-        return len(self.scale if self.kind == "float" else self.shift)
+        return len(self.scale if self.kind in ("float", "float32") else self.shift)
 
     @classmethod
     def tflite(cls, input_scale, weight_scale, output_scale, kind: str = "double",
@@ -229,7 +254,8 @@ class Requantizer:
         .. math:: M_c = (\mathrm{double}(s_x)\,\mathrm{double}(s_{w,c})) / \mathrm{double}(s_y)
 
         ``kind="double"``/``"single"`` quantize :math:`M_c` with :func:`quantize_multiplier`;
-        ``kind="float"`` keeps it as a float64 scale (with ``rounding``, TFLite: half away);
+        ``kind="float"`` keeps it as a float64 scale (with ``rounding``, TFLite: half away), ``"float32"`` as
+        a float32 one;
         ``kind="shift"`` rounds :math:`\log_2 M_c` to the nearest integer exponent.
         ``weight_scale`` is a scalar (per tensor) or one value per output channel.
         """
@@ -257,8 +283,8 @@ class Requantizer:
                 m, s = _narrow_multiplier(real, int(multiplier_bits))
             return cls(kind, multiplier=tuple(m.tolist()), shift=tuple(s.tolist()), final_rounding=final_rounding,
                        multiplier_bits=int(multiplier_bits))
-        if kind == "float":
-            return cls("float", scale=tuple(real.tolist()), rounding=rounding)
+        if kind in ("float", "float32"):
+            return cls(kind, scale=tuple(real.tolist()), rounding=rounding)
         if kind == "shift":
             return cls("shift", shift=tuple(np.round(np.log2(real)).astype(int).tolist()), rounding=rounding)
         raise ValueError(f"kind must be one of {_KINDS}, got {kind!r}")
@@ -300,7 +326,8 @@ class Requantizer:
             return multiply_by_quantized_multiplier(acc, params["m"], params["s"], self.kind, axis=axis)
         if self.kind == "shift":
             return requantize_shift(acc, -np.asarray(params["s"]), self.rounding, axis=axis)
-        return requantize_float(acc, params["c"], self.rounding, axis=axis)
+        return requantize_float(acc, params["c"], self.rounding, axis=axis,
+                                precision="float32" if self.kind == "float32" else "float64")
 
     def _final_rounded(self, acc, axis: int = -1) -> np.ndarray:
         """``double``/``single`` with ``final_rounding`` (see the class docstring)."""

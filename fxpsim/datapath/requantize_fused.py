@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..core.fixed import Rounding
 from .integer_checks import INT32_MAX, INT32_MIN
 
 if TYPE_CHECKING:
@@ -71,14 +72,19 @@ def _fused_constants_at(rq: Requantizer, acc_bits: int, zero_point: int):
     .. math:: y + z = \big\lfloor (p + 2^{30} + h 2^{31} + z 2^{31+r}
               - [p < -2^{30}][r > 0]\, 2^{31}) / 2^{31+r} \big\rfloor .
 
-    ``single`` (:math:`t = 31 - s`): when the int32 wrap is the identity over the whole range of
+    ``double`` with ``final_rounding="half_up"`` (LiteRT's optimized x86-64 ``MultiplyByQuantizedMultiplier``:
+    the last shift rounds ties toward :math:`+\infty`, :math:`\lfloor (v + h) / 2^r \rfloor`): the same without
+    the :math:`[p < -2^{30}]` term (no nudge).
+
+    ``single`` (:math:`t = 31 - s`; ``final_rounding`` None or ``"half_up"``, its own): when the int32 wrap is the identity over the whole range of
     :math:`x`, :math:`y + z = \lfloor (x m + 2^{t-1} + z 2^t) / 2^t \rfloor`.
 
     Every intermediate is bounded in exact integers here; None when any could leave int64.
     """
-    if rq.kind not in ("double", "single") or not 1 <= acc_bits <= 32 or rq.final_rounding is not None \
-            or rq.multiplier_bits != 31:
+    if rq.kind not in ("double", "single") or not 1 <= acc_bits <= 32 or rq.multiplier_bits != 31 \
+            or rq.final_rounding not in (None, Rounding.HALF_UP):
         return None
+    tie_up = rq.final_rounding is Rounding.HALF_UP
     top = 1 << (acc_bits - 1)                       # |x| <= top
     mults, adds, nudges, shifts = [], [], [], []
     for m, s in zip(rq.multiplier, rq.shift):
@@ -88,7 +94,7 @@ def _fused_constants_at(rq: Requantizer, acc_bits: int, zero_point: int):
                 return None
             mult = m << left
             add = (1 << 30) + (((1 << right) >> 1) << 31) + (zero_point << (31 + right))
-            nudge = -(1 << 31) if right else 0
+            nudge = -(1 << 31) if right and not tie_up else 0
             shift = 31 + right
         else:
             t = 31 - s

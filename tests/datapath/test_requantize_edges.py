@@ -170,7 +170,7 @@ I32 = r"\[-2147483648, 2147483647\]"
     (lambda: tflite_add_params(1.0, 1.0, 2.0 ** -20), ValueError,
      r"tflite_add_params: the output multiplier 2\.0 is not in \(0, 1\); the scales are too far apart for TFLite's ADD"),
     (lambda: Requantizer("triple", multiplier=1, shift=0), ValueError,
-     r"Requantizer.kind must be one of \('double', 'single', 'shift', 'float'\), got 'triple'"),
+     r"Requantizer.kind must be one of \('double', 'single', 'shift', 'float', 'float32'\), got 'triple'"),
     (lambda: Requantizer("double", multiplier=(1, 2), shift=(0,)), ValueError,
      r"Requantizer: multiplier and shift need the same, non-zero length"),
     (lambda: Requantizer("double"), ValueError, r"Requantizer: multiplier and shift need the same, non-zero length"),
@@ -213,7 +213,7 @@ I32 = r"\[-2147483648, 2147483647\]"
     (lambda: Requantizer.tflite(1.0, 1.0, float("nan")), ValueError,
      r"output_scale must be positive and finite \(as a float32\), got nan"),
     (lambda: Requantizer.tflite(1.0, 1.0, 1.0, kind="triple"), ValueError,
-     r"kind must be one of \('double', 'single', 'shift', 'float'\), got 'triple'"),
+     r"kind must be one of \('double', 'single', 'shift', 'float', 'float32'\), got 'triple'"),
 ])
 def test_argument_errors_name_the_argument(call, exc, pattern):
     _raises(call, exc, pattern)
