@@ -16,7 +16,9 @@ where :math:`2^{e_m}` bounds row :math:`m` (``frexp`` of its largest magnitude) 
 exactly representable in float64, so float64 BLAS (any blocking, any FMA use, any thread count) returns the exact
 integer :math:`S_{mn}`; the result is :math:`S_{mn}\\, 2^{e_m + f_n - p_a - p_b}` rounded once to the output dtype.
 
-Accuracy: for :math:`K \\le 2^{11}` each operand keeps at least 21 bits relative to its row/column maximum, and the
+float64 operands are cut into three such pieces each (:func:`matmul`), about 60 bits of every row and column.
+
+Accuracy: for :math:`K \\le 2^{11}` each float32 operand keeps at least 21 bits relative to its row/column maximum, and the
 sum itself is exact (a float32 BLAS sum carries up to :math:`K \\cdot 2^{-24}` relative rounding error instead).
 Cost: one float64 product plus a few elementwise passes (``benchmarks/bench_repro_matmul.py``).
 """
@@ -37,20 +39,28 @@ def mantissa_bits(k: int) -> tuple[int, int]:
     return room - room // 2, room // 2
 
 
-def _scaled(x: np.ndarray, axis: int, bits: int):
-    """Integer-valued float64 mantissas of ``x`` on a power-of-two scale per slice along ``axis``, and the
-    scales :math:`2^{e - p}` (one per slice; the bound :math:`2^e` of an all-zero slice is 1)."""
+def _pieces(x: np.ndarray, axis: int, bits: int, n: int):
+    """``n`` integer-valued float64 mantissa arrays and their scales, :math:`x \approx \sum_i X_i 2^{e - (i+1)p}`,
+    one power-of-two scale per slice along ``axis`` (the bound :math:`2^e` of an all-zero slice is 1): the first
+    holds ``bits`` bits of ``x``, each next one the next ``bits`` bits of what is left (exact subtractions)."""
     top = np.maximum(x.max(axis=axis, keepdims=True), -x.min(axis=axis, keepdims=True))
     _, e = np.frexp(top.astype(np.float64))     # |x| < 2^e along the slice (top = f 2^e, 1/2 <= f < 1)
-    scale = np.ldexp(1.0, e - bits)            # exact powers of two: multiplying by them is exact
-    mant = x.astype(np.float64)
-    mant *= np.ldexp(1.0, bits - e)
-    return np.rint(mant, out=mant), scale
+    rest, out = x.astype(np.float64), []
+    for i in range(n):
+        shift = e - bits * (i + 1)
+        mant = np.rint(rest * np.ldexp(1.0, -shift))      # powers of two: scaling by them is exact
+        out.append((mant, np.ldexp(1.0, shift)))
+        if i + 1 < n:
+            rest = rest - mant * out[-1][1]               # |rest| <= half a unit of this piece, exact
+    return out
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b`` for 2-D float arrays ([M, K] @ [K, N]), bit-identical on every machine (module docstring).
 
+    float32 (and narrower) operands are one piece each (one exact float64 product); float64 operands are cut
+    into three pieces each, :math:`A = A_0 + A_1 + A_2`, and the six products :math:`A_i B_j` with
+    :math:`i + j \le 2` (each exact) are added in a fixed order, so about 60 bits of each row and column count.
     The result has numpy's result dtype of ``a`` and ``b``; NaN or inf in either operand raises ValueError.
     """
     a, b = np.asarray(a), np.asarray(b)
@@ -66,9 +76,14 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if not (np.isfinite(a).all() and np.isfinite(b).all()):
         raise ValueError("repro.matmul: operands hold NaN or inf (training diverged?)")
     pa, pb = mantissa_bits(k)
-    ai, sa = _scaled(a, 1, pa)                 # sa: [M, 1]
-    bi, sb = _scaled(b, 0, pb)                 # sb: [1, N]
-    s = np.matmul(ai, bi)                      # exact: every partial sum is an integer <= 2^53
-    s *= sa
-    s *= sb                                    # exact (powers of two), then one rounding to the output dtype
-    return s.astype(out_dtype)
+    parts = 1 if np.finfo(out_dtype).nmant <= 23 else 3
+    pieces_a, pieces_b = _pieces(a, 1, pa, parts), _pieces(b, 0, pb, parts)
+    total = None
+    for order in range(parts):                 # fixed order: the largest terms first
+        for i in range(order + 1):
+            (ai, sa), (bj, sb) = pieces_a[i], pieces_b[order - i]
+            s = np.matmul(ai, bj)              # exact: every partial sum is an integer <= 2^53
+            s *= sa
+            s *= sb                            # exact (powers of two)
+            total = s if total is None else total + s
+    return total.astype(out_dtype)             # one rounding to the output dtype

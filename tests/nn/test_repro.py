@@ -74,6 +74,20 @@ def test_matmul_is_the_exact_integer_method(shape):
     assert (np.abs(got - exact) <= bound + np.abs(exact) * 2.0 ** -23).all()
 
 
+def test_matmul_float64_is_within_a_few_ulps_of_the_exact_sum():
+    """float64 operands: three pieces each, six exact products; against the exact Fraction sum."""
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((4, 300)), rng.standard_normal((300, 3)) * 1e-3
+    got = repro.matmul(a, b)
+    assert got.dtype == np.float64
+    for i in range(4):
+        for j in range(3):
+            exact = sum(Fraction(float(p)) * Fraction(float(q)) for p, q in zip(a[i], b[:, j]))
+            scale = float(np.abs(a[i]).max() * np.abs(b[:, j]).max())
+            assert abs(Fraction(float(got[i, j])) - exact) <= Fraction(300 * scale) * Fraction(2) ** -60 + \
+                abs(exact) * Fraction(2) ** -52
+
+
 def test_matmul_hand_cases():
     a = np.array([[1.0, 2.0], [0.0, 0.0], [0.5, -3.0]], np.float32)
     b = np.array([[1.0, -1.0], [0.25, 4.0]], np.float32)
