@@ -18,8 +18,8 @@ integer :math:`S_{mn}`; the result is :math:`S_{mn}\\, 2^{e_m + f_n - p_a - p_b}
 
 float64 operands are cut into three such pieces each (:func:`matmul`), about 60 bits of every row and column.
 
-Accuracy: for :math:`K \\le 2^{11}` each float32 operand keeps at least 21 bits relative to its row/column maximum, and the
-sum itself is exact (a float32 BLAS sum carries up to :math:`K \\cdot 2^{-24}` relative rounding error instead).
+Accuracy: for :math:`K \\le 2^{11}` each float32 operand keeps at least 21 bits relative to its row/column maximum,
+and the sum itself is exact (a float32 BLAS sum carries up to :math:`K \\cdot 2^{-24}` relative rounding error instead).
 Cost: one float64 product plus a few elementwise passes (``benchmarks/bench_repro_matmul.py``).
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ def mantissa_bits(k: int) -> tuple[int, int]:
 
 
 def _pieces(x: np.ndarray, axis: int, bits: int, n: int):
-    """``n`` integer-valued float64 mantissa arrays and their scales, :math:`x \approx \sum_i X_i 2^{e - (i+1)p}`,
+    """``n`` integer-valued float64 mantissa arrays and their scales, :math:`x \\approx \\sum_i X_i 2^{e - (i+1)p}`,
     one power-of-two scale per slice along ``axis`` (the bound :math:`2^e` of an all-zero slice is 1): the first
     holds ``bits`` bits of ``x``, each next one the next ``bits`` bits of what is left (exact subtractions)."""
     top = np.maximum(x.max(axis=axis, keepdims=True), -x.min(axis=axis, keepdims=True))
@@ -60,7 +60,7 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
     float32 (and narrower) operands are one piece each (one exact float64 product); float64 operands are cut
     into three pieces each, :math:`A = A_0 + A_1 + A_2`, and the six products :math:`A_i B_j` with
-    :math:`i + j \le 2` (each exact) are added in a fixed order, so about 60 bits of each row and column count.
+    :math:`i + j \\le 2` (each exact) are added in a fixed order, so about 60 bits of each row and column count.
     The result has numpy's result dtype of ``a`` and ``b``; NaN or inf in either operand raises ValueError.
     """
     a, b = np.asarray(a), np.asarray(b)
