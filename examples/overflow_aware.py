@@ -174,7 +174,8 @@ def main(argv=None) -> int:
         found = search(plain, (xv, yv), target=goal, candidates=cands, config=base, calibration_x=calib)
         found.plot(os.path.join(args.out, "search.png"))
         best = found.best_uniform
-        uni_cfg = base.replace(weight_bits=best["weight_bits"], activation_bits=best["activation_bits"]) if best else None
+        uni_cfg = None if best is None else base.replace(weight_bits=best["weight_bits"],
+                                                         activation_bits=best["activation_bits"])
         mixed_test = hardware(plain, found.config, calib, xt, yt)[0]
         uni_test = hardware(plain, uni_cfg, calib, xt, yt)[0] if uni_cfg is not None else None
         results["search"] = {"target_validation": goal, "layers": found.layers, "bit_ops": found.costs["bit_ops"],
