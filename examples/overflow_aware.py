@@ -26,7 +26,8 @@ methods on the same axes, saturating solid and wrapping dashed), ``OUT/search.pn
     python examples/overflow_aware.py --out overflow_out [--epochs 10]
 
 17 networks are trained (float, plain QAT, 10 overflow-aware, 5 constrained); a progress bar counts their epochs
-(951 s on the 2-core project machine shared with eight other jobs; the README's table is that run's output).
+(951 s on the 2-core project machine shared with eight other jobs, 325 s on a lighter load; the README's table is
+that run's output, digest ``13684c152610620b`` under other BLAS kernels too).
 Every number is the same on every machine: the layers multiply with :func:`fxpsim.nn.repro.matmul`, whose
 sums are exact, so neither the BLAS kernel (AVX2 / AVX-512) nor its thread count changes a bit, and every
 random choice is seeded.
