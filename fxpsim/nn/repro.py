@@ -44,11 +44,14 @@ def _pieces(x: np.ndarray, axis: int, bits: int, n: int):
     one power-of-two scale per slice along ``axis`` (the bound :math:`2^e` of an all-zero slice is 1): the first
     holds ``bits`` bits of ``x``, each next one the next ``bits`` bits of what is left (exact subtractions)."""
     top = np.maximum(x.max(axis=axis, keepdims=True), -x.min(axis=axis, keepdims=True))
+    if not np.isfinite(top).all():             # NaN and inf reach the slice maxima
+        raise ValueError("repro.matmul: operands hold NaN or inf (training diverged?)")
     _, e = np.frexp(top.astype(np.float64))     # |x| < 2^e along the slice (top = f 2^e, 1/2 <= f < 1)
-    rest, out = x.astype(np.float64), []
+    rest, out = x, []
     for i in range(n):
         shift = e - bits * (i + 1)
-        mant = np.rint(rest * np.ldexp(1.0, -shift))      # powers of two: scaling by them is exact
+        mant = np.multiply(rest, np.ldexp(1.0, -shift), dtype=np.float64)   # powers of two: exact
+        np.rint(mant, out=mant)
         out.append((mant, np.ldexp(1.0, shift)))
         if i + 1 < n:
             rest = rest - mant * out[-1][1]               # |rest| <= half a unit of this piece, exact
@@ -73,8 +76,6 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     n = b.shape[1]
     if k == 0 or m == 0 or n == 0:
         return np.zeros((m, n), dtype=out_dtype)
-    if not (np.isfinite(a).all() and np.isfinite(b).all()):
-        raise ValueError("repro.matmul: operands hold NaN or inf (training diverged?)")
     pa, pb = mantissa_bits(k)
     parts = 1 if np.finfo(out_dtype).nmant <= 23 else 3
     pieces_a, pieces_b = _pieces(a, 1, pa, parts), _pieces(b, 0, pb, parts)
