@@ -8,6 +8,7 @@ import types
 
 import numpy as np
 
+from ..nn import repro
 from ..nn import conv as _conv
 from ..nn.conv import Conv2D, DepthwiseConv2D
 from ..nn.layers import Dense
@@ -325,8 +326,8 @@ class DatapathAware(Module):
         if layer.b is not None:
             layer._accumulate("b", dz.reshape(-1, dz.shape[-1]).sum(axis=0))
         if self.kind == "dense":
-            layer._weight_grad(np.matmul(self._x.T, dz))
-            return np.matmul(dz, self._w_hw.T) if input_grad else None
+            layer._weight_grad(repro.matmul(self._x.T, dz))
+            return repro.matmul(dz, self._w_hw.T) if input_grad else None
         if self.kind == "conv2d":
             dx, dw = _conv.conv2d_backward(dz, self._cols, self._w_hw, self._x_shape, layer.stride, self._pads,
                                            input_grad)
@@ -341,9 +342,9 @@ class DatapathAware(Module):
         """:math:`z^* + s_x s_w b^{int}` in float32 from the cached input and dequantized hardware weights."""
         layer = self.layer
         if self.kind == "dense":
-            z = np.matmul(self._x, self._w_hw)
+            z = repro.matmul(self._x, self._w_hw)
         elif self.kind == "conv2d":
-            z = np.matmul(self._cols, self._w_hw.reshape(-1, self._w_hw.shape[3]))
+            z = repro.matmul(self._cols, self._w_hw.reshape(-1, self._w_hw.shape[3]))
         else:
             z = np.einsum("nhwabc,abcm->nhwcm", self._patches, self._w_hw, optimize=True)
         z = z.reshape(self._x_shape[0], -1, self._s_w.size) if self.kind != "dense" else z

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from . import repro
 from .module import LinearLayer, Module, check_layer_input, glorot_uniform
 
 __all__ = ["output_size_and_padding", "pad_nhwc", "extract_patches", "scatter_patches",
@@ -104,7 +105,7 @@ def conv2d_forward(x, w, stride, padding):
         cols = x.reshape(n * oh * ow, cin)
     else:
         cols = extract_patches(pad_nhwc(x, pads), (kh, kw), stride).reshape(n * oh * ow, kh * kw * cin)
-    y = np.matmul(cols, w.reshape(kh * kw * cin, cout))
+    y = repro.matmul(cols, w.reshape(kh * kw * cin, cout))
     return y.reshape(n, oh, ow, cout), cols, pads
 
 
@@ -118,11 +119,11 @@ def conv2d_backward(dy, cols, w, x_shape, stride, pads, input_grad=True):
     kh, kw, cin, cout = w.shape
     n, oh, ow, _ = dy.shape
     dy2 = dy.reshape(n * oh * ow, cout)
-    dw = np.matmul(cols.T, dy2).reshape(w.shape)
+    dw = repro.matmul(cols.T, dy2).reshape(w.shape)
     if not input_grad:
         return None, dw
     if kh == kw == 1 and stride == (1, 1):
-        return np.matmul(dy2, w.reshape(cin, cout).T).reshape(x_shape), dw
+        return repro.matmul(dy2, w.reshape(cin, cout).T).reshape(x_shape), dw
     top, bottom, left, right = pads
     if stride == (1, 1) and cout <= 4 * cin:
         # dx is the correlation of dy (padded by K-1-pad) with the flipped, transposed kernel: one more
@@ -130,8 +131,8 @@ def conv2d_backward(dy, cols, w, x_shape, stride, pads, input_grad=True):
         dyp = pad_nhwc(dy, (kh - 1 - top, kh - 1 - bottom, kw - 1 - left, kw - 1 - right))
         dcols = extract_patches(dyp, (kh, kw), (1, 1)).reshape(-1, kh * kw * cout)
         w_flip = w[::-1, ::-1].transpose(0, 1, 3, 2).reshape(kh * kw * cout, cin)
-        return np.matmul(dcols, w_flip).reshape(x_shape), dw
-    dcols = np.matmul(dy2, w.reshape(kh * kw * cin, cout).T)
+        return repro.matmul(dcols, w_flip).reshape(x_shape), dw
+    dcols = repro.matmul(dy2, w.reshape(kh * kw * cin, cout).T)
     padded = (x_shape[0], x_shape[1] + top + bottom, x_shape[2] + left + right, cin)
     dx = scatter_patches(dcols.reshape(n, oh, ow, kh, kw, cin), padded, stride, pads)
     return dx, dw

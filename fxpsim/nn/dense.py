@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import repro
 from .module import LinearLayer, check_layer_input, glorot_uniform
 
 __all__ = ["Dense", "init_dense_weights"]
@@ -37,12 +38,12 @@ class Dense(LinearLayer):
         check_layer_input(x, self.dtype, (self.in_features,), f"{type(self).__name__}.forward")
         self._x = x
         self._w_hat = self.quantized_weight()
-        return self._finish_forward(np.matmul(x, self._w_hat))
+        return self._finish_forward(repro.matmul(x, self._w_hat))
 
     def backward(self, dy, input_grad=True):
         dz = self._start_backward(dy)
-        self._weight_grad(np.matmul(self._x.T, dz))
-        return np.matmul(dz, self._w_hat.T) if input_grad else None
+        self._weight_grad(repro.matmul(self._x.T, dz))
+        return repro.matmul(dz, self._w_hat.T) if input_grad else None
 
     def get_config(self):
         return {"in_features": self.in_features, "out_features": self.out_features, **self._linear_config()}

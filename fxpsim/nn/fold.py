@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import repro
 from .conv import conv2d_backward, conv2d_forward, init_conv_weights
 from .dense import init_dense_weights
 from .module import FusedActivation, LinearLayer, check_layer_input
@@ -181,10 +182,10 @@ class FoldedDenseBN(_FoldedBN):
         self._setup_bn(self.out_features, momentum, eps)
 
     def _linear(self, x, w):
-        return np.matmul(x, w)
+        return repro.matmul(x, w)
 
     def _linear_backward(self, dz, input_grad):
-        return (np.matmul(dz, self._w_hat.T) if input_grad else None), np.matmul(self._x.T, dz)
+        return (repro.matmul(dz, self._w_hat.T) if input_grad else None), repro.matmul(self._x.T, dz)
 
     def forward(self, x):
         check_layer_input(x, self.dtype, (self.in_features,), f"{type(self).__name__}.forward")

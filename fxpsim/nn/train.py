@@ -2,8 +2,9 @@
 
 Everything is float32 numpy; ``fit`` is deterministic: the model's initial weights come from the seeds
 given when it was built, and ``fit(seed=...)`` fixes the order of the mini-batches, so the same seeds give
-the same trained weights bit for bit. ``fit`` runs BLAS/OpenMP on one thread by default
-(:func:`thread_limit`), so the bits do not depend on the machine's core count either (same BLAS build).
+the same trained weights bit for bit. The layers multiply with :func:`fxpsim.nn.repro.matmul`, whose sums are
+exact, so the bits depend neither on the BLAS kernel (AVX2 or AVX-512) nor on its thread count; ``fit`` also
+runs BLAS/OpenMP on one thread by default (:func:`thread_limit`), the fastest for these small matrices.
 """
 from __future__ import annotations
 
@@ -311,7 +312,8 @@ def _run_epoch(model, x, y, batch_size, optimizer, loss_fn, rng, epoch, epochs, 
 
 
 def fit(model: Module, train_data, epochs: int, batch_size: int = 32, optimizer: Optimizer | None = None,
-        seed: int = 0, val_data=None, progress: bool = True, loss=None, threads: int | None = 1) -> dict:
+        seed: int = 0, val_data=None, progress: bool = True, loss=None, threads: int | None = 1,
+        callback=None) -> dict:
     """Train ``model`` on ``train_data = (x, y)`` with mini-batches; returns the history.
 
     Each epoch draws a permutation from ``numpy.random.default_rng(seed)`` and runs, per batch,
@@ -327,6 +329,8 @@ def fit(model: Module, train_data, epochs: int, batch_size: int = 32, optimizer:
     progress : bool, show a tqdm bar per epoch (loss, accuracy).
     loss : default ``SoftmaxCrossEntropy()``.
     threads : BLAS/OpenMP threads while training (:func:`thread_limit`; default 1, None = unchanged).
+    callback : ``callback(epoch, history)`` after every epoch (``epoch`` counted from 1), e.g. to advance an
+        outer progress bar; None for none.
 
     Returns
     -------
@@ -343,6 +347,8 @@ def fit(model: Module, train_data, epochs: int, batch_size: int = 32, optimizer:
         raise TypeError(f"fit: optimizer must be an Optimizer (e.g. fxpsim.nn.Adam(1e-3), SGD(0.1)), got "
                         f"{optimizer!r}")
     check_threads(threads, "fit: threads")
+    if callback is not None and not callable(callback):
+        raise TypeError(f"fit: callback must be callable as callback(epoch, history) or None, got {callback!r}")
     loss_fn = SoftmaxCrossEntropy() if loss is None else loss
     rng = np.random.default_rng(seed)
     history: dict[str, list] = {"loss": [], "accuracy": [], "lr": [], "time": []}
@@ -354,6 +360,8 @@ def fit(model: Module, train_data, epochs: int, batch_size: int = 32, optimizer:
     with thread_limit(threads):
         for epoch in range(int(epochs)):
             _run_epoch(model, x, y, batch_size, optimizer, loss_fn, rng, epoch, epochs, bar_cls, history, val_data)
+            if callback is not None:
+                callback(epoch + 1, history)
     model.eval()
     return history
 

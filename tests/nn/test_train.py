@@ -197,6 +197,16 @@ def test_fit_history_progress_and_validation(digits_flat, capsys):
     assert history["val_accuracy"][-1] == evaluate(model, xv, yv)["accuracy"]
 
 
+def test_fit_callback_sees_every_epoch(digits_flat):
+    (x, y), _ = digits_flat
+    seen = []
+    history = fit(mlp((64, 16, 10), seed=0), (x[:64], y[:64]), 3, 32, Adam(1e-2), progress=False,
+                  callback=lambda epoch, h: seen.append((epoch, len(h["loss"]))))
+    assert seen == [(1, 1), (2, 2), (3, 3)] and len(history["loss"]) == 3
+    with pytest.raises(TypeError, match="callback must be callable"):
+        fit(mlp((64, 16, 10), seed=0), (x[:64], y[:64]), 1, progress=False, callback=3)
+
+
 def test_evaluate_and_predict_restore_mode():
     model = Sequential(Dense(4, 3, seed=0), BatchNorm(3))
     model.train()
