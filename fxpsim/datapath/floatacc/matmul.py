@@ -18,6 +18,7 @@ from .accumulator import FloatAccumulator
 from .amd import rd_step
 from .exact import count_pairs, exact_dot
 from .fused import block_step, fused_step
+from .kernel import run_c
 from .operands import Operand, as_format, split_codes
 from .per_add import add_values, per_add_dot
 
@@ -231,9 +232,14 @@ def _sub(op: Operand, idx) -> Operand:
                    op.neg[idx], op.value[idx])
 
 
-def _chunked(A, B, a_fmt, b_fmt, C, acc, stats, sa, sb, block, batched=False):
+def _chunked(A, B, a_fmt, b_fmt, C, acc, stats, sa, sb, block, batched=False, threads=1, kernel=True):
     """The fused/block kinds over row tiles.  Matmul: A (M, K), B (K, N); ``batched``: A and B
-    (M, K), output M x 1 (row i of A with row i of B)."""
+    (M, K), output M x 1 (row i of A with row i of B).  ``kernel``: the C kernel
+    (:mod:`.kernel`) where it applies, else (and with ``kernel=False``) the numpy steps."""
+    if kernel:
+        D = run_c(A, B, a_fmt, b_fmt, C, acc, stats, sa, sb, block, batched, threads)
+        if D is not None:
+            return D
     M, K = A.shape
     N = 1 if batched else B.shape[1]
     ze = acc.zero_exponent
