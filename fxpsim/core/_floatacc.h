@@ -14,6 +14,13 @@
 #include <string.h>
 #include <math.h>
 
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && defined(__x86_64__) \
+    && defined(__linux__) && !defined(FXPSIM_NO_DISPATCH)
+#define FA_DISPATCH __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define FA_DISPATCH
+#endif
+
 #define FA_NAN 1u
 #define FA_INF 2u
 #define FA_NEG 4u
@@ -148,12 +155,22 @@ static inline int64_t fa_total_code(float total, const fa_params *p) {
     return (int64_t)u;
 }
 
+static inline int32_t fa_pmax(const int32_t *restrict ea, const int32_t *restrict eb, int n) {
+    int32_t pm = INT32_MIN;
+    for (int k = 0; k < n; k++) {
+        int32_t P = ea[k] + eb[k];
+        pm = P > pm ? P : pm;
+    }
+    return pm;
+}
+
 /* One fused chunk of n terms, truncation on int32 lanes: |a| |b| 2^(F - f_m) >> (E_max - P). */
-static inline int64_t fa_chunk32(const int32_t *ua, const int32_t *ea, const int32_t *ga, const int32_t *ub,
-                                 const int32_t *eb, const int32_t *gb, int64_t n, int32_t emax, int32_t base,
-                                 int64_t *lost) {
+static inline int64_t fa_chunk32(const int32_t *restrict ua, const int32_t *restrict ea,
+                                 const int32_t *restrict ga, const int32_t *restrict ub,
+                                 const int32_t *restrict eb, const int32_t *restrict gb, int n, int32_t emax,
+                                 int32_t base, int64_t *lost) {
     int32_t sum = 0, nl = 0;
-    for (int64_t k = 0; k < n; k++) {
+    for (int k = 0; k < n; k++) {
         int32_t r = emax - (ea[k] + eb[k]);
         r = r > 31 ? 31 : r;
         int32_t mag = (ua[k] * ub[k]) << base;
@@ -186,8 +203,9 @@ static inline int64_t fa_chunk64(const int32_t *ua, const int32_t *ea, const int
 /* D = fused(C; A B): A as (M, K) magnitudes ua, exponents ea, sign masks ga (0 / -1), flags fa;
  * B the same as (N, K) rows (or (M, K) when batched); c, d (M, N) storage codes;
  * st (M, 3): overflows, underflows, terms_inexact of each row. */
-static void fa_fused(const int32_t *ua, const int32_t *ea, const int32_t *ga, const uint8_t *fa,
+FA_DISPATCH static void fa_fused(const int32_t *ua, const int32_t *ea, const int32_t *ga, const uint8_t *fa,
                      const int32_t *ub, const int32_t *eb, const int32_t *gb, const uint8_t *fb,
+                     const uint8_t *qa, const uint8_t *qb,
                      const int64_t *c, int64_t *d, int64_t *st, int64_t M, int64_t N, const fa_params *p,
                      int threads) {
     int64_t K = p->K, ch = p->chunk, nch = K / ch;
@@ -209,19 +227,13 @@ static void fa_fused(const int32_t *ua, const int32_t *ea, const int32_t *ga, co
             for (int64_t q = 0; q < nch; q++) {
                 int64_t k0 = q * ch;
                 fa_c cc = fa_split(code, p);
-                int32_t pm = INT32_MIN;
-                for (int64_t k = k0; k < k0 + ch; k++) {
-                    int32_t P = ea_[k] + eb_[k];
-                    pm = P > pm ? P : pm;
-                }
+                int32_t pm = fa_pmax(ea_ + k0, eb_ + k0, (int)ch);
                 int64_t emax = pm > cc.exp ? pm : cc.exp;
-                unsigned fl = 0;
-                for (int64_t k = k0; k < k0 + ch; k++) fl |= fa_[k] | fb_[k];
                 int nan = cc.nan, pos = cc.inf && !cc.neg, neg = cc.inf && cc.neg;
-                if (fl & (FA_NAN | FA_INF)) fa_prod_specials(fa_ + k0, fb_ + k0, ch, &nan, &pos, &neg);
+                if (qa[i * nch + q] | qb[jb * nch + q]) fa_prod_specials(fa_ + k0, fb_ + k0, ch, &nan, &pos, &neg);
                 int64_t lost = 0, s;
                 if (p->fast32)
-                    s = fa_chunk32(ua_ + k0, ea_ + k0, ga_ + k0, ub_ + k0, eb_ + k0, gb_ + k0, ch, (int32_t)emax,
+                    s = fa_chunk32(ua_ + k0, ea_ + k0, ga_ + k0, ub_ + k0, eb_ + k0, gb_ + k0, (int)ch, (int32_t)emax,
                                    (int32_t)base, &lost);
                 else
                     s = fa_chunk64(ua_ + k0, ea_ + k0, ga_ + k0, ub_ + k0, eb_ + k0, gb_ + k0, ch, emax, base,
@@ -243,7 +255,7 @@ static void fa_fused(const int32_t *ua, const int32_t *ea, const int32_t *ga, co
 /* D = block(C; A B): ia, ib grid integers (value = I 2^(e_min - m)), flags fa, fb as fused;
  * scales per group start: sas, sae (M, K / block) significands / exponents, san NaN flags; sbs, sbe,
  * sbn (N or M, K / block). */
-static void fa_block(const int32_t *ia, const uint8_t *fa, const int32_t *ib, const uint8_t *fb,
+FA_DISPATCH static void fa_block(const int32_t *ia, const uint8_t *fa, const int32_t *ib, const uint8_t *fb,
                      const int64_t *sas, const int64_t *sae, const uint8_t *san,
                      const int64_t *sbs, const int64_t *sbe, const uint8_t *sbn,
                      const int64_t *c, int64_t *d, int64_t *st, int64_t M, int64_t N, const fa_params *p,
@@ -299,6 +311,93 @@ static void fa_block(const int32_t *ia, const uint8_t *fa, const int32_t *ib, co
                 }
             }
             d[i * N + j] = p->promote ? fa_total_code(total, p) : code;
+        }
+    }
+}
+
+#define FA_JT 16
+
+/* fa_fused for the int32 truncation case with B as (K, Np) columns (Np a multiple of FA_JT): 16
+ * outputs of a row at once, so the k loops run on vectors of columns.  qb is (K / chunk, Np). */
+FA_DISPATCH static void fa_fused_cols(const int32_t *ua, const int32_t *ea, const int32_t *ga, const uint8_t *fa,
+                                      const int32_t *ub, const int32_t *eb, const int32_t *gb, const uint8_t *fb,
+                                      const uint8_t *qa, const uint8_t *qb, const int64_t *c, int64_t *d,
+                                      int64_t *st, int64_t M, int64_t Np, const fa_params *p, int threads) {
+    int64_t K = p->K, ch = p->chunk, nch = K / ch;
+    int32_t base = (int32_t)(p->F - p->fm);
+    int64_t cbase = p->F - p->s_man_bits;
+    (void)threads;
+#ifdef FXPSIM_OPENMP
+    #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+#endif
+    for (int64_t i = 0; i < M; i++) {
+        int64_t *sti = st + 3 * i;
+        for (int64_t j0 = 0; j0 < Np; j0 += FA_JT) {
+            int64_t code[FA_JT];
+            float total[FA_JT];
+            for (int jj = 0; jj < FA_JT; jj++) {
+                int64_t cv = c[i * Np + j0 + jj];
+                code[jj] = p->promote ? 0 : cv;
+                uint32_t u = (uint32_t)cv;
+                memcpy(&total[jj], &u, 4);
+            }
+            for (int64_t q = 0; q < nch; q++) {
+                int64_t k0 = q * ch;
+                int32_t pm[FA_JT], em[FA_JT], sum[FA_JT], nl[FA_JT];
+                fa_c cc[FA_JT];
+                for (int jj = 0; jj < FA_JT; jj++) pm[jj] = INT32_MIN;
+                for (int64_t k = k0; k < k0 + ch; k++) {
+                    int32_t e = ea[i * K + k];
+                    const int32_t *restrict ebk = eb + k * Np + j0;
+                    for (int jj = 0; jj < FA_JT; jj++) {
+                        int32_t P = e + ebk[jj];
+                        pm[jj] = P > pm[jj] ? P : pm[jj];
+                    }
+                }
+                for (int jj = 0; jj < FA_JT; jj++) {
+                    cc[jj] = fa_split(code[jj], p);
+                    em[jj] = pm[jj] > cc[jj].exp ? pm[jj] : (int32_t)cc[jj].exp;
+                    sum[jj] = 0;
+                    nl[jj] = 0;
+                }
+                for (int64_t k = k0; k < k0 + ch; k++) {
+                    int32_t e = ea[i * K + k], u = ua[i * K + k] << base, g = ga[i * K + k];
+                    const int32_t *restrict ebk = eb + k * Np + j0, *restrict ubk = ub + k * Np + j0,
+                                  *restrict gbk = gb + k * Np + j0;
+                    for (int jj = 0; jj < FA_JT; jj++) {
+                        int32_t r = em[jj] - e - ebk[jj];
+                        r = r > 31 ? 31 : r;
+                        int32_t mag = u * ubk[jj];
+                        int32_t t = mag >> r;
+                        nl[jj] += (t << r) != mag;
+                        int32_t gg = g ^ gbk[jj];
+                        sum[jj] += (t ^ gg) - gg;
+                    }
+                }
+                for (int jj = 0; jj < FA_JT; jj++) {
+                    int64_t j = j0 + jj;
+                    int nan = cc[jj].nan, pos = cc[jj].inf && !cc[jj].neg, neg = cc[jj].inf && cc[jj].neg;
+                    if (qa[i * nch + q] | qb[q * Np + j]) {
+                        for (int64_t k = k0; k < k0 + ch; k++) {
+                            unsigned x = fa[i * K + k], y = fb[k * Np + j];
+                            if ((x | y) & FA_NAN || (x & FA_INF && y & FA_ZERO) || (x & FA_ZERO && y & FA_INF))
+                                nan = 1;
+                            else if ((x | y) & FA_INF) { if ((x ^ y) & FA_NEG) neg = 1; else pos = 1; }
+                        }
+                    }
+                    int64_t s = sum[jj];
+                    int cl = 0;
+                    if (cc[jj].sig) s += fa_align(cc[jj].sig, cbase + cc[jj].exp - em[jj], FA_TRUNC, &cl);
+                    if (!(nan || pos || neg)) sti[2] += nl[jj] + cl;
+                    code[jj] = fa_finish(s, em[jj], nan, pos, neg, p, sti);
+                    if (p->promote && ((q + 1) * ch % p->promote == 0 || q + 1 == nch)) {
+                        total[jj] = fa_promote(total[jj], code[jj], sti);
+                        code[jj] = 0;
+                    }
+                }
+            }
+            for (int jj = 0; jj < FA_JT; jj++)
+                d[i * Np + j0 + jj] = p->promote ? fa_total_code(total[jj], p) : code[jj];
         }
     }
 }

@@ -24,8 +24,12 @@ cdef extern from "_floatacc.h" nogil:
         int batched, fast32
     void fa_fused(const int32_t *ua, const int32_t *ea, const int32_t *ga, const uint8_t *fa,
                   const int32_t *ub, const int32_t *eb, const int32_t *gb, const uint8_t *fb,
-                  const int64_t *c, int64_t *d, int64_t *st, int64_t M, int64_t N, const fa_params *p,
+                  const uint8_t *qa, const uint8_t *qb, const int64_t *c, int64_t *d, int64_t *st, int64_t M, int64_t N, const fa_params *p,
                   int threads)
+    void fa_fused_cols(const int32_t *ua, const int32_t *ea, const int32_t *ga, const uint8_t *fa,
+                       const int32_t *ub, const int32_t *eb, const int32_t *gb, const uint8_t *fb,
+                       const uint8_t *qa, const uint8_t *qb, const int64_t *c, int64_t *d, int64_t *st,
+                       int64_t M, int64_t Np, const fa_params *p, int threads)
     void fa_block(const int32_t *ia, const uint8_t *fa, const int32_t *ib, const uint8_t *fb,
                   const int64_t *sas, const int64_t *sae, const uint8_t *san,
                   const int64_t *sbs, const int64_t *sbe, const uint8_t *sbn,
@@ -48,16 +52,36 @@ cdef fa_params _params(dict q):
 
 def fused_kernel(const int32_t[:, ::1] ua, const int32_t[:, ::1] ea, const int32_t[:, ::1] ga,
                  const uint8_t[:, ::1] fa, const int32_t[:, ::1] ub, const int32_t[:, ::1] eb,
-                 const int32_t[:, ::1] gb, const uint8_t[:, ::1] fb, const int64_t[:, ::1] c,
+                 const int32_t[:, ::1] gb, const uint8_t[:, ::1] fb, const uint8_t[:, ::1] qa,
+                 const uint8_t[:, ::1] qb, const int64_t[:, ::1] c,
                  int64_t[:, ::1] d, int64_t[:, ::1] st, dict params, int threads):
-    """d := fused(c; a b) for (M, K) and (N, K) operand parts; st (M, 3) per-row counts."""
+    """d := fused(c; a b) for (M, K) and (N, K) operand parts; qa, qb (rows, K / chunk): whether a chunk
+    holds a NaN or Inf; st (M, 3) per-row counts."""
     cdef fa_params p = _params(params)
     cdef int64_t M = d.shape[0], N = d.shape[1]
     if M == 0 or N == 0:
         return
     with nogil:
         fa_fused(&ua[0, 0], &ea[0, 0], &ga[0, 0], &fa[0, 0], &ub[0, 0], &eb[0, 0], &gb[0, 0], &fb[0, 0],
-                 &c[0, 0], &d[0, 0], &st[0, 0], M, N, &p, threads)
+                 &qa[0, 0], &qb[0, 0], &c[0, 0], &d[0, 0], &st[0, 0], M, N, &p, threads)
+
+
+def fused_cols_kernel(const int32_t[:, ::1] ua, const int32_t[:, ::1] ea, const int32_t[:, ::1] ga,
+                      const uint8_t[:, ::1] fa, const int32_t[:, ::1] ub, const int32_t[:, ::1] eb,
+                      const int32_t[:, ::1] gb, const uint8_t[:, ::1] fb, const uint8_t[:, ::1] qa,
+                      const uint8_t[:, ::1] qb, const int64_t[:, ::1] c, int64_t[:, ::1] d, int64_t[:, ::1] st,
+                      dict params, int threads):
+    """fused_kernel on int32 truncation with B parts as (K, Np) columns, Np a multiple of 16; qb
+    (K / chunk, Np)."""
+    cdef fa_params p = _params(params)
+    cdef int64_t M = d.shape[0], N = d.shape[1]
+    if M == 0 or N == 0:
+        return
+    if N % 16 or ub.shape[1] != N:
+        raise ValueError("fused_cols_kernel: B columns must be a multiple of 16")
+    with nogil:
+        fa_fused_cols(&ua[0, 0], &ea[0, 0], &ga[0, 0], &fa[0, 0], &ub[0, 0], &eb[0, 0], &gb[0, 0], &fb[0, 0],
+                      &qa[0, 0], &qb[0, 0], &c[0, 0], &d[0, 0], &st[0, 0], M, N, &p, threads)
 
 
 def block_kernel(const int32_t[:, ::1] ia, const uint8_t[:, ::1] fa, const int32_t[:, ::1] ib,

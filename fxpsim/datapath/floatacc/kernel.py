@@ -77,6 +77,20 @@ def _fused_parts(op: Operand, scale: Operand | None, block):
             np.ascontiguousarray(-(sig < 0).astype(np.int32)), _flags(op, extra))
 
 
+def _fused_cols(pa, pb, qa, qb, C, st, p, threads):
+    """The column-vector kernel: B parts transposed to (K, Np), N padded with zeros to a multiple of 16."""
+    M, N = C.shape
+    Np = -(-N // 16) * 16
+    pad = ((0, 0), (0, Np - N))
+    ub, eb, gb, fb = (np.ascontiguousarray(np.pad(x.T, pad, constant_values=v))
+                      for x, v in zip(pb, (0, _LOW, 0, 8)))
+    qbT = np.ascontiguousarray(np.pad(qb.T, pad))
+    Cp = np.ascontiguousarray(np.pad(C, pad))
+    D = np.empty((M, Np), np.int64)
+    _floatacc.fused_cols_kernel(*pa, ub, eb, gb, fb, qa, qbT, Cp, D, st, p, threads)
+    return D[:, :N]
+
+
 def run_c(A, B, a_fmt: FloatFormat, b_fmt: FloatFormat, C, acc, stats, sa, sb, block, batched=False,
           threads: int = 1):
     """``_chunked``'s result on the C kernel (A (M, K); B (K, N), or (M, K) when ``batched``), or
@@ -103,7 +117,13 @@ def run_c(A, B, a_fmt: FloatFormat, b_fmt: FloatFormat, C, acc, stats, sa, sb, b
         bits = int(pa[0].max(initial=0)).bit_length() + int(pb[0].max(initial=0)).bit_length() + base \
             + int(p["chunk"]).bit_length()
         p.update(fm=fm, fast32=int(acc.align == "truncate" and base >= 0 and bits <= 31))
-        _floatacc.fused_kernel(*pa, *pb, Cc, D, st, p, threads)
+        ch = p["chunk"]
+        qa, qb = (np.ascontiguousarray((x[3] & 3).reshape(x[3].shape[0], -1, ch).any(axis=-1).astype(np.uint8))
+                  for x in (pa, pb))
+        if p["fast32"] and not batched:
+            D = _fused_cols(pa, pb, qa, qb, Cc, st, p, threads)
+        else:
+            _floatacc.fused_kernel(*pa, *pb, qa, qb, Cc, D, st, p, threads)
     else:
         g = acc.group
         if p["chunk"] // g > 256:
