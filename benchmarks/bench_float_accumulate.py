@@ -28,7 +28,7 @@ import time
 import numpy as np
 
 from fxpsim.core.float_codec import decode, encode
-from fxpsim.datapath.floatacc import FloatAccumulator, float_dot, float_matmul
+from fxpsim.datapath.floatacc import FloatAccumulator, float_matmul
 
 MMA_SNIPPET = textwrap.dedent("""
     import sys, time, numpy as np, torch
@@ -94,7 +94,7 @@ def main():
     rows.append((f"fused FP8 matmul {n}^3 (hopper wgmma e4m3, 13-bit RZ)", fused, "issue 27 target", 1e9))
     t2, big2 = best(lambda: float_matmul(A, B, "e4m3", "e4m3", acc, threads=2), rep)
     assert np.array_equal(big.bits, big2.bits), "threads changed a bit"
-    rows.append((f"  the same, threads=2 (bits equal to threads=1)", macs / t2, "threads=1", fused))
+    rows.append(("  the same, threads=2 (bits equal to threads=1)", macs / t2, "threads=1", fused))
     # one wgmma instruction, the same codes in both simulators
     sa, sb = A[:64, :32], B[:32, :8]
     t_small, small = best(lambda: float_matmul(sa, sb, "e4m3", "e4m3", acc), max(rep, 20))
