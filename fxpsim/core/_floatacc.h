@@ -155,6 +155,28 @@ static inline int64_t fa_total_code(float total, const fa_params *p) {
     return (int64_t)u;
 }
 
+/* The end of a chunk: C's aligned term added to the products' sum s, the lost-bit count of a
+ * finite result, the rounding (fa_finish), then the promotion to float32 where it falls due. */
+static inline int64_t fa_close(int64_t s, const fa_c *cc, int64_t emax, int64_t lost, int nan, int pos, int neg,
+                               int64_t q, const fa_params *p, float *total, int64_t *sti) {
+    int cl = 0;
+    if (cc->sig) s += fa_align(cc->sig, p->F - p->s_man_bits + cc->exp - emax, p->align, &cl);
+    if (!(nan || pos || neg)) sti[2] += lost + cl;
+    int64_t code = fa_finish(s, emax, nan, pos, neg, p, sti);
+    if (p->promote && ((q + 1) * p->chunk % p->promote == 0 || q + 1 == p->K / p->chunk)) {
+        *total = fa_promote(*total, code, sti);
+        code = 0;
+    }
+    return code;
+}
+
+/* The chunk input of an output: its C code (+0 when promoting; *total then starts at C). */
+static inline int64_t fa_open(int64_t cv, const fa_params *p, float *total) {
+    uint32_t u = (uint32_t)cv;
+    memcpy(total, &u, 4);
+    return p->promote ? 0 : cv;
+}
+
 static inline int32_t fa_pmax(const int32_t *restrict ea, const int32_t *restrict eb, int n) {
     int32_t pm = INT32_MIN;
     for (int k = 0; k < n; k++) {
@@ -209,7 +231,7 @@ FA_DISPATCH static void fa_fused(const int32_t *ua, const int32_t *ea, const int
                      const int64_t *c, int64_t *d, int64_t *st, int64_t M, int64_t N, const fa_params *p,
                      int threads) {
     int64_t K = p->K, ch = p->chunk, nch = K / ch;
-    int64_t base = p->F - p->fm, cbase = p->F - p->s_man_bits;
+    int64_t base = p->F - p->fm;
     (void)threads;
 #ifdef FXPSIM_OPENMP
     #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
@@ -221,9 +243,8 @@ FA_DISPATCH static void fa_fused(const int32_t *ua, const int32_t *ea, const int
             const int32_t *ua_ = ua + i * K, *ea_ = ea + i * K, *ga_ = ga + i * K;
             const int32_t *ub_ = ub + jb * K, *eb_ = eb + jb * K, *gb_ = gb + jb * K;
             const uint8_t *fa_ = fa + i * K, *fb_ = fb + jb * K;
-            int64_t code = p->promote ? 0 : c[i * N + j];
-            float total = 0.0f;
-            if (p->promote) { uint32_t u = (uint32_t)c[i * N + j]; memcpy(&total, &u, 4); }
+            float total;
+            int64_t code = fa_open(c[i * N + j], p, &total);
             for (int64_t q = 0; q < nch; q++) {
                 int64_t k0 = q * ch;
                 fa_c cc = fa_split(code, p);
@@ -238,14 +259,7 @@ FA_DISPATCH static void fa_fused(const int32_t *ua, const int32_t *ea, const int
                 else
                     s = fa_chunk64(ua_ + k0, ea_ + k0, ga_ + k0, ub_ + k0, eb_ + k0, gb_ + k0, ch, emax, base,
                                    p->align, &lost);
-                int cl = 0;
-                if (cc.sig) s += fa_align(cc.sig, cbase + cc.exp - emax, p->align, &cl);
-                if (!(nan || pos || neg)) sti[2] += lost + cl;
-                code = fa_finish(s, emax, nan, pos, neg, p, sti);
-                if (p->promote && ((q + 1) * ch % p->promote == 0 || q + 1 == nch)) {
-                    total = fa_promote(total, code, sti);
-                    code = 0;
-                }
+                code = fa_close(s, &cc, emax, lost, nan, pos, neg, q, p, &total, sti);
             }
             d[i * N + j] = p->promote ? fa_total_code(total, p) : code;
         }
@@ -261,7 +275,7 @@ FA_DISPATCH static void fa_block(const int32_t *ia, const uint8_t *fa, const int
                      const int64_t *c, int64_t *d, int64_t *st, int64_t M, int64_t N, const fa_params *p,
                      int threads) {
     int64_t K = p->K, ch = p->chunk, nch = K / ch, g = p->group, G = K / p->block;
-    int64_t cbase = p->F - p->s_man_bits, tbase = p->F + p->lsb;
+    int64_t tbase = p->F + p->lsb;
     (void)threads;
 #ifdef FXPSIM_OPENMP
     #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
@@ -273,9 +287,8 @@ FA_DISPATCH static void fa_block(const int32_t *ia, const uint8_t *fa, const int
             int64_t jb = p->batched ? i : j;
             const int32_t *ia_ = ia + i * K, *ib_ = ib + jb * K;
             const uint8_t *fa_ = fa + i * K, *fb_ = fb + jb * K;
-            int64_t code = p->promote ? 0 : c[i * N + j];
-            float total = 0.0f;
-            if (p->promote) { uint32_t u = (uint32_t)c[i * N + j]; memcpy(&total, &u, 4); }
+            float total;
+            int64_t code = fa_open(c[i * N + j], p, &total);
             for (int64_t q = 0; q < nch; q++) {
                 int64_t k0 = q * ch, ng = ch / g;
                 fa_c cc = fa_split(code, p);
@@ -301,14 +314,7 @@ FA_DISPATCH static void fa_block(const int32_t *ia, const uint8_t *fa, const int
                     s += fa_align(vals[h], tbase + Ps[h] - emax, p->align, &l);
                     lost += l;
                 }
-                int cl = 0;
-                if (cc.sig) s += fa_align(cc.sig, cbase + cc.exp - emax, p->align, &cl);
-                if (!(nan || pos || neg)) sti[2] += lost + cl;
-                code = fa_finish(s, emax, nan, pos, neg, p, sti);
-                if (p->promote && ((q + 1) * ch % p->promote == 0 || q + 1 == nch)) {
-                    total = fa_promote(total, code, sti);
-                    code = 0;
-                }
+                code = fa_close(s, &cc, emax, lost, nan, pos, neg, q, p, &total, sti);
             }
             d[i * N + j] = p->promote ? fa_total_code(total, p) : code;
         }
@@ -325,7 +331,6 @@ FA_DISPATCH static void fa_fused_cols(const int32_t *ua, const int32_t *ea, cons
                                       int64_t *st, int64_t M, int64_t Np, const fa_params *p, int threads) {
     int64_t K = p->K, ch = p->chunk, nch = K / ch;
     int32_t base = (int32_t)(p->F - p->fm);
-    int64_t cbase = p->F - p->s_man_bits;
     (void)threads;
 #ifdef FXPSIM_OPENMP
     #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
@@ -335,12 +340,7 @@ FA_DISPATCH static void fa_fused_cols(const int32_t *ua, const int32_t *ea, cons
         for (int64_t j0 = 0; j0 < Np; j0 += FA_JT) {
             int64_t code[FA_JT];
             float total[FA_JT];
-            for (int jj = 0; jj < FA_JT; jj++) {
-                int64_t cv = c[i * Np + j0 + jj];
-                code[jj] = p->promote ? 0 : cv;
-                uint32_t u = (uint32_t)cv;
-                memcpy(&total[jj], &u, 4);
-            }
+            for (int jj = 0; jj < FA_JT; jj++) code[jj] = fa_open(c[i * Np + j0 + jj], p, &total[jj]);
             for (int64_t q = 0; q < nch; q++) {
                 int64_t k0 = q * ch;
                 int32_t pm[FA_JT], em[FA_JT], sum[FA_JT], nl[FA_JT];
@@ -385,15 +385,7 @@ FA_DISPATCH static void fa_fused_cols(const int32_t *ua, const int32_t *ea, cons
                             else if ((x | y) & FA_INF) { if ((x ^ y) & FA_NEG) neg = 1; else pos = 1; }
                         }
                     }
-                    int64_t s = sum[jj];
-                    int cl = 0;
-                    if (cc[jj].sig) s += fa_align(cc[jj].sig, cbase + cc[jj].exp - em[jj], FA_TRUNC, &cl);
-                    if (!(nan || pos || neg)) sti[2] += nl[jj] + cl;
-                    code[jj] = fa_finish(s, em[jj], nan, pos, neg, p, sti);
-                    if (p->promote && ((q + 1) * ch % p->promote == 0 || q + 1 == nch)) {
-                        total[jj] = fa_promote(total[jj], code[jj], sti);
-                        code[jj] = 0;
-                    }
+                    code[jj] = fa_close(sum[jj], &cc[jj], em[jj], nl[jj], nan, pos, neg, q, p, &total[jj], sti);
                 }
             }
             for (int jj = 0; jj < FA_JT; jj++)
