@@ -155,3 +155,21 @@ def test_bad_threads_raise(bad):
     acc = FloatAccumulator.preset("hopper-wgmma-m64n8k32-f32-e4m3")
     with pytest.raises(ValueError, match="threads"):
         float_matmul(np.zeros((1, 32), np.uint8), np.zeros((32, 1), np.uint8), "e4m3", "e4m3", acc, threads=bad)
+
+
+def test_exact_zero_signs_by_hand():
+    """IEEE 754 §6.3 on the Kulisch kind: an exact zero sum is -0 only when every addend is -0,
+    except under floor (roundTowardNegative), where a cancellation gives -0 too; other rows nonzero."""
+    e4 = FloatFormat.parse("e4m3")
+    one, neg0, mone = 0x38, 0x80, 0xB8                     # 1.0, -0, -1.0 in E4M3
+    assert decode(np.array([one, neg0, mone]), e4).tolist() == [1.0, -0.0, -1.0]
+    A = np.array([[neg0, neg0], [one, one], [one, one], [one, one]])
+    B = np.array([[one, one], [one, mone]])                 # col 0: a0 + a1, col 1: a0 - a1 (row 0: -0 + +0)
+    C = np.array([[0x80000000, 0x80000000], [0, 0], [0x80000000, 0x80000000], [0, 0x80000000]])
+    for rnd, want in (("half_even", [[0x80000000, 0], [0x40000000, 0], [0x40000000, 0],
+                                     [0x40000000, 0]]),
+                      ("floor", [[0x80000000, 0x80000000], [0x40000000, 0x80000000], [0x40000000, 0x80000000],
+                                 [0x40000000, 0x80000000]])):
+        acc = FloatAccumulator(kind="exact", output_rounding=rnd)
+        r = float_matmul(A, B, "e4m3", "e4m3", acc, C)
+        assert r.bits.astype(np.int64).tolist() == want, rnd
