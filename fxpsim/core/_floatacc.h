@@ -324,7 +324,8 @@ FA_DISPATCH static void fa_block(const int32_t *ia, const uint8_t *fa, const int
 #define FA_JT 16
 
 /* fa_fused for the int32 truncation case with B as (K, Np) columns (Np a multiple of FA_JT): 16
- * outputs of a row at once, so the k loops run on vectors of columns.  qb is (K / chunk, Np). */
+ * outputs of a row at once, so the k loops run on vectors of columns.  qb is (K / chunk, Np); st is
+ * (Np / 16, 3): the counts of each column tile (one thread per tile). */
 FA_DISPATCH static void fa_fused_cols(const int32_t *ua, const int32_t *ea, const int32_t *ga, const uint8_t *fa,
                                       const int32_t *ub, const int32_t *eb, const int32_t *gb, const uint8_t *fb,
                                       const uint8_t *qa, const uint8_t *qb, const int64_t *c, int64_t *d,
@@ -335,9 +336,9 @@ FA_DISPATCH static void fa_fused_cols(const int32_t *ua, const int32_t *ea, cons
 #ifdef FXPSIM_OPENMP
     #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
 #endif
-    for (int64_t i = 0; i < M; i++) {
-        int64_t *sti = st + 3 * i;
-        for (int64_t j0 = 0; j0 < Np; j0 += FA_JT) {
+    for (int64_t t = 0; t < Np / FA_JT; t++) {       /* a column tile of B stays in cache over the rows */
+        int64_t j0 = t * FA_JT, *sti = st + 3 * t;
+        for (int64_t i = 0; i < M; i++) {
             int64_t code[FA_JT];
             float total[FA_JT];
             for (int jj = 0; jj < FA_JT; jj++) code[jj] = fa_open(c[i * Np + j0 + jj], p, &total[jj]);

@@ -72,7 +72,7 @@ def fused_cols_kernel(const int32_t[:, ::1] ua, const int32_t[:, ::1] ea, const 
                       const uint8_t[:, ::1] qb, const int64_t[:, ::1] c, int64_t[:, ::1] d, int64_t[:, ::1] st,
                       dict params, int threads):
     """fused_kernel on int32 truncation with B parts as (K, Np) columns, Np a multiple of 16; qb
-    (K / chunk, Np)."""
+    (K / chunk, Np); st (Np / 16, 3) counts per column tile."""
     cdef fa_params p = _params(params)
     cdef int64_t M = d.shape[0], N = d.shape[1]
     if M == 0 or N == 0:

@@ -87,7 +87,9 @@ def _fused_cols(pa, pb, qa, qb, C, st, p, threads):
     qbT = np.ascontiguousarray(np.pad(qb.T, pad))
     Cp = np.ascontiguousarray(np.pad(C, pad))
     D = np.empty((M, Np), np.int64)
-    _floatacc.fused_cols_kernel(*pa, ub, eb, gb, fb, qa, qbT, Cp, D, st, p, threads)
+    st_tiles = np.zeros((Np // 16, 3), np.int64)                  # counts per column tile
+    _floatacc.fused_cols_kernel(*pa, ub, eb, gb, fb, qa, qbT, Cp, D, st_tiles, p, threads)
+    st[0] += st_tiles.sum(axis=0)
     return D[:, :N]
 
 
