@@ -322,8 +322,10 @@ FA_DISPATCH static void fa_block(const int32_t *ia, const uint8_t *fa, const int
 }
 
 #define FA_JT 16
+#define FA_IB 16
 
-/* fa_fused for the int32 truncation case with B as (K, Np) columns (Np a multiple of FA_JT): 16
+/* fa_fused for the int32 truncation case with B's ub, eb, gb packed by column tile, (Np / 16, K, 16),
+ * and fb as (K, Np) columns (Np a multiple of FA_JT): 16
  * outputs of a row at once, so the k loops run on vectors of columns.  qb is (K / chunk, Np); st is
  * (Np / 16, 3): the counts of each column tile (one thread per tile). */
 FA_DISPATCH static void fa_fused_cols(const int32_t *ua, const int32_t *ea, const int32_t *ga, const uint8_t *fa,
@@ -333,12 +335,15 @@ FA_DISPATCH static void fa_fused_cols(const int32_t *ua, const int32_t *ea, cons
     int64_t K = p->K, ch = p->chunk, nch = K / ch;
     int32_t base = (int32_t)(p->F - p->fm);
     (void)threads;
+    /* blocks of FA_IB rows x one column tile: both stay in cache while the block's outputs run */
+    for (int64_t i0 = 0; i0 < M; i0 += FA_IB) {
+    int64_t i1 = i0 + FA_IB < M ? i0 + FA_IB : M;
 #ifdef FXPSIM_OPENMP
     #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
 #endif
-    for (int64_t t = 0; t < Np / FA_JT; t++) {       /* a column tile of B stays in cache over the rows */
+    for (int64_t t = 0; t < Np / FA_JT; t++) {
         int64_t j0 = t * FA_JT, *sti = st + 3 * t;
-        for (int64_t i = 0; i < M; i++) {
+        for (int64_t i = i0; i < i1; i++) {
             int64_t code[FA_JT];
             float total[FA_JT];
             for (int jj = 0; jj < FA_JT; jj++) code[jj] = fa_open(c[i * Np + j0 + jj], p, &total[jj]);
@@ -349,7 +354,7 @@ FA_DISPATCH static void fa_fused_cols(const int32_t *ua, const int32_t *ea, cons
                 for (int jj = 0; jj < FA_JT; jj++) pm[jj] = INT32_MIN;
                 for (int64_t k = k0; k < k0 + ch; k++) {
                     int32_t e = ea[i * K + k];
-                    const int32_t *restrict ebk = eb + k * Np + j0;
+                    const int32_t *restrict ebk = eb + (t * K + k) * FA_JT;
                     for (int jj = 0; jj < FA_JT; jj++) {
                         int32_t P = e + ebk[jj];
                         pm[jj] = P > pm[jj] ? P : pm[jj];
@@ -363,8 +368,8 @@ FA_DISPATCH static void fa_fused_cols(const int32_t *ua, const int32_t *ea, cons
                 }
                 for (int64_t k = k0; k < k0 + ch; k++) {
                     int32_t e = ea[i * K + k], u = ua[i * K + k] << base, g = ga[i * K + k];
-                    const int32_t *restrict ebk = eb + k * Np + j0, *restrict ubk = ub + k * Np + j0,
-                                  *restrict gbk = gb + k * Np + j0;
+                    const int32_t *restrict ebk = eb + (t * K + k) * FA_JT, *restrict ubk = ub + (t * K + k) * FA_JT,
+                                  *restrict gbk = gb + (t * K + k) * FA_JT;
                     for (int jj = 0; jj < FA_JT; jj++) {
                         int32_t r = em[jj] - e - ebk[jj];
                         r = r > 31 ? 31 : r;
@@ -392,5 +397,6 @@ FA_DISPATCH static void fa_fused_cols(const int32_t *ua, const int32_t *ea, cons
             for (int jj = 0; jj < FA_JT; jj++)
                 d[i * Np + j0 + jj] = p->promote ? fa_total_code(total[jj], p) : code[jj];
         }
+    }
     }
 }

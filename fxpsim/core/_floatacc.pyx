@@ -71,14 +71,15 @@ def fused_cols_kernel(const int32_t[:, ::1] ua, const int32_t[:, ::1] ea, const 
                       const int32_t[:, ::1] gb, const uint8_t[:, ::1] fb, const uint8_t[:, ::1] qa,
                       const uint8_t[:, ::1] qb, const int64_t[:, ::1] c, int64_t[:, ::1] d, int64_t[:, ::1] st,
                       dict params, int threads):
-    """fused_kernel on int32 truncation with B parts as (K, Np) columns, Np a multiple of 16; qb
+    """fused_kernel on int32 truncation with B's ub, eb, gb packed by column tile (Np / 16 * K, 16),
+    fb (K, Np), Np a multiple of 16; qb
     (K / chunk, Np); st (Np / 16, 3) counts per column tile."""
     cdef fa_params p = _params(params)
     cdef int64_t M = d.shape[0], N = d.shape[1]
     if M == 0 or N == 0:
         return
-    if N % 16 or ub.shape[1] != N:
-        raise ValueError("fused_cols_kernel: B columns must be a multiple of 16")
+    if N % 16 or ub.shape[1] != 16 or ub.shape[0] != N // 16 * ua.shape[1] or fb.shape[1] != N:
+        raise ValueError("fused_cols_kernel: B parts must be (N / 16 * K, 16) tiles, fb (K, N), N % 16 == 0")
     with nogil:
         fa_fused_cols(&ua[0, 0], &ea[0, 0], &ga[0, 0], &fa[0, 0], &ub[0, 0], &eb[0, 0], &gb[0, 0], &fb[0, 0],
                       &qa[0, 0], &qb[0, 0], &c[0, 0], &d[0, 0], &st[0, 0], M, N, &p, threads)

@@ -78,12 +78,16 @@ def _fused_parts(op: Operand, scale: Operand | None, block):
 
 
 def _fused_cols(pa, pb, qa, qb, C, st, p, threads):
-    """The column-vector kernel: B parts transposed to (K, Np), N padded with zeros to a multiple of 16."""
+    """The column-vector kernel: B parts as columns, N padded with zeros to a multiple of 16."""
     M, N = C.shape
     Np = -(-N // 16) * 16
     pad = ((0, 0), (0, Np - N))
     ub, eb, gb, fb = (np.ascontiguousarray(np.pad(x.T, pad, constant_values=v))
                       for x, v in zip(pb, (0, _LOW, 0, 8)))
+    K = ub.shape[0]
+    # ub, eb, gb packed by column tile, (Np / 16, K, 16) seen as (Np / 16 * K, 16): one tile is contiguous
+    ub, eb, gb = (np.ascontiguousarray(x.reshape(K, Np // 16, 16).transpose(1, 0, 2)).reshape(-1, 16)
+                  for x in (ub, eb, gb))
     qbT = np.ascontiguousarray(np.pad(qb.T, pad))
     Cp = np.ascontiguousarray(np.pad(C, pad))
     D = np.empty((M, Np), np.int64)
