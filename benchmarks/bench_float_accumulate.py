@@ -1,11 +1,15 @@
 """Float accumulators: fxpsim beside its peers, same run, best of N, one thread.
 
-    python benchmarks/bench_float_accumulate.py [--size 256] [--repeat 3] [--mma-python PATH]
+    python benchmarks/bench_float_accumulate.py [--size 1024] [--repeat 3] [--mma-python PATH] [--mma-src DIR]
 
-Rows: the fused-dot FP8 matmul (Hopper wgmma e4m3 preset, 13-bit truncation) beside MMA-Sim on a
-small shape (MMA-Sim is run in its scratch venv, ``--mma-python``, with ``PYTHONPATH`` its source;
-skipped with a note when absent); the Kulisch-exact FP8 matmul beside float64 BLAS on the decoded
-values; the MXFP4 block-scaled matmul beside dequantize-then-float32-BLAS.
+Rows (issue 27): the fused-dot FP8 matmul (Hopper wgmma e4m3 preset, 13-bit truncation, the C
+kernel of ``fxpsim.core._floatacc``) at ``size``^3 beside the 10^9 MAC/s target, and with
+``threads=2`` (asserted bit-equal to one thread); one wgmma m64n8k32 instruction on the same codes
+in fxpsim and in MMA-Sim (run in its scratch venv, ``--mma-python`` with torch, ``PYTHONPATH`` its
+source ``--mma-src``; its D is compared bit for bit; skipped with a note when absent); the
+Kulisch-exact FP8 matmul beside float64 BLAS on the decoded values; the MXFP4 block-scaled matmul
+beside dequantize-then-float32-BLAS.  MMA-Sim venv: ``python3 -m venv /work/scratch/floatc-venv &&
+/work/scratch/floatc-venv/bin/pip install torch==2.13.0 numpy``; source: microsoft/MMA-Sim c785138.
 """
 from __future__ import annotations
 
@@ -17,30 +21,30 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 
 import numpy as np
 
 from fxpsim.core.float_codec import decode, encode
-from fxpsim.datapath.floatacc import FloatAccumulator, float_dot, float_matmul
+from fxpsim.datapath.floatacc import FloatAccumulator, float_matmul
 
 MMA_SNIPPET = textwrap.dedent("""
-    import time, torch
+    import sys, time, numpy as np, torch
     from mmasim.simulator import nv_ptx
     inst = nv_ptx.wgmma("Hopper", "m64n8k32.f32.e4m3.e4m3")
-    inst.m = inst.n = 1
-    g = torch.Generator().manual_seed(0)
-    A = (torch.randn(1, 32, generator=g)).to(torch.float8_e4m3fn)
-    B = (torch.randn(32, 1, generator=g)).to(torch.float8_e4m3fn)
-    C = torch.zeros(1, 1)
+    d = np.load(sys.argv[1])
+    A = torch.from_numpy(d["a"]).view(torch.float8_e4m3fn)
+    B = torch.from_numpy(d["b"]).view(torch.float8_e4m3fn)
+    C = torch.zeros(64, 8)
     best = 1e9
-    for _ in range(3):
+    for _ in range(int(sys.argv[2])):
         t = time.perf_counter()
-        for _ in range(50):
-            inst(A, B, C)
+        D = inst(A, B, C)
         best = min(best, time.perf_counter() - t)
-    print(50 * 32 / best)
+    np.save(sys.argv[3], D.view(torch.int32).numpy())
+    print(64 * 8 * 32 / best)
 """)
 
 
@@ -53,20 +57,29 @@ def best(fn, repeat):
     return t_best, out
 
 
-def mma_sim_rate(python, src):
+def mma_sim_rate(python, src, a, b, repeat):
+    """MMA-Sim's MAC/s on one wgmma m64n8k32 e4m3 instruction of codes ``a`` (64, 32), ``b`` (32, 8),
+    and its D codes, run in its own venv (torch); None when that venv or source is absent."""
     if not (python and os.path.exists(python) and src and os.path.isdir(src)):
-        return None
-    env = dict(os.environ, PYTHONPATH=src)
-    res = subprocess.run([python, "-c", MMA_SNIPPET], env=env, capture_output=True, text=True, timeout=600)
-    return float(res.stdout.strip()) if res.returncode == 0 else None
+        return None, None
+    with tempfile.TemporaryDirectory() as tmp:
+        inp, outp = os.path.join(tmp, "in.npz"), os.path.join(tmp, "d.npy")
+        np.savez(inp, a=a.astype(np.uint8), b=b.astype(np.uint8))
+        env = dict(os.environ, PYTHONPATH=src)
+        res = subprocess.run([python, "-c", MMA_SNIPPET, inp, str(repeat), outp], env=env, capture_output=True,
+                             text=True, timeout=600)
+        if res.returncode != 0:
+            print(f"(MMA-Sim failed: {res.stderr.strip().splitlines()[-1:]})")
+            return None, None
+        return float(res.stdout.strip().splitlines()[-1]), np.load(outp).view(np.uint32)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--size", type=int, default=256)
+    ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--mma-python", default="/work/scratch/mma-venv/bin/python")
-    ap.add_argument("--mma-src", default="/work/scratch/mma-sim")
+    ap.add_argument("--mma-python", default="/work/scratch/floatc-venv/bin/python")
+    ap.add_argument("--mma-src", default="/work/scratch/mma-sim-src")
     args = ap.parse_args()
     n, rep = args.size, args.repeat
     rng = np.random.default_rng(0)
@@ -76,11 +89,23 @@ def main():
     rows = []
 
     acc = FloatAccumulator.preset("hopper-wgmma-m64n8k32-f32-e4m3")
-    t, _ = best(lambda: float_matmul(A, B, "e4m3", "e4m3", acc), rep)
+    t, big = best(lambda: float_matmul(A, B, "e4m3", "e4m3", acc), rep)
     fused = macs / t
-    peer = mma_sim_rate(args.mma_python, args.mma_src)
-    rows.append((f"fused FP8 matmul {n}^3 (hopper wgmma e4m3, 13-bit RZ)", fused,
-                 "MMA-Sim wgmma (1x1 tiles, K=32)", peer))
+    rows.append((f"fused FP8 matmul {n}^3 (hopper wgmma e4m3, 13-bit RZ)", fused, "issue 27 target", 1e9))
+    t2, big2 = best(lambda: float_matmul(A, B, "e4m3", "e4m3", acc, threads=2), rep)
+    assert np.array_equal(big.bits, big2.bits), "threads changed a bit"
+    rows.append(("  the same, threads=2 (bits equal to threads=1)", macs / t2, "threads=1", fused))
+    # one wgmma instruction, the same codes in both simulators
+    sa, sb = A[:64, :32], B[:32, :8]
+    t_small, small = best(lambda: float_matmul(sa, sb, "e4m3", "e4m3", acc), max(rep, 20))
+    peer, peer_d = mma_sim_rate(args.mma_python, args.mma_src, sa, sb, rep)
+    if peer_d is not None:
+        same = np.array_equal(peer_d, small.bits)
+        print(f"MMA-Sim wgmma m64n8k32 D equals fxpsim's bit for bit: {same}")
+    rows.append(("fused FP8 one wgmma m64n8k32 (64x8x32)", 64 * 8 * 32 / t_small,
+                 "MMA-Sim wgmma, same codes", peer))
+    if peer:
+        rows.append((f"fused FP8 matmul {n}^3 (as above)", fused, "MMA-Sim wgmma m64n8k32", peer))
 
     ex = FloatAccumulator(kind="exact")
     t, _ = best(lambda: float_matmul(A, B, "e4m3", "e4m3", ex), rep)

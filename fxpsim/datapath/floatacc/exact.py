@@ -87,14 +87,22 @@ def exact_dot(a: Operand, b: Operand, a_fmt: FloatFormat, b_fmt: FloatFormat, c:
             cv = int(c.sig[idx]) << int(qc[idx] - L) if nz[idx] else 0
             N[idx] = (int(T[idx]) << (lab - L)) + cv
     q = L
-    # IEEE zero sign: -0 only when every addend is -0 (or floor of an exact cancellation)
-    n_neg = count_pairs(a.neg, ~b.neg) + count_pairs(~a.neg, b.neg)      # products with sign -
-    K = a.sig.shape[1]
-    allneg0 = (n_neg == K) & c.neg & c.zero
-    allpos0 = (n_neg == 0) & ~c.neg & c.zero
-    zsign = ~allpos0 if acc.output_rounding == "floor" else allneg0
-    codes, ovf, unf = round_scaled(N, q, acc.precision, acc.output_rounding, acc.overflow,
-                                   storage=out, zero_sign=zsign)
+    codes, ovf, unf = round_scaled(N, q, acc.precision, acc.output_rounding, acc.overflow, storage=out)
+    # IEEE zero sign of the zero results only: -0 when every addend is -0 (or floor of an exact
+    # cancellation); the 0/1 matmuls run on the rows and columns that hold a zero result
+    zero = (codes & ~np.int64(out.sign_bit)) == 0
+    if zero.any():
+        rows, cols = zero.any(axis=1), zero.any(axis=0)
+        an, bn = a.neg[rows], b.neg[:, cols]
+        n_neg = count_pairs(an, ~bn) + count_pairs(~an, bn)                # products with sign -
+        K = a.sig.shape[1]
+        cn, cz = c.neg[np.ix_(rows, cols)], c.zero[np.ix_(rows, cols)]
+        allneg0 = (n_neg == K) & cn & cz
+        allpos0 = (n_neg == 0) & ~cn & cz
+        zsign = ~allpos0 if acc.output_rounding == "floor" else allneg0
+        sub = codes[np.ix_(rows, cols)]
+        sub = np.where(zero[np.ix_(rows, cols)], np.where(zsign, np.int64(out.sign_bit), 0), sub)
+        codes[np.ix_(rows, cols)] = sub
     stats["overflows"] += int(ovf.sum())
     stats["underflows"] += int(unf.sum())
     return codes

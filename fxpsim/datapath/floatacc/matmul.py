@@ -18,6 +18,7 @@ from .accumulator import FloatAccumulator
 from .amd import rd_step
 from .exact import count_pairs, exact_dot
 from .fused import block_step, fused_step
+from .kernel import run_c
 from .operands import Operand, as_format, split_codes
 from .per_add import add_values, per_add_dot
 
@@ -70,8 +71,14 @@ def _codes(x, fmt: FloatFormat, what: str, shape=None) -> np.ndarray:
     return arr.astype(np.int64)
 
 
+def _check_threads(threads, where: str) -> int:
+    if isinstance(threads, (bool, np.bool_)) or not isinstance(threads, (int, np.integer)) or threads < 1:
+        raise ValueError(f"{where}: threads must be an int >= 1, got {threads!r}")
+    return int(threads)
+
+
 def float_matmul(a_codes, b_codes, a_fmt, b_fmt, acc: FloatAccumulator, c=None, *,
-                 scale_a=None, scale_b=None, scale_fmt=None) -> FloatMatmulResult:
+                 scale_a=None, scale_b=None, scale_fmt=None, threads: int = 1) -> FloatMatmulResult:
     """``C + A @ B`` on the datapath ``acc``.
 
     Parameters
@@ -83,6 +90,8 @@ def float_matmul(a_codes, b_codes, a_fmt, b_fmt, acc: FloatAccumulator, c=None, 
         (the tensor cores' zero), -0 (the IEEE additive identity) for exact/per_add.
     scale_a, scale_b : (M, K / block), (K / block, N) codes of ``scale_fmt`` (``e8m0``, or
         ``ue4m3`` = E4M3 codes whose sign bit is ignored), for ``fused`` with scales and ``block``.
+    threads : OpenMP threads of the fused/block C kernel (default 1: on a loaded machine more
+        threads only wait; each output is computed by one thread, so the count never changes a bit).
 
     Returns
     -------
@@ -90,6 +99,7 @@ def float_matmul(a_codes, b_codes, a_fmt, b_fmt, acc: FloatAccumulator, c=None, 
     """
     if not isinstance(acc, FloatAccumulator):
         raise TypeError(f"float_matmul: acc must be a FloatAccumulator, got {type(acc).__name__}")
+    threads = _check_threads(threads, "float_matmul")
     a_fmt, b_fmt = as_format(a_fmt, "float_matmul a_fmt"), as_format(b_fmt, "float_matmul b_fmt")
     A, B = _codes(a_codes, a_fmt, "a_codes"), _codes(b_codes, b_fmt, "b_codes")
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
@@ -139,13 +149,13 @@ def float_matmul(a_codes, b_codes, a_fmt, b_fmt, acc: FloatAccumulator, c=None, 
     elif acc.kind == "exact":
         D = _exact(A, B, a_fmt, b_fmt, C, acc, stats)
     else:
-        D = _chunked(A, B, a_fmt, b_fmt, C, acc, stats, sa, sb, block if scaled else None)
+        D = _chunked(A, B, a_fmt, b_fmt, C, acc, stats, sa, sb, block if scaled else None, threads=threads)
     stats["nans"] = int(np.isnan(decode(D, out)).sum())          # NaN outputs (not steps)
     return FloatMatmulResult(D.astype(out.dtype), out, **stats)
 
 
 def float_dot(a_codes, b_codes, a_fmt, b_fmt, acc: FloatAccumulator, c=None, *,
-              scale_a=None, scale_b=None, scale_fmt=None) -> FloatMatmulResult:
+              scale_a=None, scale_b=None, scale_fmt=None, threads: int = 1) -> FloatMatmulResult:
     """Batched dot products: ``D[i] = acc(C[i]; a[i, k] * b[i, k])`` for rows ``a``, ``b`` (M, K),
     ``c`` (M,), scales (M, K / block) each -- one output element per row (a tensor-core test case).
 
@@ -154,6 +164,7 @@ def float_dot(a_codes, b_codes, a_fmt, b_fmt, acc: FloatAccumulator, c=None, *,
     """
     if not isinstance(acc, FloatAccumulator):
         raise TypeError(f"float_dot: acc must be a FloatAccumulator, got {type(acc).__name__}")
+    threads = _check_threads(threads, "float_dot")
     a_fmt, b_fmt = as_format(a_fmt, "float_dot a_fmt"), as_format(b_fmt, "float_dot b_fmt")
     A, B = _codes(a_codes, a_fmt, "a_codes"), _codes(b_codes, b_fmt, "b_codes")
     if A.ndim != 2 or A.shape != B.shape:
@@ -190,7 +201,7 @@ def float_dot(a_codes, b_codes, a_fmt, b_fmt, acc: FloatAccumulator, c=None, *,
         sa = split_codes(SA, sfmt, acc.zero_exponent, ignore_sign)
         sb = split_codes(SB, sfmt, acc.zero_exponent, ignore_sign)
     stats = dict(overflows=0, nans=0, underflows=0, terms_inexact=0)
-    D = _chunked(A, B, a_fmt, b_fmt, C, acc, stats, sa, sb, block, batched=True)[:, 0]
+    D = _chunked(A, B, a_fmt, b_fmt, C, acc, stats, sa, sb, block, batched=True, threads=threads)[:, 0]
     stats["nans"] = int(np.isnan(decode(D, out)).sum())
     return FloatMatmulResult(D.astype(out.dtype), out, **stats)
 
@@ -231,9 +242,14 @@ def _sub(op: Operand, idx) -> Operand:
                    op.neg[idx], op.value[idx])
 
 
-def _chunked(A, B, a_fmt, b_fmt, C, acc, stats, sa, sb, block, batched=False):
+def _chunked(A, B, a_fmt, b_fmt, C, acc, stats, sa, sb, block, batched=False, threads=1, kernel=True):
     """The fused/block kinds over row tiles.  Matmul: A (M, K), B (K, N); ``batched``: A and B
-    (M, K), output M x 1 (row i of A with row i of B)."""
+    (M, K), output M x 1 (row i of A with row i of B).  ``kernel``: the C kernel
+    (:mod:`.kernel`) where it applies, else (and with ``kernel=False``) the numpy steps."""
+    if kernel:
+        D = run_c(A, B, a_fmt, b_fmt, C, acc, stats, sa, sb, block, batched, threads)
+        if D is not None:
+            return D
     M, K = A.shape
     N = 1 if batched else B.shape[1]
     ze = acc.zero_exponent

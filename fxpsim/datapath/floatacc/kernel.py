@@ -1,0 +1,152 @@
+"""The fused and block kinds on the C kernels of :mod:`fxpsim.core._floatacc`.
+
+The operands are split here (:func:`~.operands.split_codes`, O(MK + KN) numpy work) into what the
+kernel reads per element: the magnitude :math:`|S|` (times the block scale's significand for the
+fused kind), the alignment exponent :math:`E` (plus the scale's), a sign mask and the special
+flags; the kernel then runs the same integer formula as :mod:`.fused` per output (one thread per
+row; the thread count never changes a bit).  :func:`run_c` returns None where the kernel does not
+apply (an output that is not IEEE with subnormals and Inf, operands too wide for int32 parts, more
+than 256 groups per chunk); the caller then takes the numpy path.
+
+Exponents of zeros and specials are clamped to :math:`\\ge -2^{28}` (a zero that never sets the
+maximum, :data:`~.operands.NO_EXPONENT`, stays below every real exponent; its term is 0 either way).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.float_format import FloatFormat
+from .operands import NO_EXPONENT, Operand, split_codes
+
+__all__ = ["run_c", "kernel_available"]
+
+try:                                             # the compiled kernels (absent in a bare source tree)
+    from ...core import _floatacc
+except ImportError:                              # pragma: no cover - exercised without the build
+    _floatacc = None
+
+_LOW = -(1 << 28)
+_ROUND = {"toward_zero": 0, "half_even": 1, "half_away": 2, "floor": 3, "ceil": 4}
+_OVF = {"inf": 0, "ieee": 1, "saturate": 2}
+_ALIGN = {"truncate": 0, "floor": 1, "half_even": 2}
+_I32 = 1 << 31
+
+
+def kernel_available() -> bool:
+    return _floatacc is not None
+
+
+def _flags(op: Operand, extra_nan=None) -> np.ndarray:
+    nan = op.nan if extra_nan is None else (op.nan | extra_nan)
+    f = nan.astype(np.uint8) | (op.inf.astype(np.uint8) << 1) | (op.neg.astype(np.uint8) << 2) \
+        | (op.zero.astype(np.uint8) << 3)
+    return np.ascontiguousarray(f)
+
+
+def _i32(x) -> np.ndarray:
+    return np.ascontiguousarray(np.clip(x, _LOW, -_LOW).astype(np.int32))
+
+
+def _params(acc, K: int, batched: bool) -> dict | None:
+    out, prec = acc.output, acc.precision
+    for f in (out, prec):
+        if f.encoding != "ieee" or not f.subnormals or not f.has_inf or not f.signed:
+            return None
+    ze = NO_EXPONENT if acc.zero_exponent is None else int(acc.zero_exponent)
+    return dict(K=K, chunk=acc.chunk or K, promote=acc.promote_every or 0, F=acc.fraction_bits,
+                align=_ALIGN[acc.align], ze=ze, s_exp_bits=out.exp_bits, s_man_bits=out.man_bits, s_bias=out.bias,
+                s_sign_bit=int(out.sign_bit), s_inf_code=int(out.inf_code), p_m=prec.man_bits,
+                p_emin=prec._min_exponent, p_maxc=int(prec.max_mag_code), p_inf_code=int(prec.inf_code),
+                p_has_inf=1, rounding=_ROUND[acc.output_rounding], overflow=_OVF[acc.overflow],
+                nan_code=int(acc.nan), batched=int(batched))
+
+
+def _fused_parts(op: Operand, scale: Operand | None, block):
+    """(|S|, E, sign mask, flags) per element, the element's block scale folded in."""
+    sig, exp, extra = op.sig, op.exp, None
+    if scale is not None:
+        idx = np.arange(op.sig.shape[1]) // block
+        ssig = scale.sig[:, idx]
+        sig = sig * ssig
+        exp = np.maximum(exp, _LOW) + np.maximum(scale.exp[:, idx], _LOW)
+        extra = scale.nan[:, idx]
+    mag = np.abs(sig)
+    if mag.size and int(mag.max()) >= _I32:
+        return None
+    return (np.ascontiguousarray(mag.astype(np.int32)), _i32(exp),
+            np.ascontiguousarray(-(sig < 0).astype(np.int32)), _flags(op, extra))
+
+
+def _fused_cols(pa, pb, qa, qb, C, st, p, threads):
+    """The column-vector kernel: B parts as columns, N padded with zeros to a multiple of 16."""
+    M, N = C.shape
+    Np = -(-N // 16) * 16
+    pad = ((0, 0), (0, Np - N))
+    ub, eb, gb, fb = (np.ascontiguousarray(np.pad(x.T, pad, constant_values=v))
+                      for x, v in zip(pb, (0, _LOW, 0, 8)))
+    K = ub.shape[0]
+    # ub, eb, gb packed by column tile, (Np / 16, K, 16) seen as (Np / 16 * K, 16): one tile is contiguous
+    ub, eb, gb = (np.ascontiguousarray(x.reshape(K, Np // 16, 16).transpose(1, 0, 2)).reshape(-1, 16)
+                  for x in (ub, eb, gb))
+    qbT = np.ascontiguousarray(np.pad(qb.T, pad))
+    Cp = np.ascontiguousarray(np.pad(C, pad))
+    D = np.empty((M, Np), np.int64)
+    st_tiles = np.zeros((Np // 16, 3), np.int64)                  # counts per column tile
+    _floatacc.fused_cols_kernel(*pa, ub, eb, gb, fb, qa, qbT, Cp, D, st_tiles, p, threads)
+    st[0] += st_tiles.sum(axis=0)
+    return D[:, :N]
+
+
+def run_c(A, B, a_fmt: FloatFormat, b_fmt: FloatFormat, C, acc, stats, sa, sb, block, batched=False,
+          threads: int = 1):
+    """``_chunked``'s result on the C kernel (A (M, K); B (K, N), or (M, K) when ``batched``), or
+    None where the kernel does not apply."""
+    if _floatacc is None or acc.kind not in ("fused", "block"):
+        return None
+    M, K = A.shape
+    N = 1 if batched else B.shape[1]
+    p = _params(acc, K, batched)
+    if p is None:
+        return None
+    ze = acc.zero_exponent
+    a = split_codes(A, a_fmt, ze)
+    b = split_codes(B if batched else B.T, b_fmt, ze)
+    D = np.empty((M, N), np.int64)
+    st = np.zeros((M, 3), np.int64)
+    Cc = np.ascontiguousarray(C, dtype=np.int64)
+    if acc.kind == "fused":
+        pa, pb = _fused_parts(a, sa, block), _fused_parts(b, sb, block)
+        if pa is None or pb is None:
+            return None
+        fm = a.man_bits + b.man_bits + (0 if sa is None else sa.man_bits + sb.man_bits)
+        base = acc.fraction_bits - fm
+        bits = int(pa[0].max(initial=0)).bit_length() + int(pb[0].max(initial=0)).bit_length() + base \
+            + int(p["chunk"]).bit_length()
+        p.update(fm=fm, fast32=int(acc.align == "truncate" and base >= 0 and bits <= 31))
+        ch = p["chunk"]
+        qa, qb = (np.ascontiguousarray((x[3] & 3).reshape(x[3].shape[0], -1, ch).any(axis=-1).astype(np.uint8))
+                  for x in (pa, pb))
+        if p["fast32"] and not batched:
+            D = _fused_cols(pa, pb, qa, qb, Cc, st, p, threads)
+        else:
+            _floatacc.fused_kernel(*pa, *pb, qa, qb, Cc, D, st, p, threads)
+    else:
+        g = acc.group
+        if p["chunk"] // g > 256:
+            return None
+        ia = np.where(a.sig != 0, a.sig << np.clip(a.exp - a_fmt._min_exponent, 0, 62), 0)
+        ib = np.where(b.sig != 0, b.sig << np.clip(b.exp - b_fmt._min_exponent, 0, 62), 0)
+        if max(int(np.abs(ia).max(initial=0)), int(np.abs(ib).max(initial=0))) >= _I32:
+            return None
+        lsb = a_fmt._min_exponent - a.man_bits + b_fmt._min_exponent - b.man_bits - sa.man_bits - sb.man_bits
+        p.update(lsb=lsb, group=g, block=block)
+        c64 = np.ascontiguousarray
+        _floatacc.block_kernel(c64(ia.astype(np.int32)), _flags(a), c64(ib.astype(np.int32)), _flags(b),
+                               c64(sa.sig, dtype=np.int64), c64(sa.exp, dtype=np.int64), c64(sa.nan, dtype=np.uint8),
+                               c64(sb.sig, dtype=np.int64), c64(sb.exp, dtype=np.int64), c64(sb.nan, dtype=np.uint8),
+                               Cc, D, st, p, threads)
+    tot = st.sum(axis=0)
+    stats["overflows"] += int(tot[0])
+    stats["underflows"] += int(tot[1])
+    stats["terms_inexact"] += int(tot[2])
+    return D
