@@ -8,7 +8,9 @@ or "no tests" (exit code 0 or 33 in mutmut's ``.meta``) is activated the way mut
 ``MUTANT_UNDER_TEST`` environment variable read by the trampolines of ``WORKDIR/mutants``) and the given
 tests, copied from this checkout into ``WORKDIR/mutants`` first, run against it with ``pytest -x``:
 a failure kills it.  Prints one line per mutant and ``RECHECK killed K of N (still alive: names)``.
-Environment: ``MUTANTS`` (space-separated globs) restricts the mutants rechecked, ``NICE`` (default 19).
+Environment: ``MUTANTS`` (space-separated globs) restricts the mutants rechecked, ``UNCHECKED=1`` adds the
+mutants the run never reached (a run stopped early: the score is then that of the given tests alone),
+``NICE`` (default 19).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 ALIVE = (0, 33)
+STATUS = {0: "survived", 33: "no tests", None: "not checked"}
 
 
 def main(argv: list[str]) -> int:
@@ -35,7 +38,8 @@ def main(argv: list[str]) -> int:
         return 2
     codes = json.loads(metas[0].read_text())["exit_code_by_key"]
     globs = os.environ.get("MUTANTS", "").split()
-    names = sorted((k for k, c in codes.items() if c in ALIVE and (not globs or any(fnmatch.fnmatch(k, g)
+    alive_codes = ALIVE + ((None,) if os.environ.get("UNCHECKED") == "1" else ())
+    names = sorted((k for k, c in codes.items() if c in alive_codes and (not globs or any(fnmatch.fnmatch(k, g)
                                                                                      for g in globs))),
                    key=lambda k: (k.rsplit("__mutmut_", 1)[0], int(k.rsplit("_", 1)[1])))
     for t in tests:
@@ -73,7 +77,7 @@ def main(argv: list[str]) -> int:
         state = "killed" if code == 1 else "ALIVE" if code == 0 else f"error {code}"
         if code == 0:
             alive.append(name)
-        print(f"{state:>8}  {name}  (was {'survived' if codes[name] == 0 else 'no tests'})", flush=True)
+        print(f"{state:>8}  {name}  (was {STATUS[codes[name]]})", flush=True)
     print(f"RECHECK killed {len(names) - len(alive)} of {len(names)}"
           + (f" (still alive: {', '.join(n.rsplit('.', 1)[1] for n in alive)})" if alive else ""))
     return 0
