@@ -64,14 +64,15 @@ def main(argv: list[str]) -> int:
         pid = os.fork()
         if pid == 0:                                        # child: run the tests against this mutant
             os.environ["MUTANT_UNDER_TEST"] = name
-            with open(os.devnull, "w") as null:
-                os.dup2(null.fileno(), 1)
-                os.dup2(null.fileno(), 2)
+            with open(work.parent / "recheck-last.log", "w") as log:     # the last mutant's pytest output
+                os.dup2(log.fileno(), 1)
+                os.dup2(log.fileno(), 2)
             os._exit(int(pytest.main(["-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *tests])))
         code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
         if name == "clean.run":
             if code != 0:
-                print(f"the tests fail without a mutant (exit {code}): fix them first", file=sys.stderr)
+                print(f"the tests fail without a mutant (exit {code}): fix them first\n"
+                      + (work.parent / "recheck-last.log").read_text()[-3000:], file=sys.stderr)
                 return 1
             continue
         state = "killed" if code == 1 else "ALIVE" if code == 0 else f"error {code}"
