@@ -196,6 +196,7 @@ def _set_stats(bn, seed):
 def test_fold_dense_weights_and_bias_by_the_formula():
     model = Sequential(Dense(3, 4, seed=0), BatchNorm(4, eps=0.05))
     _set_stats(model[1], 1)
+    model[0].b[:] = [0.5, -1.25, 2.0, 0.75]                  # (a fresh Dense has a zero bias)
     dense, bn = model[0], model[1]
     folded = fold_batchnorm(model)
     assert len(folded) == 1 and not folded.training
@@ -218,14 +219,14 @@ def test_fold_into_a_layer_without_bias_and_into_a_depthwise_conv():
         assert folded[0].b[o] == pytest.approx(float(bn.beta[o]) - s * float(bn.running_mean[o]), rel=RTOL,
                                                abs=1e-6)
         np.testing.assert_allclose(folded[0].W[..., o], model[0].W[..., o].astype(np.float64) * s, rtol=RTOL)
-    dw = Sequential(DepthwiseConv2D(2, 3, depth_multiplier=2, seed=0), BatchNorm(4))
+    dw = Sequential(DepthwiseConv2D(2, 3, depth_multiplier=3, seed=0), BatchNorm(6))
     _set_stats(dw[1], 3)
     bn = dw[1]
     fw = fold_batchnorm(dw)[0].W
     assert fw.shape == dw[0].W.shape                      # [KH, KW, C, M], output channel c * M + m
     for c in range(2):
-        for m in range(2):
-            o = c * 2 + m
+        for m in range(3):
+            o = c * 3 + m
             s = float(bn.gamma[o]) / math.sqrt(float(bn.running_var[o]) + 1e-3)
             np.testing.assert_allclose(fw[:, :, c, m], dw[0].W[:, :, c, m].astype(np.float64) * s, rtol=RTOL)
 
@@ -237,6 +238,8 @@ def test_fold_refuses_a_non_sequential_and_keeps_bn_after_an_activation():
     folded = fold_batchnorm(model)
     assert [type(layer).__name__ for layer in folded] == ["Dense", "BatchNorm", "BatchNorm"]
     assert folded[1] is not model[1] and not folded.training and model.training
+    folded[1].running_mean[:] = 7.0                                  # a deep copy: the original keeps its own
+    assert model[1].running_mean.tolist() == [0.0, 0.0]
     with pytest.raises(ValueError, match=r"^fold_batchnorm: BatchNorm at index 1 does not follow a linear layer "
                                          r"without activation / activation quantizer$"):
         fold_batchnorm(model, strict=True)
