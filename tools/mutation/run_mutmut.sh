@@ -18,6 +18,9 @@
 #   NICE      niceness (default 19: mutation runs are long and the machine is shared)
 #   TIMEOUT_MULTIPLIER, TIMEOUT_CONSTANT  mutmut's per-mutant time limit (default 60 x the
 #             clean run + 20 s: a niced run on a busy machine is slow, not hung)
+#   MUTANTS   space-separated mutant-name globs (mutmut's fnmatch), e.g. '*ǁReportǁto_html__mutmut_*':
+#             run only those mutants of MODULE (for a module too large to run whole); the summary
+#             then counts only the matching mutants
 #
 # OpenMP runs on one thread (OMP_THREAD_LIMIT=1, BLAS likewise): mutmut forks every mutant's process
 # from a parent that has run the tests, and a libgomp thread pool does not survive a fork (the child
@@ -82,11 +85,12 @@ timeout_multiplier = ${TIMEOUT_MULTIPLIER:-60}
 timeout_constant = ${TIMEOUT_CONSTANT:-20}
 EOF
 
+read -r -a mutant_globs <<< "${MUTANTS:-}"     # no pathname expansion of the globs
 cd "$workdir"
 start=$(date +%s)
 # mutmut draws a spinner with carriage returns: the raw log goes to mutmut-run.log, and only
 # the lines that are not spinner frames (plus the last frame: the final counts) are shown
-OMP_THREAD_LIMIT=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 nice -n "$niceness" mutmut run --max-children "$jobs" > mutmut-run.log 2>&1 || echo "mutmut run: exit $?"
+OMP_THREAD_LIMIT=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 nice -n "$niceness" mutmut run --max-children "$jobs" "${mutant_globs[@]}" > mutmut-run.log 2>&1 || echo "mutmut run: exit $?"
 python3 - <<'PY'
 import re
 lines = open("mutmut-run.log", encoding="utf-8", errors="replace").read().replace("\r", "\n").split("\n")
@@ -101,7 +105,13 @@ echo
 echo "== surviving / untested mutants =="
 mutmut results 2>/dev/null || true
 echo
-mutmut results --all true 2>/dev/null | awk -F': ' '{print $2}' | sort | uniq -c \
+mutmut results --all true 2>/dev/null | MUTANTS="${MUTANTS:-}" python3 -c '
+import fnmatch, os, sys
+pats = os.environ["MUTANTS"].split()
+for line in sys.stdin:
+    name = line.split(":")[0].strip()
+    if not pats or any(fnmatch.fnmatch(name, p) for p in pats):
+        sys.stdout.write(line)' | awk -F': ' '{print $2}' | sort | uniq -c \
     | awk -v mod="$module" -v secs=$((end - start)) '
         {n[$2 (NF > 2 ? " " $3 : "")] = $1; total += $1}
         END {printf "SUMMARY %s: %d mutants, killed %d, survived %d, no tests %d, timeout %d, suspicious %d, %ds\n",
