@@ -25,7 +25,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # ``from reference import ...`` works whatever pytest's import mode.
 if str(REPO_ROOT / "tests") not in sys.path:
     sys.path.insert(0, str(REPO_ROOT / "tests"))
-VECTORS_DIR = Path(os.environ.get("FXPSIM_VECTORS", REPO_ROOT / "tests" / "vectors"))
+from paths import VECTORS_DIR  # noqa: E402
 
 
 @pytest.fixture(scope="session")

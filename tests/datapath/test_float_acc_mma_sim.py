@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import VECTORS_DIR
+from paths import VECTORS_DIR
 from fxpsim.core.float_codec import decode
 from fxpsim.datapath.floatacc import FloatAccumulator, float_dot, float_matmul
 

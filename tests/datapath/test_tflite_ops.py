@@ -70,7 +70,7 @@ def vec(vectors_dir):
 
 ALL_CASES = []
 try:   # parametrize from the committed index (the fixture asserts it exists)
-    from conftest import VECTORS_DIR
+    from paths import VECTORS_DIR
     _index = json.loads((VECTORS_DIR / "tflite_ops" / "index.json").read_text())
     ALL_CASES = [(g, n) for g in _index["groups"] for n in _index["groups"][g]]
 except (OSError, ImportError):      # pragma: no cover - reported by test_vectors_present
