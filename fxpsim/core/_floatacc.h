@@ -71,7 +71,7 @@ static inline fa_c fa_split(int64_t code, const fa_params *p) {
 
 /* v 2^sh as an integer, rounded by mode; *lost |= dropped nonzero bits. */
 static inline int64_t fa_align(int64_t v, int64_t sh, int mode, int *lost) {
-    if (sh >= 0) return v << (sh > 62 ? 62 : sh);
+    if (sh >= 0) return (int64_t)((uint64_t)v << (sh > 62 ? 62 : sh));  /* a negative v: shift its bits (C's << is UB there) */
     int neg = v < 0;
     uint64_t mag = neg ? (uint64_t)(-v) : (uint64_t)v;
     int64_t r = -sh;
