@@ -164,9 +164,9 @@ class HardwareConfig:
     activation_clamp : bool
         Fuse ReLU/ReLU6 into the requantized output clamp (TFLite does); otherwise they run as separate
         integer max/min ops on the codes (same result, kept for completeness of the model).
-    accumulator_preset, accumulator_fraction_bits, accumulator_promote_every : optional
+    accumulator_preset, accumulator_fraction_bits, accumulator_promote_every, accumulator_chunk : optional
         A float / block-scaled datapath (TOML ``accumulator.preset`` = a :class:`fxpsim.FloatAccumulator` preset,
-        ``fraction_bits``, ``promote_every``; with float ``weights.format``/``activations.format``, e.g. ``"e4m3"``,
+        ``fraction_bits``, ``promote_every``, ``chunk`` (products per fused dot); with float ``weights.format``/``activations.format``, e.g. ``"e4m3"``,
         ``"mxfp4"``): :mod:`fxpsim.hardware.float_config` states the rules, :mod:`fxpsim.graph.float_mac` the math.
     layers : mapping of selector -> mapping of field -> value
         Per-node overrides of any other field (TOML: ``[layers."0:conv2d"] accumulator_bits = 20``). A
@@ -212,6 +212,7 @@ class HardwareConfig:
     accumulator_preset: str | None = None
     accumulator_fraction_bits: int | None = None
     accumulator_promote_every: int | None = None
+    accumulator_chunk: int | None = None
     layers: Any = ()
 
     def __post_init__(self) -> None:

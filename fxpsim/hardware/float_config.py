@@ -10,6 +10,7 @@ A target is a *float datapath* when its TOML says what the MAC array's operands 
     preset = "hopper-wgmma-m64n8k32-f32-e4m3"   # a FloatAccumulator preset
     fraction_bits = 13            # optional: the preset's alignment width changed
     promote_every = 128           # optional: promote to float32 every N elements (0: never)
+    chunk = 32                    # optional: products per fused dot (promote_every a multiple of it)
 
 All three of ``weights.format``, ``activations.format`` and ``accumulator.preset`` are then required
 (per-node overrides under ``[layers."<selector>"]`` change them per layer), and every integer-only key
@@ -31,7 +32,7 @@ __all__ = ["FLOAT_FIELDS", "INTEGER_ONLY_FIELDS", "is_float_datapath", "parse_fl
            "check_float_datapath", "float_accumulator", "float_summary"]
 
 #: The fields that make a target a float datapath.
-FLOAT_FIELDS = ("accumulator_preset", "accumulator_fraction_bits", "accumulator_promote_every")
+FLOAT_FIELDS = ("accumulator_preset", "accumulator_fraction_bits", "accumulator_promote_every", "accumulator_chunk")
 #: Fields of the integer datapath: a float target keeps their defaults.
 INTEGER_ONLY_FIELDS = ("weight_bits", "weight_signed", "weight_narrow_range", "activation_bits",
                        "activation_signed", "activation_symmetric", "activation_lut_entries",
@@ -95,7 +96,7 @@ def omitted_fields(config) -> tuple:
 
 def float_accumulator(config) -> FloatAccumulator:
     """The :class:`FloatAccumulator` of a float target: its preset with ``fraction_bits`` and
-    ``promote_every`` (0: never) changed when set."""
+    ``promote_every`` (0: never) and ``chunk`` changed when set."""
     name = config.accumulator_preset
     if not isinstance(name, str):
         raise ConfigError(f"accumulator.preset: must be a FloatAccumulator preset name, got {name!r}; known: "
@@ -105,12 +106,14 @@ def float_accumulator(config) -> FloatAccumulator:
     except ValueError as exc:
         raise ConfigError(f"accumulator.preset: {exc}") from None
     changes = {}
-    for field, key in (("accumulator_fraction_bits", "fraction_bits"), ("accumulator_promote_every", "promote_every")):
+    for field, key in (("accumulator_fraction_bits", "fraction_bits"), ("accumulator_promote_every", "promote_every"),
+                       ("accumulator_chunk", "chunk")):
         value = getattr(config, field)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ConfigError(f"{_dotted(field)}: must be a non-negative integer, got {value!r}")
+        least = 1 if key == "chunk" else 0
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ConfigError(f"{_dotted(field)}: must be an integer >= {least}, got {value!r}")
         changes[key] = None if (key == "promote_every" and value == 0) else value
     if changes:
         try:
