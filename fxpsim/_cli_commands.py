@@ -65,7 +65,11 @@ def _is_graph(model) -> bool:
 def _load_data(args, model):
     """(x, y, x_calibration) for --data (graphs take their inputs in their own dtype)."""
     import numpy as np
+    from .graph.extract import FloatGraph
     graph = _is_graph(model)
+    if args.data == "digits" and isinstance(model, FloatGraph):
+        from ._cli_float import digits_for
+        return digits_for(model, args.seed, args.calibration)
     if args.data == "digits":
         from .nn.datasets import load_digits
         if graph:
@@ -129,8 +133,9 @@ def _run_inputs(args):
     """What a command that runs a model reads, in this order: ``--out`` checked, ``--config``, ``--model``,
     ``--data``; returns ``(config, model, x, y, x_calibration)``."""
     _check_out(args.out)
+    from ._cli_float import load_model_for
     config = _load_config(args.config or "tflite-int8")
-    model = _load_model(args.model)
+    model = load_model_for(args.model, config)        # a float .onnx file on a float target: its FloatGraph
     x, y, xc = _load_data(args, model)
     return config, model, x, y, xc
 
@@ -214,18 +219,30 @@ def cmd_simulate(args) -> int:
 def cmd_sweep(args) -> int:
     from .hardware.simulation import ConfigError, simulate
     from .hardware.sweeps import sweep
+    from ._cli_float import float_sweep, parse_grid
+    from .graph.extract import FloatGraph
+    from .hardware.float_config import is_float_datapath
     config, model, x, y, xc = _run_inputs(args)
+    extra = parse_grid(args.grid)
+    if is_float_datapath(config) or isinstance(model, FloatGraph):
+        return float_sweep(args, config, model, x, y, xc, extra)
     if args.per_layer:
+        if extra:
+            raise UsageError("--grid and --per-layer: --per-layer searches its own axes; give one")
         return _per_layer_search(args, config, model, x, y, xc)
     grid = {k: v for k, v in (("weight_bits", args.weight_bits), ("activation_bits", args.activation_bits),
                               ("accumulator_bits", args.acc_bits), ("accumulator_overflow", args.overflow),
                               ("rounding", args.rounding)) if v}
+    both = sorted(set(grid) & set(extra))
+    if both:
+        raise UsageError(f"{', '.join(both)}: given both as an option and in --grid; give one")
+    grid.update(extra)
     if not grid:
-        raise UsageError("give at least one axis: --weight-bits, --activation-bits, --acc-bits, --overflow "
-                         "or --rounding (see 'fxpsim sweep --help')")
+        raise UsageError("give at least one axis: --weight-bits, --activation-bits, --acc-bits, --overflow, "
+                         "--rounding or --grid KEY=VALUES (see 'fxpsim sweep --help')")
     try:
         result = sweep(model, (x, y), grid, config=config, calibration_x=None if _is_graph(model) else xc,
-                       processes=args.processes, progress=not args.no_progress)
+                       processes=args.processes, progress=not args.no_progress, tolerance=args.tolerance)
     except (ConfigError, ValueError) as exc:
         raise UsageError(str(exc).splitlines()[0]) from None
     from .report.render import format_table

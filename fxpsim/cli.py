@@ -67,6 +67,7 @@ _seed = _checked(int, lambda v: 0 <= v < 1 << 32, f"an integer seed in 0..{(1 <<
 #: An accuracy: a finite number in [0, 1].
 _fraction = _checked(float, lambda v: 0.0 <= v <= 1.0, "an accuracy in [0, 1] (e.g. 0.97)")
 _positive_float = _checked(float, lambda v: 0.0 < v < float("inf"), "a positive finite number")
+_non_negative_float = _checked(float, lambda v: 0.0 <= v < float("inf"), "a finite number >= 0")
 
 
 def _str_list(text: str) -> list[str]:
@@ -95,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     simulate = sub.add_parser("simulate", help="simulate a model on a hardware config",
                               description="Simulate a model (fxpsim model or graph .npz, .tflite, .onnx) on a "
-                              "preset or TOML config and print the per-node report. Nothing is written "
+                              "preset or TOML config and print the per-node report (a float .onnx model on "
+                              "a float datapath config: the per-layer float report). Nothing is written "
                               "unless --out is given.")
     simulate.add_argument("--model", required=True, help=_MODEL_HELP)
     simulate.add_argument("--config", default=None, help="preset name or TOML file (default: tflite-int8)")
@@ -122,6 +124,14 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--target", type=_fraction, default=None, help="with --per-layer: the accuracy to keep, e.g. "
                        "0.97 (default: float accuracy - 0.01)")
     sweep.add_argument("--budget", type=_positive_float, default=None, help="with --per-layer: largest bit-ops per sample")
+    sweep.add_argument("--grid", nargs="+", action="extend", default=None, metavar="KEY=VALUES",
+                       help="axes as KEY=VALUES (a:b[:step] inclusive, or a,b,c): on a float datapath "
+                       "accumulator.fraction_bits=8:25 promote_every=32,128,inf chunk=16,32 (also preset, "
+                       "weights.format, activations.format); on an integer one any HardwareConfig field")
+    sweep.add_argument("--tolerance", type=_non_negative_float, default=None,
+                       help="how far below the exact accumulation's accuracy (agreement without labels) a float "
+                       "datapath may lie and fit the conclusion (default 0.005); for an integer sweep, metric "
+                       "differences counted as ties (default 0)")
     sweep.add_argument("--processes", type=_positive_int, default=None, help="worker processes (default: all cores)")
     sweep.add_argument("--no-progress", action="store_true")
     _data_args(sweep)
@@ -182,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 _MODEL_HELP = ("fxpsim model (.npz from fxpsim.train.save_model), integer graph (.npz from IntegerGraph.save), "
-               "or a quantized .tflite / .onnx file")
+               "a quantized .tflite / .onnx file, or (with a float datapath --config) a float .onnx file")
 
 
 def _data_args(p):

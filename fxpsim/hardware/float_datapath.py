@@ -84,6 +84,7 @@ class FloatReport:
     network: dict
     notes: list = field(default_factory=list)
     outputs: np.ndarray | None = field(default=None, repr=False)     # the network's float outputs (logits)
+    sweep: dict | None = None      # a float sweep's to_dict() (fxpsim.hardware.float_sweep): rendered and saved too
 
     def rows(self):
         return [[r["name"], r["weights"], r["activations"], r["accumulator"], r["rel_float64"], r["err_exact_max"],
@@ -94,7 +95,8 @@ class FloatReport:
 
     def to_text(self) -> str:
         net = ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in self.network.items())
-        return "\n".join([self.title, self.config, format_table(self.rows(), self.HEADERS), net, *self.notes])
+        concl = list(self.sweep["conclusion"]) if self.sweep else []
+        return "\n".join([self.title, self.config, format_table(self.rows(), self.HEADERS), net, *concl, *self.notes])
 
     def to_markdown(self) -> str:
         lines = ["| " + " | ".join(self.HEADERS) + " |", "|" + "---|" * len(self.HEADERS)]
@@ -103,8 +105,9 @@ class FloatReport:
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        return {"title": self.title, "config": self.config, "layers": self.layers, "network": self.network,
-                "notes": self.notes}
+        out = {"title": self.title, "config": self.config, "layers": self.layers, "network": self.network,
+               "notes": self.notes}
+        return {**out, "sweep": self.sweep} if self.sweep else out
 
     def to_json(self) -> str:
         """:meth:`to_dict` as JSON (non-finite numbers as strings)."""
@@ -123,8 +126,9 @@ class FloatReport:
 
     def save(self, out_dir, *, png: bool = True) -> dict:
         """Write ``report.json``, ``report.md``, ``report.html`` (:meth:`to_html`) and, with ``png``,
-        ``plots/<name>.png`` to ``out_dir``; returns ``{"json": path, "markdown": path, "html": path,
-        "plots": {name: path}}``."""
+        ``plots/<name>.png`` to ``out_dir``, and with :attr:`sweep` ``sweep.csv`` (a row per swept datapath)
+        and ``sweep.json``; returns ``{"json": path, "markdown": path, "html": path, "plots": {name: path}}``
+        (and ``sweep_csv``, ``sweep_json``)."""
         from ..report.plots import figure_png
         out_dir = os.fspath(out_dir)
         os.makedirs(out_dir, exist_ok=True)
@@ -137,6 +141,12 @@ class FloatReport:
             paths[key] = os.path.join(out_dir, name)
             with open(paths[key], "w", encoding="utf-8") as fh:
                 fh.write(text)
+        if self.sweep:
+            from ..report.render import write_csv
+            paths["sweep_csv"] = write_csv(self.sweep["records"], os.path.join(out_dir, "sweep.csv"))
+            paths["sweep_json"] = os.path.join(out_dir, "sweep.json")
+            with open(paths["sweep_json"], "w", encoding="utf-8") as fh:
+                fh.write(json.dumps(_json_safe(self.sweep), indent=2, allow_nan=False))
         if png:
             os.makedirs(os.path.join(out_dir, "plots"), exist_ok=True)
             paths["plots"] = {}

@@ -218,7 +218,8 @@ def sweep_float(model, data, grid: Mapping[str, Any], *, config, calibration_x=N
     if not isinstance(x, np.ndarray) or x.dtype.kind != "f" or x.ndim < 2 or not len(x):
         raise ValueError(f"x must be a non-empty float batch [N, ...], got {type(x).__name__} "
                          f"{getattr(x, 'dtype', '')} {getattr(x, 'shape', '')}")
-    tolerance = DEFAULT_TOLERANCE if tolerance is None else tolerance
+    default = tolerance is None
+    tolerance = DEFAULT_TOLERANCE if default else tolerance
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 <= tolerance < math.inf:
         raise ValueError(f"tolerance must be a finite number >= 0, got {tolerance!r}")
     metric = metric or ("accuracy" if y is not None else "agreement_exact")
@@ -274,6 +275,8 @@ def sweep_float(model, data, grid: Mapping[str, Any], *, config, calibration_x=N
     if metric == "agreement":
         reference = exact.network["agreement"]
     best, sentences = conclude(records, metric, reference, tolerance)
+    if default:
+        sentences[0] += f" (the default tolerance, {DEFAULT_TOLERANCE}: give tolerance= / --tolerance to change it)"
     notes = [f"exact accumulation: the same quantized operands summed exactly, one rounding to float32 "
              f"({EXACT_PRESET}); every point calibrated on the same activation ranges"]
     return FloatSweepResult(grid={k: v for k, v in axes.items()}, records=records, metric=metric,

@@ -241,7 +241,7 @@ def _fail(message: str):
 def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Sequence]]", *,
           config="tflite-int8", calibration_x=None, executor: Executor | None = None, processes: int | None = None,
           progress: bool = True, chunks_per_worker: int = 3, metric: str | None = None,
-          tolerance: float = 0.0, skip_exact: bool = True) -> SweepResult:
+          tolerance: float | None = None, skip_exact: bool = True) -> SweepResult:
     """Simulate ``model`` on every point of ``grid`` (the Cartesian product of its axes).
 
     Parameters
@@ -270,7 +270,9 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
     metric : {"accuracy", "agreement", "output_sqnr_db"}, optional
         What the Pareto fronts maximise (default: accuracy with labels, agreement without).
     tolerance : float
-        Differences in ``metric`` up to this much count as ties, which go to the cheaper point.
+        Differences in ``metric`` up to this much count as ties, which go to the cheaper point (default 0; for
+        a float datapath the tolerance of its conclusion, default
+        :data:`fxpsim.hardware.float_sweep.DEFAULT_TOLERANCE`).
     skip_exact : bool
         Points that differ only in their accumulator (``accumulator_bits``, ``accumulator_overflow``, the bias
         register narrowed with it) from the widest such point are not simulated when
@@ -289,12 +291,26 @@ def sweep(model, data, grid: "Mapping[str, Sequence] | Sequence[Mapping[str, Seq
     Sweeping ``accumulator_bits`` narrows the bias register with it (``bias_bits = min(bias_bits,
     accumulator_bits)``): a bias that no longer fits saturates, and the result's notes say so.
 
+    A float datapath ``config`` (or a :class:`~fxpsim.graph.extract.FloatGraph` ``model``) runs
+    :func:`fxpsim.hardware.float_sweep.sweep_float` in this process: its axes are ``accumulator.fraction_bits``,
+    ``promote_every``, ``chunk``, ``preset`` and the operand formats, and ``executor`` / ``processes`` > 1
+    are refused.
+
     Returns
     -------
-    SweepResult
+    SweepResult, or FloatSweepResult for a float datapath
     """
     t0 = time.perf_counter()
     base = load_config(config)
+    from ..graph.extract import FloatGraph
+    from .float_config import is_float_datapath
+    if is_float_datapath(base) or isinstance(model, FloatGraph):
+        from .float_sweep import sweep_float
+        if executor is not None or processes not in (None, 1):
+            raise ValueError("a float-datapath sweep runs in this process: leave executor and processes out")
+        return sweep_float(model, data, grid, config=base, calibration_x=calibration_x, metric=metric,
+                           tolerance=tolerance, progress=progress)
+    tolerance = 0.0 if tolerance is None else tolerance
     if metric is None:
         metric = "accuracy" if (isinstance(data, tuple) or (isinstance(data, list) and not (
             isinstance(model, IntegerGraph) and len(model.inputs) > 1))) and len(data) == 2 and data[1] is not None \

@@ -6,7 +6,10 @@ Agg canvas as :mod:`fxpsim.report.plots`).
 * ``float_counts``: per layer, overflows, NaN outputs and saturated operands (drawn only when one is nonzero);
 * ``bits_lost``: per layer (a row), how many outputs lost how many low bits of the accumulator's output
   format against the exact datapath (``bits_lost`` histogram), colour :math:`\\log_{10}(1 + n)`, the counts
-  written in the cells.
+  written in the cells;
+* ``float_sweep``: with a float sweep (``report.sweep``), its metric against ``fraction_bits``, one line per
+  ``promote_every`` (and preset / chunk / operand formats when swept), the exact accumulation's value and the
+  tolerance floor as horizontal lines.
 """
 from __future__ import annotations
 
@@ -15,7 +18,8 @@ from typing import Sequence
 
 from .plots import _figure, _label_margins, _layer_bars
 
-__all__ = ["float_errors", "float_counts", "bits_lost_map", "float_report_figures", "FLOAT_CAPTIONS"]
+__all__ = ["float_errors", "float_counts", "bits_lost_map", "float_sweep_curve", "float_report_figures",
+           "FLOAT_CAPTIONS"]
 
 FLOAT_CAPTIONS = {
     "float_errors": "Relative RMS error of each layer's output: against the float64 network's same layer (errors of "
@@ -24,6 +28,8 @@ FLOAT_CAPTIONS = {
                     "clamped to their format's largest value.",
     "bits_lost": "Outputs per layer (a row) by the number of low bits of the accumulator's output format that differ "
                  "from the exact datapath's (0: exact); colour log10(1 + count), the count in each cell.",
+    "float_sweep": "The sweep's metric against the accumulator's fraction_bits, one line per promotion interval; "
+                   "solid grey: the exact accumulation's value, dashed: the tolerance floor of the conclusion.",
 }
 
 
@@ -92,6 +98,31 @@ def bits_lost_map(layers: Sequence[dict]):
     return fig
 
 
+def float_sweep_curve(sweep: dict):
+    """``sweep[metric]`` against ``fraction_bits`` per group of the other axes (log2 x axis)."""
+    metric, records = sweep["metric"], sweep["records"]
+    others = [a for a in ("preset", "promote_every", "chunk", "weights", "activations")
+              if len({str(r[a]) for r in records}) > 1] or ["promote_every"]
+    groups: dict = {}
+    for r in records:
+        groups.setdefault(tuple(r[a] for a in others), []).append(r)
+    fig = _figure(7.0, 3.6)
+    ax = fig.add_subplot()
+    for key, rows in groups.items():
+        rows = sorted(rows, key=lambda r: r["fraction_bits"])
+        label = ", ".join(f"{a} {'never' if a == 'promote_every' and not v else v}" for a, v in zip(others, key))
+        ax.plot([r["fraction_bits"] for r in rows], [r[metric] for r in rows], "o-", ms=3, label=label)
+    ax.axhline(sweep["reference"], color="grey", lw=0.8, label="exact accumulation")
+    ax.axhline(sweep["reference"] - sweep["tolerance"], color="grey", lw=0.8, ls="--", label="tolerance floor")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("accumulator fraction_bits")
+    ax.set_ylabel(metric)
+    ax.set_title("Float datapath sweep", fontsize=10)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(alpha=0.3)
+    return fig
+
+
 def float_report_figures(report) -> dict:
     """``{name: Figure}`` for a FloatReport: the error bars and bits-lost map always, the counts only when
     one is nonzero."""
@@ -102,4 +133,6 @@ def float_report_figures(report) -> dict:
     if any(int(r[k]) for r in layers for k in ("overflows", "nans", "saturated")):
         figures["float_counts"] = float_counts(layers)
     figures["bits_lost"] = bits_lost_map(layers)
+    if getattr(report, "sweep", None):
+        figures["float_sweep"] = float_sweep_curve(report.sweep)
     return figures

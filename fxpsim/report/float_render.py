@@ -4,7 +4,9 @@ a table, every plot of :mod:`fxpsim.report.float_plots` as an embedded PNG (no n
 
 Table ids (for readers and tests): ``float-network``, ``float-layers`` (a row per MAC layer, the columns of
 :data:`LAYER_COLUMNS`), ``float-bits-lost`` (a row per layer: the count of outputs per number of bits lost,
-then the non-finite mismatches).
+then the non-finite mismatches), ``float-sweep`` (with ``report.sweep``, a float sweep's ``to_dict()``: a row
+per swept datapath, the columns of :data:`SWEEP_COLUMNS`), and the sweep's conclusion as the list
+``float-conclusion``.
 """
 from __future__ import annotations
 
@@ -13,7 +15,11 @@ import html
 
 from .._text import format_value
 
-__all__ = ["float_report_html", "LAYER_COLUMNS"]
+__all__ = ["float_report_html", "LAYER_COLUMNS", "SWEEP_COLUMNS"]
+
+#: record keys of the sweep table
+SWEEP_COLUMNS = ("preset", "fraction_bits", "promote_every", "chunk", "weights", "activations", "accuracy",
+                 "agreement", "agreement_exact", "output_rel_rms", "overflows", "nans", "terms_inexact", "saturated")
 
 #: (header, record key) of the per-layer table
 LAYER_COLUMNS = (("layer", "name"), ("kind", "kind"), ("weights", "weights"), ("activations", "activations"),
@@ -55,6 +61,13 @@ def float_report_html(report, figures: dict | None = None) -> str:
                   _table("float-bits-lost", ["layer", *map(str, range(width)), "non-finite"],
                          [[r["name"], *r["bits_lost"]["counts"], *[0] * (width - len(r["bits_lost"]["counts"])),
                            r["bits_lost"]["nonfinite"]] for r in report.layers])]
+    sweep = getattr(report, "sweep", None)
+    if sweep:
+        cols = [c for c in SWEEP_COLUMNS if any(c in r for r in sweep["records"])]
+        parts += ["<h2>Sweep</h2>",
+                  "<ul id='float-conclusion'>" + "".join(f"<li>{esc(c)}</li>" for c in sweep["conclusion"]) + "</ul>",
+                  _table("float-sweep", cols, [["never" if c == "promote_every" and not r[c] else r.get(c)
+                                                for c in cols] for r in sweep["records"]])]
     if report.layers and "float_counts" not in figures:
         parts.append("<p>No overflow, NaN or saturated operand in any layer (no counts chart).</p>")
     for name, fig in figures.items():

@@ -31,7 +31,7 @@ import numpy as np
 from ...graph.extract import FloatGraph, FloatStage
 from .coverage import read_model
 
-__all__ = ["import_float_onnx", "FLOAT_ONNX_OPS"]
+__all__ = ["import_float_onnx", "quantized_ops", "FLOAT_ONNX_OPS"]
 
 FLOAT_ONNX_OPS = ("Conv", "Gemm", "MatMul", "Add", "Relu", "Clip", "MaxPool", "AveragePool", "GlobalAveragePool",
                   "Flatten", "Reshape", "Constant")
@@ -161,6 +161,16 @@ def _dense(chain, node, nodes, k, features):
     return used, n
 
 
+def _quantized(g) -> list:
+    return sorted({n.op_type for n in g.node if n.op_type in _QUANTIZED or n.op_type.startswith("QLinear")})
+
+
+def quantized_ops(path) -> list:
+    """The quantized op types (QuantizeLinear, QLinearConv, MatMulInteger, ...) of the ONNX file at ``path``,
+    sorted; empty for a float model."""
+    return _quantized(read_model(path).graph)
+
+
 def import_float_onnx(path) -> FloatGraph:
     """Read a float32 ONNX model (module docstring) into an uncalibrated :class:`FloatGraph`.
 
@@ -175,7 +185,7 @@ def import_float_onnx(path) -> FloatGraph:
     model = read_model(path)
     path = str(path)
     g = model.graph
-    quantized = sorted({n.op_type for n in g.node if n.op_type in _QUANTIZED or n.op_type.startswith("QLinear")})
+    quantized = _quantized(g)
     if quantized:
         raise ValueError(f"{path}: a quantized model ({', '.join(quantized)}); read it with fxpsim.import_onnx")
     chain = _Chain(model, path)
