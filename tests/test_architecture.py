@@ -21,7 +21,7 @@ LAYERS = ("core", "datapath", "quant", "nn", "graph", "frontends", "rtl", "repor
 LEAVES = ("_text", "_version", "_compat")
 TOP = ("__init__", "__main__", "io")
 #: the command line: ``cli.py`` (arguments, exit codes) and the bodies of its commands
-CLI = ("cli", "_cli_commands")
+CLI = ("cli", "_cli_commands", "_cli_float")
 
 #: Modules that look a module of a later layer up *by name* at run time (``importlib.import_module``), with the
 #: reason; any other name-lookup of a later layer fails the test.
