@@ -48,6 +48,7 @@ class FloatStage:
     weight_grid: dict | None = None
     out_grid: dict | None = None
     perm: tuple | None = None          # a ``transpose`` stage's axis order (imported float models)
+    source: str | None = None          # an ``add`` stage: the ``save`` stage whose values it adds (residuals)
 
 
 @dataclass

@@ -12,6 +12,11 @@ block-scaled datapath, stage by stage.
 * A ``depthwise_conv2d`` stage runs :func:`~fxpsim.graph.float_depthwise.float_depthwise_conv2d` (one dot
   product of K = KH·KW per output, the scales of the whole layer), then its fused activation.
 * A ``transpose`` stage (an imported model's layout change, ``stage.perm``) permutes the axes.
+* A ``save`` stage keeps the current values under its name; an ``add`` stage (a residual connection of an
+  imported model) adds the values its ``source`` saved, :math:`h \leftarrow act(h + h_{source})` in float64
+  (what a float datapath's vector unit does to two float tensors; ``act`` its fused ReLU/ReLU6, if any); its
+  calibrated ``out_range`` (after ``act``) is then the
+  range the next MAC stage quantizes its input with (else the previous MAC stage's).
 * The lookup-table kinds (``sigmoid``, ``tanh``, ``hard_swish``) are not modelled: a :class:`ValueError`
   names the stage and its kind before anything runs.
 
@@ -32,7 +37,7 @@ __all__ = ["FLOAT_STAGE_KINDS", "StageRun", "run_float_graph", "check_float_stag
 
 #: The stage kinds the float datapath runs.
 FLOAT_STAGE_KINDS = ("dense", "conv2d", "depthwise_conv2d", "relu", "relu6", "flatten", "max_pool2d",
-                     "avg_pool2d", "transpose")
+                     "avg_pool2d", "transpose", "save", "add")
 _MAC_KINDS = ("dense", "conv2d", "depthwise_conv2d")
 
 
@@ -57,6 +62,12 @@ def check_float_stages(graph: FloatGraph) -> None:
     if bad:
         raise ValueError(f"stage(s) {', '.join(bad)}: not supported on a float datapath; it runs "
                          f"{', '.join(FLOAT_STAGE_KINDS)}")
+    saved: set = set()
+    for s in graph.stages:
+        if s.kind == "save":
+            saved.add(s.name)
+        elif s.kind == "add" and s.source not in saved:
+            raise ValueError(f"stage {s.name} (add): its source {s.source!r} is not a save stage before it")
 
 
 def _activation(y: np.ndarray, activation) -> np.ndarray:
@@ -86,7 +97,7 @@ def _amax(rng) -> float:
     return float(max(abs(rng[0]), abs(rng[1])))
 
 
-def run_float_graph(graph: FloatGraph, x, settings, *, stages: bool = False):
+def run_float_graph(graph: FloatGraph, x, settings, *, stages: bool = False, observe: dict | None = None):
     """Outputs of ``graph`` on ``x`` (float, [N, ...] as the model's input) on a float datapath.
 
     Parameters
@@ -95,6 +106,8 @@ def run_float_graph(graph: FloatGraph, x, settings, *, stages: bool = False):
         The datapath of every MAC stage (``index`` counts the graph's stages); ``None``: float64.
     stages : bool
         Also return the :class:`StageRun` of every MAC stage.
+    observe : dict, optional
+        Filled with ``{add stage name: (min, max)}`` of every ``add`` stage's output (calibration).
 
     Returns
     -------
@@ -119,7 +132,7 @@ def run_float_graph(graph: FloatGraph, x, settings, *, stages: bool = False):
         raise ValueError(f"x holds {int(h.size - np.isfinite(h).sum())} NaN/inf value(s)")
     h = h.astype(np.float64)
     in_range = graph.input_range
-    runs = []
+    runs, saved = [], {}
     for stage, st in zip(graph.stages, per_stage):
         kind = stage.kind
         if kind in _MAC_KINDS:
@@ -141,6 +154,16 @@ def run_float_graph(graph: FloatGraph, x, settings, *, stages: bool = False):
             h = h.reshape(h.shape[0], -1)
         elif kind == "transpose":
             h = h.transpose(stage.perm)
+        elif kind == "save":
+            saved[stage.name] = h
+        elif kind == "add":
+            other = saved[stage.source]
+            if other.shape != h.shape:
+                raise ValueError(f"stage {stage.name} (add): shapes {h.shape} and {other.shape} ({stage.source})")
+            h = _activation(h + other, stage.activation)
+            if observe is not None:
+                observe[stage.name] = (float(h.min()), float(h.max()))
+            in_range = stage.out_range or (float(h.min()), float(h.max()))
         elif kind == "max_pool2d":
             h = max_pool2d_forward(h, stage.pool_size, stage.stride, stage.padding)[0]
         else:
@@ -151,8 +174,9 @@ def run_float_graph(graph: FloatGraph, x, settings, *, stages: bool = False):
 def calibrate_float_graph(graph: FloatGraph, x) -> FloatGraph:
     """A copy of ``graph`` with the activation ranges of ``x``: the graph's ``input_range`` the min and max
     of ``x``, every MAC stage's ``out_range`` the min and max of its float64 output after its fused
-    activation (what :func:`fxpsim.graph.extract.extract` calibrates for an ``fxpsim.nn`` model).  The
-    ranges the graph already has are replaced."""
+    activation, every ``add`` stage's of its float64 sum after its activation (what
+    :func:`fxpsim.graph.extract.extract` calibrates for an ``fxpsim.nn`` model).  The ranges the graph already
+    has are replaced."""
     check_float_stages(graph)
     h = np.asarray(x)
     if h.dtype.kind != "f" or h.ndim < 2 or not h.shape[0] or not np.isfinite(h).all():
@@ -160,9 +184,13 @@ def calibrate_float_graph(graph: FloatGraph, x) -> FloatGraph:
     stages = [replace(s) for s in graph.stages]
     cal = replace(graph, stages=stages, input_range=(float(h.min()), float(h.max())),
                   input_range_source="calibration")
-    _, runs = run_float_graph(cal, h, None, stages=True)
+    adds: dict = {}
+    _, runs = run_float_graph(cal, h, None, stages=True, observe=adds)
     macs = [s for s in stages if s.kind in _MAC_KINDS]
     for stage, run in zip(macs, runs):
         y = _activation(run.result.values, stage.activation)
         stage.out_range, stage.range_source = (float(y.min()), float(y.max())), "calibration"
+    for stage in stages:
+        if stage.kind == "add":
+            stage.out_range, stage.range_source = adds[stage.name], "calibration"
     return cal

@@ -17,6 +17,7 @@ from fxpsim.hardware.config_schema import ConfigError
 onnx = pytest.importorskip("onnx")                      # optional: the onnx extra
 ml_dtypes = pytest.importorskip("ml_dtypes")
 from onnx import TensorProto, helper  # noqa: E402
+from reference_tensor_core import round_f32, tensor_core  # noqa: E402
 
 M, K, N = 24, 64, 3
 CFG = {"name": "h100", "weights": {"format": "e4m3"}, "activations": {"format": "e4m3"},
@@ -50,52 +51,15 @@ def gemm(tmp_path_factory):
     return str(path), x.astype(np.float32), w, b
 
 
-# ------------------------------------------------------------------ the independent model (Fractions)
-def _floor_log2(v: Fraction) -> int:
-    v = abs(v)
-    e = v.numerator.bit_length() - v.denominator.bit_length()
-    return e if Fraction(2) ** e <= v else e - 1
-
-
-def _round_f32(v: Fraction, man: int, nearest: bool) -> Fraction:
-    if v == 0:
-        return Fraction(0)
-    q = Fraction(2) ** (max(_floor_log2(v), -126) - man)
-    n = v / q
-    return (round(n) if nearest else Fraction(int(n))) * q
-
-
-def _fused_chunk(a, b, c, F):
-    ex = lambda v, emin: max(_floor_log2(v), emin) if v else -126  # noqa: E731
-    emax = max([ex(x, -6) + ex(y, -6) for x, y in zip(a, b)] + [ex(c, -126)])
-    unit = Fraction(2) ** (emax - F)
-    total = sum(int(x * y / unit) for x, y in zip(a, b)) + int(c / unit)
-    return _round_f32(total * unit, 13, nearest=False)
-
-
-def _tensor_core(a, b, c, chunk, F, promote):
-    if not promote:
-        d = c
-        for k in range(0, len(a), chunk):
-            d = _fused_chunk(a[k:k + chunk], b[k:k + chunk], d, F)
-        return d
-    total, d = c, Fraction(0)
-    for k in range(0, len(a), chunk):
-        d = _fused_chunk(a[k:k + chunk], b[k:k + chunk], d, F)
-        if (k + chunk) % promote == 0 or k + chunk == len(a):
-            total, d = _round_f32(total + d, 23, nearest=True), Fraction(0)
-    return total
-
-
 def _outputs(x, w, b, chunk, F, promote):
     xs = [[Fraction(float(v)) for v in row] for row in x]
     ws = [[Fraction(float(w[k, j])) for k in range(K)] for j in range(N)]
-    return np.array([[float(_tensor_core(r, ws[j], Fraction(float(b[j])), chunk, F, promote)) for j in range(N)]
+    return np.array([[float(tensor_core(r, ws[j], Fraction(float(b[j])), chunk, F, promote)) for j in range(N)]
                      for r in xs])
 
 
 def _exact(x, w, b):
-    return np.array([[float(_round_f32(Fraction(float(b[j])) + sum(Fraction(float(x[i, k])) * Fraction(float(w[k, j]))
+    return np.array([[float(round_f32(Fraction(float(b[j])) + sum(Fraction(float(x[i, k])) * Fraction(float(w[k, j]))
                                                                for k in range(K)), 23, nearest=True))
                       for j in range(N)] for i in range(M)])
 

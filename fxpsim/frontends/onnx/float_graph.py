@@ -1,8 +1,9 @@
 """A float (non-quantized) ONNX model read into a :class:`~fxpsim.graph.extract.FloatGraph`, to be run on a
 float / block-scaled datapath (:func:`fxpsim.simulate` with a float target, :mod:`fxpsim.graph.float_run`).
 
-The model must be a single chain (every node reads the previous node's output; weights are initializers or
-``Constant`` nodes) of these ops, mapped onto the graph's stage kinds (images NHWC inside):
+The model must be a chain (every node reads the previous node's output; weights are initializers or
+``Constant`` nodes) with identity residual connections (an ``Add`` of the previous node's output and an
+earlier tensor of the same shape) of these ops, mapped onto the graph's stage kinds (images NHWC inside):
 
 ==========================================  =============================================================
 ONNX                                        stage
@@ -12,7 +13,8 @@ graph input [N, C, H, W]                    ``transpose`` (0, 2, 3, 1) to NHWC
 ``Conv`` (group = C, 1 input channel each)  ``depthwise_conv2d``: ``w[kh, kw, c, m] = W[cM + m, 0, kh, kw]``
 ``Gemm`` (transA 0, alpha = beta = 1)       ``dense``: ``B`` (``B^T`` with transB), bias ``C``
 ``MatMul`` [+ ``Add`` of a constant]        ``dense`` with that bias
-``Relu``, ``Clip`` (0, 6) / (0, ∞)          fused into the MAC before it (or ``relu`` / ``relu6``)
+``Add`` of two activations (a residual)     ``save`` of the earlier tensor where it is made, ``add`` here
+``Relu``, ``Clip`` (0, 6) / (0, ∞)          fused into the MAC or ``add`` before it (or ``relu`` / ``relu6``)
 ``MaxPool``, ``AveragePool`` (no pads)      ``max_pool2d`` / ``avg_pool2d``, VALID
 ``GlobalAveragePool``                       ``avg_pool2d`` over the whole image
 ``Flatten`` (axis 1), ``Reshape`` [N, F]    ``transpose`` back to NCHW, then ``flatten`` (ONNX's order)
@@ -205,6 +207,15 @@ def import_float_onnx(path) -> FloatGraph:
     else:
         shape = (dims[1],)
     nodes = list(g.node)
+    uses: dict = {}
+    for n in nodes:
+        for t in n.input:
+            uses[t] = uses.get(t, 0) + 1
+    saved: dict = {}                                # tensor -> (save stage name, shape)
+    if uses.get(current, 0) > 1:                    # the input itself is a residual's skip
+        chain.stages.append(FloatStage(kind="save", name="input_save", model_layers=()))
+        chain.names.add("input_save")
+        saved[current] = ("input_save", shape)
     k = 0
     while k < len(nodes):
         node = nodes[k]
@@ -213,15 +224,24 @@ def import_float_onnx(path) -> FloatGraph:
             chain.consts[node.output[0]] = numpy_helper.to_array(chain.attrs(node)["value"])
             k += 1
             continue
-        if node.domain not in ("", "ai.onnx") or node.op_type not in FLOAT_ONNX_OPS or node.op_type == "Add":
+        if node.domain not in ("", "ai.onnx") or node.op_type not in FLOAT_ONNX_OPS:
             raise chain.fail(node, f"not supported in a float model; fxpsim reads {', '.join(FLOAT_ONNX_OPS)} "
-                                   "(Add only as a MatMul's bias)")
-        if not node.input or node.input[0] != current:
+                                   "(Add as a MatMul's bias or a residual)")
+        residual = node.op_type == "Add" and len(node.input) == 2 and current in node.input
+        if not node.input or (node.input[0] != current and not residual):
             raise chain.fail(node, f"reads {list(node.input)}, not the previous node's output {current!r}: only "
-                                   "a single chain of nodes is supported")
+                                   "a chain of nodes (with identity residual Adds) is supported")
         used, op = 1, node.op_type
         spatial = len(shape) == 3
-        if op == "Conv" and spatial:
+        if op == "Add":
+            other = node.input[1] if node.input[0] == current else node.input[0]
+            if other not in saved or other == current:
+                raise chain.fail(node, f"adds {other!r}, which is not an earlier activation of the chain (a "
+                                       "residual Add reads the previous node's output and an earlier tensor)")
+            if saved[other][1] != shape:
+                raise chain.fail(node, f"adds {other!r} of shape {saved[other][1]} to shape {shape}")
+            chain.add(node, "add", source=saved[other][0])
+        elif op == "Conv" and spatial:
             shape = _conv(chain, node, shape)
         elif op in ("MaxPool", "AveragePool") and spatial:
             shape = _pool(chain, node, shape)
@@ -230,7 +250,7 @@ def import_float_onnx(path) -> FloatGraph:
             shape = (1, 1, shape[2])
         elif op in ("Relu", "Clip"):
             act, last = _activation(chain, node), chain.stages[-1] if chain.stages else None
-            if last is not None and last.kind in _MACS and last.activation is None:
+            if last is not None and last.kind in _MACS + ("add",) and last.activation is None:
                 last.activation = act
             else:
                 chain.add(node, act)
@@ -254,6 +274,8 @@ def import_float_onnx(path) -> FloatGraph:
             raise chain.fail(node, f"on a {'image' if spatial else 'flat'} tensor of shape {shape} is not supported")
         current = nodes[k + used - 1].output[0]
         k += used
+        if uses.get(current, 0) > 1:                # read again later: a residual's skip keeps it
+            saved[current] = (chain.add(nodes[k - 1], "save", suffix="_save").name, shape)
     if current != g.output[0].name:
         raise ValueError(f"{path}: the chain ends at {current!r}, not at the graph output {g.output[0].name!r}")
     if not any(s.kind in _MACS for s in chain.stages):
