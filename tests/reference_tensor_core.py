@@ -46,7 +46,7 @@ def tensor_core(a, b, c, chunk, F, promote):
     total, d = c, Fraction(0)
     for k in range(0, len(a), chunk):
         d = fused_chunk(a[k:k + chunk], b[k:k + chunk], d, F)
-        if (k + chunk) % promote == 0 or k + chunk == len(a):
+        if (k + chunk) % promote == 0 or k + chunk >= len(a):      # the last (zero-padded) chunk too
             total, d = round_f32(total + d, 23, nearest=True), Fraction(0)
     return total
 

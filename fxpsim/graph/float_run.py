@@ -13,7 +13,7 @@ block-scaled datapath, stage by stage.
   product of K = KH·KW per output, the scales of the whole layer), then its fused activation.
 * A ``transpose`` stage (an imported model's layout change, ``stage.perm``) permutes the axes.
 * A ``save`` stage keeps the current values under its name; an ``add`` stage (a residual connection of an
-  imported model) adds the values its ``source`` saved, :math:`h \leftarrow act(h + h_{source})` in float64
+  imported model) adds the values its ``source`` saved, :math:`h \\leftarrow act(h + h_{source})` in float64
   (what a float datapath's vector unit does to two float tensors; ``act`` its fused ReLU/ReLU6, if any); its
   calibrated ``out_range`` (after ``act``) is then the
   range the next MAC stage quantizes its input with (else the previous MAC stage's).
