@@ -36,16 +36,17 @@ def fused_chunk(a, b, c, F, man=13):
     return round_f32(total * unit, man, nearest=False)
 
 
-def tensor_core(a, b, c, chunk, F, promote):
-    """One output: row ``a`` . column ``b`` + ``c`` (Fractions); ``promote`` 0/None: never promoted."""
+def tensor_core(a, b, c, chunk, F, promote, man=13):
+    """One output: row ``a`` . column ``b`` + ``c`` (Fractions); ``promote`` 0/None: never promoted; ``man``
+    the fraction bits each fused dot rounds to (toward zero)."""
     if not promote:
         d = c
         for k in range(0, len(a), chunk):
-            d = fused_chunk(a[k:k + chunk], b[k:k + chunk], d, F)
+            d = fused_chunk(a[k:k + chunk], b[k:k + chunk], d, F, man)
         return d
     total, d = c, Fraction(0)
     for k in range(0, len(a), chunk):
-        d = fused_chunk(a[k:k + chunk], b[k:k + chunk], d, F)
+        d = fused_chunk(a[k:k + chunk], b[k:k + chunk], d, F, man)
         if (k + chunk) % promote == 0 or k + chunk >= len(a):      # the last (zero-padded) chunk too
             total, d = round_f32(total + d, 23, nearest=True), Fraction(0)
     return total

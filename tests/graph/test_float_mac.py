@@ -10,7 +10,6 @@
 """
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 
 import numpy as np
@@ -26,6 +25,7 @@ from fxpsim.graph.float_mac import FloatMacSettings, float_conv2d, float_mac
 from fxpsim.graph.float_run import run_float_graph
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
+from reference_tensor_core import pow2_exponent, round_f32, tensor_core  # noqa: E402
 
 E4M3 = FloatFormat.parse("e4m3")
 HOPPER = "hopper-wgmma-m64n8k32-f32-e4m3"
@@ -37,16 +37,6 @@ def _settings(preset=HOPPER, w="e4m3", a="e4m3", scales="per-channel"):
 
 
 # ------------------------------------------------------------------ independent quantization (ml_dtypes)
-def _pow2_exponent(amax: float) -> int:
-    """The smallest e with amax / 2^e <= 448 (0 for amax 0), by exact search on powers of two."""
-    if amax == 0:
-        return 0
-    e = math.floor(math.log2(amax / 448.0)) - 2
-    while amax / 2.0 ** e > 448.0:
-        e += 1
-    return e
-
-
 def _e4m3_codes(v: np.ndarray) -> np.ndarray:
     assert np.all(np.abs(v) <= 448.0)
     return np.asarray(v, np.float64).astype(ml_dtypes.float8_e4m3fn).view(np.uint8).astype(np.int64)
@@ -54,8 +44,8 @@ def _e4m3_codes(v: np.ndarray) -> np.ndarray:
 
 def _direct_dense(x, w, b, preset, x_amax, k_to):
     """The layer computed here: codes from ml_dtypes, float_matmul, rescale."""
-    ex = _pow2_exponent(x_amax)
-    ew = np.array([_pow2_exponent(float(np.abs(w[:, j]).max())) for j in range(w.shape[1])])
+    ex = pow2_exponent(x_amax)
+    ew = np.array([pow2_exponent(float(np.abs(w[:, j]).max())) for j in range(w.shape[1])])
     xa = np.pad(x / 2.0 ** ex, ((0, 0), (0, k_to - x.shape[1])))
     xa = np.clip(xa, -448, 448)                      # saturating cast (the calibrated amax bounds it anyway)
     wb = np.pad(w / 2.0 ** ew, ((0, k_to - w.shape[0]), (0, 0)))
@@ -116,51 +106,8 @@ def test_mx_layer_equals_direct_block_scaled_float_matmul():
 
 
 # ------------------------------------------------------------------ an independent Fraction model
-def _load_float_acc_model():
-    """tests/datapath/float_acc_model.py (the accumulators' Fraction model): its exact floor(log2)."""
-    import importlib.util
-    import pathlib
-    path = pathlib.Path(__file__).resolve().parents[1] / "datapath" / "float_acc_model.py"
-    spec = importlib.util.spec_from_file_location("float_acc_model", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_floor_log2 = _load_float_acc_model().floor_log2
-
-
-def _round_f32(v: Fraction, man: int, nearest: bool) -> Fraction:
-    """v rounded to ``man`` fraction bits on float32's exponent range (toward zero, or half to even)."""
-    if v == 0:
-        return Fraction(0)
-    q = Fraction(2) ** (max(_floor_log2(v), -126) - man)
-    n = v / q
-    return (round(n) if nearest else Fraction(int(n))) * q          # round(): ties to even; int(): toward zero
-
-
-def _fused_chunk(a, b, c, F, man):
-    """MMA-Sim's fused dot: E_max over product exponents (E4M3: max(floor log2, -6); a zero: -126) and C's,
-    every term truncated to F bits below E_max, the integer sum rounded toward zero to ``man`` bits."""
-    ex = lambda v, emin: max(_floor_log2(v), emin) if v else -126  # noqa: E731
-    emax = max([ex(x, -6) + ex(y, -6) for x, y in zip(a, b)] + [ex(c, -126)])
-    unit = Fraction(2) ** (emax - F)
-    total = sum(int(x * y / unit) for x, y in zip(a, b)) + int(c / unit)
-    return _round_f32(total * unit, man, nearest=False)
-
-
 def _fraction_model(a_row, b_col, c, chunk, F, man, promote=None):
-    if promote is None:
-        d = c
-        for k in range(0, len(a_row), chunk):
-            d = _fused_chunk(a_row[k:k + chunk], b_col[k:k + chunk], d, F, man)
-        return d
-    total, d = c, Fraction(0)
-    for k in range(0, len(a_row), chunk):
-        d = _fused_chunk(a_row[k:k + chunk], b_col[k:k + chunk], d, F, man)
-        if (k + chunk) % promote == 0 or k + chunk == len(a_row):
-            total, d = _round_f32(total + d, 23, nearest=True), Fraction(0)
-    return total
+    return tensor_core(a_row, b_col, c, chunk, F, promote, man)
 
 
 def _random_e4m3(rng, shape):
@@ -186,7 +133,7 @@ def test_fused_layer_against_fraction_model(preset, chunk, F, man, promote):
             c = Fraction(float(bias[j]))
             assert Fraction(float(r.values[i, j])) == _fraction_model(a, b, c, chunk, F, man, promote)
             exact = c + sum(x * y for x, y in zip(a, b))
-            assert Fraction(float(r.exact[i, j])) == _round_f32(exact, 23, nearest=True)
+            assert Fraction(float(r.exact[i, j])) == round_f32(exact, 23, nearest=True)
 
 
 # ------------------------------------------------------------------ counts
