@@ -195,3 +195,12 @@ def test_the_report_carries_the_sweep(gemm, tmp_path):
     assert [int(r["fraction_bits"]) for r in rows] == [1, 13] and [r["promote_every"] for r in rows] == ["0", "0"]
     assert [float(r["agreement_exact"]) for r in rows] == [r["agreement_exact"] for r in res.records]
     assert "never" in page.cells
+
+
+def test_the_chunk_key_round_trips_and_is_checked():
+    from fxpsim.hardware import HardwareConfig
+    from fxpsim.hardware.float_config import float_accumulator
+    cfg = HardwareConfig.from_dict(dict(CFG, accumulator={"preset": "h100-fp8", "chunk": 64}))
+    assert float_accumulator(cfg).chunk == 64 and 'chunk = 64' in cfg.to_toml()
+    with pytest.raises(ConfigError, match="accumulator.chunk: must be an integer >= 1, got 0"):
+        HardwareConfig.from_dict(dict(CFG, accumulator={"preset": "h100-fp8", "chunk": 0}))
