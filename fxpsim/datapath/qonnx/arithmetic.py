@@ -72,6 +72,11 @@ def round_div(num, den, mode: str) -> np.ndarray:
         num, den = _obj(num), _obj(den)
     else:
         num, den = num.astype(np.int64), den.astype(np.int64)
+    return _round_div_any(num, den, mode)
+
+
+def _round_div_any(num, den, mode: str) -> np.ndarray:
+    """:func:`round_div` on arrays already int64 (every :math:`|n| + 2d < 2^{63}`) or both object."""
     q = num // den                                  # floor (numpy and Python both floor)
     r = num - q * den                               # 0 <= r < den
     twice = 2 * r
@@ -273,30 +278,30 @@ def dyadic_codes(values) -> tuple[np.ndarray, int]:
     return codes.astype(np.int64), e0
 
 
-def to_float32(num, den=1) -> np.ndarray:
-    """float32 nearest (ties to even) to each exact :math:`n / d` (integer arrays, :math:`d > 0`): one rounding,
-    subnormals and overflow to inf as IEEE 754.
+def to_float32(num, den=1, exp2: int = 0) -> np.ndarray:
+    """float32 nearest (ties to even) to each exact :math:`n\\,2^{e}/ d` (integer arrays, :math:`d > 0`;
+    :math:`e` = ``exp2``): one rounding, subnormals and overflow to inf as IEEE 754.
 
-    int64 ``n``, ``d`` below :math:`2^{53}` take the float64 quotient :math:`\\mathrm{fl}_{64}(n/d)` rounded to
-    float32: exact when :math:`d` is a power of two (one rounding), and a correct rounding of :math:`n/d` for any
-    :math:`d` while the result is a normal float32 (double rounding through :math:`p' = 53 \\ge 2p + 2` bits is
-    innocuous for a quotient, :math:`p = 24`: Figueroa, "When is double rounding innocuous?", 1995); the other
-    quotients (float32 subnormals and values near overflow) take the exact integer rounding, element by element."""
+    int64 ``n``, ``d`` below :math:`2^{53}` take the float64 quotient :math:`\\mathrm{fl}_{64}(n/d)\\,2^e` rounded
+    to float32: exact when :math:`d` is a power of two (one rounding), and a correct rounding of :math:`n 2^e/d`
+    for any :math:`d` while the result is a normal float32 (double rounding through :math:`p' = 53 \\ge 2p + 2`
+    bits is innocuous for a quotient, :math:`p = 24`: Figueroa, "When is double rounding innocuous?", 1995); the
+    other quotients (float32 subnormals, values near overflow) take the exact integer rounding one by one."""
+    e = int(exp2)
     n, d = np.asarray(num), np.broadcast_to(np.asarray(den), np.shape(num))
-    if n.dtype.kind in "iu" and d.dtype.kind in "iu" and not _wide(n, d) and n.size:
-        lim = 1 << 53
-        if int(np.abs(n).max()) < lim and int(d.max()) < lim and int(d.min()) > 0:
-            n64, d64 = n.astype(np.int64), d.astype(np.int64)
-            q = n64.astype(np.float64) / d64.astype(np.float64)
-            pow2 = (d64 & (d64 - 1)) == 0
-            a = np.abs(q)
-            slow = ~pow2 & (((a < 2.0 ** -125) & (a > 0)) | (a >= 2.0 ** 127))
-            with np.errstate(over="ignore"):
-                out = q.astype(np.float32)
-            if slow.any():
-                out[slow] = _to_float32_exact(n64[slow], d64[slow])
-            return out
-    return _to_float32_exact(num, den)
+    lim = 1 << 53
+    if (n.dtype.kind in "iu" and d.dtype.kind in "iu" and n.size and abs(e) < 900 and int(np.abs(n).max()) < lim
+            and 0 < int(d.min()) and int(d.max()) < lim):
+        n64, d64 = n.astype(np.int64), d.astype(np.int64)
+        q = np.ldexp(n64.astype(np.float64) / d64.astype(np.float64), e)
+        a = np.abs(q)
+        slow = ((d64 & (d64 - 1)) != 0) & (((a < 2.0 ** -125) & (a > 0)) | (a >= 2.0 ** 127))
+        with np.errstate(over="ignore"):
+            out = q.astype(np.float32)
+        if slow.any():
+            out[slow] = _to_float32_exact(_obj(n64[slow]) << max(e, 0), _obj(d64[slow]) << max(-e, 0))
+        return out
+    return _to_float32_exact(_obj(n) << max(e, 0), _obj(d) << max(-e, 0))
 
 
 def _to_float32_exact(num, den=1) -> np.ndarray:

@@ -1,0 +1,184 @@
+"""Compiled-plan steps of the QONNX ops (``Op.prepare``, :mod:`fxpsim.graph.plan`): every attribute parsed, every
+constant cast and every width bound proven once per plan, so that a run is a few numpy passes per node.
+
+A step computes the codes of :mod:`.ops`' ``run`` bit for bit, on a narrower proof:
+
+* ``qonnx_quant`` from float32 (a graph input, already checked finite): :func:`~fxpsim.datapath.qonnx.
+  arithmetic.quantize_float`'s float64 path when :math:`\\max(|q_{lo}|, |q_{hi}|) + |z| \\le 2^{23}`;
+  from codes (and ``qonnx_trunc``'s first rounding): :math:`\\mathrm{round}((v n + z d) / d)` in int64 when
+  :math:`\\max|v|\\,\\max|n| + \\max|z|\\,\\max d < 2^{61}` over the input's code range;
+* ``qonnx_matmul`` / ``qonnx_conv`` on the graph's own datapath (``requantization = "native"``): the exact sum
+  :math:`\\sum_k (x_k - z) w_k` by float64 BLAS when the node's worst case :math:`B = \\max|x - z| \\max_j
+  \\sum_k |w_{kj}|` is below :math:`2^{53}` (every partial sum, in any order, is then an exact float64 integer)
+  and within the accumulator (no add can saturate, so the sequential saturating sum is the exact sum);
+* ``qonnx_add``: :math:`(a - z_a) k_a + (b - z_b) k_b` in int64 when the code ranges bound it below
+  :math:`2^{61}` (a constant ``b`` term computed once); ``qonnx_relu``: int64;
+* ``qonnx_dequantize``: :math:`n = (q - z) m` in int64 below :math:`2^{53}`, then
+  :func:`~fxpsim.datapath.qonnx.arithmetic.to_float32` of :math:`n\\,2^e/d`.
+
+Anything else (another datapath, wider ranges, ``trace``) runs the op's ``run``.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ...datapath.qonnx import arithmetic as A
+from ...graph.registry import OPS
+from . import ops as _ops
+
+__all__ = ["PREPARED_OPS"]
+
+_LIM61, _LIM53 = 1 << 61, 1 << 53
+
+
+def _with_fallback(graph, node, dp, fast):
+    """``step(ins, trace)``: ``fast(ins)`` untraced, the op's full ``run`` when a trace is asked for."""
+    run = OPS[node.op].run
+
+    def step(ins, trace):
+        if trace:
+            return run(graph, node, ins, dp, trace)
+        return [fast(ins)], None
+    return step
+
+
+def _absmax(a) -> int:
+    return int(np.abs(np.asarray(a)).max(initial=0))
+
+
+def _centred_bound(graph, name, zp) -> int:
+    lo, hi = graph.tensors[name].code_range
+    return max(abs(lo - int(zp)), abs(hi - int(zp)))
+
+
+def _int64(value):
+    a = _ops._arr(value)
+    return a if a.dtype == np.int64 else None
+
+
+def _dtype(graph, node):
+    return graph.tensors[node.outputs[0]].dtype
+
+
+def _rounder(graph, node, a, mode: str):
+    """``v -> round((v n + z d) / d)`` in ``mode`` (int64), or ``None`` when the input's range may leave int64."""
+    num, den, zp = _int64(a["num"]), _int64(a["den"]), _int64(a["zp"])
+    if num is None or den is None or zp is None:
+        return None
+    v_max = _centred_bound(graph, node.inputs[0], a["x_zp"])
+    if v_max * _absmax(num) + _absmax(zp) * _absmax(den) + 2 * _absmax(den) >= _LIM61:
+        return None
+    zd, x_zp = zp * den, np.int64(a["x_zp"])
+    return lambda x: A._round_div_any((x.astype(np.int64) - x_zp) * num + zd, den, mode)
+
+
+def _quant_prepare(graph, node, dp, in_shapes):
+    a = node.attrs
+    if a.get("bipolar"):
+        return None
+    lo, hi, mode, dtype = int(a["lo"]), int(a["hi"]), a["rounding_mode"], _dtype(graph, node)
+    if a.get("float_in"):
+        zp = _int64(a["zp"])
+        if node.inputs[0] not in graph.inputs or zp is None or max(abs(lo), abs(hi)) + _absmax(zp) > A._FAST_BOUND:
+            return None
+        s = np.asarray(A._float32(_ops._arr(a["scale"], np.float32), "the scale"))
+        if np.any(s <= 0):
+            return None
+        return _with_fallback(graph, node, dp, lambda ins: A._quantize_float64(ins[0], s, zp, lo, hi, mode)
+                              .astype(dtype))
+    rounder = _rounder(graph, node, a, mode)
+    if rounder is None:
+        return None
+    return _with_fallback(graph, node, dp, lambda ins: np.clip(rounder(ins[0]), lo, hi).astype(dtype))
+
+
+def _trunc_prepare(graph, node, dp, in_shapes):
+    a = node.attrs
+    shift, bounds, dtype = int(a["shift"]), a.get("bounds"), _dtype(graph, node)
+    rounder = _rounder(graph, node, a, "ROUND")          # Trunc rounds half to even first, then by its mode
+    if rounder is None or not 0 <= shift < 62:
+        return None
+    den, mode = np.int64(1) << shift, a["rounding_mode"]
+
+    def fast(ins):
+        q = A._round_div_any(rounder(ins[0]), den, mode)
+        return (q if bounds is None else np.clip(q, int(bounds[0]), int(bounds[1]))).astype(dtype)
+    return _with_fallback(graph, node, dp, fast)
+
+
+def _mac_prepare(graph, node, dp, in_shapes):
+    if getattr(dp, "requantization", None) != "native" or in_shapes[0] is None:
+        return None
+    bound = _ops._mac_bound(graph, node)
+    acc_bits = _ops._acc_setup(graph, node, dp)["acc"].word
+    if bound >= _LIM53 or bound > (1 << (acc_bits - 1)) - 1:
+        return None
+    w = np.asarray(graph.tensors[node.inputs[1]].data).astype(np.float64)
+    x_zp, dtype = float(node.attrs["x_zp"]), _dtype(graph, node)
+    if node.op == "qonnx_matmul":
+        def fast(ins):
+            return np.matmul(ins[0].astype(np.float64) - x_zp, w).astype(np.int64).astype(dtype)
+        return _with_fallback(graph, node, dp, fast)
+    (pt, pb), (pl, pr) = _ops._conv_geometry(node)[0]
+    (sh, sw), (dh, dw), group = _ops._conv_geometry(node)[1:]
+    o, cg, kh, kw = w.shape
+    og = o // group
+    wg = [np.ascontiguousarray(w[g * og:(g + 1) * og].reshape(og, -1).T) for g in range(group)]
+
+    def fast(ins):
+        x = np.pad(ins[0].astype(np.float64) - x_zp, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+        win = np.lib.stride_tricks.sliding_window_view(x, (dh * (kh - 1) + 1, dw * (kw - 1) + 1), axis=(2, 3))
+        win = win[:, :, ::sh, ::sw, ::dh, ::dw]                                  # [N, C, OH, OW, KH, KW]
+        outs = []
+        for g in range(group):
+            p = np.moveaxis(win[:, g * cg:(g + 1) * cg], 1, 3)                    # [N, OH, OW, Cg, KH, KW]
+            outs.append(p.reshape(p.shape[:3] + (-1,)) @ wg[g])
+        out = outs[0] if group == 1 else np.concatenate(outs, axis=-1)
+        return np.ascontiguousarray(np.moveaxis(out, 3, 1)).astype(np.int64).astype(dtype)
+    return _with_fallback(graph, node, dp, fast)
+
+
+def _add_prepare(graph, node, dp, in_shapes):
+    a = node.attrs
+    ka, kb = _int64(a["ka"]), _int64(a["kb"])
+    if ka is None or kb is None:
+        return None
+    bound = (_centred_bound(graph, node.inputs[0], a["a_zp"]) * _absmax(ka)
+             + _centred_bound(graph, node.inputs[1], a["b_zp"]) * _absmax(kb))
+    if bound >= _LIM61:
+        return None
+    za, zb, dtype = np.int64(a["a_zp"]), np.int64(a["b_zp"]), _dtype(graph, node)
+    b_spec = graph.tensors[node.inputs[1]]
+    if b_spec.is_constant:
+        ykb = (np.asarray(b_spec.data)[None].astype(np.int64) - zb) * kb
+        return _with_fallback(graph, node, dp, lambda ins: ((ins[0].astype(np.int64) - za) * ka + ykb).astype(dtype))
+    return _with_fallback(graph, node, dp, lambda ins: ((ins[0].astype(np.int64) - za) * ka
+                                                        + (ins[1].astype(np.int64) - zb) * kb).astype(dtype))
+
+
+def _relu_prepare(graph, node, dp, in_shapes):
+    z, dtype = np.int64(node.attrs["x_zp"]), _dtype(graph, node)
+    return _with_fallback(graph, node, dp, lambda ins: np.maximum(ins[0].astype(np.int64) - z, 0).astype(dtype))
+
+
+def _dequantize_prepare(graph, node, dp, in_shapes):
+    a = node.attrs
+    m = _int64(np.asarray(a["m"], dtype=object))
+    if m is None:
+        return None
+    zp, e, d = int(a["zp"]), int(a["e"]), int(a["d"])
+    if _centred_bound(graph, node.inputs[0], zp) * _absmax(m) >= _LIM53 or not 0 < d < _LIM53:
+        return None
+    z = np.int64(zp)
+    return _with_fallback(graph, node, dp, lambda ins: A.to_float32((ins[0].astype(np.int64) - z) * m, d, e))
+
+
+#: The ops given a prepared step here.
+PREPARED_OPS = {"qonnx_quant": _quant_prepare, "qonnx_trunc": _trunc_prepare, "qonnx_matmul": _mac_prepare,
+                "qonnx_conv": _mac_prepare, "qonnx_add": _add_prepare, "qonnx_relu": _relu_prepare,
+                "qonnx_dequantize": _dequantize_prepare}
+
+for _name, _prepare in PREPARED_OPS.items():
+    OPS[_name] = dataclasses.replace(OPS[_name], prepare=_prepare)
