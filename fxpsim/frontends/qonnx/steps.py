@@ -11,6 +11,7 @@ A step computes the codes of :mod:`.ops`' ``run`` bit for bit, on a narrower pro
   :math:`\\sum_k (x_k - z) w_k` by float64 BLAS when the node's worst case :math:`B = \\max|x - z| \\max_j
   \\sum_k |w_{kj}|` is below :math:`2^{53}` (every partial sum, in any order, is then an exact float64 integer)
   and within the accumulator (no add can saturate, so the sequential saturating sum is the exact sum);
+* ``qonnx_avgpool`` with non-overlapping windows (kernel = strides, no padding): a reshape and a sum;
 * ``qonnx_add``: :math:`(a - z_a) k_a + (b - z_b) k_b` in int64 when the code ranges bound it below
   :math:`2^{61}` (a constant ``b`` term computed once); ``qonnx_relu``: int64;
 * ``qonnx_dequantize``: :math:`n = (q - z) m` in int64 below :math:`2^{53}`, then
@@ -71,6 +72,8 @@ def _rounder(graph, node, a, mode: str):
     if v_max * _absmax(num) + _absmax(zp) * _absmax(den) + 2 * _absmax(den) >= _LIM61:
         return None
     zd, x_zp = zp * den, np.int64(a["x_zp"])
+    if np.all(den == 1):                                     # an integer ratio: nothing to round
+        return lambda x: (x.astype(np.int64) - x_zp) * num + zp
     return lambda x: A._round_div_any((x.astype(np.int64) - x_zp) * num + zd, den, mode)
 
 
@@ -125,19 +128,37 @@ def _mac_prepare(graph, node, dp, in_shapes):
     (sh, sw), (dh, dw), group = _ops._conv_geometry(node)[1:]
     o, cg, kh, kw = w.shape
     og = o // group
-    wg = [np.ascontiguousarray(w[g * og:(g + 1) * og].reshape(og, -1).T) for g in range(group)]
+    n, c, h, wd = in_shapes[0]
+    oh, ow = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1, (wd + pl + pr - dw * (kw - 1) - 1) // sw + 1
+    wg = [w[g * og:(g + 1) * og].reshape(og, -1) for g in range(group)]          # [Og, Cg KH KW]
+    taps = [(i * dh, j * dw) for i in range(kh) for j in range(kw)]
 
     def fast(ins):
-        x = np.pad(ins[0].astype(np.float64) - x_zp, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
-        win = np.lib.stride_tricks.sliding_window_view(x, (dh * (kh - 1) + 1, dw * (kw - 1) + 1), axis=(2, 3))
-        win = win[:, :, ::sh, ::sw, ::dh, ::dw]                                  # [N, C, OH, OW, KH, KW]
-        outs = []
-        for g in range(group):
-            p = np.moveaxis(win[:, g * cg:(g + 1) * cg], 1, 3)                    # [N, OH, OW, Cg, KH, KW]
-            outs.append(p.reshape(p.shape[:3] + (-1,)) @ wg[g])
-        out = outs[0] if group == 1 else np.concatenate(outs, axis=-1)
-        return np.ascontiguousarray(np.moveaxis(out, 3, 1)).astype(np.int64).astype(dtype)
+        x = ins[0]
+        xp = np.zeros((len(x), c, h + pt + pb, wd + pl + pr))
+        xp[:, :, pt:pt + h, pl:pl + wd] = x
+        if x_zp:
+            xp[:, :, pt:pt + h, pl:pl + wd] -= x_zp
+        cols = np.stack([xp[:, :, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw] for i, j in taps], axis=2)
+        cols = cols.reshape(len(x), c * kh * kw, oh * ow) if group == 1 else cols   # [N, C KH KW, OH OW]
+        if group == 1:
+            out = wg[0] @ cols
+        else:
+            out = np.concatenate([wg[g] @ cols[:, g * cg:(g + 1) * cg].reshape(len(x), -1, oh * ow)
+                                  for g in range(group)], axis=1)
+        return out.reshape(len(x), o, oh, ow).astype(np.int64).astype(dtype)
     return _with_fallback(graph, node, dp, fast)
+
+
+def _avgpool_prepare(graph, node, dp, in_shapes):
+    a = node.attrs
+    (kh, kw), (sh, sw), pads = a["kernel"], a["strides"], list(a["pads"])
+    if in_shapes[0] is None or any(pads) or (kh, kw) != (sh, sw) or in_shapes[0][2] % kh or in_shapes[0][3] % kw:
+        return None
+    n, c, h, w = in_shapes[0]
+    z, dtype = np.int64(a["x_zp"]), _dtype(graph, node)
+    return _with_fallback(graph, node, dp, lambda ins: (ins[0].astype(np.int64) - z).reshape(
+        len(ins[0]), c, h // kh, kh, w // kw, kw).sum(axis=(3, 5)).astype(dtype))
 
 
 def _add_prepare(graph, node, dp, in_shapes):
@@ -178,7 +199,8 @@ def _dequantize_prepare(graph, node, dp, in_shapes):
 #: The ops given a prepared step here.
 PREPARED_OPS = {"qonnx_quant": _quant_prepare, "qonnx_trunc": _trunc_prepare, "qonnx_matmul": _mac_prepare,
                 "qonnx_conv": _mac_prepare, "qonnx_add": _add_prepare, "qonnx_relu": _relu_prepare,
-                "qonnx_dequantize": _dequantize_prepare}
+                "qonnx_dequantize": _dequantize_prepare,
+                "qonnx_avgpool": _avgpool_prepare}
 
 for _name, _prepare in PREPARED_OPS.items():
     OPS[_name] = dataclasses.replace(OPS[_name], prepare=_prepare)
