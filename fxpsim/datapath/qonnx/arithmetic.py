@@ -219,6 +219,12 @@ def _quantize_float64(x, s, z, lo: int, hi: int, mode: str) -> np.ndarray:
     return np.clip(q, lo, hi)
 
 
+#: The modes numpy rounds a float64 to an integer in directly.  Exact on a float64 :math:`\\hat t` that is
+#: :math:`t` itself, or that has :math:`t`'s floor and :math:`t`'s fraction's order against 0 and 1/2 (the
+#: float64 quotient of :func:`_quantize_float64`): each result depends on those alone.
+FLOAT64_ROUNDING = {"ROUND": np.rint, "FLOOR": np.floor, "CEIL": np.ceil, "DOWN": np.trunc}
+
+
 def _float32(x, what: str) -> np.ndarray:
     a = np.asarray(x)
     a32 = a.astype(np.float32)

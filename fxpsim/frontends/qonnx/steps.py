@@ -6,7 +6,10 @@ A step computes the codes of :mod:`.ops`' ``run`` bit for bit, on a narrower pro
 * ``qonnx_quant`` from float32 (a graph input, already checked finite): :func:`~fxpsim.datapath.qonnx.
   arithmetic.quantize_float`'s float64 path when :math:`\\max(|q_{lo}|, |q_{hi}|) + |z| \\le 2^{23}`;
   from codes (and ``qonnx_trunc``'s first rounding): :math:`\\mathrm{round}((v n + z d) / d)` in int64 when
-  :math:`\\max|v|\\,\\max|n| + \\max|z|\\,\\max d < 2^{61}` over the input's code range;
+  :math:`\\max|v|\\,\\max|n| + \\max|z|\\,\\max d < 2^{61}` over the input's code range, in float64 (numpy's
+  ``rint``/``floor``/``ceil``/``trunc`` on an exact value) when that is below :math:`2^{53}` and ``d`` a power of
+  two; from float32 with zero point 0 in those four modes: numpy's rounding of :math:`\\mathrm{fl}_{64}(x/s)`
+  (exact, by the argument of :func:`~fxpsim.datapath.qonnx.arithmetic._quantize_float64`);
 * ``qonnx_matmul`` / ``qonnx_conv`` on the graph's own datapath (``requantization = "native"``): the exact sum
   :math:`\\sum_k (x_k - z) w_k` by float64 BLAS when the node's worst case :math:`B = \\max|x - z| \\max_j
   \\sum_k |w_{kj}|` is below :math:`2^{53}` (every partial sum, in any order, is then an exact float64 integer)
@@ -15,7 +18,8 @@ A step computes the codes of :mod:`.ops`' ``run`` bit for bit, on a narrower pro
 * ``qonnx_add``: :math:`(a - z_a) k_a + (b - z_b) k_b` in int64 when the code ranges bound it below
   :math:`2^{61}` (a constant ``b`` term computed once); ``qonnx_relu``: int64;
 * ``qonnx_dequantize``: :math:`n = (q - z) m` in int64 below :math:`2^{53}`, then
-  :func:`~fxpsim.datapath.qonnx.arithmetic.to_float32` of :math:`n\\,2^e/d`.
+  :func:`~fxpsim.datapath.qonnx.arithmetic.to_float32` of :math:`n\\,2^e/d`; for a power-of-two ``d`` the
+  float64 :math:`(q - z)\\,m\\,2^e/d` (exact) rounded once to float32.
 
 Anything else (another datapath, wider ranges, ``trace``) runs the op's ``run``.
 """
@@ -63,18 +67,34 @@ def _dtype(graph, node):
     return graph.tensors[node.outputs[0]].dtype
 
 
-def _rounder(graph, node, a, mode: str):
-    """``v -> round((v n + z d) / d)`` in ``mode`` (int64), or ``None`` when the input's range may leave int64."""
+def _rounder(graph, node, a, mode: str, shift: int = 0):
+    """``v -> round(round((v n + z d) / d) / 2^shift)`` (the inner rounding in ``mode`` when ``shift`` is 0,
+    half to even otherwise, the outer in ``mode``) as int64 or exact float64 integers, or ``None`` when the
+    input's range may leave int64."""
     num, den, zp = _int64(a["num"]), _int64(a["den"]), _int64(a["zp"])
-    if num is None or den is None or zp is None:
+    if num is None or den is None or zp is None or not 0 <= shift < 62:
         return None
     v_max = _centred_bound(graph, node.inputs[0], a["x_zp"])
-    if v_max * _absmax(num) + _absmax(zp) * _absmax(den) + 2 * _absmax(den) >= _LIM61:
+    top = v_max * _absmax(num) + _absmax(zp) * _absmax(den)
+    if top + 2 * _absmax(den) >= _LIM61:
         return None
-    zd, x_zp = zp * den, np.int64(a["x_zp"])
-    if np.all(den == 1):                                     # an integer ratio: nothing to round
-        return lambda x: (x.astype(np.int64) - x_zp) * num + zp
-    return lambda x: A._round_div_any((x.astype(np.int64) - x_zp) * num + zd, den, mode)
+    inner = "ROUND" if shift else mode
+    zd, x_zp, pow2 = zp * den, np.int64(a["x_zp"]), bool(np.all(den & (den - 1) == 0))
+    if pow2 and top < _LIM53 and inner in A.FLOAT64_ROUNDING and mode in A.FLOAT64_ROUNDING:
+        # t = (v n + z d) / d is an exact float64 (|v n + z d| < 2^53, d a power of two): every mode is exact
+        num_f, zd_f, inv = num.astype(np.float64), zd.astype(np.float64), 1.0 / den.astype(np.float64)
+        first, second, step = A.FLOAT64_ROUNDING[inner], A.FLOAT64_ROUNDING[mode], 2.0 ** -shift
+
+        def rounder(x):
+            t = first(((x.astype(np.float64) - float(x_zp)) * num_f + zd_f) * inv)
+            return second(t * step) if shift else t
+        return rounder
+
+    def rounder(x):
+        y = (x.astype(np.int64) - x_zp) * num + zp if np.all(den == 1) else \
+            A._round_div_any((x.astype(np.int64) - x_zp) * num + zd, den, inner)
+        return A._round_div_any(y, np.int64(1) << shift, mode) if shift else y
+    return rounder
 
 
 def _quant_prepare(graph, node, dp, in_shapes):
@@ -89,6 +109,10 @@ def _quant_prepare(graph, node, dp, in_shapes):
         s = np.asarray(A._float32(_ops._arr(a["scale"], np.float32), "the scale"))
         if np.any(s <= 0):
             return None
+        if mode in A.FLOAT64_ROUNDING and not np.any(zp):
+            s64, rnd = s.astype(np.float64), A.FLOAT64_ROUNDING[mode]
+            return _with_fallback(graph, node, dp, lambda ins: np.clip(rnd(ins[0].astype(np.float64) / s64), lo, hi)
+                                  .astype(dtype))
         return _with_fallback(graph, node, dp, lambda ins: A._quantize_float64(ins[0], s, zp, lo, hi, mode)
                               .astype(dtype))
     rounder = _rounder(graph, node, a, mode)
@@ -100,15 +124,17 @@ def _quant_prepare(graph, node, dp, in_shapes):
 def _trunc_prepare(graph, node, dp, in_shapes):
     a = node.attrs
     shift, bounds, dtype = int(a["shift"]), a.get("bounds"), _dtype(graph, node)
-    rounder = _rounder(graph, node, a, "ROUND")          # Trunc rounds half to even first, then by its mode
-    if rounder is None or not 0 <= shift < 62:
+    if shift == 0:
+        rounder = _rounder(graph, node, a, "ROUND")          # Trunc rounds half to even, then by its mode
+    else:
+        rounder = _rounder(graph, node, a, a["rounding_mode"], shift)
+    if rounder is None:
         return None
-    den, mode = np.int64(1) << shift, a["rounding_mode"]
-
-    def fast(ins):
-        q = A._round_div_any(rounder(ins[0]), den, mode)
-        return (q if bounds is None else np.clip(q, int(bounds[0]), int(bounds[1]))).astype(dtype)
-    return _with_fallback(graph, node, dp, fast)
+    if bounds is None:
+        return _with_fallback(graph, node, dp, lambda ins: rounder(ins[0]).astype(np.int64).astype(dtype))
+    lo, hi = int(bounds[0]), int(bounds[1])
+    return _with_fallback(graph, node, dp, lambda ins: np.clip(rounder(ins[0]), lo, hi).astype(np.int64)
+                          .astype(dtype))
 
 
 def _mac_prepare(graph, node, dp, in_shapes):
@@ -190,9 +216,13 @@ def _dequantize_prepare(graph, node, dp, in_shapes):
     if m is None:
         return None
     zp, e, d = int(a["zp"]), int(a["e"]), int(a["d"])
-    if _centred_bound(graph, node.inputs[0], zp) * _absmax(m) >= _LIM53 or not 0 < d < _LIM53:
+    if _centred_bound(graph, node.inputs[0], zp) * _absmax(m) >= _LIM53 or not 0 < d < _LIM53 or abs(e) > 900:
         return None
     z = np.int64(zp)
+    if d & (d - 1) == 0:         # (q - z) m 2^e / d: an exact float64, rounded once to float32
+        c = m.astype(np.float64) * (2.0 ** e / d)
+        return _with_fallback(graph, node, dp, lambda ins: ((ins[0].astype(np.float64) - float(z)) * c)
+                              .astype(np.float32))
     return _with_fallback(graph, node, dp, lambda ins: A.to_float32((ins[0].astype(np.int64) - z) * m, d, e))
 
 
