@@ -304,3 +304,4 @@ register_op(Op("hls4ml_activation", _activation_run, _activation_float, _activat
 register_op(Op("hls4ml_reshape", _reshape_run, _reshape_float, _reshape_check))
 register_mac_view("hls4ml_dense", _mac_view)
 register_mac_view("hls4ml_conv2d", _mac_view)
+from . import steps  # noqa: E402,F401  (the compiled-plan steps of these ops)
