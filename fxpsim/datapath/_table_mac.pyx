@@ -22,7 +22,9 @@ def table_mac(const int64_t[:, ::1] rows, const int32_t[:, ::1] table, const int
             acc = &out[r, 0]
             for j in range(N):
                 acc[j] = bias[j]
-            for k in range(K):
+        for k in range(K):                  # k outermost: T's rows of one k (V x N) stay in cache
+            for r in range(R):
+                acc = &out[r, 0]
                 t = &table[rows[r, k], 0]
                 if mode == 0:
                     for j in range(N):

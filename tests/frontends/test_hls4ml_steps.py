@@ -87,3 +87,55 @@ def test_mac_step_declines_a_table_too_large():
         assert steps._mac_prepare(g, node, g.default_datapath, shapes) is None
     finally:
         steps.MAX_TABLE = old
+
+
+# ----------------------------------------------------------------------------- the table MAC alone
+def _ref_sums(codes, table, lo_code, bias, lo, hi, mode, word):
+    """hls4ml's fitted sequential sums in Python integers: s = A(... A(b + T[k, x_k]) ...)."""
+    out = []
+    for row in codes.tolist():
+        sums = []
+        for j, b in enumerate(bias.tolist()):
+            s = b
+            for k, v in enumerate(row):
+                s += int(table[k, v - lo_code, j])
+                if mode == "wrap":
+                    s = (s - lo) % (1 << word) + lo
+                elif mode == "zero" and not lo <= s <= hi:
+                    s = 0
+                elif mode in ("sat", "sym"):
+                    s = min(max(s, -hi if mode == "sym" else lo), hi)
+            sums.append(s)
+        out.append(sums)
+    return np.array(out, np.int64)
+
+
+@pytest.mark.parametrize("overflow,mode", [("AP_SAT", "sat"), ("AP_SAT_SYM", "sym"), ("AP_SAT_ZERO", "zero"),
+                                           ("AP_WRAP", "wrap")])
+@pytest.mark.parametrize("use_kernel", [True, False])
+def test_table_mac_equals_python_integer_sums(overflow, mode, use_kernel):
+    from fxpsim.datapath.hls4ml import parse_ap_type
+    from fxpsim.datapath.hls4ml.table_mac import TableMac
+    accum_t = parse_ap_type(f"ap_fixed<8,8,AP_TRN,{overflow}>")
+    rng = np.random.default_rng(3)
+    k, v, n = 9, 11, 5
+    table = rng.integers(-40, 41, (k, v, n))
+    bias = rng.integers(-128, 128, n)
+    codes = rng.integers(-5, 6, (40, k))
+    codes[0] = 5
+    mac = TableMac(table, (-5, 5), bias, accum_t, use_kernel=use_kernel)
+    assert mac.mode == ("wrap" if mode == "wrap" else "fit")
+    want = _ref_sums(codes, table, -5, bias, -128, 127, mode, 8)
+    np.testing.assert_array_equal(mac(codes), want)
+    # a table whose sums cannot leave the range: the plain sum
+    small = TableMac(table // 40, (-5, 5), bias // 4, accum_t, use_kernel=use_kernel)
+    assert small.mode == "exact"
+    np.testing.assert_array_equal(small(codes), _ref_sums(codes, table // 40, -5, bias // 4, -128, 127, mode, 8))
+
+
+def test_table_mac_refuses_what_it_does_not_model():
+    from fxpsim.datapath.hls4ml import parse_ap_type
+    from fxpsim.datapath.hls4ml.table_mac import TableMac
+    table = np.zeros((2, 3, 4), np.int64)
+    with pytest.raises(ValueError, match="not modelled"):
+        TableMac(table, (0, 2), np.zeros(4, np.int64), parse_ap_type("ap_fixed<8,8,AP_TRN,AP_WRAP,2>"))

@@ -19,7 +19,7 @@ from ...datapath.hls4ml import relu, linear
 from ...datapath.hls4ml.layers import conv_patches
 from ...datapath.hls4ml.table_mac import TableMac, product_table
 from ...graph.registry import OPS
-from . import ops as _ops
+from .types import conv_geometry, fixed_codes, node_accum_t, tensor_format, type_attr
 
 __all__ = ["PREPARED_OPS", "MAX_TABLE"]
 
@@ -38,7 +38,7 @@ def _with_fallback(graph, node, dp, fast):
 
 
 def _input_prepare(graph, node, dp, in_shapes):
-    t, dtype = _ops._type_attr(node, "type"), graph.tensors[node.outputs[0]].dtype
+    t, dtype = type_attr(node, "type"), graph.tensors[node.outputs[0]].dtype
     return _with_fallback(graph, node, dp, lambda ins: t.from_float(np.asarray(ins[0], np.float64)).raw
                           .astype(dtype))
 
@@ -47,23 +47,23 @@ def _activation_prepare(graph, node, dp, in_shapes):
     fn = {"relu": relu, "linear": linear}.get(node.attrs.get("function"))
     if fn is None:
         return None
-    t, dtype = _ops._type_attr(node, "result_t"), graph.tensors[node.outputs[0]].dtype
-    apply = _code_map(_ops.tensor_format(graph, node.inputs[0]), t, fn)
+    t, dtype = type_attr(node, "result_t"), graph.tensors[node.outputs[0]].dtype
+    apply = _code_map(tensor_format(graph, node.inputs[0]), t, fn)
     return _with_fallback(graph, node, dp, lambda ins: apply(ins[0]).astype(dtype))
 
 
 def _mac_prepare(graph, node, dp, in_shapes):
     if getattr(dp, "requantization", None) != "native" or in_shapes[0] is None:
         return None
-    accum_t, result_t = _ops.node_accum_t(node, dp), _ops._type_attr(node, "result_t")
+    accum_t, result_t = node_accum_t(node, dp), type_attr(node, "result_t")
     lo, hi = graph.tensors[node.inputs[0]].code_range
-    w = _ops._fixed(graph, node.inputs[1], graph.tensors[node.inputs[1]].data)
+    w = fixed_codes(graph, node.inputs[1], graph.tensors[node.inputs[1]].data)
     w2 = w.reshape(-1, w.shape[-1])
     k, n = w2.shape
     if (hi - lo + 1) * k * n > MAX_TABLE:
         return None
-    x_fmt = _ops.tensor_format(graph, node.inputs[0])
-    b = accum_t.cast(_ops._fixed(graph, node.inputs[2], graph.tensors[node.inputs[2]].data)).raw
+    x_fmt = tensor_format(graph, node.inputs[0])
+    b = accum_t.cast(fixed_codes(graph, node.inputs[2], graph.tensors[node.inputs[2]].data)).raw
     try:
         mac = TableMac(product_table(x_fmt, (lo, hi), w2, accum_t), (lo, hi), b, accum_t)
     except ValueError:
@@ -73,7 +73,7 @@ def _mac_prepare(graph, node, dp, in_shapes):
     if node.op == "hls4ml_dense":
         return _with_fallback(graph, node, dp, lambda ins: cast(mac(ins[0])).reshape((len(ins[0]),) + out_shape)
                               .astype(dtype))
-    stride, pads = _ops._conv_geometry(node)
+    stride, pads = conv_geometry(node)
 
     def fast(ins):
         p = conv_patches(FixedArray(ins[0].astype(np.int64), x_fmt), w, stride, pads).raw

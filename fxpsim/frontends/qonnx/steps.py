@@ -31,7 +31,7 @@ import numpy as np
 
 from ...datapath.qonnx import arithmetic as A
 from ...graph.registry import OPS
-from . import ops as _ops
+from .attrs import acc_setup, attr_array, conv_geometry
 
 __all__ = ["PREPARED_OPS"]
 
@@ -59,7 +59,7 @@ def _centred_bound(graph, name, zp) -> int:
 
 
 def _int64(value):
-    a = _ops._arr(value)
+    a = attr_array(value)
     return a if a.dtype == np.int64 else None
 
 
@@ -106,7 +106,7 @@ def _quant_prepare(graph, node, dp, in_shapes):
         zp = _int64(a["zp"])
         if node.inputs[0] not in graph.inputs or zp is None or max(abs(lo), abs(hi)) + _absmax(zp) > A._FAST_BOUND:
             return None
-        s = np.asarray(A._float32(_ops._arr(a["scale"], np.float32), "the scale"))
+        s = np.asarray(A._float32(attr_array(a["scale"], np.float32), "the scale"))
         if np.any(s <= 0):
             return None
         if mode in A.FLOAT64_ROUNDING and not np.any(zp):
@@ -140,8 +140,8 @@ def _trunc_prepare(graph, node, dp, in_shapes):
 def _mac_prepare(graph, node, dp, in_shapes):
     if getattr(dp, "requantization", None) != "native" or in_shapes[0] is None:
         return None
-    bound = _ops._mac_bound(graph, node)
-    acc_bits = _ops._acc_setup(graph, node, dp)["acc"].word
+    bound = OPS[node.op].worst_case_sum(graph, node)
+    acc_bits = acc_setup(graph, node, dp)["acc"].word
     if bound >= _LIM53 or bound > (1 << (acc_bits - 1)) - 1:
         return None
     w = np.asarray(graph.tensors[node.inputs[1]].data).astype(np.float64)
@@ -150,8 +150,8 @@ def _mac_prepare(graph, node, dp, in_shapes):
         def fast(ins):
             return np.matmul(ins[0].astype(np.float64) - x_zp, w).astype(np.int64).astype(dtype)
         return _with_fallback(graph, node, dp, fast)
-    (pt, pb), (pl, pr) = _ops._conv_geometry(node)[0]
-    (sh, sw), (dh, dw), group = _ops._conv_geometry(node)[1:]
+    (pt, pb), (pl, pr) = conv_geometry(node)[0]
+    (sh, sw), (dh, dw), group = conv_geometry(node)[1:]
     o, cg, kh, kw = w.shape
     og = o // group
     n, c, h, wd = in_shapes[0]
