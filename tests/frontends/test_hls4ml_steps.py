@@ -31,7 +31,7 @@ def _graph(name, edit=None):
 
 def _prepared(graph, x):
     plan = plan_for(graph, graph.default_datapath, feeds_of(graph, x))
-    return [n.op for n, step, _, _ in plan.steps if "_with_fallback" in step.__qualname__]
+    return [n.op for n, step, _, _ in plan.steps if "untraced_step" in step.__qualname__]
 
 
 @pytest.mark.parametrize("name", CONFIGS)

@@ -18,6 +18,7 @@ from ...core.fixed import FixedArray
 from ...datapath.hls4ml import relu, linear
 from ...datapath.hls4ml.layers import conv_patches
 from ...datapath.hls4ml.table_mac import TableMac, product_table
+from ...graph.plan import untraced_step
 from ...graph.registry import OPS
 from .types import conv_geometry, fixed_codes, node_accum_t, tensor_format, type_attr
 
@@ -27,19 +28,9 @@ __all__ = ["PREPARED_OPS", "MAX_TABLE"]
 MAX_TABLE = 1 << 22
 
 
-def _with_fallback(graph, node, dp, fast):
-    run = OPS[node.op].run
-
-    def step(ins, trace):
-        if trace:
-            return run(graph, node, ins, dp, trace)
-        return [fast(ins)], None
-    return step
-
-
 def _input_prepare(graph, node, dp, in_shapes):
     t, dtype = type_attr(node, "type"), graph.tensors[node.outputs[0]].dtype
-    return _with_fallback(graph, node, dp, lambda ins: t.from_float(np.asarray(ins[0], np.float64)).raw
+    return untraced_step(graph, node, dp, lambda ins: t.from_float(np.asarray(ins[0], np.float64)).raw
                           .astype(dtype))
 
 
@@ -49,7 +40,7 @@ def _activation_prepare(graph, node, dp, in_shapes):
         return None
     t, dtype = type_attr(node, "result_t"), graph.tensors[node.outputs[0]].dtype
     apply = _code_map(tensor_format(graph, node.inputs[0]), t, fn)
-    return _with_fallback(graph, node, dp, lambda ins: apply(ins[0]).astype(dtype))
+    return untraced_step(graph, node, dp, lambda ins: apply(ins[0]).astype(dtype))
 
 
 def _mac_prepare(graph, node, dp, in_shapes):
@@ -71,14 +62,14 @@ def _mac_prepare(graph, node, dp, in_shapes):
     cast = _code_map(accum_t.fmt, result_t)
     dtype, out_shape = graph.tensors[node.outputs[0]].dtype, graph.tensors[node.outputs[0]].shape
     if node.op == "hls4ml_dense":
-        return _with_fallback(graph, node, dp, lambda ins: cast(mac(ins[0])).reshape((len(ins[0]),) + out_shape)
+        return untraced_step(graph, node, dp, lambda ins: cast(mac(ins[0])).reshape((len(ins[0]),) + out_shape)
                               .astype(dtype))
     stride, pads = conv_geometry(node)
 
     def fast(ins):
         p = conv_patches(FixedArray(ins[0].astype(np.int64), x_fmt), w, stride, pads).raw
         return cast(mac(p)).reshape((len(ins[0]),) + out_shape).astype(dtype)
-    return _with_fallback(graph, node, dp, fast)
+    return untraced_step(graph, node, dp, fast)
 
 
 def _code_map(fmt, result_t, fn=None):

@@ -30,23 +30,13 @@ import dataclasses
 import numpy as np
 
 from ...datapath.qonnx import arithmetic as A
+from ...graph.plan import untraced_step
 from ...graph.registry import OPS
 from .attrs import acc_setup, attr_array, conv_geometry
 
 __all__ = ["PREPARED_OPS"]
 
 _LIM61, _LIM53 = 1 << 61, 1 << 53
-
-
-def _with_fallback(graph, node, dp, fast):
-    """``step(ins, trace)``: ``fast(ins)`` untraced, the op's full ``run`` when a trace is asked for."""
-    run = OPS[node.op].run
-
-    def step(ins, trace):
-        if trace:
-            return run(graph, node, ins, dp, trace)
-        return [fast(ins)], None
-    return step
 
 
 def _absmax(a) -> int:
@@ -111,14 +101,14 @@ def _quant_prepare(graph, node, dp, in_shapes):
             return None
         if mode in A.FLOAT64_ROUNDING and not np.any(zp):
             s64, rnd = s.astype(np.float64), A.FLOAT64_ROUNDING[mode]
-            return _with_fallback(graph, node, dp, lambda ins: np.clip(rnd(ins[0].astype(np.float64) / s64), lo, hi)
+            return untraced_step(graph, node, dp, lambda ins: np.clip(rnd(ins[0].astype(np.float64) / s64), lo, hi)
                                   .astype(dtype))
-        return _with_fallback(graph, node, dp, lambda ins: A._quantize_float64(ins[0], s, zp, lo, hi, mode)
+        return untraced_step(graph, node, dp, lambda ins: A._quantize_float64(ins[0], s, zp, lo, hi, mode)
                               .astype(dtype))
     rounder = _rounder(graph, node, a, mode)
     if rounder is None:
         return None
-    return _with_fallback(graph, node, dp, lambda ins: np.clip(rounder(ins[0]), lo, hi).astype(dtype))
+    return untraced_step(graph, node, dp, lambda ins: np.clip(rounder(ins[0]), lo, hi).astype(dtype))
 
 
 def _trunc_prepare(graph, node, dp, in_shapes):
@@ -131,9 +121,9 @@ def _trunc_prepare(graph, node, dp, in_shapes):
     if rounder is None:
         return None
     if bounds is None:
-        return _with_fallback(graph, node, dp, lambda ins: rounder(ins[0]).astype(np.int64).astype(dtype))
+        return untraced_step(graph, node, dp, lambda ins: rounder(ins[0]).astype(np.int64).astype(dtype))
     lo, hi = int(bounds[0]), int(bounds[1])
-    return _with_fallback(graph, node, dp, lambda ins: np.clip(rounder(ins[0]), lo, hi).astype(np.int64)
+    return untraced_step(graph, node, dp, lambda ins: np.clip(rounder(ins[0]), lo, hi).astype(np.int64)
                           .astype(dtype))
 
 
@@ -149,7 +139,7 @@ def _mac_prepare(graph, node, dp, in_shapes):
     if node.op == "qonnx_matmul":
         def fast(ins):
             return np.matmul(ins[0].astype(np.float64) - x_zp, w).astype(np.int64).astype(dtype)
-        return _with_fallback(graph, node, dp, fast)
+        return untraced_step(graph, node, dp, fast)
     (pt, pb), (pl, pr) = conv_geometry(node)[0]
     (sh, sw), (dh, dw), group = conv_geometry(node)[1:]
     o, cg, kh, kw = w.shape
@@ -173,7 +163,7 @@ def _mac_prepare(graph, node, dp, in_shapes):
             out = np.concatenate([wg[g] @ cols[:, g * cg:(g + 1) * cg].reshape(len(x), -1, oh * ow)
                                   for g in range(group)], axis=1)
         return out.reshape(len(x), o, oh, ow).astype(np.int64).astype(dtype)
-    return _with_fallback(graph, node, dp, fast)
+    return untraced_step(graph, node, dp, fast)
 
 
 def _avgpool_prepare(graph, node, dp, in_shapes):
@@ -183,7 +173,7 @@ def _avgpool_prepare(graph, node, dp, in_shapes):
         return None
     n, c, h, w = in_shapes[0]
     z, dtype = np.int64(a["x_zp"]), _dtype(graph, node)
-    return _with_fallback(graph, node, dp, lambda ins: (ins[0].astype(np.int64) - z).reshape(
+    return untraced_step(graph, node, dp, lambda ins: (ins[0].astype(np.int64) - z).reshape(
         len(ins[0]), c, h // kh, kh, w // kw, kw).sum(axis=(3, 5)).astype(dtype))
 
 
@@ -200,14 +190,14 @@ def _add_prepare(graph, node, dp, in_shapes):
     b_spec = graph.tensors[node.inputs[1]]
     if b_spec.is_constant:
         ykb = (np.asarray(b_spec.data)[None].astype(np.int64) - zb) * kb
-        return _with_fallback(graph, node, dp, lambda ins: ((ins[0].astype(np.int64) - za) * ka + ykb).astype(dtype))
-    return _with_fallback(graph, node, dp, lambda ins: ((ins[0].astype(np.int64) - za) * ka
+        return untraced_step(graph, node, dp, lambda ins: ((ins[0].astype(np.int64) - za) * ka + ykb).astype(dtype))
+    return untraced_step(graph, node, dp, lambda ins: ((ins[0].astype(np.int64) - za) * ka
                                                         + (ins[1].astype(np.int64) - zb) * kb).astype(dtype))
 
 
 def _relu_prepare(graph, node, dp, in_shapes):
     z, dtype = np.int64(node.attrs["x_zp"]), _dtype(graph, node)
-    return _with_fallback(graph, node, dp, lambda ins: np.maximum(ins[0].astype(np.int64) - z, 0).astype(dtype))
+    return untraced_step(graph, node, dp, lambda ins: np.maximum(ins[0].astype(np.int64) - z, 0).astype(dtype))
 
 
 def _dequantize_prepare(graph, node, dp, in_shapes):
@@ -221,9 +211,9 @@ def _dequantize_prepare(graph, node, dp, in_shapes):
     z = np.int64(zp)
     if d & (d - 1) == 0:         # (q - z) m 2^e / d: an exact float64, rounded once to float32
         c = m.astype(np.float64) * (2.0 ** e / d)
-        return _with_fallback(graph, node, dp, lambda ins: ((ins[0].astype(np.float64) - float(z)) * c)
+        return untraced_step(graph, node, dp, lambda ins: ((ins[0].astype(np.float64) - float(z)) * c)
                               .astype(np.float32))
-    return _with_fallback(graph, node, dp, lambda ins: A.to_float32((ins[0].astype(np.int64) - z) * m, d, e))
+    return untraced_step(graph, node, dp, lambda ins: A.to_float32((ins[0].astype(np.int64) - z) * m, d, e))
 
 
 #: The ops given a prepared step here.
