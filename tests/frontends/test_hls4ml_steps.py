@@ -139,3 +139,8 @@ def test_table_mac_refuses_what_it_does_not_model():
     table = np.zeros((2, 3, 4), np.int64)
     with pytest.raises(ValueError, match="not modelled"):
         TableMac(table, (0, 2), np.zeros(4, np.int64), parse_ap_type("ap_fixed<8,8,AP_TRN,AP_WRAP,2>"))
+    mac = TableMac(table, (0, 2), np.zeros(4, np.int64), parse_ap_type("ap_fixed<8,8,AP_TRN,AP_SAT>"))
+    with pytest.raises(ValueError, match="outside the table"):
+        mac(np.array([[0, 3]]))
+    with pytest.raises(ValueError, match="outside the table"):
+        mac(np.array([[-1, 0]]))

@@ -48,7 +48,8 @@ class TableMac:
     :func:`product_table` for input codes ``code_range``) from the bias ``bias`` (already :math:`A(b)`).
 
     ``mode`` says which path the module docstring's cases chose: ``"exact"``, ``"wrap"``, ``"fit"``;
-    ``ValueError`` for an ``accum_t`` it does not model (``n_bits``, ``AP_WRAP_SM``, wider than 62 bits)."""
+    ``ValueError`` for an ``accum_t`` it does not model (``n_bits``, ``AP_WRAP_SM``, wider than 62 bits), and
+    for input codes outside ``code_range``."""
 
     def __init__(self, table: np.ndarray, code_range, bias: np.ndarray, accum_t, *, use_kernel: bool = True):
         fmt, ovf = accum_t.fmt, accum_t.overflow
@@ -56,7 +57,7 @@ class TableMac:
                                                          Overflow.SATURATE_SYMMETRIC, Overflow.SATURATE_ZERO):
             raise ValueError(f"TableMac: accum_t {accum_t} is not modelled (N > 0, {ovf.value}, or over 62 bits)")
         k, v, n = table.shape
-        self.k, self.n, self.lo_code = k, n, int(code_range[0])
+        self.k, self.n, self.lo_code, self.hi_code = k, n, int(code_range[0]), int(code_range[0]) + v - 1
         self.bias = np.ascontiguousarray(bias, dtype=np.int64)
         self.lo, self.hi = fmt.min_code, fmt.max_code
         if ovf == Overflow.SATURATE_SYMMETRIC and fmt.signed:
@@ -77,7 +78,11 @@ class TableMac:
         self.table = np.ascontiguousarray(table.reshape(k * v, n).astype(dtype))   # (narrow: the gather is memory bound)
 
     def __call__(self, codes) -> np.ndarray:
-        rows = np.asarray(codes).reshape(-1, self.k).astype(np.int64) + self.offsets
+        codes = np.asarray(codes)
+        if codes.size and (int(codes.min()) < self.lo_code or int(codes.max()) > self.hi_code):
+            raise ValueError(f"TableMac: input codes [{int(codes.min())}, {int(codes.max())}] outside the table's "
+                             f"[{self.lo_code}, {self.hi_code}]")
+        rows = codes.reshape(-1, self.k).astype(np.int64) + self.offsets
         if self.kernel is not None:
             out = np.empty((len(rows), self.n), np.int64)
             self.kernel(rows, self.table, self.bias, {"exact": 0, "fit": 2 if self.zero else 1}[self.mode],

@@ -62,7 +62,7 @@ def _rounder(graph, node, a, mode: str, shift: int = 0):
     half to even otherwise, the outer in ``mode``) as int64 or exact float64 integers, or ``None`` when the
     input's range may leave int64."""
     num, den, zp = _int64(a["num"]), _int64(a["den"]), _int64(a["zp"])
-    if num is None or den is None or zp is None or not 0 <= shift < 62:
+    if num is None or den is None or zp is None or not 0 <= shift < 62 or np.any(den <= 0):
         return None
     v_max = _centred_bound(graph, node.inputs[0], a["x_zp"])
     top = v_max * _absmax(num) + _absmax(zp) * _absmax(den)
