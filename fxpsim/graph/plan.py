@@ -229,7 +229,7 @@ def feeds_of(graph, x) -> dict:
             if a.dtype.kind not in "fiu" or a.dtype == np.bool_:
                 raise TypeError(f"{where} must be a float array, got dtype {a.dtype}")
             a = a.astype(np.float32)
-            if not np.all(np.isfinite(a)):
+            if not np.isfinite(a).all():
                 raise ValueError(f"{where} holds {int(a.size - np.isfinite(a).sum())} NaN/inf value(s)")
         else:
             if a.dtype.kind not in "iu":

@@ -144,3 +144,14 @@ def test_table_mac_refuses_what_it_does_not_model():
         mac(np.array([[0, 3]]))
     with pytest.raises(ValueError, match="outside the table"):
         mac(np.array([[-1, 0]]))
+
+
+def test_default_datapath_follows_every_meta_edit():
+    _, _, g = _graph("rnd_sat")
+    assert g.default_datapath is g.default_datapath                  # built once
+    assert g.default_datapath.accumulator_bits == 64
+    g.meta["datapath"]["accumulator_bits"] = 40                      # a nested edit
+    assert g.default_datapath.accumulator_bits == 40
+    g.meta = {**g.meta, "datapath": {}}                              # a new meta: the exact datapath
+    from fxpsim.graph.datapath_settings import EXACT_DATAPATH
+    assert g.default_datapath == EXACT_DATAPATH
