@@ -8,8 +8,9 @@ measured in the same run, on the same inputs; ``same`` says whether the outputs 
   float32 out) beside ``qonnx.core.onnx_exec.execute_onnx`` (float32 numpy per node) on that batch, and
   fxpsim on 256 images at once;
 * **hls4ml** (make_vectors.py's Keras MLP 16-32-10 with its ``rnd_sat`` types, compiled by hls4ml 1.3 with
-  g++): fxpsim's hls4ml graph (``Hls4mlModel.to_graph``) beside the compiled C simulation's ``predict()``
-  on the same batch.  hls4ml runs in a child process of an environment that has it (``--hls4ml-python``,
+  g++): fxpsim's hls4ml graph (``Hls4mlModel.to_graph``, one ``run`` per batch) beside the compiled C
+  simulation's ``predict()`` on the same batch, for batches 1, 64 and 1024 (``--batch``); ``same`` compares the
+  largest batch.  hls4ml runs in a child process of an environment that has it (``--hls4ml-python``,
   pinned to the same core); without one the rows say so.
 
 Run: ``python benchmarks/bench_hls4ml.py [--hls4ml-python PATH] [--quick]``.
@@ -44,7 +45,8 @@ import numpy as np
 import hls4ml
 sys.path.insert(0, os.path.join(sys.argv[1], "tools", "fixtures", "hls4ml"))
 import make_vectors as mv
-out_dir, min_time, repeat, batch = sys.argv[2], float(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+out_dir, min_time, repeat = sys.argv[2], float(sys.argv[4]), int(sys.argv[5])
+batches = [int(b) for b in sys.argv[6].split(",")]
 prec = mv.CONFIGS["rnd_sat"]
 model = mv.keras_mlp(102)
 cfg = hls4ml.utils.config_from_keras_model(model, granularity="name")
@@ -65,20 +67,23 @@ spec = importlib.util.spec_from_file_location("reader", os.path.join(sys.argv[1]
                                                                       "reader.py"))
 reader = importlib.util.module_from_spec(spec); spec.loader.exec_module(reader)
 records, weights = reader.records_from_hls_model(hm)
-x = mv.grid_inputs(np.random.default_rng(5), 10, 4, (batch, 16))
+x = mv.grid_inputs(np.random.default_rng(5), 10, 4, (max(batches), 16))
 y = np.asarray(hm.predict(x), np.float64)
-best = float("inf")
-for _ in range(repeat):
-    t0, n = time.perf_counter(), 0
-    while True:
-        hm.predict(x); n += 1
-        t = time.perf_counter() - t0
-        if t >= min_time:
-            break
-    best = min(best, t / n / batch)
+seconds = {}
+for batch in batches:
+    xb, best = x[:batch], float("inf")
+    for _ in range(repeat):
+        t0, n = time.perf_counter(), 0
+        while True:
+            hm.predict(xb); n += 1
+            t = time.perf_counter() - t0
+            if t >= min_time:
+                break
+        best = min(best, t / n / batch)
+    seconds[str(batch)] = best
 np.savez(os.path.join(out_dir, "hls4ml.npz"), x=x, y=y, records=json.dumps(records),
          **{f"{k}_{n}": v[k] for n, v in weights.items() for k in v})
-print(json.dumps({"seconds_per_image": best, "version": hls4ml.__version__}))
+print(json.dumps({"seconds_per_image": seconds, "version": hls4ml.__version__}))
 """
 
 
@@ -121,14 +126,14 @@ def qonnx_rows(min_time: float, repeat: int) -> list:
     return rows
 
 
-def hls4ml_rows(python: str | None, min_time: float, repeat: int, batch: int) -> list:
+def hls4ml_rows(python: str | None, min_time: float, repeat: int, batches: list) -> list:
     if not python:
         return [("hls4ml MLP rnd_sat", None, "hls4ml predict(): not measured (no --hls4ml-python)", None, None)]
     from fxpsim.frontends.hls4ml import Hls4mlModel
     with tempfile.TemporaryDirectory() as tmp:
         cpu = sorted(os.sched_getaffinity(0))[0] if hasattr(os, "sched_getaffinity") else 0
         res = subprocess.run([python, "-c", _HLS4ML_CHILD, str(ROOT), tmp, str(cpu), str(min_time), str(repeat),
-                              str(batch)], capture_output=True, text=True)
+                              ",".join(map(str, batches))], capture_output=True, text=True)
         if res.returncode:
             raise SystemExit(f"the hls4ml child failed:\n{res.stderr[-3000:]}")
         info = json.loads(res.stdout.strip().splitlines()[-1])
@@ -140,9 +145,13 @@ def hls4ml_rows(python: str | None, min_time: float, repeat: int, batch: int) ->
         x = d["x"].astype(np.float32)
         y = graph.tensors[graph.outputs[0]].dequantize(graph.run(x))
         same = bool(np.array_equal(y, d["y"].reshape(y.shape)))
-        ours = best_per_image(lambda: graph.run(x), len(x), min_time, repeat)
-    return [(f"hls4ml MLP 16-32-10 rnd_sat (batch {batch})", ours, f"hls4ml {info['version']} predict()",
-             info["seconds_per_image"], same)]
+        rows = []
+        for b in batches:
+            xb = x[:b]
+            ours = best_per_image(lambda: graph.run(xb, batch_size=max(b, 256)), b, min_time, repeat)
+            rows.append((f"hls4ml MLP 16-32-10 rnd_sat (batch {b})", ours,
+                         f"hls4ml {info['version']} predict() (batch {b})", info["seconds_per_image"][str(b)], same))
+    return rows
 
 
 def main(argv=None) -> None:
@@ -150,14 +159,16 @@ def main(argv=None) -> None:
     p.add_argument("--hls4ml-python", default=None, help="a Python with hls4ml (and TensorFlow/Keras, g++)")
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--min-time", type=float, default=0.3)
-    p.add_argument("--batch", type=int, default=64, help="images per hls4ml predict() (default 64)")
+    p.add_argument("--batch", default="1,64,1024",
+                   help="images per hls4ml predict() and per fxpsim run, comma-separated (default 1,64,1024)")
     p.add_argument("--quick", action="store_true", help="--repeat 2 --min-time 0.1")
     a = p.parse_args(argv)
     if a.quick:
         a.repeat, a.min_time = 2, 0.1
     from fxpsim.nn.train import thread_limit
     with thread_limit(1):
-        rows = qonnx_rows(a.min_time, a.repeat) + hls4ml_rows(a.hls4ml_python, a.min_time, a.repeat, a.batch)
+        rows = qonnx_rows(a.min_time, a.repeat) + hls4ml_rows(a.hls4ml_python, a.min_time, a.repeat,
+                                                                [int(b) for b in str(a.batch).split(",")])
     from fxpsim._text import format_table
     us = lambda v: "-" if v is None else f"{v * 1e6:.1f}"    # noqa: E731
     table = [(name, us(ours), peer_name, us(peer), "-" if ours is None or peer is None else f"{peer / ours:.2f}x",

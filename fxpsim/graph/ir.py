@@ -29,7 +29,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .datapath_settings import EXACT_DATAPATH, Datapath, node_datapath
-from .edits import TrackedDict, TrackedList, bump, frozen, track
+from .edits import TrackedDict, TrackedList, bump, frozen, refresh_caches, track
 from .edits import plain as _plain
 from .validate import check_attrs, check_datapath_arg, check_node_fields, check_datapath, check_shapes, check_tensor, toposort
 from .serialize import GRAPH_FORMAT, GRAPH_FORMAT_VERSION, graph_to_json, load_graph, save_graph  # noqa: F401
@@ -354,8 +354,14 @@ class IntegerGraph:
     @property
     def default_datapath(self) -> Datapath:
         """The datapath the graph runs on when none is given: ``meta["datapath"]`` (an importer records the
-        runtime it reproduces, e.g. LiteRT's reference kernels) over :data:`EXACT_DATAPATH`."""
-        return Datapath(**self.meta.get("datapath", {})) if self.meta.get("datapath") else EXACT_DATAPATH
+        runtime it reproduces, e.g. LiteRT's reference kernels) over :data:`EXACT_DATAPATH` (built once per state of
+        the graph: any edit of ``meta`` drops it, as every derived cache)."""
+        refresh_caches(self)
+        dp = self.__dict__.get("_default_datapath")
+        if dp is None:
+            dp = Datapath(**self.meta.get("datapath", {})) if self.meta.get("datapath") else EXACT_DATAPATH
+            self.__dict__["_default_datapath"] = dp
+        return dp
 
     def run(self, x, datapath=None, *, trace: bool | str = False, keep: bool = False, batch_size: int = 256,
             plan: bool = True):

@@ -27,7 +27,7 @@ import numpy as np
 from .datapath_settings import node_datapath
 from .edits import EDITS, frozen, refresh_caches
 
-__all__ = ["ExecutionPlan", "compile_plan", "plan_for", "run_node_by_node", "feeds_of"]
+__all__ = ["ExecutionPlan", "compile_plan", "plan_for", "run_node_by_node", "feeds_of", "untraced_step"]
 
 #: Plans a graph keeps (the most recently used ``(datapath, shapes)`` pairs).
 MAX_PLANS = 8
@@ -37,6 +37,19 @@ def _generic_step(op, graph, node, dp):
     """A node's run as the op defines it, with its datapath fixed: ``step(ins, trace) -> (outs, info)``."""
     run = op.run
     return lambda ins, trace: run(graph, node, ins, dp, trace)
+
+
+def untraced_step(graph, node, dp, fast):
+    """A prepared step that computes ``[fast(ins)]`` when no trace is asked for, and the node's op's full ``run``
+    (its trace with it) when one is: what an ``Op.prepare`` returns for an op whose speed-up has no trace."""
+    from .registry import find_op
+    run = find_op(node.op).run
+
+    def step(ins, trace):
+        if trace:
+            return run(graph, node, ins, dp, trace)
+        return [fast(ins)], None
+    return step
 
 
 class ExecutionPlan:
@@ -216,7 +229,7 @@ def feeds_of(graph, x) -> dict:
             if a.dtype.kind not in "fiu" or a.dtype == np.bool_:
                 raise TypeError(f"{where} must be a float array, got dtype {a.dtype}")
             a = a.astype(np.float32)
-            if not np.all(np.isfinite(a)):
+            if not np.isfinite(a).all():
                 raise ValueError(f"{where} holds {int(a.size - np.isfinite(a).sum())} NaN/inf value(s)")
         else:
             if a.dtype.kind not in "iu":

@@ -72,29 +72,36 @@ def round_div(num, den, mode: str) -> np.ndarray:
         num, den = _obj(num), _obj(den)
     else:
         num, den = num.astype(np.int64), den.astype(np.int64)
+    return _round_div_any(num, den, mode)
+
+
+def _round_div_any(num, den, mode: str) -> np.ndarray:
+    """:func:`round_div` on arrays already int64 (every :math:`|n| + 2d < 2^{63}`) or both object."""
     q = num // den                                  # floor (numpy and Python both floor)
     r = num - q * den                               # 0 <= r < den
-    inexact = r != 0
-    if mode == "FLOOR":
-        up = np.zeros(np.shape(q), bool)
-    elif mode == "CEIL":
-        up = inexact
-    elif mode == "DOWN":
-        up = inexact & (num < 0)
-    elif mode == "UP":
-        up = inexact & (num > 0)
-    else:
-        twice = 2 * r
-        above, tie = twice > den, twice == den
-        if mode == "ROUND":
-            up = above | (tie & (q % 2 != 0))
-        elif mode == "HALF_UP":
-            up = above | (tie & (num > 0))
-        elif mode == "HALF_DOWN":
-            up = above | (tie & (num < 0))
-        else:
-            raise ValueError(f"unknown rounding mode {mode!r}")
+    twice = 2 * r
+    up = _round_up(q, r != 0, twice > den, twice == den, num < 0, num > 0, mode)
     return q + np.asarray(up).astype(np.int64 if q.dtype != object else object)
+
+
+def _round_up(q, inexact, above, tie, neg, pos, mode: str):
+    """Whether :math:`\\mathrm{round}(y)` is :math:`\\lfloor y \\rfloor + 1`, from :math:`q = \\lfloor y \\rfloor`,
+    whether :math:`y` is not an integer, its fraction :math:`> 1/2` / :math:`= 1/2`, and :math:`y < 0` / :math:`y > 0`."""
+    if mode == "FLOOR":
+        return np.zeros(np.shape(q), bool)
+    if mode == "CEIL":
+        return inexact
+    if mode == "DOWN":
+        return inexact & neg
+    if mode == "UP":
+        return inexact & pos
+    if mode == "ROUND":
+        return above | (tie & (q % 2 != 0))
+    if mode == "HALF_UP":
+        return above | (tie & pos)
+    if mode == "HALF_DOWN":
+        return above | (tie & neg)
+    raise ValueError(f"unknown rounding mode {mode!r}")
 
 
 def round_fraction(value, mode: str) -> int:
@@ -139,6 +146,8 @@ def quantize_float(x, scale, zp, lo: int, hi: int, mode: str) -> np.ndarray:
     Exact: :math:`t = x/s` is reduced to :math:`\lfloor 8t \rfloor` with a sticky bit (round to odd at
     :math:`2^{-4}`), which keeps :math:`\lfloor t + z \rfloor` and how the fraction compares with 0 and 1/2 for
     every integer ``z``, hence every rounding mode; :math:`|t| > 2^{34}` lies beyond any bound of up to 33 bits.
+    Bounds and zero point within :math:`2^{23}` (:math:`\max(|q_{lo}|, |q_{hi}|) + |z| \le 2^{23}`, every
+    quantizer of up to 23 bits) take :func:`_quantize_float64`, the same codes in a few float64 passes.
     """
     x = _float32(x, "the input")
     s = np.broadcast_to(_float32(scale, "the scale"), x.shape)
@@ -147,6 +156,14 @@ def quantize_float(x, scale, zp, lo: int, hi: int, mode: str) -> np.ndarray:
         raise ValueError("quantize_float: scales must be positive")
     if max(abs(lo), abs(hi)) > 1 << 33 or int(np.abs(z).max(initial=0)) > 1 << 32:
         raise ValueError("quantize_float: bounds or zero point too wide (33 and 32 bits at most)")
+    if max(abs(lo), abs(hi)) + int(np.abs(z).max(initial=0)) <= _FAST_BOUND:
+        return _quantize_float64(x, s, z, lo, hi, mode)
+    return _quantize_float_exact(x, s, z, lo, hi, mode)
+
+
+def _quantize_float_exact(x, s, z, lo: int, hi: int, mode: str) -> np.ndarray:
+    """:func:`quantize_float` by integer mantissas (any bounds of up to 33 bits; float32 ``x``, ``s``, int64 ``z``
+    of ``x``'s shape)."""
     fx, ex = np.frexp(x)
     fs, es = np.frexp(s)
     m = np.ldexp(fx.astype(np.float64), 24).astype(np.int64)        # x = m 2^(ex - 24), |m| < 2^24
@@ -170,6 +187,42 @@ def quantize_float(x, scale, zp, lo: int, hi: int, mode: str) -> np.ndarray:
     q = round_div(16 * z + v, 16, mode)
     q = np.where(sat, np.where(t > 0, hi, lo), q)
     return clip_codes(q, lo, hi)
+
+
+#: Bounds (plus zero point) up to which :func:`quantize_float` takes the float64 path.
+_FAST_BOUND = 1 << 23
+
+
+def _quantize_float64(x, s, z, lo: int, hi: int, mode: str) -> np.ndarray:
+    r""":func:`quantize_float` through :math:`\hat t = \mathrm{fl}_{64}(x / s)`, when
+    :math:`\max(|q_{lo}|, |q_{hi}|) + |z| \le 2^{23}`.
+
+    With :math:`x = m_x 2^a m_s^{-1} s` (:math:`|m_x|, m_s < 2^{24}`), :math:`t = x/s = N/D` with integers
+    :math:`N = m_x 2^{\max(a,0)}`, :math:`D = m_s 2^{\max(-a,0)}`; for :math:`|t| < 2^{24}`, :math:`|N| < 2^{48}`
+    and a :math:`t` off the half-integers lies at least :math:`1/(2D)` from each, farther than the one rounding
+    :math:`|\hat t - t| \le 2^{-53}|t| < 2^{-29}/D`; half-integers below :math:`2^{24}` are float64 numbers.
+    So :math:`\lfloor \hat t \rfloor = \lfloor t \rfloor` and :math:`r = \hat t - \lfloor \hat t \rfloor`
+    (exact) compares with 0 and 1/2 as the true fraction: with :math:`q = \lfloor t \rfloor + z` every mode
+    is decided as in :func:`round_div`.  :math:`|t| \ge 2^{24}` saturates (beyond every bound plus zero point).
+    """
+    with np.errstate(over="ignore", under="ignore"):
+        t = x.astype(np.float64) / s.astype(np.float64)
+    big = np.abs(t) >= float(1 << 24)
+    t = np.where(big, 0.0, t)
+    f = np.floor(t)
+    r = t - f
+    q = f.astype(np.int64) + z
+    inexact = r != 0
+    up = _round_up(q, inexact, r > 0.5, r == 0.5, q < 0, (q > 0) | ((q == 0) & inexact), mode)
+    q = q + up
+    q = np.where(big, np.where(x > 0, hi, lo), q)
+    return np.clip(q, lo, hi)
+
+
+#: The modes numpy rounds a float64 to an integer in directly.  Exact on a float64 :math:`\\hat t` that is
+#: :math:`t` itself, or that has :math:`t`'s floor and :math:`t`'s fraction's order against 0 and 1/2 (the
+#: float64 quotient of :func:`_quantize_float64`): each result depends on those alone.
+FLOAT64_ROUNDING = {"ROUND": np.rint, "FLOOR": np.floor, "CEIL": np.ceil, "DOWN": np.trunc}
 
 
 def _float32(x, what: str) -> np.ndarray:
@@ -231,9 +284,34 @@ def dyadic_codes(values) -> tuple[np.ndarray, int]:
     return codes.astype(np.int64), e0
 
 
-def to_float32(num, den=1) -> np.ndarray:
-    """float32 nearest (ties to even) to each exact :math:`n / d` (integer arrays, :math:`d > 0`): one rounding,
-    subnormals and overflow to inf as IEEE 754."""
+def to_float32(num, den=1, exp2: int = 0) -> np.ndarray:
+    """float32 nearest (ties to even) to each exact :math:`n\\,2^{e}/ d` (integer arrays, :math:`d > 0`;
+    :math:`e` = ``exp2``): one rounding, subnormals and overflow to inf as IEEE 754.
+
+    int64 ``n``, ``d`` below :math:`2^{53}` take the float64 quotient :math:`\\mathrm{fl}_{64}(n/d)\\,2^e` rounded
+    to float32: exact when :math:`d` is a power of two (one rounding), and a correct rounding of :math:`n 2^e/d`
+    for any :math:`d` while the result is a normal float32 (double rounding through :math:`p' = 53 \\ge 2p + 2`
+    bits is innocuous for a quotient, :math:`p = 24`: Figueroa, "When is double rounding innocuous?", 1995); the
+    other quotients (float32 subnormals, values near overflow) take the exact integer rounding one by one."""
+    e = int(exp2)
+    n, d = np.asarray(num), np.broadcast_to(np.asarray(den), np.shape(num))
+    lim = 1 << 53
+    if (n.dtype.kind in "iu" and d.dtype.kind in "iu" and n.size and abs(e) < 900 and int(np.abs(n).max()) < lim
+            and 0 < int(d.min()) and int(d.max()) < lim):
+        n64, d64 = n.astype(np.int64), d.astype(np.int64)
+        q = np.ldexp(n64.astype(np.float64) / d64.astype(np.float64), e)
+        a = np.abs(q)
+        slow = ((d64 & (d64 - 1)) != 0) & (((a < 2.0 ** -125) & (a > 0)) | (a >= 2.0 ** 127))
+        with np.errstate(over="ignore"):
+            out = q.astype(np.float32)
+        if slow.any():
+            out[slow] = _to_float32_exact(_obj(n64[slow]) << max(e, 0), _obj(d64[slow]) << max(-e, 0))
+        return out
+    return _to_float32_exact(_obj(n) << max(e, 0), _obj(d) << max(-e, 0))
+
+
+def _to_float32_exact(num, den=1) -> np.ndarray:
+    """:func:`to_float32` element by element in Python integers (any sizes)."""
     num = _obj(num)
     den = np.broadcast_to(_obj(den), num.shape)
     out = np.empty(num.shape, np.float32)

@@ -40,16 +40,16 @@ partial sums of the rounded products (:mod:`fxpsim.datapath.hls4ml.partial_sums`
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ...core.fixed import FixedArray, Format, Overflow
-from ...datapath.hls4ml import ApType, conv2d, dense, linear, parse_ap_type, relu
+from ...datapath.hls4ml import ApType, conv2d, dense, linear, relu
 from ...datapath.hls4ml.layers import conv_patches
 from ...datapath.hls4ml.partial_sums import partial_sums, worst_case_sum
 from ...graph.mac_view import MacOperands, register_mac_view
 from ...graph.registry import Op, register_op
+from .types import (conv_geometry as _conv_geometry, fixed_codes as _fixed, node_accum_t, tensor_format,
+                    type_attr as _type_attr, where as _where)
 
 __all__ = ["HLS4ML_OPS", "HLS4ML_DATAPATH", "tensor_format", "node_accum_t"]
 
@@ -60,62 +60,6 @@ HLS4ML_DATAPATH = {"name": "hls4ml-csim", "accumulator_bits": 64, "accumulator_o
                    "accumulator_order": "sequential", "overflow_at": "add", "bias_add": "preload",
                    "requantization": "native", "rounding": "floor", "activation_clamp": True}
 _ACTIVATIONS = {"relu": relu, "linear": linear}
-
-
-def _where(node) -> str:
-    return f"node {node.name!r} ({node.op})"
-
-
-def tensor_format(graph, name: str) -> Format:
-    """The fixed-point format of a tensor of an hls4ml graph: ``bits``, ``signed``, scale :math:`2^{-F}`."""
-    spec = graph.tensors[name]
-    if spec.is_float or spec.scale is None or spec.scale.size != 1 or int(spec.zero_point[0]) != 0:
-        raise ValueError(f"tensor {name!r}: an hls4ml op needs ap_fixed codes (one power-of-two scale, zero "
-                         f"point 0), got {spec.type_name} {spec.quant_text() or 'without a scale'}")
-    mantissa, exponent = math.frexp(float(spec.scale[0]))
-    if mantissa != 0.5:
-        raise ValueError(f"tensor {name!r}: scale {spec.scale[0]!r} is not a power of two (no ap_fixed type)")
-    return Format(spec.bits, 1 - exponent, spec.signed)
-
-
-def _fixed(graph, name, codes) -> FixedArray:
-    return FixedArray(np.asarray(codes).astype(np.int64), tensor_format(graph, name))
-
-
-def _type_attr(node, key: str) -> ApType:
-    try:
-        return parse_ap_type(node.attrs.get(key))
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{_where(node)}: {key}: {err}") from None
-
-
-def node_accum_t(node, datapath) -> ApType:
-    """The ``accum_t`` a MAC node accumulates in on ``datapath`` (see the module docstring)."""
-    own = _type_attr(node, "accum_t")
-    if datapath is None or getattr(datapath, "requantization", None) == "native":
-        return own
-    for knob, allowed in (("accumulator_order", "sequential"), ("overflow_at", "add")):
-        value = getattr(datapath, knob, allowed)
-        if value != allowed:
-            raise ValueError(f"{_where(node)}: {knob} = {value!r} is not hls4ml's arithmetic (it adds in input "
-                             f"order and fits every add); use {knob} = {allowed!r}")
-    if getattr(datapath, "tile_k", None):
-        raise ValueError(f"{_where(node)}: tile_k = {datapath.tile_k} is not hls4ml's arithmetic (one "
-                         "accumulator per output); leave tile_k unset")
-    bits = int(datapath.accumulator_bits)
-    bias_bits, shift = getattr(datapath, "bias_bits", None), getattr(datapath, "bias_shift", 0)
-    if shift or (bias_bits is not None and int(bias_bits) < bits):
-        raise ValueError(f"{_where(node)}: a bias register narrower than the accumulator (bias_bits = {bias_bits}, "
-                         f"bias_shift = {shift}) is not hls4ml's arithmetic (the bias is cast to accum_t)")
-    frac = getattr(datapath, "accumulator_frac_bits", None)
-    frac = own.fmt.frac if frac is None else int(frac)
-    rounding = getattr(datapath, "product_rounding", None) or own.rounding
-    overflow = datapath.accumulator_overflow
-    overflow = overflow if isinstance(overflow, Overflow) else Overflow(str(overflow))
-    try:
-        return ApType(Format(bits, frac, own.fmt.signed), rounding, overflow)
-    except ValueError as err:
-        raise ValueError(f"{_where(node)}: the datapath's accumulator: {err}") from None
 
 
 def _no_trace() -> dict:
@@ -169,10 +113,6 @@ def _reshape_check(graph, node):
 
 
 # ----------------------------------------------------------------------------------------- MACs
-def _conv_geometry(node):
-    return tuple(int(v) for v in node.attrs["stride"]), tuple(int(v) for v in node.attrs["pads"])
-
-
 def _mac_run(graph, node, ins, dp, trace):
     x = _fixed(graph, node.inputs[0], ins[0])
     w, b = _fixed(graph, node.inputs[1], ins[1]), _fixed(graph, node.inputs[2], ins[2])
@@ -304,3 +244,4 @@ register_op(Op("hls4ml_activation", _activation_run, _activation_float, _activat
 register_op(Op("hls4ml_reshape", _reshape_run, _reshape_float, _reshape_check))
 register_mac_view("hls4ml_dense", _mac_view)
 register_mac_view("hls4ml_conv2d", _mac_view)
+from . import steps  # noqa: E402,F401  (the compiled-plan steps of these ops)

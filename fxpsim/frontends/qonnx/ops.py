@@ -38,11 +38,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...core.fixed import Format, Overflow
 from ...datapath import accumulate as _acc
 from ...datapath.qonnx import arithmetic as A
 from ...datapath.qonnx.scales import ExactScale
 from ...graph.registry import Op, register_op
+from .attrs import acc_setup as _acc_setup, attr_array as _arr, conv_geometry as _conv_geometry
 
 __all__ = ["QONNX_OPS"]
 
@@ -53,14 +53,6 @@ QONNX_OPS = ("qonnx_quant", "qonnx_bipolar", "qonnx_trunc", "qonnx_threshold", "
 
 def _no_trace() -> dict:
     return {"overflows": 0, "adds": 0, "clipped": 0, "acc": None}
-
-
-def _arr(value, dtype=None) -> np.ndarray:
-    """An attribute array with a batch axis in front (attributes broadcast against the per-sample shape)."""
-    a = np.asarray(value, dtype=dtype if dtype is not None else None)
-    if a.dtype.kind == "O" or (a.dtype.kind in "iu" and dtype is None):
-        a = np.asarray(value, dtype=object) if any(abs(int(v)) >= 1 << 62 for v in a.ravel()) else a.astype(np.int64)
-    return a[None] if a.ndim else a
 
 
 def _centred(x, zp) -> np.ndarray:
@@ -183,17 +175,6 @@ def _threshold_float(graph, node, ins):
 
 
 # ----------------------------------------------------------------------------------------- MACs
-def _acc_setup(graph, node, dp):
-    spec = graph.tensors[node.outputs[0]]
-    if getattr(dp, "requantization", None) == "native":
-        return dict(acc=Format.integer(max(spec.bits + (0 if spec.signed else 1), 2)), overflow="saturate", order="sequential",
-                    overflow_at="every")
-    ovf = dp.accumulator_overflow
-    return dict(acc=Format.integer(min(int(dp.accumulator_bits), 64)),
-                overflow=ovf.value if isinstance(ovf, Overflow) else str(ovf),
-                order=dp.accumulator_order, overflow_at="end" if getattr(dp, "overflow_at", "add") == "end" else "every")
-
-
 def _narrow(a: np.ndarray) -> np.ndarray:
     big = max(abs(int(a.min(initial=0))), abs(int(a.max(initial=0))))
     return a.astype(np.int16 if big < 1 << 15 else np.int32 if big < 1 << 31 else np.int64)
@@ -209,12 +190,6 @@ def _matmul_run(graph, node, ins, dp, trace):
 
 def _matmul_float(graph, node, ins):
     return [ins[0] @ _const_real(graph, node.inputs[1], ins[1])]
-
-
-def _conv_geometry(node):
-    a = node.attrs
-    pads = [int(p) for p in a["pads"]]
-    return ((pads[0], pads[2]), (pads[1], pads[3])), tuple(a["strides"]), tuple(a["dilations"]), int(a["group"])
 
 
 def _conv_run(graph, node, ins, dp, trace):
@@ -400,3 +375,4 @@ register_op(Op("qonnx_avgpool", _avgpool_run, _avgpool_float))
 register_op(Op("qonnx_rescale", _rescale_run, _rescale_float))
 register_op(Op("qonnx_move", _move_run, _move_float))
 register_op(Op("qonnx_dequantize", _dequantize_run, _identity_float))
+from . import steps  # noqa: E402,F401  (the compiled-plan steps of these ops)
