@@ -16,6 +16,7 @@ from ...core.float_codec import decode, encode
 from ...core.float_format import FloatFormat
 from .accumulator import FloatAccumulator
 from .amd import rd_step
+from .blas import blas_exact
 from .exact import count_pairs, exact_dot
 from .fused import block_step, fused_step
 from .kernel import run_c
@@ -207,6 +208,9 @@ def float_dot(a_codes, b_codes, a_fmt, b_fmt, acc: FloatAccumulator, c=None, *,
 
 
 def _exact(A, B, a_fmt, b_fmt, C, acc, stats):
+    D = blas_exact(A, B, a_fmt, b_fmt, C, acc, stats)       # one BLAS call + one cast, where it applies
+    if D is not None:
+        return D
     a, b = split_codes(A, a_fmt), split_codes(B, b_fmt)
     c = split_codes(C, acc.output)
     D = exact_dot(a, b, a_fmt, b_fmt, c, acc, stats)

@@ -1,0 +1,133 @@
+"""The BLAS fast paths of the float accumulators against the independent Fraction model.
+
+``blas.blas_exact`` (the Kulisch kind on one SGEMM/DGEMM and one cast) is called directly, so each
+case checks the fast path itself (not a fallback), and through ``float_matmul``; every element is
+compared with ``float_acc_model.exact_dot`` (exact rationals from the encodings' definitions) and the
+overflow count with the model's own overflow test.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+from hypothesis import given, strategies as st
+
+import float_acc_model as model
+import reference_float as rf
+from fxpsim.core.float_format import FloatFormat
+from fxpsim.datapath.floatacc import FloatAccumulator, float_matmul
+from fxpsim.datapath.floatacc.blas import blas_exact
+
+#: formats the fast path takes (bound <= 53 bits) and one it must refuse (E5M2: 2 * 33 bits)
+FAST = ("e4m3", "e2m1", "e3m2", "e2m3", "e4m3fnuz")
+SLOW = ("e5m2",)
+
+
+def _finite_codes(fmt, draw, n, clean):
+    codes = draw(st.lists(st.integers(0, (1 << fmt.bits) - 1), min_size=n, max_size=n))
+    if clean:                               # NaN / Inf codes (by the model's decoding) replaced by 0
+        codes = [0 if rf.code_value(fmt, x) in (rf.NAN, rf.POS_INF, rf.NEG_INF) else x for x in codes]
+    return codes
+
+
+def _exact_value(a, b, fa, fb):
+    return sum((rf.code_value(fa, x) * rf.code_value(fb, y) for x, y in zip(a, b)), Fraction(0))
+
+
+def _overflows(value, out) -> bool:
+    """|value| rounds (ties to even) above the largest finite value of ``out``: at or past max + ulp/2."""
+    top = rf.code_value(out, out.max_mag_code)
+    ulp = top - rf.code_value(out, out.max_mag_code - 1)
+    return abs(value) >= top + ulp / 2
+
+
+@given(st.data())
+def test_blas_exact_against_fraction_model(data):
+    na = data.draw(st.sampled_from(FAST + SLOW))
+    nb = data.draw(st.sampled_from((na,) + FAST))
+    fa, fb = FloatFormat.parse(na), FloatFormat.parse(nb)
+    out = FloatFormat.parse(data.draw(st.sampled_from(("float32", "float16"))))
+    clean = data.draw(st.booleans())
+    K = data.draw(st.integers(1, 40))
+    M, N = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4))
+    A = [_finite_codes(fa, data.draw, K, clean) for _ in range(M)]
+    Bt = [_finite_codes(fb, data.draw, K, clean) for _ in range(N)]
+    csign = data.draw(st.lists(st.booleans(), min_size=M * N, max_size=M * N))
+    C = np.array([out.sign_bit if s else 0 for s in csign], np.int64).reshape(M, N)
+    acc = FloatAccumulator(kind="exact", output=out)
+    Ac, Bc = np.array(A, np.int64), np.array(Bt, np.int64).T.copy()
+    stats = dict(overflows=0, underflows=0)
+    fast = blas_exact(Ac, Bc, fa, fb, C, acc, stats)
+    want = [[model.exact_dot(A[i], Bt[j], int(C[i, j]), fa, fb, out, "half_even", acc.nan) for j in range(N)]
+            for i in range(M)]
+    r = float_matmul(Ac, Bc, fa, fb, acc, C)
+    assert r.bits.astype(np.int64).tolist() == want
+    specials = any(rf.code_value(fa, x) in (rf.NAN, rf.POS_INF, rf.NEG_INF) for row in A for x in row) or \
+        any(rf.code_value(fb, x) in (rf.NAN, rf.POS_INF, rf.NEG_INF) for row in Bt for x in row)
+    if na in FAST and nb in FAST and not specials:
+        assert fast is not None, "the fast path refused an eligible case"
+    if fast is None:
+        return
+    assert fast.tolist() == want
+    n_ovf = sum(_overflows(_exact_value(A[i], Bt[j], fa, fb), out) for i in range(M) for j in range(N))
+    assert stats == dict(overflows=n_ovf, underflows=0)
+    assert r.overflows == n_ovf
+
+
+def test_blas_exact_refuses_what_it_cannot_prove():
+    """Another rounding, a nonzero c, a NaN operand, output_man_bits, a 66-bit bound: None (general path)."""
+    e4m3, e5m2 = FloatFormat.parse("e4m3"), FloatFormat.parse("e5m2")
+    A = np.array([[0x38, 0x40]], np.int64)               # 1, 2
+    B = np.array([[0x38], [0x38]], np.int64)
+    z = np.array([[0x80000000]], np.int64)                # -0 in float32
+    st_ = dict(overflows=0, underflows=0)
+    rne = FloatAccumulator(kind="exact")
+    assert blas_exact(A, B, e4m3, e4m3, z, rne, st_).tolist() == [[0x40400000]]        # 3.0
+    assert blas_exact(A, B, e4m3, e4m3, z, FloatAccumulator(kind="exact", output_rounding="toward_zero"),
+                      st_) is None
+    assert blas_exact(A, B, e4m3, e4m3, np.array([[0x3F800000]], np.int64), rne, st_) is None
+    assert blas_exact(np.array([[0x7F, 0x40]], np.int64), B, e4m3, e4m3, z, rne, st_) is None
+    assert blas_exact(A, B, e4m3, e4m3, z, FloatAccumulator(kind="exact", output_man_bits=13), st_) is None
+    assert blas_exact(A, B, e5m2, e5m2, z, rne, st_) is None
+    assert blas_exact(A, B, e4m3, e4m3, z, FloatAccumulator(kind="exact", output="bfloat16"), st_) is None
+
+
+def test_blas_exact_zero_signs_hand_table():
+    """-0 only when every addend is -0: (-0)(+0) + (-0)(+0) + c=-0 -> -0; c=+0 -> +0; 1*1 + (-1)*1 -> +0."""
+    e2m1 = FloatFormat.parse("e2m1")
+    acc = FloatAccumulator(kind="exact")
+    st_ = dict(overflows=0, underflows=0)
+    A = np.array([[0x8, 0x8], [0x2, 0xA]], np.int64)     # row 0: -0, -0; row 1: 1, -1
+    B = np.array([[0x0, 0x2], [0x0, 0x2]], np.int64)     # col 0: +0, +0; col 1: 1, 1
+    C = np.array([[0x80000000, 0], [0x80000000, 0x80000000]], np.int64)
+    D = blas_exact(A, B, e2m1, e2m1, C, acc, st_)
+    assert D.tolist() == [[0x80000000, 0], [0, 0]]     # row 0 col 1: -0*1 + -0*1 + +0 = +0
+
+
+def test_blas_exact_large_k_switches_to_float64():
+    """E2M1 at K = 2^17 (5 + 5 + 17 = 27 bits > 24): DGEMM.  The exact sum 36 (K - 1) + 0.75 needs 25
+    significand bits, so a float32 sum would have rounded on the way; the result is its one rounding
+    (a tie at ulp 0.5, to the even 4718557)."""
+    e2m1, f32 = FloatFormat.parse("e2m1"), FloatFormat.parse("float32")
+    K = 1 << 17
+    A = np.full((1, K), 0x7, np.int64)                   # 6.0
+    B = np.full((K, 1), 0x7, np.int64)
+    A[0, 0], B[0, 0] = 0x1, 0x3                          # 0.5 * 1.5
+    st_ = dict(overflows=0, underflows=0)
+    D = blas_exact(A, B, e2m1, e2m1, np.array([[0x80000000]], np.int64), FloatAccumulator(kind="exact"), st_)
+    exact = Fraction(36) * (K - 1) + Fraction(3, 4)
+    assert 2 ** 22 < exact < 2 ** 23 and (exact * 4).denominator == 1 and exact * 4 % 2 == 1
+    # ulp 2^-1 in [2^22, 2^23): an odd multiple of 2^-2 is a tie between 4718556.5 (odd) and 4718557 (even)
+    assert rf.code_value(f32, int(D[0, 0])) == 4718557
+
+
+def test_blas_exact_float16_has_no_double_rounding():
+    """128 + 2^-4 + 2^-18 into float16 (ulp 2^-3 at 128): past the tie, so 128.125.  Through float32
+    first it would be 128 + 2^-4 (2^-18 below half of float32's 2^-16), then a tie to even: 128."""
+    e4m3, f16 = FloatFormat.parse("e4m3"), FloatFormat.parse("float16")
+    A = np.array([[0x38, 0x28, 0x01]], np.int64)         # 1, 2^-2, 2^-9
+    B = np.array([[0x70], [0x28], [0x01]], np.int64)     # 128, 2^-2, 2^-9
+    assert _exact_value(A[0].tolist(), B[:, 0].tolist(), e4m3, e4m3) == 128 + Fraction(1, 16) + Fraction(1, 2 ** 18)
+    st_ = dict(overflows=0, underflows=0)
+    D = blas_exact(A, B, e4m3, e4m3, np.array([[0x8000]], np.int64), FloatAccumulator(kind="exact", output=f16), st_)
+    assert rf.code_value(f16, int(D[0, 0])) == Fraction(1025, 8)
