@@ -131,3 +131,94 @@ def test_blas_exact_float16_has_no_double_rounding():
     st_ = dict(overflows=0, underflows=0)
     D = blas_exact(A, B, e4m3, e4m3, np.array([[0x8000]], np.int64), FloatAccumulator(kind="exact", output=f16), st_)
     assert rf.code_value(f16, int(D[0, 0])) == Fraction(1025, 8)
+
+
+def _block_reference(a, b, c, acc, sa, sb, block, fmt, sfmt, counts):
+    """Chunk after chunk of ``float_acc_model.block_chunk``; ``sa``/``sb`` the block scale codes."""
+    g = acc.group
+    d = c
+    for k0 in range(0, len(a), acc.chunk):
+        groups = range(k0 // g, (k0 + acc.chunk) // g)
+        d = model.block_chunk(a[k0:k0 + acc.chunk], b[k0:k0 + acc.chunk], d, acc.output, acc.fraction_bits,
+                              acc.zero_exponent, acc.align, acc.nan, [sa[gi * g // block] for gi in groups],
+                              [sb[gi * g // block] for gi in groups], g, fmt, sfmt, counts)
+    return d
+
+
+@st.composite
+def block_case(draw):
+    preset = draw(st.sampled_from((None, "blackwell-mxfp4", "rtx-blackwell-mma-m16n8k64-f32-e2m1-ue8m0-block16")))
+    if preset is None:
+        group = draw(st.sampled_from((2, 4)))
+        block = group * draw(st.sampled_from((1, 2)))
+        chunk = block * draw(st.sampled_from((1, 2)))
+        acc = FloatAccumulator(kind="block", chunk=chunk, group=group, fraction_bits=draw(st.integers(6, 35)),
+                               zero_exponent=-126, align="truncate", output_rounding="toward_zero")
+    else:
+        acc = FloatAccumulator.preset(preset)
+        block = acc.block
+    fa = draw(st.sampled_from(("e2m1", "e2m3")))
+    fmt = FloatFormat.parse(fa)
+    K = acc.chunk * draw(st.integers(1, 3))
+    M, N = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    spread = draw(st.sampled_from((3, 12, 254)))          # narrow, medium, any scales
+    narrow = spread == 3
+    lo = draw(st.integers(100, 150)) if spread < 254 else 0
+    hi = lo + spread
+    A = [draw(st.lists(st.integers(0, (1 << fmt.bits) - 1), min_size=K, max_size=K)) for _ in range(M)]
+    Bt = [draw(st.lists(st.integers(0, (1 << fmt.bits) - 1), min_size=K, max_size=K)) for _ in range(N)]
+    SA = [draw(st.lists(st.integers(lo, hi), min_size=K // block, max_size=K // block)) for _ in range(M)]
+    SB = [draw(st.lists(st.integers(lo, hi), min_size=K // block, max_size=K // block)) for _ in range(N)]
+    c = draw(st.sampled_from((None, "zero", "any")))
+    C = None if c is None else [[0 if c == "zero" else draw(st.integers(0, 0x7F7FFFFF)) | draw(
+        st.sampled_from((0, 0x80000000))) for _ in range(N)] for _ in range(M)]
+    return acc, fa, block, A, Bt, SA, SB, C, narrow
+
+
+@given(block_case())
+def test_block_blas_against_fraction_model(case):
+    """float_matmul (DGEMM path where it applies, else the C kernel) and block_blas itself: every bit and
+    the inexact-term count equal the Fraction model's; narrow scales (spread 3) at F = 35 must take the
+    fast path."""
+    from fxpsim.datapath.floatacc.block_blas import block_blas
+    from fxpsim.datapath.floatacc.operands import split_codes
+    acc, fa, block, A, Bt, SA, SB, C, narrow = case
+    fmt, sfmt = FloatFormat.parse(fa), FloatFormat.parse("e8m0")
+    M, N = len(A), len(Bt)
+    Cl = C if C is not None else [[0] * N for _ in range(M)]
+    counts = dict(overflows=0, terms_inexact=0)
+    want = [[_block_reference(A[i], Bt[j], Cl[i][j], acc, SA[i], SB[j], block, fmt, sfmt, counts)
+             for j in range(N)] for i in range(M)]
+    Ac, Bc = np.array(A, np.int64), np.array(Bt, np.int64).T.copy()
+    r = float_matmul(Ac, Bc, fa, fa, acc, None if C is None else np.array(C, np.int64),
+                     scale_a=np.array(SA), scale_b=np.array(SB).T, scale_fmt="e8m0")
+    assert r.bits.astype(np.int64).tolist() == want
+    assert (r.overflows, r.terms_inexact) == (counts["overflows"], counts["terms_inexact"])
+    stats = dict(overflows=0, underflows=0, terms_inexact=0)
+    fast = block_blas(Ac, Bc, fmt, fmt, np.array(Cl, np.int64), acc, stats,
+                      split_codes(np.array(SA), sfmt, acc.zero_exponent),
+                      split_codes(np.array(SB), sfmt, acc.zero_exponent), block)
+    if narrow and acc.fraction_bits == 35 and C is None:
+        assert fast is not None, "narrow scales at F = 35 must take the DGEMM path"
+    if fast is not None:
+        assert fast.tolist() == want
+        assert stats["terms_inexact"] == counts["terms_inexact"] and stats["overflows"] == 0
+
+
+def test_block_blas_truncating_group_takes_the_group_path():
+    """F = 6: block 0 gives 1 * 1 at scale 2^0, block 1 gives 0.5 * 0.5 at 2^-5 (= 2^-7); E_max = 0, so the
+    unit is 2^-6 and the 2^-7 term truncates to 0 (one inexact term): 1.0, not 1 + 2^-7."""
+    from fxpsim.datapath.floatacc.block_blas import block_blas
+    from fxpsim.datapath.floatacc.operands import split_codes
+    acc = FloatAccumulator(kind="block", chunk=4, group=2, fraction_bits=6, zero_exponent=-126, align="truncate",
+                           output_rounding="toward_zero")
+    e2m1, e8m0 = FloatFormat.parse("e2m1"), FloatFormat.parse("e8m0")
+    a, b = [0x2, 0x0, 0x1, 0x0], [0x2, 0x0, 0x1, 0x0]    # 1, 0, 0.5, 0
+    sa, sb = [127, 122], [127, 127]
+    counts = dict(overflows=0, terms_inexact=0)
+    want = _block_reference(a, b, 0, acc, sa, sb, 2, e2m1, e8m0, counts)
+    assert rf.code_value(FloatFormat.parse("float32"), want) == 1 and counts["terms_inexact"] == 1
+    stats = dict(overflows=0, underflows=0, terms_inexact=0)
+    fast = block_blas(np.array([a]), np.array([b]).T, e2m1, e2m1, np.zeros((1, 1), np.int64), acc, stats,
+                      split_codes(np.array([sa]), e8m0, -126), split_codes(np.array([sb]), e8m0, -126), 2)
+    assert fast is not None and int(fast[0, 0]) == want and stats["terms_inexact"] == 1
