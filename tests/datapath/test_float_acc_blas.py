@@ -8,8 +8,10 @@ overflow count with the model's own overflow test.
 from __future__ import annotations
 
 from fractions import Fraction
+from unittest import mock
 
 import numpy as np
+import pytest
 from hypothesis import given, strategies as st
 
 import float_acc_model as model
@@ -177,9 +179,23 @@ def block_case(draw):
 
 @given(block_case())
 def test_block_blas_against_fraction_model(case):
-    """float_matmul (DGEMM path where it applies, else the C kernel) and block_blas itself: every bit and
-    the inexact-term count equal the Fraction model's; narrow scales (spread 3) at F = 35 must take the
-    fast path."""
+    """float_matmul (DGEMM path where it applies, else the C kernel) and block_blas itself with its compiled
+    chunk step: every bit and the inexact-term count equal the Fraction model's; narrow scales (spread 3) at
+    F = 35 must take the fast path."""
+    import fxpsim.datapath.floatacc.block_blas as bb
+    assert bb._blockchunk is not None, "fxpsim.core._blockchunk is not built (python setup.py build_ext --inplace)"
+    _check_block_case(case)
+
+
+@given(block_case())
+def test_block_blas_numpy_step_against_fraction_model(case):
+    """The same with the numpy chunk step (what runs where the extension is not built)."""
+    import fxpsim.datapath.floatacc.block_blas as bb
+    with mock.patch.object(bb, "_blockchunk", None):
+        _check_block_case(case)
+
+
+def _check_block_case(case):
     from fxpsim.datapath.floatacc.block_blas import block_blas
     from fxpsim.datapath.floatacc.operands import split_codes
     acc, fa, block, A, Bt, SA, SB, C, narrow = case
@@ -205,7 +221,8 @@ def test_block_blas_against_fraction_model(case):
         assert stats["terms_inexact"] == counts["terms_inexact"] and stats["overflows"] == 0
 
 
-def test_block_blas_truncating_group_takes_the_group_path():
+@pytest.mark.parametrize("compiled", [True, False])
+def test_block_blas_truncating_group_takes_the_group_path(compiled):
     """F = 6: block 0 gives 1 * 1 at scale 2^0, block 1 gives 0.5 * 0.5 at 2^-5 (= 2^-7); E_max = 0, so the
     unit is 2^-6 and the 2^-7 term truncates to 0 (one inexact term): 1.0, not 1 + 2^-7."""
     from fxpsim.datapath.floatacc.block_blas import block_blas
@@ -219,6 +236,8 @@ def test_block_blas_truncating_group_takes_the_group_path():
     want = _block_reference(a, b, 0, acc, sa, sb, 2, e2m1, e8m0, counts)
     assert rf.code_value(FloatFormat.parse("float32"), want) == 1 and counts["terms_inexact"] == 1
     stats = dict(overflows=0, underflows=0, terms_inexact=0)
-    fast = block_blas(np.array([a]), np.array([b]).T, e2m1, e2m1, np.zeros((1, 1), np.int64), acc, stats,
-                      split_codes(np.array([sa]), e8m0, -126), split_codes(np.array([sb]), e8m0, -126), 2)
+    import fxpsim.datapath.floatacc.block_blas as bb
+    with mock.patch.object(bb, "_blockchunk", bb._blockchunk if compiled else None):
+        fast = block_blas(np.array([a]), np.array([b]).T, e2m1, e2m1, np.zeros((1, 1), np.int64), acc, stats,
+                          split_codes(np.array([sa]), e8m0, -126), split_codes(np.array([sb]), e8m0, -126), 2)
     assert fast is not None and int(fast[0, 0]) == want and stats["terms_inexact"] == 1

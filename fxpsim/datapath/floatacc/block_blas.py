@@ -32,6 +32,11 @@ from .blas import code_tables
 from .exact import integer_width
 from .operands import Operand
 
+try:                                             # the compiled chunk step (absent in a bare source tree)
+    from ...core import _blockchunk
+except ImportError:                              # pragma: no cover - exercised without the build
+    _blockchunk = None
+
 __all__ = ["block_blas"]
 
 _F32 = FloatFormat.parse("float32")
@@ -68,6 +73,34 @@ def _sum_bits(a_fmt, b_fmt, chunk: int, F: int) -> int:
     return integer_width(a_fmt) + integer_width(b_fmt) + 2 + max(0, chunk - 1).bit_length() + lab + F
 
 
+def _elems(S, d, P, F: int, lam: int, groups):
+    """The chunk step on arrays of outputs (numpy): exact sums ``S``, float32 ``d``, block exponents ``P``
+    (list over the chunk's blocks); ``groups(mask)``: exact group sums (n, G) of the outputs in ``mask``.
+    Returns (new d as float32, inexact alignments, failed, outputs whose groups may truncate)."""
+    pmax, pmin = P[0], P[0]
+    for p in P[1:]:
+        pmax, pmin = np.maximum(pmax, p), np.minimum(pmin, p)
+    ec = np.maximum((d.view(np.int32) >> 23) & 0xFF, 1) - 127              # E_d (zeros: -126)
+    emax = np.maximum(pmax, ec)
+    pw = _pow2(F - emax)                                                   # 1 / u
+    dq = d * pw                                                            # float32 * float64: exact
+    ct = np.trunc(dq)
+    inexact = int((ct != dq).sum())
+    s = S * pw + ct
+    bad = emax > F + lam + pmin
+    n_bad = int(np.count_nonzero(bad))
+    if n_bad:
+        q = groups(bad) * pw[bad][:, None]
+        tq = np.trunc(q)
+        inexact += int((tq != q).sum())
+        s[bad] = tq.sum(axis=-1) + ct[bad]
+    y = s / pw
+    ay = np.abs(y)
+    if ay.max(initial=0.0) >= 2.0 ** 128 or ((ay < 2.0 ** -126) & (y != 0)).any():
+        return d, inexact, True, n_bad                                     # overflow / subnormal: the kernel
+    return (y.view(np.int64) & ~_LOW29).view(np.float64).astype(np.float32), inexact, False, n_bad
+
+
 def block_blas(A, B, a_fmt: FloatFormat, b_fmt: FloatFormat, C, acc, stats, sa: Operand, sb: Operand, block: int):
     """Codes (M, N) of the block kind's ``C + A @ B`` (A (M, K), B (K, N) codes; ``sa`` (M, K/block), ``sb``
     (N, K/block) split scales), or None where the module's conditions do not hold."""
@@ -90,40 +123,35 @@ def block_blas(A, B, a_fmt: FloatFormat, b_fmt: FloatFormat, C, acc, stats, sa: 
     lam = (a_fmt._min_exponent - a_fmt.man_bits + b_fmt._min_exponent - b_fmt.man_bits
            - sa.man_bits - sb.man_bits)
     ea, eb = sa.exp.astype(np.int32), sb.exp.astype(np.int32)
-    d = np.ascontiguousarray(C, dtype=np.int64).astype(np.uint32).view(np.float32)
+    d = np.ascontiguousarray(C, dtype=np.int64).astype(np.uint32).view(np.float32).copy()
     nb = chunk // block
     inexact = 0
+    bad = np.empty(d.shape, np.uint8)
     for k0 in range(0, K, chunk):
         b0 = k0 // block
-        P = [ea[:, b0 + i][:, None] + eb[:, b0 + i][None, :] for i in range(nb)]
-        pmax, pmin = P[0], P[0]
-        for p in P[1:]:
-            pmax, pmin = np.maximum(pmax, p), np.minimum(pmin, p)
-        ec = np.maximum((d.view(np.int32) >> 23) & 0xFF, 1) - 127          # E_d (zeros: -126)
-        emax = np.maximum(pmax, ec)
-        pw = _pow2(F - emax)                                               # 1 / u
-        dq = d * pw                                                        # float32 * float64: exact
-        ct = np.trunc(dq)
-        inexact += int((ct != dq).sum())
         S = Af[:, k0:k0 + chunk] @ Bf[k0:k0 + chunk]                     # exact (module docstring)
-        s = S * pw + ct
-        bad = emax > F + lam + pmin
-        n_bad = int(np.count_nonzero(bad))
-        if n_bad > bad.size // 64 + 64:
-            return None                             # many truncating groups: the kernel is faster
-        if n_bad:
+
+        def groups(ii, jj, k0=k0):                                       # exact group sums of outputs (ii, jj)
+            return (Af[ii, k0:k0 + chunk].reshape(-1, chunk // g, g)
+                    * Bf[k0:k0 + chunk, jj].T.reshape(-1, chunk // g, g)).sum(axis=-1)
+        if _blockchunk is not None:
+            n_c, fail = _blockchunk.block_chunk_step(S, d, ea, eb, b0, nb, F, lam, bad)
             bi, bj = np.nonzero(bad)
-            gp = (Af[bi, k0:k0 + chunk].reshape(-1, chunk // g, g)
-                  * Bf[k0:k0 + chunk, bj].T.reshape(-1, chunk // g, g)).sum(axis=-1)    # exact group sums
-            q = gp * pw[bi, bj][:, None]
-            tq = np.trunc(q)
-            inexact += int((tq != q).sum())
-            s[bi, bj] = tq.sum(axis=-1) + ct[bi, bj]
-        y = s / pw
-        ay = np.abs(y)
-        if ay.max(initial=0.0) >= 2.0 ** 128 or ((ay < 2.0 ** -126) & (y != 0)).any():
-            return None                                                  # overflow / subnormal: the kernel
-        d = (y.view(np.int64) & ~_LOW29).view(np.float64).astype(np.float32)     # RZ to 24 bits, exact cast
+            if fail or bi.size > bad.size // 64 + 64:
+                return None
+            inexact += n_c
+            if bi.size:
+                P = [ea[bi, b0 + t] + eb[bj, b0 + t] for t in range(nb)]
+                d[bi, bj], n_c, fail, _ = _elems(S[bi, bj], d[bi, bj], P, F, lam, lambda m: groups(bi[m], bj[m]))
+                inexact += n_c
+        else:
+            P = [ea[:, b0 + t][:, None] + eb[:, b0 + t][None, :] for t in range(nb)]
+            d, n_c, fail, n_bad = _elems(S, d, P, F, lam, lambda m: groups(*np.nonzero(m)))
+            inexact += n_c
+            if n_bad > bad.size // 64 + 64:
+                return None
+        if fail:
+            return None
     stats["terms_inexact"] += inexact
     codes = d.view(np.uint32).astype(np.int64)
     return np.where(codes == 0x80000000, 0, codes)                       # a zero result is +0
