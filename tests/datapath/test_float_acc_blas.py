@@ -241,3 +241,21 @@ def test_block_blas_truncating_group_takes_the_group_path(compiled):
         fast = block_blas(np.array([a]), np.array([b]).T, e2m1, e2m1, np.zeros((1, 1), np.int64), acc, stats,
                           split_codes(np.array([sa]), e8m0, -126), split_codes(np.array([sb]), e8m0, -126), 2)
     assert fast is not None and int(fast[0, 0]) == want and stats["terms_inexact"] == 1
+
+
+def test_block_blas_with_c_ordered_scale_b():
+    """scale_b passed as a C-ordered (K/block, N) array (as a user writes it): its split rows are a transposed
+    view, which the compiled step must not reject; MXFP4 preset, 2 chunks, against the Fraction model."""
+    acc = FloatAccumulator.preset("blackwell-mxfp4")
+    rng = np.random.default_rng(3)
+    M, N, K = 3, 4, 128
+    A = rng.integers(0, 16, (M, K))
+    B = rng.integers(0, 16, (K, N))
+    SA = rng.integers(120, 130, (M, K // 32))
+    SB = np.ascontiguousarray(rng.integers(120, 130, (K // 32, N)))
+    r = float_matmul(A, B, "e2m1", "e2m1", acc, scale_a=SA, scale_b=SB, scale_fmt="e8m0")
+    e2m1, e8m0 = FloatFormat.parse("e2m1"), FloatFormat.parse("e8m0")
+    counts = dict(overflows=0, terms_inexact=0)
+    want = [[_block_reference(A[i].tolist(), B[:, j].tolist(), 0, acc, SA[i].tolist(), SB[:, j].tolist(), 32,
+                              e2m1, e8m0, counts) for j in range(N)] for i in range(M)]
+    assert r.bits.astype(np.int64).tolist() == want

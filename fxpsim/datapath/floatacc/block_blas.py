@@ -119,17 +119,17 @@ def block_blas(A, B, a_fmt: FloatFormat, b_fmt: FloatFormat, C, acc, stats, sa: 
     sval_a = np.ldexp(sa.sig.astype(np.float64), (sa.exp - sa.man_bits).astype(np.int32))
     sval_b = np.ldexp(sb.sig.astype(np.float64), (sb.exp - sb.man_bits).astype(np.int32))
     Af = va[A] * np.repeat(sval_a, block, axis=1)                       # a_k s_a, exact (few bits each)
-    Bf = vb[B] * np.repeat(sval_b, block, axis=1).T
+    Bf = np.ascontiguousarray(vb[B] * np.repeat(sval_b, block, axis=1).T)
     lam = (a_fmt._min_exponent - a_fmt.man_bits + b_fmt._min_exponent - b_fmt.man_bits
            - sa.man_bits - sb.man_bits)
-    ea, eb = sa.exp.astype(np.int32), sb.exp.astype(np.int32)
+    ea, eb = (np.ascontiguousarray(x.exp, dtype=np.int32) for x in (sa, sb))
     d = np.ascontiguousarray(C, dtype=np.int64).astype(np.uint32).view(np.float32).copy()
     nb = chunk // block
     inexact = 0
     bad = np.empty(d.shape, np.uint8)
     for k0 in range(0, K, chunk):
         b0 = k0 // block
-        S = Af[:, k0:k0 + chunk] @ Bf[k0:k0 + chunk]                     # exact (module docstring)
+        S = np.ascontiguousarray(Af[:, k0:k0 + chunk] @ Bf[k0:k0 + chunk])   # exact (module docstring)
 
         def groups(ii, jj, k0=k0):                                       # exact group sums of outputs (ii, jj)
             return (Af[ii, k0:k0 + chunk].reshape(-1, chunk // g, g)
