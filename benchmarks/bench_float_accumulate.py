@@ -7,8 +7,8 @@ kernel of ``fxpsim.core._floatacc``) at ``size``^3 beside the 10^9 MAC/s target,
 ``threads=2`` (asserted bit-equal to one thread); one wgmma m64n8k32 instruction on the same codes
 in fxpsim and in MMA-Sim (run in its scratch venv, ``--mma-python`` with torch, ``PYTHONPATH`` its
 source ``--mma-src``; its D is compared bit for bit; skipped with a note when absent); the
-Kulisch-exact FP8 matmul beside float64 BLAS on the decoded values; the MXFP4 block-scaled matmul
-beside dequantize-then-float32-BLAS.  MMA-Sim venv: ``python3 -m venv /work/scratch/floatc-venv &&
+Kulisch-exact FP8 and FP4 (E2M1) matmuls beside float64 BLAS on the decoded values; the MXFP4
+block-scaled matmul beside dequantize-then-float32-BLAS.  MMA-Sim venv: ``python3 -m venv /work/scratch/floatc-venv &&
 /work/scratch/floatc-venv/bin/pip install torch==2.13.0 numpy``; source: microsoft/MMA-Sim c785138.
 """
 from __future__ import annotations
@@ -112,6 +112,13 @@ def main():
     av, bv = decode(A, "e4m3"), decode(B, "e4m3")
     t_blas, _ = best(lambda: av @ bv, rep)
     rows.append((f"Kulisch-exact FP8 matmul {n}^3 -> float32", macs / t, "float64 BLAS on decoded values",
+                 macs / t_blas))
+    A2 = rng.integers(0, 16, (n, n)).astype(np.uint8)                 # every E2M1 code
+    B2 = rng.integers(0, 16, (n, n)).astype(np.uint8)
+    t, _ = best(lambda: float_matmul(A2, B2, "e2m1", "e2m1", ex), rep)
+    a2, b2 = decode(A2, "e2m1"), decode(B2, "e2m1")
+    t_blas, _ = best(lambda: a2 @ b2, rep)
+    rows.append((f"Kulisch-exact FP4 (E2M1) matmul {n}^3 -> float32", macs / t, "float64 BLAS on decoded values",
                  macs / t_blas))
 
     blk = FloatAccumulator.preset("blackwell-mxfp4")

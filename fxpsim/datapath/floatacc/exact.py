@@ -22,7 +22,7 @@ from ...core.float_format import FloatFormat
 from .operands import Operand
 from .rounding import round_scaled
 
-__all__ = ["grid_integers", "exact_dot", "integer_width", "count_pairs"]
+__all__ = ["grid_integers", "exact_dot", "integer_width", "count_pairs", "zero_signs"]
 
 
 def count_pairs(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -66,6 +66,41 @@ def _matmul_int(ia: np.ndarray, ib: np.ndarray, bits: int) -> np.ndarray:
     return ia.astype(object) @ ib.astype(object)
 
 
+def _row_ids(x: np.ndarray, y: np.ndarray):
+    """Ids of the rows of ``x`` (M, K) and ``y`` (N, K), bool: equal rows get equal ids."""
+    packed = np.packbits(np.concatenate([x, y]), axis=1)
+    if packed.shape[1] == 0:                                  # K = 0: every (empty) row is the same
+        ids = np.zeros(packed.shape[0], np.int64)
+    else:
+        ids = np.unique(packed, axis=0, return_inverse=True)[1].reshape(-1)
+    return ids[:x.shape[0]], ids[x.shape[0]:]
+
+
+def zero_signs(codes, zero, a_neg, b_neg, c_neg, acc, c_zero=None):
+    """``codes`` with the IEEE zero sign on the ``zero`` results: -0 when every addend is -0 (every
+    product's sign negative and ``c`` a -0; ``floor``: +0 only when every addend is +0).  Every
+    product :math:`a_{ik} b_{kj}` is negative iff row i of the sign mask of A equals the complement of
+    column j of B's (positive iff it equals column j), compared as packed bit rows.  ``c_neg``: bool
+    mask or the (M, N) codes of ``acc.output`` (their sign bit); ``c_zero`` defaults to all True."""
+    out = acc.output
+    zi, zj = np.nonzero(zero)
+    rows, ri = np.unique(zi, return_inverse=True)
+    cols, ci = np.unique(zj, return_inverse=True)
+    cn = c_neg[zi, zj]
+    if cn.dtype != bool:
+        cn = (cn & np.int64(out.sign_bit)) != 0
+    cz = True if c_zero is None else c_zero[zi, zj]
+    bn = b_neg[:, cols].T
+    if acc.output_rounding == "floor":
+        ida, idb = _row_ids(a_neg[rows], bn)
+        zsign = ~((ida[ri] == idb[ci]) & ~cn & cz)
+    else:
+        ida, idb = _row_ids(a_neg[rows], ~bn)
+        zsign = (ida[ri] == idb[ci]) & cn & cz
+    codes[zi, zj] = np.where(zsign, np.int64(out.sign_bit), 0)
+    return codes
+
+
 def exact_dot(a: Operand, b: Operand, a_fmt: FloatFormat, b_fmt: FloatFormat, c: Operand, acc, stats):
     """Codes of ``acc.output`` for the exact ``c + a @ b`` (finite part; specials by the caller)."""
     ia, ib = grid_integers(a, a_fmt), grid_integers(b, b_fmt)
@@ -88,21 +123,9 @@ def exact_dot(a: Operand, b: Operand, a_fmt: FloatFormat, b_fmt: FloatFormat, c:
             N[idx] = (int(T[idx]) << (lab - L)) + cv
     q = L
     codes, ovf, unf = round_scaled(N, q, acc.precision, acc.output_rounding, acc.overflow, storage=out)
-    # IEEE zero sign of the zero results only: -0 when every addend is -0 (or floor of an exact
-    # cancellation); the 0/1 matmuls run on the rows and columns that hold a zero result
     zero = (codes & ~np.int64(out.sign_bit)) == 0
     if zero.any():
-        rows, cols = zero.any(axis=1), zero.any(axis=0)
-        an, bn = a.neg[rows], b.neg[:, cols]
-        n_neg = count_pairs(an, ~bn) + count_pairs(~an, bn)                # products with sign -
-        K = a.sig.shape[1]
-        cn, cz = c.neg[np.ix_(rows, cols)], c.zero[np.ix_(rows, cols)]
-        allneg0 = (n_neg == K) & cn & cz
-        allpos0 = (n_neg == 0) & ~cn & cz
-        zsign = ~allpos0 if acc.output_rounding == "floor" else allneg0
-        sub = codes[np.ix_(rows, cols)]
-        sub = np.where(zero[np.ix_(rows, cols)], np.where(zsign, np.int64(out.sign_bit), 0), sub)
-        codes[np.ix_(rows, cols)] = sub
+        codes = zero_signs(codes, zero, a.neg, b.neg, c.neg, acc, c.zero)
     stats["overflows"] += int(ovf.sum())
     stats["underflows"] += int(unf.sum())
     return codes

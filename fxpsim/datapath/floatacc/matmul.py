@@ -16,6 +16,8 @@ from ...core.float_codec import decode, encode
 from ...core.float_format import FloatFormat
 from .accumulator import FloatAccumulator
 from .amd import rd_step
+from .blas import blas_exact
+from .block_blas import block_blas
 from .exact import count_pairs, exact_dot
 from .fused import block_step, fused_step
 from .kernel import run_c
@@ -207,6 +209,9 @@ def float_dot(a_codes, b_codes, a_fmt, b_fmt, acc: FloatAccumulator, c=None, *,
 
 
 def _exact(A, B, a_fmt, b_fmt, C, acc, stats):
+    D = blas_exact(A, B, a_fmt, b_fmt, C, acc, stats)       # one BLAS call + one cast, where it applies
+    if D is not None:
+        return D
     a, b = split_codes(A, a_fmt), split_codes(B, b_fmt)
     c = split_codes(C, acc.output)
     D = exact_dot(a, b, a_fmt, b_fmt, c, acc, stats)
@@ -246,6 +251,10 @@ def _chunked(A, B, a_fmt, b_fmt, C, acc, stats, sa, sb, block, batched=False, th
     """The fused/block kinds over row tiles.  Matmul: A (M, K), B (K, N); ``batched``: A and B
     (M, K), output M x 1 (row i of A with row i of B).  ``kernel``: the C kernel
     (:mod:`.kernel`) where it applies, else (and with ``kernel=False``) the numpy steps."""
+    if kernel and not batched and sa is not None:
+        D = block_blas(A, B, a_fmt, b_fmt, C, acc, stats, sa, sb, block)    # group sums by DGEMM, where proven
+        if D is not None:
+            return D
     if kernel:
         D = run_c(A, B, a_fmt, b_fmt, C, acc, stats, sa, sb, block, batched, threads)
         if D is not None:
