@@ -29,6 +29,8 @@ import os
 
 import numpy as np
 
+from . import mlas_kernel as _mk
+
 __all__ = [
     "fma32", "quantize_linear", "dequantize_linear", "requant_multiplier", "requantize_output", "wrap_int32",
     "qlinear_add", "qlinear_mul", "qlinear_global_average_pool", "qlinear_average_pool", "concat_table",
@@ -302,6 +304,29 @@ def _kernel_m1_transpose_b(x3, rows3, c3):
 
 
 def _sgemm_operation(a3, b3, c3=None, b_contiguous_column: bool = True, trans_b: bool = False):
+    """:func:`_sgemm_operation_numpy` in C (:mod:`~fxpsim.datapath.onnxruntime.mlas_kernel`), the same bits;
+    ``a3`` may hold fewer matrices than ``b3`` (one weight for every ``len(a3)``-th item)."""
+    if not _mk.available():
+        return _sgemm_operation_numpy(a3, b3, c3, b_contiguous_column, trans_b)
+    a3, b3 = np.asarray(a3, F32), np.asarray(b3, F32)
+    lead = np.broadcast_shapes(a3.shape[:-2], b3.shape[:-2])
+    m, k_total = a3.shape[-2:]
+    n = b3.shape[-1]
+    a = a3.reshape((-1, m, k_total)) if a3.ndim > 2 else a3[None]
+    b = np.broadcast_to(b3, lead + (k_total, n)).reshape((-1, k_total, n))
+    c = None if c3 is None else np.broadcast_to(np.asarray(c3, F32), lead + (m, n)).reshape((-1, m, n))
+    if m == 1:
+        kind, sk = (_mk.M1TB if trans_b else _mk.M1), 0
+    elif n == 1 and b_contiguous_column and not trans_b:
+        kind, sk = _mk.N1, 0
+    else:
+        kind, sk = _mk.SLICES, _strides(n, k_total)[1]
+        if k_total == 0:
+            return (np.zeros(lead + (m, n), F32) if c is None else np.array(c, F32).reshape(lead + (m, n)))
+    return _mk.sgemm(a, b, c, kind, sk).reshape(lead + (m, n))
+
+
+def _sgemm_operation_numpy(a3, b3, c3=None, b_contiguous_column: bool = True, trans_b: bool = False):
     """MlasSgemmOperation (one thread), A not transposed, alpha = 1: ``c3`` None means beta = 0, else
     beta = 1 (accumulate into ``c3``). ``a3`` [..., M, K], ``b3`` [..., K, N] (``trans_b``: B is stored
     [N, K], which selects other one-row / one-column kernels)."""
