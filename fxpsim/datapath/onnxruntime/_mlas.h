@@ -322,4 +322,82 @@ static int fxm_run(const fxm_op *P) {
     return 0;
 }
 
+/* ------------------------------------------------------------------------------- MlasConv (im2col + SGEMM) */
+/* MlasSgemmOperation's / MlasConvOperation's panel strides: widen N when K is small, K when N is small. */
+static void fxm_strides(ptrdiff_t n, ptrdiff_t k, ptrdiff_t *sn_out, ptrdiff_t *sk_out) {
+    ptrdiff_t sn = 128, sk = 128;
+    if (n >= k) {
+        while (sk / 2 >= k) { sn *= 2; sk /= 2; }
+    } else {
+        while (sn > 16 && sn / 2 >= n) { sn /= 2; sk *= 2; }
+    }
+    *sn_out = sn;
+    *sk_out = sk;
+}
+
+typedef struct {
+    const float *x; ptrdiff_t N, C, H, W;        /* NCHW, contiguous */
+    const float *w; ptrdiff_t M, G, KH, KW;      /* [M, C/G * KH * KW], contiguous */
+    ptrdiff_t sh, sw, pt, pl, dh, dw, OH, OW;
+    const long long *seg; ptrdiff_t nseg;         /* (start, count) pairs of output positions */
+    float *o;                                     /* [N, M, OH * OW], contiguous */
+    float *buf;                                   /* >= 128 * 128 floats: one im2col block */
+    int simd;
+} fxm_conv;
+
+/* buf[kk][pp] = the padded input tap of reduction row k0 + kk at output position p0 + pp (zero when padded). */
+static void fxm_im2col(const fxm_conv *P, const float *xg, ptrdiff_t k0, ptrdiff_t k1, ptrdiff_t p0,
+                       ptrdiff_t p1, float *buf) {
+    ptrdiff_t nlen = p1 - p0, khw = P->KH * P->KW;
+    for (ptrdiff_t k = k0; k < k1; k++) {
+        ptrdiff_t c = k / khw, i = (k / P->KW) % P->KH, j = k % P->KW;
+        const float *xc = xg + c * P->H * P->W;
+        float *row = buf + (k - k0) * nlen;
+        ptrdiff_t oh = p0 / P->OW, ow = p0 % P->OW;
+        for (ptrdiff_t p = 0; p < nlen; p++) {
+            ptrdiff_t ih = oh * P->sh + i * P->dh - P->pt, iw = ow * P->sw + j * P->dw - P->pl;
+            row[p] = (ih >= 0 && ih < P->H && iw >= 0 && iw < P->W) ? xc[ih * P->W + iw] : 0.0f;
+            if (++ow == P->OW) { ow = 0; oh++; }
+        }
+    }
+}
+
+/* MlasConv's expand-then-GEMM algorithm over segments of output positions, every (image, group) in turn:
+ * per segment, slices of StrideN positions; per slice, K in slices of StrideK, each an SGEMM operation of the
+ * filters on the im2col block (beta 0 for the first K slice, then 1), as mlas.py's _conv_operation. */
+static int fxm_conv_run(const fxm_conv *P) {
+    ptrdiff_t cg = P->C / P->G, fc = P->M / P->G, K = cg * P->KH * P->KW, OS = P->OH * P->OW;
+    for (ptrdiff_t bi = 0; bi < P->N; bi++)
+        for (ptrdiff_t g = 0; g < P->G; g++) {
+            const float *xg = P->x + (bi * P->C + g * cg) * P->H * P->W;
+            const float *wg = P->w + g * fc * K;
+            float *og = P->o + (bi * P->M + g * fc) * OS;
+            for (ptrdiff_t s = 0; s < P->nseg; s++) {
+                ptrdiff_t s0 = (ptrdiff_t)P->seg[2 * s], cnt = (ptrdiff_t)P->seg[2 * s + 1], sn, sk;
+                fxm_strides(cnt, K, &sn, &sk);
+                for (ptrdiff_t n0 = 0; n0 < cnt; n0 += sn) {
+                    ptrdiff_t n1 = n0 + sn < cnt ? n0 + sn : cnt, nlen = n1 - n0;
+                    for (ptrdiff_t k0 = 0; k0 < K; k0 += sk) {
+                        ptrdiff_t k1 = k0 + sk < K ? k0 + sk : K, klen = k1 - k0, isn, isk;
+                        if (klen * nlen > 128 * 128) return -2;
+                        fxm_im2col(P, xg, k0, k1, s0 + n0, s0 + n1, P->buf);
+                        fxm_op op;
+                        memset(&op, 0, sizeof op);
+                        op.a = wg + k0; op.a_m = K; op.a_k = 1; op.a_period = 1;
+                        op.b = P->buf; op.b_k = nlen; op.b_n = 1;
+                        op.c = k0 ? og + s0 + n0 : NULL; op.c_m = OS; op.c_n = 1;
+                        op.o = og + s0 + n0; op.o_m = OS; op.o_n = 1;
+                        op.nb = 1; op.m = fc; op.n = nlen; op.k = klen;
+                        fxm_strides(nlen, klen, &isn, &isk);
+                        op.sk = isk;
+                        op.kind = fc == 1 ? FXM_M1 : (nlen == 1 && OS == 1) ? FXM_N1 : FXM_SLICES;
+                        op.simd = P->simd;
+                        if (fxm_run(&op)) return -1;
+                    }
+                }
+            }
+        }
+    return 0;
+}
+
 #endif /* FXPSIM_MLAS_H */

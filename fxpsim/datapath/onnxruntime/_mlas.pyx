@@ -20,7 +20,19 @@ cdef extern from "_mlas.h" nogil:
         Py_ssize_t nb, m, n, k, sk
         int kind
         int simd
+    ctypedef struct fxm_conv:
+        const float* x
+        Py_ssize_t N, C, H, W
+        const float* w
+        Py_ssize_t M, G, KH, KW
+        Py_ssize_t sh, sw, pt, pl, dh, dw, OH, OW
+        const long long* seg
+        Py_ssize_t nseg
+        float* o
+        float* buf
+        int simd
     int fxm_run(const fxm_op* P)
+    int fxm_conv_run(const fxm_conv* P)
     int fxm_cpu_avx2()
 
 
@@ -59,3 +71,26 @@ def run(cnp.ndarray a, cnp.ndarray b, object c, cnp.ndarray out, int kind, Py_ss
         rc = fxm_run(&P)
     if rc:
         raise ValueError(f"_mlas.run: unknown kernel {kind}")
+
+
+def conv(const float[:, :, :, ::1] x, const float[:, ::1] w, float[:, :, ::1] out, int groups, int kh, int kw,
+         tuple geometry, const long long[:, ::1] segments, bint simd=True):
+    """MlasConv's segmented expand-then-GEMM: ``x`` [N, C, H, W], ``w`` [M, C/groups * kh * kw], ``out``
+    [N, M, OH * OW] written; ``geometry = (sh, sw, pt, pl, dh, dw, OH, OW)``; ``segments`` [S, 2]."""
+    cdef fxm_conv P
+    cdef float[::1] buf = np.empty(128 * 128, np.float32)
+    cdef int rc
+    P.x = &x[0, 0, 0, 0]
+    P.N, P.C, P.H, P.W = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
+    P.w = &w[0, 0]
+    P.M, P.G, P.KH, P.KW = w.shape[0], groups, kh, kw
+    P.sh, P.sw, P.pt, P.pl, P.dh, P.dw, P.OH, P.OW = geometry
+    P.seg = &segments[0, 0]
+    P.nseg = segments.shape[0]
+    P.o = &out[0, 0, 0]
+    P.buf = &buf[0]
+    P.simd = 1 if simd else 0
+    with nogil:
+        rc = fxm_conv_run(&P)
+    if rc:
+        raise ValueError(f"_mlas.conv: internal error {rc}")

@@ -452,6 +452,12 @@ def mlas_conv2d(x, w, bias, stride, pads, dilation, groups: int, threads: int | 
     k_total, out_size, fc = plan["k"], plan["out_size"], plan["filters"]
     oh, ow = plan["oh"], plan["ow"]
     cg = c // groups
+    if _mk.available():
+        out = _conv_c(x, w, plan, stride, pads, dilation, groups, threads)
+        out = out.reshape(n, m, oh, ow)
+        if bias is not None:
+            out = (out + np.asarray(bias, F32).reshape(1, m, 1, 1)).astype(F32)
+        return out
     # batched operands over (batch, group): A [B*G, FC, K], columns [B*G, K, OUT]
     filt = np.broadcast_to(w.reshape(1, groups, fc, k_total), (n, groups, fc, k_total)).reshape(n * groups, fc, k_total)
     xg = x.reshape(n * groups, cg, h, wd)
@@ -473,6 +479,46 @@ def mlas_conv2d(x, w, bias, stride, pads, dilation, groups: int, threads: int | 
     if bias is not None:
         out = (out + np.asarray(bias, F32).reshape(1, m, 1, 1)).astype(F32)
     return out
+
+
+def _conv_c(x, w, plan, stride, pads, dilation, groups: int, threads):
+    """:func:`mlas_conv2d`'s arithmetic in C (no bias): the segmented algorithm fused with its im2col
+    (:func:`~fxpsim.datapath.onnxruntime.mlas_kernel.conv_segmented`), the GEMM ones on the weight shared by
+    every image (no per-image copy). Returns [N, M, OH * OW]."""
+    n, c, h, wd = x.shape
+    m, fc, k_total, out_size = w.shape[0], plan["filters"], plan["k"], plan["out_size"]
+    ((pt, _), (pl, _)) = pads
+    if plan["algorithm"] == "expand_then_gemm_segmented":
+        return _mk.conv_segmented(x, w, groups, w.shape[2:], stride, (pt, pl), dilation, (plan["oh"], plan["ow"]),
+                                  plan["segments"])
+    filt = w.reshape(groups, fc, k_total)
+    if plan["algorithm"] == "gemm_direct":
+        cols = x.reshape(n * groups, c // groups, h * wd)
+    else:
+        cols = _im2col(x.reshape(n * groups, c // groups, h, wd), w.shape[2:], stride, pads, dilation,
+                       plan["oh"], plan["ow"])
+    if n * groups == 1:
+        out = mlas_gemm(filt[0], cols[0], threads=threads)[None]
+    elif plan["algorithm"] == "expand_then_gemm" and _thread_target(
+            float(fc) * out_size * k_total, ort_threads() if threads is None else threads) > 1:
+        out = np.stack([mlas_gemm(filt[i % groups], cols[i], threads=threads) for i in range(n * groups)])
+    else:      # the batched direct GEMM, or MlasGemms that are one SGEMM operation each: all in one call
+        out = _sgemm_c(filt, cols)
+    return out.reshape(n, m, out_size)
+
+
+def _sgemm_c(a3, b3):
+    """One SGEMM operation (beta 0) per matrix of ``b3`` [B, K, N] with ``a3[i % len(a3)]`` (the kernel
+    :func:`_sgemm_operation` chooses for those shapes)."""
+    m, k_total = a3.shape[-2:]
+    n = b3.shape[-1]
+    if m == 1:
+        return _mk.sgemm(a3, b3, None, _mk.M1)
+    if n == 1:
+        return _mk.sgemm(a3, b3, None, _mk.N1)
+    if k_total == 0:
+        return np.zeros((len(b3), m, n), F32)
+    return _mk.sgemm(a3, b3, None, _mk.SLICES, _strides(n, k_total)[1])
 
 
 def _conv_operation(filt, cols, k_total: int, out_size: int):

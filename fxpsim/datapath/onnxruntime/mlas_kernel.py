@@ -25,7 +25,7 @@ try:
 except ImportError:          # built without the extension: the numpy model runs
     _k = None
 
-__all__ = ["SLICES", "M1", "M1TB", "N1", "available", "sgemm"]
+__all__ = ["SLICES", "M1", "M1TB", "N1", "available", "sgemm", "conv_segmented"]
 
 SLICES, M1, M1TB, N1 = 0, 1, 2, 3
 F32 = np.float32
@@ -68,4 +68,32 @@ def sgemm(a3, b3, c3, kind: int, sk: int = 0, simd: bool = True) -> np.ndarray:
     out = np.empty((nb, m, n), F32)
     if nb and m and n:
         _k.run(a3, b3, c3, out, kind, int(sk), period, simd)
+    return out
+
+
+def conv_segmented(x, w, groups: int, kernel, stride, pads, dilation, out_hw, segments, simd: bool = True):
+    """MlasConv's expand-then-GEMM over ``segments`` of output positions (``(start, count)`` pairs) for every
+    image and group: per segment, slices of StrideN positions and StrideK reduction rows (MLAS's panel
+    strides of the segment), each im2col block multiplied by the filters with the kernel
+    :func:`sgemm` would choose (``M1`` for one filter, ``N1`` for a 1x1 output, else ``SLICES``), beta 0 for
+    the first K slice and 1 after. ``x`` [N, C, H, W], ``w`` [M, C/groups, KH, KW] float32,
+    ``pads = (top, left)``. Returns [N, M, OH * OW] float32 (no bias)."""
+    x = np.ascontiguousarray(_check("x", x, 4))
+    w = _check("w", w, 4)
+    n, c, h, wd = x.shape
+    m = w.shape[0]
+    (kh, kw), (sh, sw), (pt, pl), (dh, dw), (oh, ow) = kernel, stride, pads, dilation, out_hw
+    if groups < 1 or c % groups or m % groups or w.shape[1] * groups != c or w.shape[2:] != (kh, kw):
+        raise ValueError(f"mlas_kernel.conv_segmented: weights {w.shape} do not match input {x.shape}, "
+                         f"groups {groups}, kernel {kernel}")
+    if min(sh, sw, dh, dw) < 1 or min(pt, pl) < 0 or min(oh, ow) < 1:
+        raise ValueError(f"mlas_kernel.conv_segmented: bad geometry stride {stride}, dilation {dilation}, "
+                         f"pads {pads}, output {out_hw}")
+    seg = np.ascontiguousarray(np.asarray(segments, np.longlong).reshape(-1, 2))
+    if len(seg) == 0 or seg[0, 0] != 0 or np.any(seg[:, 1] < 1) or np.any(seg[1:, 0] != np.cumsum(seg[:-1, 1])) \
+            or seg[-1, 0] + seg[-1, 1] != oh * ow:
+        raise ValueError(f"mlas_kernel.conv_segmented: segments {seg.tolist()} do not tile {oh * ow} positions")
+    out = np.empty((n, m, oh * ow), F32)
+    _k.conv(x, np.ascontiguousarray(w.reshape(m, -1)), out, groups, kh, kw,
+            (sh, sw, pt, pl, dh, dw, oh, ow), seg, simd)
     return out
