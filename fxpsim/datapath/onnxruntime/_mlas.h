@@ -345,19 +345,33 @@ typedef struct {
     int simd;
 } fxm_conv;
 
-/* buf[kk][pp] = the padded input tap of reduction row k0 + kk at output position p0 + pp (zero when padded). */
+/* buf[kk][pp] = the padded input tap of reduction row k0 + kk at output position p0 + pp (zero when padded),
+ * one output row's run at a time: zeros, the taps inside the image, zeros. */
 static void fxm_im2col(const fxm_conv *P, const float *xg, ptrdiff_t k0, ptrdiff_t k1, ptrdiff_t p0,
                        ptrdiff_t p1, float *buf) {
-    ptrdiff_t nlen = p1 - p0, khw = P->KH * P->KW;
+    ptrdiff_t nlen = p1 - p0, khw = P->KH * P->KW, sw = P->sw;
     for (ptrdiff_t k = k0; k < k1; k++) {
         ptrdiff_t c = k / khw, i = (k / P->KW) % P->KH, j = k % P->KW;
         const float *xc = xg + c * P->H * P->W;
         float *row = buf + (k - k0) * nlen;
-        ptrdiff_t oh = p0 / P->OW, ow = p0 % P->OW;
-        for (ptrdiff_t p = 0; p < nlen; p++) {
-            ptrdiff_t ih = oh * P->sh + i * P->dh - P->pt, iw = ow * P->sw + j * P->dw - P->pl;
-            row[p] = (ih >= 0 && ih < P->H && iw >= 0 && iw < P->W) ? xc[ih * P->W + iw] : 0.0f;
-            if (++ow == P->OW) { ow = 0; oh++; }
+        ptrdiff_t base = j * P->dw - P->pl;                    /* iw = ow * sw + base */
+        ptrdiff_t lo = base >= 0 ? 0 : (-base + sw - 1) / sw;  /* first ow with iw >= 0 */
+        ptrdiff_t hi = P->W - base <= 0 ? 0 : (P->W - base + sw - 1) / sw;   /* first ow with iw >= W */
+        for (ptrdiff_t p = p0; p < p1;) {
+            ptrdiff_t oh = p / P->OW, ow = p % P->OW;
+            ptrdiff_t run = P->OW - ow < p1 - p ? P->OW - ow : p1 - p, end = ow + run;
+            ptrdiff_t ih = oh * P->sh + i * P->dh - P->pt;
+            float *dst = row + (p - p0);                       /* dst[q - ow] for q in [ow, end) */
+            if (ih < 0 || ih >= P->H) {
+                for (ptrdiff_t q = ow; q < end; q++) dst[q - ow] = 0.0f;
+            } else {
+                const float *src = xc + ih * P->W;             /* x[ih, q * sw + base] */
+                ptrdiff_t a = lo > ow ? lo : ow, b = hi < end ? hi : end, q = ow;
+                for (; q < a && q < end; q++) dst[q - ow] = 0.0f;
+                for (; q < b; q++) dst[q - ow] = src[q * sw + base];
+                for (; q < end; q++) dst[q - ow] = 0.0f;
+            }
+            p += run;
         }
     }
 }
