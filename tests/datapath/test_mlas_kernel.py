@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from fxpsim.datapath.onnxruntime import mlas
+from fxpsim.datapath.onnxruntime import mlas, mlas_conv
 from fxpsim.datapath.onnxruntime import mlas_kernel as mk
 
 F32 = np.float32
@@ -189,7 +189,7 @@ def test_conv_matches_the_numpy_model(case):
     x = _operand(rng, (case["batch"], g * case["cg"]) + case["hw"], 3)
     w = _operand(rng, (g * case["fc"], case["cg"], kh, kw), 3)
     bias = _operand(rng, (g * case["fc"],), 3) if case["bias"] else None
-    (h, wd), (sh, sw), (dh, dw), ((pt, pb), (pl, pr)) = case["hw"], case["stride"], case["dilation"], case["pads"]
+    (h, wd), (dh, dw), ((pt, pb), (pl, pr)) = case["hw"], case["dilation"], case["pads"]
     if h + pt + pb < dh * (kh - 1) + 1 or wd + pl + pr < dw * (kw - 1) + 1:
         return
     args = (x, w, bias, case["stride"], case["pads"], case["dilation"], g)
@@ -206,11 +206,11 @@ def test_segmented_conv_on_many_segments_matches_the_numpy_model():
     seg = [(0, 100), (100, 37), (137, 300), (437, 230)]         # 667 = 23 * 29 positions
     got = [mk.conv_segmented(x, w, 1, (3, 3), (1, 1), (1, 1), (1, 1), (23, 29), seg, simd=s) for s in (True, False)]
     _bits_equal(got[0], got[1])
-    cols = mlas._im2col(x, (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 23, 29)
+    cols = mlas_conv._im2col(x, (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 23, 29)
     filt = np.broadcast_to(w.reshape(1, 7, 45), (2, 7, 45))
     for s0, count in seg:
         _bits_equal(got[0][..., s0:s0 + count],
-                    _numpy(lambda: mlas._conv_operation(filt, cols[..., s0:s0 + count], 45, 667)))
+                    _numpy(lambda: mlas_conv._conv_operation(filt, cols[..., s0:s0 + count], 45, 667)))
 
 
 def test_bad_operands_are_refused():

@@ -1,7 +1,7 @@
 /*
  * fxpsim/datapath/onnxruntime/_mlas.h -- MLAS's float32 SGEMM arithmetic (onnxruntime's CPU kernels), bit for
  * bit, in C: the same float32 operations in the same order as the numpy model of
- * fxpsim/datapath/onnxruntime/mlas.py (which is the reviewed, live-proven reference; the tests compare both).
+ * fxpsim/datapath/onnxruntime/mlas_sgemm.py and mlas_conv.py (which is the reviewed, live-proven reference; the tests compare both).
  *
  * One call computes one batched MlasSgemmOperation (A not transposed, alpha = 1, beta = 0 or 1) chosen by the
  * caller (`kind`):
