@@ -137,27 +137,22 @@ fxm_tile8(int R, const float *a, ptrdiff_t am, ptrdiff_t ak, const float *b, ptr
 FXM_AVX2 static void fxm_slice_avx2(const float *a, ptrdiff_t am, ptrdiff_t ak, const float *b, ptrdiff_t bk,
                                     const float *src, ptrdiff_t sm, float *o, ptrdiff_t om, ptrdiff_t M,
                                     ptrdiff_t N, ptrdiff_t k0, ptrdiff_t k1) {
-    const ptrdiff_t NB = 256;                  /* columns per block: a 128 x 256 slice of b stays in L2 */
+    /* column strips outside, row tiles inside: a strip of b (klen x 16) stays in L1 for every row tile */
     const float *ak0 = a + k0 * ak, *bk0 = b + k0 * bk;
-    ptrdiff_t klen = k1 - k0;
-    for (ptrdiff_t nb0 = 0; nb0 < N; nb0 += NB) {
-        ptrdiff_t nb1 = nb0 + NB < N ? nb0 + NB : N;
+    ptrdiff_t klen = k1 - k0, j = 0;
+    for (; j + 16 <= N; j += 16)
         for (ptrdiff_t i = 0; i < M; i += 6) {
             int R = (int)(M - i < 6 ? M - i : 6);
-            const float *ai = ak0 + i * am;
-            const float *si = src ? src + i * sm : NULL;
-            float *oi = o + i * om;
-            ptrdiff_t j = nb0;
-            for (; j + 16 <= nb1; j += 16) {
-                FXM_TILE_CASES(fxm_tile16, ai, am, ak, bk0 + j, bk, si ? si + j : NULL, sm, oi + j, om, klen)
-            }
-            for (; j + 8 <= nb1; j += 8) {
-                FXM_TILE_CASES(fxm_tile8, ai, am, ak, bk0 + j, bk, si ? si + j : NULL, sm, oi + j, om, klen)
-            }
-            if (j < nb1)
-                fxm_chain_scalar(a, am, ak, b, bk, 1, src, sm, 1, o, om, 1, i, i + R, j, nb1, k0, k1);
+            FXM_TILE_CASES(fxm_tile16, ak0 + i * am, am, ak, bk0 + j, bk, src ? src + i * sm + j : NULL, sm,
+                           o + i * om + j, om, klen)
         }
-    }
+    for (; j + 8 <= N; j += 8)
+        for (ptrdiff_t i = 0; i < M; i += 6) {
+            int R = (int)(M - i < 6 ? M - i : 6);
+            FXM_TILE_CASES(fxm_tile8, ak0 + i * am, am, ak, bk0 + j, bk, src ? src + i * sm + j : NULL, sm,
+                           o + i * om + j, om, klen)
+        }
+    if (j < N) fxm_chain_scalar(a, am, ak, b, bk, 1, src, sm, 1, o, om, 1, 0, M, j, N, k0, k1);
 }
 #endif
 
@@ -368,7 +363,12 @@ static void fxm_im2col(const fxm_conv *P, const float *xg, ptrdiff_t k0, ptrdiff
                 const float *src = xc + ih * P->W;             /* x[ih, q * sw + base] */
                 ptrdiff_t a = lo > ow ? lo : ow, b = hi < end ? hi : end, q = ow;
                 for (; q < a && q < end; q++) dst[q - ow] = 0.0f;
-                for (; q < b; q++) dst[q - ow] = src[q * sw + base];
+                if (sw == 1) {
+                    if (b > q) memcpy(dst + (q - ow), src + q + base, (size_t)(b - q) * sizeof(float));
+                    q = b > q ? b : q;
+                } else {
+                    for (; q < b; q++) dst[q - ow] = src[q * sw + base];
+                }
                 for (; q < end; q++) dst[q - ow] = 0.0f;
             }
             p += run;
@@ -406,7 +406,9 @@ static int fxm_conv_run(const fxm_conv *P) {
                         op.sk = isk;
                         op.kind = fc == 1 ? FXM_M1 : (nlen == 1 && OS == 1) ? FXM_N1 : FXM_SLICES;
                         op.simd = P->simd;
+#ifndef FXM_NO_GEMM
                         if (fxm_run(&op)) return -1;
+#endif
                     }
                 }
             }

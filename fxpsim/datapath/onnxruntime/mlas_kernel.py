@@ -13,8 +13,8 @@ r"""The C kernel (``_mlas.h``) of one MLAS SGEMM operation, bit for bit as the n
   blocks of 4, 2 and 1, plus :math:`c`.
 
 Every product and sum is float32, rounded to nearest even on its own (the C file disables FP contraction).
-The kernel chooses nothing: :func:`fxpsim.datapath.onnxruntime.mlas_sgemm._sgemm_operation` decides which kernel
-MLAS runs. Setting ``_k = None`` routes every caller to the numpy model (the tests compare both).
+The kernel chooses nothing: :func:`fxpsim.datapath.onnxruntime.mlas_sgemm._sgemm_operation` decides which
+kernel MLAS runs. Setting ``_k = None`` routes every caller to the numpy model (the tests compare both).
 """
 from __future__ import annotations
 
