@@ -70,7 +70,16 @@ def quantize_linear(x, scale, zero_point, dtype, axis=None) -> np.ndarray:
     s = _channel(np.asarray(scale, F32), x.ndim, axis)
     z = _channel(np.asarray(zero_point, np.int64), x.ndim, axis)
     with np.errstate(all="ignore"):
-        v = x / s
+        v = np.asarray(x / s)
+    if np.dtype(dtype).itemsize <= 2 and np.broadcast_shapes(v.shape, z.shape) == v.shape:
+        # the same in float32 in place: the bounds, rint(v) and rint(v) + z are integers below 2^24 (exact);
+        # fmax maps NaN to the lower bound
+        zf = z.astype(F32)
+        np.fmax(v, (lo - z).astype(F32), out=v)
+        np.fmin(v, (hi - z).astype(F32), out=v)
+        np.rint(v, out=v)
+        v += zf
+        return v.astype(dtype)
     vlo, vhi = (lo - z).astype(F32), (hi - z).astype(F32)
     v = np.where(np.isnan(v), vlo, np.minimum(np.maximum(v, vlo), vhi))
     return (np.rint(v).astype(np.int64) + z).astype(dtype)
@@ -81,6 +90,8 @@ def dequantize_linear(q, scale, zero_point, axis=None) -> np.ndarray:
     q = np.asarray(q)
     s = _channel(np.asarray(scale, F32), q.ndim, axis)
     z = _channel(np.asarray(zero_point, np.int64), q.ndim, axis)
+    if q.dtype.kind in "iu" and q.dtype.itemsize <= 2 and np.all(np.abs(z) < (1 << 16)):
+        return (q.astype(F32) - z.astype(F32)) * s   # q - z: an integer below 2^17, exact in float32
     return ((q.astype(np.int64) - z).astype(F32) * s).astype(F32)
 
 
