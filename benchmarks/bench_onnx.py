@@ -4,7 +4,8 @@ Models: ``cnn32_qdq_s8_pc`` (built here, seeded: an int8 per-channel QDQ CNN on 
 activations: Conv 3->16 3x3, two residual blocks Conv 16->16 3x3 + Add, Conv 16->32 3x3 stride 2, a residual
 block Conv 32->32 3x3 + Add, 1x1 Conv 32->64, GlobalAveragePool, Gemm 64->10; onnxruntime's x86 build runs the
 convs of the residual blocks, their Adds and the Gemm as dequantized float32 MLAS: an int8 tensor read twice is
-not rewritten to uint8) and the quantized fixtures of ``tests/vectors/onnx_models`` (``tools/fixtures/onnx/make_models.py``):
+not rewritten to uint8) and the quantized fixtures of ``tests/vectors/onnx_models``
+(``tools/fixtures/onnx/make_models.py``):
 ``qs_cnn_*`` (Conv 3->8 3x3 pad 1 / depthwise stride 2 / 1x1 / MaxPool / AveragePool / GlobalAveragePool /
 Gemm on 3x6x6 inputs) and ``qs_resblock_*`` (two 3x3 convs, skip Add, GlobalAveragePool, Gemm), in the
 variants where onnxruntime runs the convs as dequantized float32 MLAS (``qdq_s8``: int8 activations are not

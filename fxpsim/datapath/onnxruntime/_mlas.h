@@ -1,7 +1,8 @@
 /*
  * fxpsim/datapath/onnxruntime/_mlas.h -- MLAS's float32 SGEMM arithmetic (onnxruntime's CPU kernels), bit for
  * bit, in C: the same float32 operations in the same order as the numpy model of
- * fxpsim/datapath/onnxruntime/mlas_sgemm.py and mlas_conv.py (which is the reviewed, live-proven reference; the tests compare both).
+ * fxpsim/datapath/onnxruntime/mlas_sgemm.py and mlas_conv.py (the reviewed, live-proven reference; the tests
+ * compare both).
  *
  * One call computes one batched MlasSgemmOperation (A not transposed, alpha = 1, beta = 0 or 1) chosen by the
  * caller (`kind`):
@@ -406,9 +407,7 @@ static int fxm_conv_run(const fxm_conv *P) {
                         op.sk = isk;
                         op.kind = fc == 1 ? FXM_M1 : (nlen == 1 && OS == 1) ? FXM_N1 : FXM_SLICES;
                         op.simd = P->simd;
-#ifndef FXM_NO_GEMM
                         if (fxm_run(&op)) return -1;
-#endif
                     }
                 }
             }
