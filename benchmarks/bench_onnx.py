@@ -29,10 +29,10 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ["FXPSIM_ORT_THREADS"] = "1"
 
 import argparse  # noqa: E402
-import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
+from bench_import import _best_rate  # noqa: E402  (the same timing as the TFLite benchmark)
 
 MODELS = Path(__file__).resolve().parents[1] / "tests" / "vectors" / "onnx_models"
 DEFAULT = ["cnn32_qdq_s8_pc", "qs_cnn_qdq_s8_pc", "qs_cnn_qdq_u8_pc", "qs_cnn_qop_u8_pc", "qs_resblock_qdq_s8_pc",
@@ -90,22 +90,6 @@ def cnn32_qdq_s8_pc(seed: int = 0):
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
     return m
-
-
-def _best_rate(fn, n_images: int, min_time: float, repeat: int) -> float:
-    """Images per second, best of ``repeat`` runs of at least ``min_time`` s (one warm-up call first)."""
-    fn()
-    best = 0.0
-    for _ in range(repeat):
-        k, t0 = 0, time.perf_counter()
-        while True:
-            fn()
-            k += 1
-            t = time.perf_counter() - t0
-            if t >= min_time:
-                break
-        best = max(best, k * n_images / t)
-    return best
 
 
 def _session(path):
