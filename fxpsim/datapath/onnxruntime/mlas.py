@@ -1,4 +1,5 @@
-"""ONNX Runtime's CPU arithmetic (its MLAS kernels), bit for bit, in numpy.
+"""ONNX Runtime's CPU arithmetic (its MLAS kernels), bit for bit, in numpy (the SGEMM operations and the
+convolution also in C, the same bits: :mod:`.mlas_kernel`, used when built).
 
 :func:`fxpsim.import_onnx` turns a quantized ONNX model into an integer graph whose ops
 (:mod:`fxpsim.frontends.onnx.ops`) call these kernels when they run with ``requantization="native"``, i.e.
@@ -25,9 +26,10 @@ a fused multiply-add is computed exactly by :func:`fma32`.
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
+
+from .mlas_conv import mlas_conv2d, mlas_conv2d_plan
+from .mlas_sgemm import fma32, mlas_gemm, ort_threads
 
 __all__ = [
     "fma32", "quantize_linear", "dequantize_linear", "requant_multiplier", "requantize_output", "wrap_int32",
@@ -36,23 +38,6 @@ __all__ = [
 ]
 
 F32, F64 = np.float32, np.float64
-#: MLAS constants (mlasi.h): SGEMM panel strides, threading granularity.
-SGEMM_STRIDEN, SGEMM_STRIDEK = 128, 128
-SGEMM_THREAD_COMPLEXITY = 64 * 1024
-SGEMM_STRIDEN_THREAD_ALIGN = 16
-MAXIMUM_THREAD_COUNT = 16 * 4
-
-
-def ort_threads() -> int:
-    """The intra-op thread count onnxruntime uses by default (one per core this process may run on);
-    ``FXPSIM_ORT_THREADS`` overrides it. Only the float32 kernels' split of the reduction depends on it."""
-    env = os.environ.get("FXPSIM_ORT_THREADS")
-    if env:
-        return max(1, int(env))
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 def _range(dtype) -> tuple[int, int]:
@@ -64,29 +49,6 @@ def wrap_int32(v) -> np.ndarray:
     """Two's complement int32 wrap of int64 values."""
     v = np.asarray(v, dtype=np.int64)
     return ((v + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
-
-
-# ----------------------------------------------------------------------------------------- float32 helpers
-def fma32(a, b, c) -> np.ndarray:
-    """Correctly rounded float32 fused multiply-add ``a * b + c`` (one rounding), vectorised.
-
-    The product of two float32 values is exact in float64; the float64 sum is corrected with its exact
-    error term (TwoSum) where it lands on a float32 rounding midpoint, so no double rounding remains."""
-    p = np.multiply(np.asarray(a, F32), np.asarray(b, F32), dtype=F64)
-    c64 = np.asarray(c, F32).astype(F64)
-    s = p + c64
-    bb = s - p
-    err = (p - (s - bb)) + (c64 - bb)           # s + err == p + c exactly
-    r = s.astype(F32)
-    r64 = r.astype(F64)
-    tie = (s != r64) & (err != 0)
-    if np.any(tie):
-        up = np.nextafter(r, F32(np.inf))
-        dn = np.nextafter(r, F32(-np.inf))
-        at_up = tie & (s == (r64 + up.astype(F64)) / 2) & (err > 0)
-        at_dn = tie & (s == (r64 + dn.astype(F64)) / 2) & (err < 0)
-        r = np.where(at_up, up, np.where(at_dn, dn, r))
-    return np.asarray(r, F32)
 
 
 # ----------------------------------------------------------------------------------------- Q / DQ
@@ -108,7 +70,16 @@ def quantize_linear(x, scale, zero_point, dtype, axis=None) -> np.ndarray:
     s = _channel(np.asarray(scale, F32), x.ndim, axis)
     z = _channel(np.asarray(zero_point, np.int64), x.ndim, axis)
     with np.errstate(all="ignore"):
-        v = x / s
+        v = np.asarray(x / s)
+    if np.dtype(dtype).itemsize <= 2 and np.broadcast_shapes(v.shape, z.shape) == v.shape:
+        # the same in float32 in place: the bounds, rint(v) and rint(v) + z are integers below 2^24 (exact);
+        # fmax maps NaN to the lower bound
+        zf = z.astype(F32)
+        np.fmax(v, (lo - z).astype(F32), out=v)
+        np.fmin(v, (hi - z).astype(F32), out=v)
+        np.rint(v, out=v)
+        v += zf
+        return v.astype(dtype)
     vlo, vhi = (lo - z).astype(F32), (hi - z).astype(F32)
     v = np.where(np.isnan(v), vlo, np.minimum(np.maximum(v, vlo), vhi))
     return (np.rint(v).astype(np.int64) + z).astype(dtype)
@@ -119,6 +90,8 @@ def dequantize_linear(q, scale, zero_point, axis=None) -> np.ndarray:
     q = np.asarray(q)
     s = _channel(np.asarray(scale, F32), q.ndim, axis)
     z = _channel(np.asarray(zero_point, np.int64), q.ndim, axis)
+    if q.dtype.kind in "iu" and q.dtype.itemsize <= 2 and np.all(np.abs(z) < (1 << 16)):
+        return (q.astype(F32) - z.astype(F32)) * s   # q - z: an integer below 2^17, exact in float32
     return ((q.astype(np.int64) - z).astype(F32) * s).astype(F32)
 
 
@@ -228,246 +201,4 @@ def qlinear_average_pool(x, kernel, stride, pads, count_include_pad: bool, sx, z
     return np.clip(np.rint(t).astype(np.int64), lo, hi).astype(dtype)
 
 
-# ----------------------------------------------------------------------------------------- MLAS SGEMM
-def _strides(n: int, k: int, trans_a: bool = False) -> tuple[int, int]:
-    """MlasSgemmOperation's (StrideN, StrideK): widen N when K is small, K when N is small."""
-    sn, sk = SGEMM_STRIDEN, SGEMM_STRIDEK
-    if n >= k:
-        while sk // 2 >= k:
-            sn, sk = sn * 2, sk // 2
-    elif not trans_a:
-        while sn > 16 and sn // 2 >= n:
-            sn, sk = sn // 2, sk * 2
-    return sn, sk
 
-
-def _fma_chain(a3, b3, k0: int, k1: int) -> np.ndarray:
-    """acc = 0; acc = fma(a[..., m, k], b[..., k, n], acc) for k = k0 .. k1-1 (the SGEMM kernels' order)."""
-    acc = np.zeros(a3.shape[:-1] + (b3.shape[-1],), F32)
-    for k in range(k0, k1):
-        acc = fma32(a3[..., :, k, None], b3[..., None, k, :], acc)
-    return acc
-
-
-def _kernel_m1(a3, b3, c3):
-    """MlasSgemmKernelM1Avx (one row of A, B not transposed): products (mul, no FMA) summed four at a time
-    ``((p0 + p1) + p2) + p3``, each group added to C; then a pair, then a single product."""
-    k_total = a3.shape[-1]
-    out = np.zeros(a3.shape[:-1] + (b3.shape[-1],), F32) if c3 is None else np.array(c3, F32)
-
-    def prod(k):
-        return (a3[..., :, k, None] * b3[..., None, k, :]).astype(F32)
-
-    k = 0
-    while k_total - k >= 4:
-        t = (prod(k) + prod(k + 1)).astype(F32)
-        t = (t + prod(k + 2)).astype(F32)
-        t = (t + prod(k + 3)).astype(F32)
-        out = (t + out).astype(F32)
-        k += 4
-    if k_total - k >= 2:
-        out = ((prod(k) + prod(k + 1)).astype(F32) + out).astype(F32)
-        k += 2
-    if k_total - k >= 1:
-        out = (prod(k) + out).astype(F32)
-    return out
-
-
-def _kernel_m1_transpose_b(x3, rows3, c3):
-    """MlasSgemmKernelM1TransposeBAvx: ``c[r] = sum_k x[k] rows[r, k]`` with eight lane accumulators
-    (lane ``k mod 8``, mul then add), reduced differently for rows in blocks of 4, then 2, then 1.
-
-    ``x3``: [..., 1, K], ``rows3``: [..., R, K]; returns [..., 1, R]."""
-    k_total, r_total = x3.shape[-1], rows3.shape[-2]
-    lanes = np.zeros(rows3.shape[:-1] + (8,), F32)            # [..., R, 8]
-    for k in range(k_total):
-        lanes[..., k % 8] = (lanes[..., k % 8] + (x3[..., 0, None, k] * rows3[..., :, k]).astype(F32)).astype(F32)
-    l = [lanes[..., i] for i in range(8)]                      # each [..., R]
-    red4 = ((((l[0] + l[1]).astype(F32) + l[2]).astype(F32) + l[3]).astype(F32)
-            + (((l[4] + l[5]).astype(F32) + l[6]).astype(F32) + l[7]).astype(F32)).astype(F32)
-    red2 = ((((l[0] + l[2]).astype(F32) + (l[4] + l[6]).astype(F32)).astype(F32))
-            + ((l[1] + l[3]).astype(F32) + (l[5] + l[7]).astype(F32)).astype(F32)).astype(F32)
-    red1 = (((l[0] + l[1]).astype(F32) + (l[2] + l[3]).astype(F32)).astype(F32)
-            + ((l[4] + l[5]).astype(F32) + (l[6] + l[7]).astype(F32)).astype(F32)).astype(F32)
-    block = np.empty(r_total, np.int64)
-    n4 = r_total // 4 * 4
-    block[:n4] = 4
-    rest = r_total - n4
-    block[n4:n4 + (rest & 2)] = 2
-    block[n4 + (rest & 2):] = 1
-    red = np.where(block == 4, red4, np.where(block == 2, red2, red1))
-    if c3 is not None:
-        red = (red + np.asarray(c3, F32)[..., 0, :]).astype(F32)
-    return red[..., None, :]
-
-
-def _sgemm_operation(a3, b3, c3=None, b_contiguous_column: bool = True, trans_b: bool = False):
-    """MlasSgemmOperation (one thread), A not transposed, alpha = 1: ``c3`` None means beta = 0, else
-    beta = 1 (accumulate into ``c3``). ``a3`` [..., M, K], ``b3`` [..., K, N] (``trans_b``: B is stored
-    [N, K], which selects other one-row / one-column kernels)."""
-    m, k_total = a3.shape[-2:]
-    n = b3.shape[-1]
-    if m == 1:
-        if trans_b:
-            return _kernel_m1_transpose_b(a3, np.swapaxes(b3, -1, -2), c3)
-        return _kernel_m1(a3, b3, c3)
-    if n == 1 and b_contiguous_column and not trans_b:
-        return np.swapaxes(_kernel_m1_transpose_b(np.swapaxes(b3, -1, -2), a3,
-                                                  None if c3 is None else np.swapaxes(c3, -1, -2)), -1, -2)
-    _, sk = _strides(n, k_total)
-    out = None if c3 is None else np.array(c3, F32)
-    for k0 in range(0, k_total, sk):
-        acc = _fma_chain(a3, b3, k0, min(k_total, k0 + sk))
-        out = acc if out is None else (acc + out).astype(F32)
-    return out
-
-
-def _thread_target(complexity: float, threads: int) -> int:
-    if complexity < SGEMM_THREAD_COMPLEXITY * MAXIMUM_THREAD_COUNT:
-        target = int(complexity / SGEMM_THREAD_COMPLEXITY) + 1
-    else:
-        target = MAXIMUM_THREAD_COUNT
-    return min(target, threads)
-
-
-def mlas_gemm(a, b, c=None, threads: int | None = None, trans_b: bool = False) -> np.ndarray:
-    """``MlasGemm`` (float32 SGEMM, no transposes, alpha 1; ``c`` given = beta 1: the result accumulates
-    onto it) as onnxruntime's MatMul / Gemm run it on x86-64 with FMA: the work split over ``threads``
-    (along N when N > M, which changes the K slicing of each part), K sliced by MLAS's panel strides,
-    each slice a chain of fused multiply-adds in K order added to C; one-row (M = 1) and one-column
-    (N = 1) products use MLAS's dedicated kernels (products and sums rounded separately). ``b`` is
-    [K, N]; ``trans_b`` says onnxruntime stores it [N, K] (Gemm with transB = 1), which changes those
-    kernels."""
-    a = np.asarray(a, F32)
-    b = np.asarray(b, F32)
-    m, k_total = a.shape
-    n = b.shape[1]
-    threads = ort_threads() if threads is None else threads
-    c = None if c is None else np.asarray(c, F32)
-    target = _thread_target(float(m) * n * k_total, threads)
-    if target <= 1:
-        return _sgemm_operation(a, b, c, trans_b=trans_b)
-    parts = []
-    if n > m:
-        sn = n // target + (1 if (n // target) * target != n else 0)
-        sn = (sn + SGEMM_STRIDEN_THREAD_ALIGN - 1) & ~(SGEMM_STRIDEN_THREAD_ALIGN - 1)
-        for n0 in range(0, n, sn):
-            n1 = min(n, n0 + sn)
-            parts.append(_sgemm_operation(a, b[:, n0:n1], None if c is None else c[:, n0:n1],
-                                          b_contiguous_column=False, trans_b=trans_b))
-        return np.concatenate(parts, axis=1)
-    sm = m // target + (1 if (m // target) * target != m else 0)
-    for m0 in range(0, m, sm):
-        m1 = min(m, m0 + sm)
-        parts.append(_sgemm_operation(a[m0:m1], b, None if c is None else c[m0:m1], trans_b=trans_b))
-    return np.concatenate(parts, axis=0)
-
-
-# ----------------------------------------------------------------------------------------- MLAS conv
-def mlas_conv2d_plan(batch: int, groups: int, in_channels: int, in_hw, kernel, stride, pads, dilation,
-                     out_channels: int, threads: int | None = None) -> dict:
-    """How ``MlasConv`` runs a 2-D float convolution (MlasConvPrepare): the algorithm and the slicing of
-    the output positions; ``pads = ((top, bottom), (left, right))``. Raises ``NotImplementedError`` for
-    the cases fxpsim does not reproduce."""
-    threads = ort_threads() if threads is None else threads
-    cg, fc = in_channels // groups, out_channels // groups
-    (h, w), (kh, kw), (sh, sw), (dh, dw) = in_hw, kernel, stride, dilation
-    ((pt, pb), (pl, pr)) = pads
-    oh = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
-    ow = (w + pl + pr - dw * (kw - 1) - 1) // sw + 1
-    k_total, out_size = cg * kh * kw, oh * ow
-    plan = dict(k=k_total, out_size=out_size, oh=oh, ow=ow, filters=fc, in_channels_per_group=cg)
-    strides_one = sh == 1 and sw == 1
-    no_pad = pt == pb == pl == pr == 0
-    if strides_one and no_pad:
-        if k_total == cg:
-            return dict(plan, algorithm="gemm_direct")
-        if dh == 1 and dw == 1 and cg == 1 and (kw == w or (kh == h and kw == 1)):
-            raise NotImplementedError("MLAS's direct-GEMM convolution of a single-channel input with a "
-                                      "kernel as wide (or as tall) as the image")
-    if fc > out_size:
-        return dict(plan, algorithm="expand_then_gemm")
-    segments = [(0, out_size)]
-    if batch * groups == 1:
-        target = _thread_target(float(fc) * out_size * k_total, threads)
-        stride_n = out_size // target + (1 if (out_size // target) * target != out_size else 0)
-        if target > 1:
-            stride_n = (stride_n + SGEMM_STRIDEN_THREAD_ALIGN - 1) & ~(SGEMM_STRIDEN_THREAD_ALIGN - 1)
-        if stride_n < out_size:
-            segments = [(s, min(stride_n, out_size - s)) for s in range(0, out_size, stride_n)]
-    return dict(plan, algorithm="expand_then_gemm_segmented", segments=segments)
-
-
-def _im2col(x, kernel, stride, pads, dilation, oh, ow):
-    """[B, C, H, W] -> [B, C*KH*KW, OH*OW] (rows in MLAS's order: channel, kernel row, kernel column)."""
-    bsz, c, h, w = x.shape
-    (kh, kw), (sh, sw), ((pt, pb), (pl, pr)), (dh, dw) = kernel, stride, pads, dilation
-    xp = np.zeros((bsz, c, h + pt + pb, w + pl + pr), F32)
-    xp[:, :, pt:pt + h, pl:pl + w] = x
-    cols = np.empty((bsz, c, kh, kw, oh, ow), F32)
-    for i in range(kh):
-        for j in range(kw):
-            cols[:, :, i, j] = xp[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
-    return cols.reshape(bsz, c * kh * kw, oh * ow)
-
-
-def mlas_conv2d(x, w, bias, stride, pads, dilation, groups: int, threads: int | None = None) -> np.ndarray:
-    """onnxruntime's float32 ``Conv`` (NCHW, ``MlasConv``): ``x`` [N, C, H, W], ``w`` [M, C/g, KH, KW],
-    ``bias`` [M] or None; ``pads = ((top, bottom), (left, right))``. Returns [N, M, OH, OW] float32.
-
-    The algorithm MlasConvPrepare picks (direct GEMM for 1x1 unit-stride unpadded kernels, full im2col +
-    GEMM when there are more filters than output positions, else im2col in K slices with the output
-    positions split into segments), each GEMM as :func:`mlas_gemm`, then the bias added in float32."""
-    x = np.asarray(x, F32)
-    w = np.asarray(w, F32)
-    n, c, h, wd = x.shape
-    m = w.shape[0]
-    kh, kw = w.shape[2:]
-    plan = mlas_conv2d_plan(n, groups, c, (h, wd), (kh, kw), stride, pads, dilation, m, threads)
-    k_total, out_size, fc = plan["k"], plan["out_size"], plan["filters"]
-    oh, ow = plan["oh"], plan["ow"]
-    cg = c // groups
-    # batched operands over (batch, group): A [B*G, FC, K], columns [B*G, K, OUT]
-    filt = np.broadcast_to(w.reshape(1, groups, fc, k_total), (n, groups, fc, k_total)).reshape(n * groups, fc, k_total)
-    xg = x.reshape(n * groups, cg, h, wd)
-    if plan["algorithm"] == "gemm_direct":
-        cols = xg.reshape(n * groups, cg, h * wd)
-        out = mlas_gemm(filt[0], cols[0], threads=threads)[None] if n * groups == 1 else _sgemm_operation(filt, cols)
-    else:
-        cols = _im2col(xg, (kh, kw), stride, pads, dilation, oh, ow)
-        if plan["algorithm"] == "expand_then_gemm":
-            if n * groups == 1:
-                out = mlas_gemm(filt[0], cols[0], threads=threads)[None]
-            else:
-                out = np.stack([mlas_gemm(filt[i], cols[i], threads=threads) for i in range(n * groups)])
-        else:
-            out = np.empty((n * groups, fc, out_size), F32)
-            for s0, count in plan["segments"]:
-                out[..., s0:s0 + count] = _conv_operation(filt, cols[..., s0:s0 + count], k_total, out_size)
-    out = out.reshape(n, m, oh, ow)
-    if bias is not None:
-        out = (out + np.asarray(bias, F32).reshape(1, m, 1, 1)).astype(F32)
-    return out
-
-
-def _conv_operation(filt, cols, k_total: int, out_size: int):
-    """MlasConvOperation over one segment of output positions: slices of StrideN positions, K in slices of
-    StrideK (each an SGEMM with beta 0, then 1)."""
-    seg = cols.shape[-1]
-    sn, sk = SGEMM_STRIDEN, SGEMM_STRIDEK
-    if seg >= k_total:
-        while sk // 2 >= k_total:
-            sn, sk = sn * 2, sk // 2
-    else:
-        while sn > 16 and sn // 2 >= seg:
-            sn, sk = sn // 2, sk * 2
-    out = np.empty(cols.shape[:-2] + (filt.shape[-2], seg), F32)
-    for n0 in range(0, seg, sn):
-        n1 = min(seg, n0 + sn)
-        acc = None
-        for k0 in range(0, k_total, sk):
-            k1 = min(k_total, k0 + sk)
-            acc = _sgemm_operation(filt[..., k0:k1], cols[..., k0:k1, n0:n1], acc,
-                                   b_contiguous_column=(out_size == 1))
-        out[..., n0:n1] = acc
-    return out
