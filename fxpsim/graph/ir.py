@@ -353,15 +353,13 @@ class IntegerGraph:
     # ------------------------------------------------------------------ running
     @property
     def default_datapath(self) -> Datapath:
-        """The datapath the graph runs on when none is given: ``meta["datapath"]`` (an importer records the
-        runtime it reproduces, e.g. LiteRT's reference kernels) over :data:`EXACT_DATAPATH` (built once per state of
-        the graph: any edit of ``meta`` drops it, as every derived cache)."""
+        """The datapath the graph runs on when none is given: ``meta["datapath"]`` (the runtime an importer
+        reproduces) over :data:`EXACT_DATAPATH`; built once, dropped by any edit like every derived cache."""
         refresh_caches(self)
-        dp = self.__dict__.get("_default_datapath")
-        if dp is None:
-            dp = Datapath(**self.meta.get("datapath", {})) if self.meta.get("datapath") else EXACT_DATAPATH
-            self.__dict__["_default_datapath"] = dp
-        return dp
+        if self.__dict__.get("_default_datapath") is None:
+            meta = self.meta.get("datapath")
+            self.__dict__["_default_datapath"] = Datapath(**meta) if meta else EXACT_DATAPATH
+        return self.__dict__["_default_datapath"]
 
     def run(self, x, datapath=None, *, trace: bool | str = False, keep: bool = False, batch_size: int = 256,
             plan: bool = True):
