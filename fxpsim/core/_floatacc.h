@@ -46,6 +46,7 @@ typedef struct {
     int64_t nan_code;
     int batched;                        /* B row of output (i, j) is i (float_dot) instead of j */
     int fast32;                         /* truncation with int32 lanes (F >= f_m and sums < 2^31) */
+    int simd, small16;                  /* cols kernel: AVX2 allowed; |a| 2^(F - f_m), |b| < 2^15 */
 } fa_params;
 
 typedef struct { int64_t sig, exp; int nan, inf, neg; } fa_c;
@@ -324,16 +325,134 @@ FA_DISPATCH static void fa_block(const int32_t *ia, const uint8_t *fa, const int
 #define FA_JT 16
 #define FA_IB 16
 
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(FXPSIM_NO_DISPATCH)
+#include <immintrin.h>
+#define FA_HAVE_AVX2 1
+#else
+#define FA_HAVE_AVX2 0
+#endif
+
+/* The end of one chunk of a column tile: per lane, the products' specials (scanned only when the
+ * chunk's row of A or the tile of B holds a NaN or Inf: qa, qbt) and fa_close. */
+static inline void fa_cols_close(const uint8_t *fa_i, const uint8_t *fb, int64_t Np, int64_t j0, int64_t k0,
+                                 int64_t ch, int special, const fa_c *cc, const int32_t *em, const int32_t *sum,
+                                 const int32_t *nl, int64_t q, const fa_params *p, int64_t *code, float *total,
+                                 int64_t *sti) {
+    for (int jj = 0; jj < FA_JT; jj++) {
+        int nan = cc[jj].nan, pos = cc[jj].inf && !cc[jj].neg, neg = cc[jj].inf && cc[jj].neg;
+        if (special) {
+            for (int64_t k = k0; k < k0 + ch; k++) {
+                unsigned x = fa_i[k], y = fb[k * Np + j0 + jj];
+                if ((x | y) & FA_NAN || (x & FA_INF && y & FA_ZERO) || (x & FA_ZERO && y & FA_INF)) nan = 1;
+                else if ((x | y) & FA_INF) { if ((x ^ y) & FA_NEG) neg = 1; else pos = 1; }
+            }
+        }
+        code[jj] = fa_close(sum[jj], &cc[jj], em[jj], nl[jj], nan, pos, neg, q, p, &total[jj], sti);
+    }
+}
+
+/* One chunk of one row of A against one column tile, portable C (auto-vectorized in the clones):
+ * em = max(max_k (E_a + E_b), E_c) per lane, then the truncated terms |a| |b| 2^base >> (em - P) with
+ * their signs, summed in int32 (the caller proved the sum fits), and the count of inexact terms. */
+FA_DISPATCH static void fa_cols_chunk(const int32_t *restrict ua, const int32_t *restrict ea,
+                                      const int32_t *restrict ga, const int32_t *restrict ub,
+                                      const int32_t *restrict eb, const int32_t *restrict gb, int64_t ch,
+                                      int32_t base, const fa_c *cc, int32_t *restrict em, int32_t *restrict sum,
+                                      int32_t *restrict nl) {
+    int32_t pm[FA_JT];
+    for (int jj = 0; jj < FA_JT; jj++) pm[jj] = INT32_MIN;
+    for (int64_t k = 0; k < ch; k++) {
+        int32_t e = ea[k];
+        for (int jj = 0; jj < FA_JT; jj++) {
+            int32_t P = e + eb[k * FA_JT + jj];
+            pm[jj] = P > pm[jj] ? P : pm[jj];
+        }
+    }
+    for (int jj = 0; jj < FA_JT; jj++) {
+        em[jj] = pm[jj] > cc[jj].exp ? pm[jj] : (int32_t)cc[jj].exp;
+        sum[jj] = 0;
+        nl[jj] = 0;
+    }
+    for (int64_t k = 0; k < ch; k++) {
+        int32_t e = ea[k], u = ua[k] << base, g = ga[k];
+        for (int jj = 0; jj < FA_JT; jj++) {
+            int32_t r = em[jj] - e - eb[k * FA_JT + jj];
+            r = r > 31 ? 31 : r;
+            int32_t mag = u * ub[k * FA_JT + jj];
+            int32_t t = mag >> r;
+            nl[jj] += (t << r) != mag;
+            int32_t gg = g ^ gb[k * FA_JT + jj];
+            sum[jj] += (t ^ gg) - gg;
+        }
+    }
+}
+
+#if FA_HAVE_AVX2
+/* fa_cols_chunk on two AVX2 registers of 8 lanes.  vpsrlvd / vpsllvd give 0 for a count >= 32, which
+ * is what the clamped scalar shifts give for |term| < 2^31 (no clamp needed); em >= P, so every count
+ * is >= 0.  small16: |a| 2^base and |b| < 2^15, the product is one vpmaddwd (the high halves are 0). */
+__attribute__((target("avx2"))) static void fa_cols_chunk_avx2(const int32_t *ua, const int32_t *ea,
+                                                             const int32_t *ga, const int32_t *ub,
+                                                             const int32_t *eb, const int32_t *gb, int64_t ch,
+                                                             int32_t base, int small16, const fa_c *cc,
+                                                             int32_t *em, int32_t *sum, int32_t *nl) {
+    __m256i pm0 = _mm256_set1_epi32(INT32_MIN), pm1 = pm0;
+    for (int64_t k = 0; k < ch; k++) {
+        __m256i e = _mm256_set1_epi32(ea[k]);
+        pm0 = _mm256_max_epi32(pm0, _mm256_add_epi32(e, _mm256_loadu_si256((const __m256i *)(eb + k * FA_JT))));
+        pm1 = _mm256_max_epi32(pm1, _mm256_add_epi32(e, _mm256_loadu_si256((const __m256i *)(eb + k * FA_JT + 8))));
+    }
+    int32_t ce[FA_JT];
+    for (int jj = 0; jj < FA_JT; jj++) ce[jj] = cc[jj].exp < INT32_MIN ? INT32_MIN : (int32_t)cc[jj].exp;
+    __m256i em0 = _mm256_max_epi32(pm0, _mm256_loadu_si256((const __m256i *)ce));
+    __m256i em1 = _mm256_max_epi32(pm1, _mm256_loadu_si256((const __m256i *)(ce + 8)));
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, q0 = s0, q1 = s0;
+    for (int64_t k = 0; k < ch; k++) {
+        __m256i e = _mm256_set1_epi32(ea[k]), u = _mm256_set1_epi32(ua[k] << base), g = _mm256_set1_epi32(ga[k]);
+        const __m256i *ebk = (const __m256i *)(eb + k * FA_JT), *ubk = (const __m256i *)(ub + k * FA_JT),
+                      *gbk = (const __m256i *)(gb + k * FA_JT);
+        __m256i r0 = _mm256_sub_epi32(_mm256_sub_epi32(em0, e), _mm256_loadu_si256(ebk));
+        __m256i r1 = _mm256_sub_epi32(_mm256_sub_epi32(em1, e), _mm256_loadu_si256(ebk + 1));
+        __m256i m0, m1;
+        if (small16) {
+            m0 = _mm256_madd_epi16(u, _mm256_loadu_si256(ubk));
+            m1 = _mm256_madd_epi16(u, _mm256_loadu_si256(ubk + 1));
+        } else {
+            m0 = _mm256_mullo_epi32(u, _mm256_loadu_si256(ubk));
+            m1 = _mm256_mullo_epi32(u, _mm256_loadu_si256(ubk + 1));
+        }
+        __m256i t0 = _mm256_srlv_epi32(m0, r0), t1 = _mm256_srlv_epi32(m1, r1);
+        q0 = _mm256_sub_epi32(q0, _mm256_cmpeq_epi32(_mm256_sllv_epi32(t0, r0), m0));
+        q1 = _mm256_sub_epi32(q1, _mm256_cmpeq_epi32(_mm256_sllv_epi32(t1, r1), m1));
+        __m256i g0 = _mm256_xor_si256(g, _mm256_loadu_si256(gbk)), g1 = _mm256_xor_si256(g, _mm256_loadu_si256(gbk + 1));
+        s0 = _mm256_add_epi32(s0, _mm256_sub_epi32(_mm256_xor_si256(t0, g0), g0));
+        s1 = _mm256_add_epi32(s1, _mm256_sub_epi32(_mm256_xor_si256(t1, g1), g1));
+    }
+    __m256i n = _mm256_set1_epi32((int32_t)ch);
+    _mm256_storeu_si256((__m256i *)em, em0);
+    _mm256_storeu_si256((__m256i *)(em + 8), em1);
+    _mm256_storeu_si256((__m256i *)sum, s0);
+    _mm256_storeu_si256((__m256i *)(sum + 8), s1);
+    _mm256_storeu_si256((__m256i *)nl, _mm256_sub_epi32(n, q0));      /* inexact = terms - exact ones */
+    _mm256_storeu_si256((__m256i *)(nl + 8), _mm256_sub_epi32(n, q1));
+}
+#endif
+
 /* fa_fused for the int32 truncation case with B's ub, eb, gb packed by column tile, (Np / 16, K, 16),
- * and fb as (K, Np) columns (Np a multiple of FA_JT): 16
- * outputs of a row at once, so the k loops run on vectors of columns.  qb is (K / chunk, Np); st is
- * (Np / 16, 3): the counts of each column tile (one thread per tile). */
-FA_DISPATCH static void fa_fused_cols(const int32_t *ua, const int32_t *ea, const int32_t *ga, const uint8_t *fa,
-                                      const int32_t *ub, const int32_t *eb, const int32_t *gb, const uint8_t *fb,
-                                      const uint8_t *qa, const uint8_t *qb, const int64_t *c, int64_t *d,
-                                      int64_t *st, int64_t M, int64_t Np, const fa_params *p, int threads) {
-    int64_t K = p->K, ch = p->chunk, nch = K / ch;
+ * and fb as (K, Np) columns (Np a multiple of FA_JT): 16 outputs of a row at once, so the k loops run
+ * on vectors of columns (AVX2 intrinsics where the CPU has them, else the portable fa_cols_chunk).
+ * qb is (K / chunk, Np / 16): whether the chunk of a tile holds a NaN or Inf; st is (Np / 16, 3): the
+ * counts of each column tile (one thread per tile).  p->fm > 0 with fast16: see fa_cols_chunk_avx2. */
+static void fa_fused_cols(const int32_t *ua, const int32_t *ea, const int32_t *ga, const uint8_t *fa,
+                          const int32_t *ub, const int32_t *eb, const int32_t *gb, const uint8_t *fb,
+                          const uint8_t *qa, const uint8_t *qb, const int64_t *c, int64_t *d,
+                          int64_t *st, int64_t M, int64_t Np, const fa_params *p, int threads) {
+    int64_t K = p->K, ch = p->chunk, nch = K / ch, nt = Np / FA_JT;
     int32_t base = (int32_t)(p->F - p->fm);
+    int simd = 0;
+#if FA_HAVE_AVX2
+    simd = p->simd && __builtin_cpu_supports("avx2");
+#endif
     (void)threads;
     /* blocks of FA_IB rows x one column tile: both stay in cache while the block's outputs run */
     for (int64_t i0 = 0; i0 < M; i0 += FA_IB) {
@@ -341,58 +460,29 @@ FA_DISPATCH static void fa_fused_cols(const int32_t *ua, const int32_t *ea, cons
 #ifdef FXPSIM_OPENMP
     #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
 #endif
-    for (int64_t t = 0; t < Np / FA_JT; t++) {
+    for (int64_t t = 0; t < nt; t++) {
         int64_t j0 = t * FA_JT, *sti = st + 3 * t;
+        const int32_t *ebt = eb + t * K * FA_JT, *ubt = ub + t * K * FA_JT, *gbt = gb + t * K * FA_JT;
         for (int64_t i = i0; i < i1; i++) {
             int64_t code[FA_JT];
             float total[FA_JT];
+            const int32_t *ua_ = ua + i * K, *ea_ = ea + i * K, *ga_ = ga + i * K;
             for (int jj = 0; jj < FA_JT; jj++) code[jj] = fa_open(c[i * Np + j0 + jj], p, &total[jj]);
             for (int64_t q = 0; q < nch; q++) {
                 int64_t k0 = q * ch;
-                int32_t pm[FA_JT], em[FA_JT], sum[FA_JT], nl[FA_JT];
+                int32_t em[FA_JT], sum[FA_JT], nl[FA_JT];
                 fa_c cc[FA_JT];
-                for (int jj = 0; jj < FA_JT; jj++) pm[jj] = INT32_MIN;
-                for (int64_t k = k0; k < k0 + ch; k++) {
-                    int32_t e = ea[i * K + k];
-                    const int32_t *restrict ebk = eb + (t * K + k) * FA_JT;
-                    for (int jj = 0; jj < FA_JT; jj++) {
-                        int32_t P = e + ebk[jj];
-                        pm[jj] = P > pm[jj] ? P : pm[jj];
-                    }
-                }
-                for (int jj = 0; jj < FA_JT; jj++) {
-                    cc[jj] = fa_split(code[jj], p);
-                    em[jj] = pm[jj] > cc[jj].exp ? pm[jj] : (int32_t)cc[jj].exp;
-                    sum[jj] = 0;
-                    nl[jj] = 0;
-                }
-                for (int64_t k = k0; k < k0 + ch; k++) {
-                    int32_t e = ea[i * K + k], u = ua[i * K + k] << base, g = ga[i * K + k];
-                    const int32_t *restrict ebk = eb + (t * K + k) * FA_JT, *restrict ubk = ub + (t * K + k) * FA_JT,
-                                  *restrict gbk = gb + (t * K + k) * FA_JT;
-                    for (int jj = 0; jj < FA_JT; jj++) {
-                        int32_t r = em[jj] - e - ebk[jj];
-                        r = r > 31 ? 31 : r;
-                        int32_t mag = u * ubk[jj];
-                        int32_t t = mag >> r;
-                        nl[jj] += (t << r) != mag;
-                        int32_t gg = g ^ gbk[jj];
-                        sum[jj] += (t ^ gg) - gg;
-                    }
-                }
-                for (int jj = 0; jj < FA_JT; jj++) {
-                    int64_t j = j0 + jj;
-                    int nan = cc[jj].nan, pos = cc[jj].inf && !cc[jj].neg, neg = cc[jj].inf && cc[jj].neg;
-                    if (qa[i * nch + q] | qb[q * Np + j]) {
-                        for (int64_t k = k0; k < k0 + ch; k++) {
-                            unsigned x = fa[i * K + k], y = fb[k * Np + j];
-                            if ((x | y) & FA_NAN || (x & FA_INF && y & FA_ZERO) || (x & FA_ZERO && y & FA_INF))
-                                nan = 1;
-                            else if ((x | y) & FA_INF) { if ((x ^ y) & FA_NEG) neg = 1; else pos = 1; }
-                        }
-                    }
-                    code[jj] = fa_close(sum[jj], &cc[jj], em[jj], nl[jj], nan, pos, neg, q, p, &total[jj], sti);
-                }
+                for (int jj = 0; jj < FA_JT; jj++) cc[jj] = fa_split(code[jj], p);
+#if FA_HAVE_AVX2
+                if (simd)
+                    fa_cols_chunk_avx2(ua_ + k0, ea_ + k0, ga_ + k0, ubt + k0 * FA_JT, ebt + k0 * FA_JT,
+                                       gbt + k0 * FA_JT, ch, base, p->small16, cc, em, sum, nl);
+                else
+#endif
+                    fa_cols_chunk(ua_ + k0, ea_ + k0, ga_ + k0, ubt + k0 * FA_JT, ebt + k0 * FA_JT,
+                                  gbt + k0 * FA_JT, ch, base, cc, em, sum, nl);
+                fa_cols_close(fa + i * K, fb, Np, j0, k0, ch, qa[i * nch + q] | qb[q * nt + t], cc, em, sum, nl,
+                              q, p, code, total, sti);
             }
             for (int jj = 0; jj < FA_JT; jj++)
                 d[i * Np + j0 + jj] = p->promote ? fa_total_code(total[jj], p) : code[jj];

@@ -30,6 +30,9 @@ _ROUND = {"toward_zero": 0, "half_even": 1, "half_away": 2, "floor": 3, "ceil": 
 _OVF = {"inf": 0, "ieee": 1, "saturate": 2}
 _ALIGN = {"truncate": 0, "floor": 1, "half_even": 2}
 _I32 = 1 << 31
+#: Whether the column kernel may take its AVX2 path (where the CPU has AVX2); False: the portable C
+#: loops.  Both give the same integers (the tests run both).
+SIMD = True
 
 
 def kernel_available() -> bool:
@@ -78,7 +81,11 @@ def _fused_parts(op: Operand, scale: Operand | None, block):
 
 
 def _fused_cols(pa, pb, qa, qb, C, st, p, threads):
-    """The column-vector kernel: B parts as columns, N padded with zeros to a multiple of 16."""
+    """The column-vector kernel: B parts as columns, N padded with zeros to a multiple of 16.
+
+    ``simd`` (AVX2 where the CPU has it, :data:`SIMD`) and ``small16`` (every :math:`|a| 2^{F - f_m}`
+    and :math:`|b| < 2^{15}`: one 16-bit multiply-add per product) only choose how the same
+    integers are computed."""
     M, N = C.shape
     Np = -(-N // 16) * 16
     pad = ((0, 0), (0, Np - N))
@@ -88,11 +95,16 @@ def _fused_cols(pa, pb, qa, qb, C, st, p, threads):
     # ub, eb, gb packed by column tile, (Np / 16, K, 16) seen as (Np / 16 * K, 16): one tile is contiguous
     ub, eb, gb = (np.ascontiguousarray(x.reshape(K, Np // 16, 16).transpose(1, 0, 2)).reshape(-1, 16)
                   for x in (ub, eb, gb))
-    qbT = np.ascontiguousarray(np.pad(qb.T, pad))
+    # whether a tile's chunk holds a NaN or Inf, (K / chunk, Np / 16)
+    qbt = np.pad(qb, ((0, Np - N), (0, 0))).reshape(Np // 16, 16, -1).any(axis=1)
+    qbt = np.ascontiguousarray(qbt.T.astype(np.uint8))
     Cp = np.ascontiguousarray(np.pad(C, pad))
     D = np.empty((M, Np), np.int64)
     st_tiles = np.zeros((Np // 16, 3), np.int64)                  # counts per column tile
-    _floatacc.fused_cols_kernel(*pa, ub, eb, gb, fb, qa, qbT, Cp, D, st_tiles, p, threads)
+    base = p["F"] - p["fm"]
+    small16 = (int(pa[0].max(initial=0)) << base) < (1 << 15) and int(ub.max(initial=0)) < (1 << 15)
+    p = dict(p, simd=int(SIMD), small16=int(small16))
+    _floatacc.fused_cols_kernel(*pa, ub, eb, gb, fb, qa, qbt, Cp, D, st_tiles, p, threads)
     st[0] += st_tiles.sum(axis=0)
     return D[:, :N]
 
