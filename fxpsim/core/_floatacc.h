@@ -46,7 +46,8 @@ typedef struct {
     int64_t nan_code;
     int batched;                        /* B row of output (i, j) is i (float_dot) instead of j */
     int fast32;                         /* truncation with int32 lanes (F >= f_m and sums < 2^31) */
-    int simd, small16;                  /* cols kernel: AVX2 allowed; |a| 2^(F - f_m), |b| < 2^15 */
+    int simd, small16, close32;         /* cols kernel: AVX2 allowed; |a| 2^(F - f_m), |b| < 2^15;
+                                           |chunk sum + C term| < 2^30, storage <= 32 bits */
 } fa_params;
 
 typedef struct { int64_t sig, exp; int nan, inf, neg; } fa_c;
@@ -357,8 +358,8 @@ static inline void fa_cols_close(const uint8_t *fa_i, const uint8_t *fb, int64_t
 FA_DISPATCH static void fa_cols_chunk(const int32_t *restrict ua, const int32_t *restrict ea,
                                       const int32_t *restrict ga, const int32_t *restrict ub,
                                       const int32_t *restrict eb, const int32_t *restrict gb, int64_t ch,
-                                      int32_t base, const fa_c *cc, int32_t *restrict em, int32_t *restrict sum,
-                                      int32_t *restrict nl) {
+                                      int32_t base, const int32_t *restrict ce, int32_t *restrict em,
+                                      int32_t *restrict sum, int32_t *restrict nl) {
     int32_t pm[FA_JT];
     for (int jj = 0; jj < FA_JT; jj++) pm[jj] = INT32_MIN;
     for (int64_t k = 0; k < ch; k++) {
@@ -369,7 +370,7 @@ FA_DISPATCH static void fa_cols_chunk(const int32_t *restrict ua, const int32_t 
         }
     }
     for (int jj = 0; jj < FA_JT; jj++) {
-        em[jj] = pm[jj] > cc[jj].exp ? pm[jj] : (int32_t)cc[jj].exp;
+        em[jj] = pm[jj] > ce[jj] ? pm[jj] : ce[jj];
         sum[jj] = 0;
         nl[jj] = 0;
     }
@@ -394,7 +395,7 @@ FA_DISPATCH static void fa_cols_chunk(const int32_t *restrict ua, const int32_t 
 __attribute__((target("avx2"))) static void fa_cols_chunk_avx2(const int32_t *ua, const int32_t *ea,
                                                              const int32_t *ga, const int32_t *ub,
                                                              const int32_t *eb, const int32_t *gb, int64_t ch,
-                                                             int32_t base, int small16, const fa_c *cc,
+                                                             int32_t base, int small16, const int32_t *ce,
                                                              int32_t *em, int32_t *sum, int32_t *nl) {
     __m256i pm0 = _mm256_set1_epi32(INT32_MIN), pm1 = pm0;
     for (int64_t k = 0; k < ch; k++) {
@@ -402,8 +403,6 @@ __attribute__((target("avx2"))) static void fa_cols_chunk_avx2(const int32_t *ua
         pm0 = _mm256_max_epi32(pm0, _mm256_add_epi32(e, _mm256_loadu_si256((const __m256i *)(eb + k * FA_JT))));
         pm1 = _mm256_max_epi32(pm1, _mm256_add_epi32(e, _mm256_loadu_si256((const __m256i *)(eb + k * FA_JT + 8))));
     }
-    int32_t ce[FA_JT];
-    for (int jj = 0; jj < FA_JT; jj++) ce[jj] = cc[jj].exp < INT32_MIN ? INT32_MIN : (int32_t)cc[jj].exp;
     __m256i em0 = _mm256_max_epi32(pm0, _mm256_loadu_si256((const __m256i *)ce));
     __m256i em1 = _mm256_max_epi32(pm1, _mm256_loadu_si256((const __m256i *)(ce + 8)));
     __m256i s0 = _mm256_setzero_si256(), s1 = s0, q0 = s0, q1 = s0;
@@ -438,6 +437,91 @@ __attribute__((target("avx2"))) static void fa_cols_chunk_avx2(const int32_t *ua
 }
 #endif
 
+/* C codes of a tile split branch-free (fa_split on 16 lanes, storage of <= 32 bits): significand,
+ * exponent (a zero's clamped to >= -2^29: NO_EXPONENT still never sets a maximum, as every term's
+ * P >= 2 * -2^28, and a zero's term is 0 whatever its exponent), sign; returns
+ * whether a lane is NaN or Inf (then the scalar fa_split / fa_close take the chunk). */
+FA_DISPATCH static int fa_lanes_split(const int64_t *code, const fa_params *p, int32_t *restrict sig,
+                                      int32_t *restrict ce, int32_t *restrict neg) {
+    uint32_t m = (uint32_t)p->s_man_bits, e = (uint32_t)p->s_exp_bits;
+    uint32_t emask = (1u << e) - 1, mmask = (1u << m) - 1;
+    int32_t bias = (int32_t)p->s_bias, ze = p->ze < -(1 << 29) ? -(1 << 29) : (int32_t)p->ze;
+    int special = 0;
+    for (int jj = 0; jj < FA_JT; jj++) {
+        uint32_t u = (uint32_t)code[jj], ef = (u >> m) & emask, fr = u & mmask;
+        special |= ef == emask;
+        sig[jj] = (int32_t)(ef ? fr | (1u << m) : fr);
+        ce[jj] = (ef | fr) == 0 ? ze : (ef ? (int32_t)ef - bias : 1 - bias);
+        neg[jj] = (int32_t)((u >> (e + m)) & 1u);
+    }
+    return special;
+}
+
+/* fa_close on 16 lanes without specials, promotion or int64 sums (p->close32: every |s| < 2^30):
+ * C's term truncated to 2^(E_max - F), s = sum + term, then fa_round branch-free on int32 lanes
+ * (floor(log2 |s|) by a branch-free binary search: GCC vectorizes the lane loop). */
+FA_DISPATCH static void fa_lanes_close(const int32_t *restrict sig, const int32_t *restrict ce,
+                                       const int32_t *restrict cneg, const int32_t *restrict em,
+                                       const int32_t *restrict sum, const int32_t *restrict nl, const fa_params *p,
+                                       int64_t *restrict code, int64_t *sti) {
+    int32_t F = (int32_t)p->F, sm = (int32_t)p->s_man_bits, pm = (int32_t)p->p_m, emin = (int32_t)p->p_emin;
+    uint32_t maxc = (uint32_t)p->p_maxc, infc = (uint32_t)p->p_inf_code, sbit = (uint32_t)p->s_sign_bit;
+    int rnd = p->rounding, ovm = p->overflow;
+    /* the rounding mode as 0/1 masks (bitwise below: branch-free, so the lane loop vectorizes) */
+    uint32_t r_he = rnd == FR_HALF_EVEN, r_ha = rnd == FR_HALF_AWAY, r_fl = rnd == FR_FLOOR, r_ce = rnd == FR_CEIL;
+    uint32_t r_tz = rnd == FR_TOWARD_ZERO, sat = ovm == FO_SATURATE || !p->p_has_inf, ieee = ovm == FO_IEEE;
+    uint32_t out[FA_JT], lo[FA_JT], ov[FA_JT], un[FA_JT];      /* per-lane counts (summed below) */
+    for (int jj = 0; jj < FA_JT; jj++) {
+        uint32_t cs = (uint32_t)sig[jj];
+        int32_t sh = F - sm + ce[jj] - em[jj];                  /* <= F - m_c (E_max >= E_c); |sh| < 2^30 */
+        int32_t rs = sh < -31 ? 31 : (sh < 0 ? -sh : 0), ls = sh > 0 ? sh : 0;
+        uint32_t ct = (cs >> rs) << ls;
+        lo[jj] = ((ct >> ls) << rs) != cs;
+        uint32_t cn = (uint32_t)-cneg[jj];                      /* 0 or all ones */
+        int32_t s = (int32_t)((uint32_t)sum[jj] + ((ct ^ cn) - cn));
+        int32_t q = em[jj] - F;
+        uint32_t neg = (uint32_t)s >> 31, nm = (uint32_t)0 - neg;
+        uint32_t mag = ((uint32_t)s ^ nm) - nm, mg = mag | 1u;
+        int32_t L = 0;                                          /* floor(log2 mg), a branch-free search */
+        uint32_t x = mg, b;
+        b = (x >> 16 != 0) << 4; L += (int32_t)b; x >>= b;
+        b = (x >> 8 != 0) << 3; L += (int32_t)b; x >>= b;
+        b = (x >> 4 != 0) << 2; L += (int32_t)b; x >>= b;
+        b = (x >> 2 != 0) << 1; L += (int32_t)b; x >>= b;
+        L += (int32_t)(x >> 1);
+        int32_t Q = (L + q > emin ? L + q : emin) - pm;
+        int32_t s2 = Q - q;                                     /* >= L - p_m */
+        uint32_t big = s2 > 31;
+        int32_t r2 = s2 > 31 ? 31 : (s2 > 0 ? s2 : 0), l2 = s2 < 0 ? -s2 : 0;
+        uint32_t n = big ? 0u : (mag >> r2) << l2;
+        uint32_t rmask = ((1u << r2) - 1u) | (0u - big);
+        uint32_t rem = mag & rmask;                              /* 0 where s2 <= 0 (r2 = 0) */
+        uint32_t half = big ? 0x80000000u : ((1u << r2) >> 1);  /* 0 where s2 <= 0 */
+        uint32_t gt = rem > half, eq = (rem == half) & (half != 0), nz = rem != 0;
+        uint32_t inc = (r_he & (gt | (eq & n))) | (r_ha & (gt | eq)) | (r_fl & nz & neg) | (r_ce & nz & (neg ^ 1u));
+        n += inc;
+        uint32_t c = n + (n != 0 ? (uint32_t)(Q - emin + pm) << pm : 0u);
+        uint32_t toward0 = r_tz | (r_fl & (neg ^ 1u)) | (r_ce & neg);
+        uint32_t to_max = sat | (ieee & toward0);
+        uint32_t over = c > maxc;
+        ov[jj] = over;
+        c = over ? (to_max ? maxc : infc) : c;
+        uint32_t zero = n == 0;
+        un[jj] = zero & (mag != 0);
+        out[jj] = zero ? 0u : (c << (sm - pm)) | (sbit & nm);
+    }
+    for (int jj = 0; jj < FA_JT; jj++) code[jj] = out[jj];
+    int64_t nls = 0, ovf = 0, unf = 0;
+    for (int jj = 0; jj < FA_JT; jj++) {
+        nls += nl[jj] + (int64_t)lo[jj];
+        ovf += ov[jj];
+        unf += un[jj];
+    }
+    sti[0] += ovf;
+    sti[1] += unf;
+    sti[2] += nls;
+}
+
 /* fa_fused for the int32 truncation case with B's ub, eb, gb packed by column tile, (Np / 16, K, 16),
  * and fb as (K, Np) columns (Np a multiple of FA_JT): 16 outputs of a row at once, so the k loops run
  * on vectors of columns (AVX2 intrinsics where the CPU has them, else the portable fa_cols_chunk).
@@ -470,19 +554,23 @@ static void fa_fused_cols(const int32_t *ua, const int32_t *ea, const int32_t *g
             for (int jj = 0; jj < FA_JT; jj++) code[jj] = fa_open(c[i * Np + j0 + jj], p, &total[jj]);
             for (int64_t q = 0; q < nch; q++) {
                 int64_t k0 = q * ch;
-                int32_t em[FA_JT], sum[FA_JT], nl[FA_JT];
-                fa_c cc[FA_JT];
-                for (int jj = 0; jj < FA_JT; jj++) cc[jj] = fa_split(code[jj], p);
+                int32_t em[FA_JT], sum[FA_JT], nl[FA_JT], sig[FA_JT], ce[FA_JT], cneg[FA_JT];
+                int special = qa[i * nch + q] | qb[q * nt + t];
+                int slow = fa_lanes_split(code, p, sig, ce, cneg) | special | !p->close32 | (p->promote != 0);
 #if FA_HAVE_AVX2
                 if (simd)
                     fa_cols_chunk_avx2(ua_ + k0, ea_ + k0, ga_ + k0, ubt + k0 * FA_JT, ebt + k0 * FA_JT,
-                                       gbt + k0 * FA_JT, ch, base, p->small16, cc, em, sum, nl);
+                                       gbt + k0 * FA_JT, ch, base, p->small16, ce, em, sum, nl);
                 else
 #endif
                     fa_cols_chunk(ua_ + k0, ea_ + k0, ga_ + k0, ubt + k0 * FA_JT, ebt + k0 * FA_JT,
-                                  gbt + k0 * FA_JT, ch, base, cc, em, sum, nl);
-                fa_cols_close(fa + i * K, fb, Np, j0, k0, ch, qa[i * nch + q] | qb[q * nt + t], cc, em, sum, nl,
-                              q, p, code, total, sti);
+                                  gbt + k0 * FA_JT, ch, base, ce, em, sum, nl);
+                if (slow) {
+                    fa_c cc[FA_JT];
+                    for (int jj = 0; jj < FA_JT; jj++) cc[jj] = fa_split(code[jj], p);
+                    fa_cols_close(fa + i * K, fb, Np, j0, k0, ch, special, cc, em, sum, nl, q, p, code, total, sti);
+                } else
+                    fa_lanes_close(sig, ce, cneg, em, sum, nl, p, code, sti);
             }
             for (int jj = 0; jj < FA_JT; jj++)
                 d[i * Np + j0 + jj] = p->promote ? fa_total_code(total[jj], p) : code[jj];

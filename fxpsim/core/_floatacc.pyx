@@ -21,7 +21,7 @@ cdef extern from "_floatacc.h" nogil:
         int64_t p_m, p_emin, p_maxc, p_inf_code
         int p_has_inf, rounding, overflow
         int64_t nan_code
-        int batched, fast32, simd, small16
+        int batched, fast32, simd, small16, close32
     void fa_fused(const int32_t *ua, const int32_t *ea, const int32_t *ga, const uint8_t *fa,
                   const int32_t *ub, const int32_t *eb, const int32_t *gb, const uint8_t *fb,
                   const uint8_t *qa, const uint8_t *qb, const int64_t *c, int64_t *d, int64_t *st, int64_t M, int64_t N, const fa_params *p,
@@ -47,7 +47,7 @@ cdef fa_params _params(dict q):
     p.p_m, p.p_emin, p.p_maxc, p.p_inf_code = q["p_m"], q["p_emin"], q["p_maxc"], q["p_inf_code"]
     p.p_has_inf, p.rounding, p.overflow = q["p_has_inf"], q["rounding"], q["overflow"]
     p.nan_code, p.batched, p.fast32 = q["nan_code"], q["batched"], q.get("fast32", 0)
-    p.simd, p.small16 = q.get("simd", 1), q.get("small16", 0)
+    p.simd, p.small16, p.close32 = q.get("simd", 1), q.get("small16", 0), q.get("close32", 0)
     return p
 
 
@@ -75,7 +75,8 @@ def fused_cols_kernel(const int32_t[:, ::1] ua, const int32_t[:, ::1] ea, const 
     """fused_kernel on int32 truncation with B's ub, eb, gb packed by column tile (Np / 16 * K, 16),
     fb (K, Np), Np a multiple of 16; qb (K / chunk, Np / 16): whether a tile's chunk holds a NaN or Inf;
     st (Np / 16, 3) counts per column tile.  params ``simd`` (default 1): AVX2 where the CPU has it;
-    ``small16``: every |a| 2^(F - f_m) and |b| < 2^15 (one vpmaddwd per product)."""
+    ``small16``: every |a| 2^(F - f_m) and |b| < 2^15 (one vpmaddwd per product); ``close32``: every
+    chunk sum with C's term is below 2^30 and the storage has <= 32 bits (the chunk ends on int32 lanes)."""
     cdef fa_params p = _params(params)
     cdef int64_t M = d.shape[0], N = d.shape[1]
     if M == 0 or N == 0:
