@@ -522,6 +522,88 @@ FA_DISPATCH static void fa_lanes_close(const int32_t *restrict sig, const int32_
     sti[2] += nls;
 }
 
+#if FA_HAVE_AVX2
+static inline int fa_popmask(__m256i m) __attribute__((target("avx2")));
+static inline int fa_popmask(__m256i m) { return __builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(m))); }
+
+/* fa_lanes_close on AVX2, 8 lanes a register: the same steps with vpsrlvd / vpsllvd, whose count
+ * >= 32 gives 0 (so no clamps), unsigned compares by flipping the sign bit, floor(log2) from the float
+ * of |s| (exact below 2^24, else corrected where it rounded up).  p->close32 also bounds the code
+ * before the overflow test below 2^32. */
+__attribute__((target("avx2"))) static void fa_lanes_close_avx2(const int32_t *sig, const int32_t *ce,
+                                                              const int32_t *cneg, const int32_t *em,
+                                                              const int32_t *sum, const int32_t *nl,
+                                                              const fa_params *p, int64_t *code, int64_t *sti) {
+    const __m256i zero = _mm256_setzero_si256(), one = _mm256_set1_epi32(1), flip = _mm256_set1_epi32(INT32_MIN);
+    const __m256i vF = _mm256_set1_epi32((int32_t)p->F), vFsm = _mm256_set1_epi32((int32_t)(p->F - p->s_man_bits));
+    const __m256i vemin = _mm256_set1_epi32((int32_t)p->p_emin), vpm = _mm256_set1_epi32((int32_t)p->p_m);
+    const __m256i v127 = _mm256_set1_epi32(127), v32 = _mm256_set1_epi32(32);
+    const __m256i vmaxc = _mm256_set1_epi32((int32_t)(uint32_t)p->p_maxc), vinf = _mm256_set1_epi32((int32_t)(uint32_t)p->p_inf_code);
+    const __m256i vsbit = _mm256_set1_epi32((int32_t)(uint32_t)p->s_sign_bit);
+    const __m128i cnt_pm = _mm_cvtsi32_si128((int)p->p_m), cnt_out = _mm_cvtsi32_si128((int)(p->s_man_bits - p->p_m));
+    int rnd = p->rounding, ovm = p->overflow;
+    __m256i sat = _mm256_set1_epi32(ovm == FO_SATURATE || !p->p_has_inf ? -1 : 0);
+    __m256i ieee = _mm256_set1_epi32(ovm == FO_IEEE ? -1 : 0);
+    int lost = 0, ovf = 0, unf = 0;
+    uint32_t out[FA_JT];
+    for (int h = 0; h < FA_JT; h += 8) {
+        __m256i cs = _mm256_loadu_si256((const __m256i *)(sig + h)), e = _mm256_loadu_si256((const __m256i *)(em + h));
+        __m256i sh = _mm256_sub_epi32(_mm256_add_epi32(vFsm, _mm256_loadu_si256((const __m256i *)(ce + h))), e);
+        __m256i rs = _mm256_max_epi32(_mm256_sub_epi32(zero, sh), zero), ls = _mm256_max_epi32(sh, zero);
+        __m256i ct = _mm256_sllv_epi32(_mm256_srlv_epi32(cs, rs), ls);
+        __m256i back = _mm256_sllv_epi32(_mm256_srlv_epi32(ct, ls), rs);
+        lost += 8 - fa_popmask(_mm256_cmpeq_epi32(back, cs));
+        __m256i cn = _mm256_sub_epi32(zero, _mm256_loadu_si256((const __m256i *)(cneg + h)));
+        __m256i sv = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(sum + h)),
+                                      _mm256_sub_epi32(_mm256_xor_si256(ct, cn), cn));
+        __m256i q = _mm256_sub_epi32(e, vF);
+        __m256i nm = _mm256_srai_epi32(sv, 31);                        /* all ones where s < 0 */
+        __m256i mag = _mm256_abs_epi32(sv), mg = _mm256_or_si256(mag, one);
+        __m256i L = _mm256_sub_epi32(_mm256_srli_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(mg)), 23), v127);
+        L = _mm256_add_epi32(L, _mm256_cmpgt_epi32(_mm256_sllv_epi32(one, L), mg));   /* rounded up: L - 1 */
+        __m256i Q = _mm256_sub_epi32(_mm256_max_epi32(_mm256_add_epi32(L, q), vemin), vpm);
+        __m256i s2 = _mm256_sub_epi32(Q, q);
+        __m256i r2 = _mm256_max_epi32(s2, zero), l2 = _mm256_max_epi32(_mm256_sub_epi32(zero, s2), zero);
+        __m256i n = _mm256_sllv_epi32(_mm256_srlv_epi32(mag, r2), l2);
+        __m256i rem = _mm256_and_si256(mag, _mm256_sub_epi32(_mm256_sllv_epi32(one, r2), one));
+        __m256i half = _mm256_sllv_epi32(one, _mm256_sub_epi32(_mm256_min_epi32(r2, v32), one));
+        __m256i gt = _mm256_cmpgt_epi32(_mm256_xor_si256(rem, flip), _mm256_xor_si256(half, flip));
+        __m256i eq = _mm256_andnot_si256(_mm256_cmpeq_epi32(half, zero), _mm256_cmpeq_epi32(rem, half));
+        __m256i nz = _mm256_xor_si256(_mm256_cmpeq_epi32(rem, zero), _mm256_set1_epi32(-1));
+        __m256i inc = zero, t0 = zero;
+        switch (rnd) {
+        case FR_HALF_EVEN:
+            inc = _mm256_or_si256(gt, _mm256_and_si256(eq, _mm256_sub_epi32(zero, _mm256_and_si256(n, one))));
+            break;
+        case FR_HALF_AWAY: inc = _mm256_or_si256(gt, eq); break;
+        case FR_FLOOR: inc = _mm256_and_si256(nz, nm); t0 = _mm256_xor_si256(nm, _mm256_set1_epi32(-1)); break;
+        case FR_CEIL: inc = _mm256_andnot_si256(nm, nz); t0 = nm; break;
+        default: t0 = _mm256_set1_epi32(-1); break;
+        }
+        n = _mm256_sub_epi32(n, inc);
+        __m256i nzero = _mm256_cmpeq_epi32(n, zero);
+        __m256i fld = _mm256_sll_epi32(_mm256_add_epi32(_mm256_sub_epi32(Q, vemin), vpm), cnt_pm);
+        __m256i c = _mm256_add_epi32(n, _mm256_andnot_si256(nzero, fld));
+        __m256i over = _mm256_cmpgt_epi32(_mm256_xor_si256(c, flip), _mm256_xor_si256(vmaxc, flip));
+        ovf += fa_popmask(over);
+        __m256i to_max = _mm256_or_si256(sat, _mm256_and_si256(ieee, t0));
+        __m256i cap = _mm256_blendv_epi8(vinf, vmaxc, to_max);
+        c = _mm256_blendv_epi8(c, cap, over);
+        unf += fa_popmask(_mm256_andnot_si256(_mm256_cmpeq_epi32(mag, zero), nzero));
+        __m256i o = _mm256_or_si256(_mm256_sll_epi32(c, cnt_out), _mm256_and_si256(vsbit, nm));
+        _mm256_storeu_si256((__m256i *)(out + h), _mm256_andnot_si256(nzero, o));
+    }
+    int64_t nls = 0;
+    for (int jj = 0; jj < FA_JT; jj++) {
+        code[jj] = out[jj];
+        nls += nl[jj];
+    }
+    sti[0] += ovf;
+    sti[1] += unf;
+    sti[2] += nls + lost;
+}
+#endif
+
 /* fa_fused for the int32 truncation case with B's ub, eb, gb packed by column tile, (Np / 16, K, 16),
  * and fb as (K, Np) columns (Np a multiple of FA_JT): 16 outputs of a row at once, so the k loops run
  * on vectors of columns (AVX2 intrinsics where the CPU has them, else the portable fa_cols_chunk).
@@ -569,7 +651,12 @@ static void fa_fused_cols(const int32_t *ua, const int32_t *ea, const int32_t *g
                     fa_c cc[FA_JT];
                     for (int jj = 0; jj < FA_JT; jj++) cc[jj] = fa_split(code[jj], p);
                     fa_cols_close(fa + i * K, fb, Np, j0, k0, ch, special, cc, em, sum, nl, q, p, code, total, sti);
-                } else
+                }
+#if FA_HAVE_AVX2
+                else if (simd)
+                    fa_lanes_close_avx2(sig, ce, cneg, em, sum, nl, p, code, sti);
+#endif
+                else
                     fa_lanes_close(sig, ce, cneg, em, sum, nl, p, code, sti);
             }
             for (int jj = 0; jj < FA_JT; jj++)

@@ -135,8 +135,12 @@ def run_c(A, B, a_fmt: FloatFormat, b_fmt: FloatFormat, C, acc, stats, sa, sb, b
         bits = int(pa[0].max(initial=0)).bit_length() + int(pb[0].max(initial=0)).bit_length() + base \
             + int(p["chunk"]).bit_length()
         p.update(fm=fm, fast32=int(acc.align == "truncate" and base >= 0 and bits <= 31))
-        # |chunk sum| < 2^bits, |C's term| < 2^(F + 1): the sum with C's term stays below 2^30
-        p.update(close32=int(max(bits, acc.fraction_bits + 1) + 1 <= 30 and acc.output.bits <= 32))
+        # |chunk sum| < 2^bits, |C's term| < 2^(F + 1): the sum with C's term stays below 2^30; the code
+        # before the overflow test, <= (E_max - F - e_min + 33) 2^p_m, below 2^32
+        em_max = max(int(pa[1].max(initial=_LOW)) + int(pb[1].max(initial=_LOW)), acc.output._max_exponent)
+        fld = (em_max - acc.fraction_bits - acc.precision._min_exponent + 33) << acc.precision.man_bits
+        p.update(close32=int(max(bits, acc.fraction_bits + 1) + 1 <= 30 and acc.output.bits <= 32
+                             and fld < (1 << 32)))
         ch = p["chunk"]
         qa, qb = (np.ascontiguousarray((x[3] & 3).reshape(x[3].shape[0], -1, ch).any(axis=-1).astype(np.uint8))
                   for x in (pa, pb))
