@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from fxpsim.core.float_format import FloatFormat
 from fxpsim.datapath.floatacc import FloatAccumulator, float_matmul
 from fxpsim.datapath.floatacc import kernel
 
@@ -19,7 +18,6 @@ from test_float_acc_kernel import _ref_fused
 
 pytestmark = pytest.mark.skipif(not kernel.kernel_available(), reason="fxpsim.core._floatacc not built")
 
-E4 = FloatFormat.parse("e4m3")
 # e4m3 codes the cases lean on: zeros, NaN (0x7F / 0xFF), the largest finite, the smallest subnormal
 E4_EDGES = (0x00, 0x80, 0x7F, 0xFF, 0x7E, 0xFE, 0x01, 0x81, 0x38, 0xB8)
 # float32 C codes: zeros, ±Inf, NaN, the largest finite, a subnormal, 1.0
@@ -95,3 +93,19 @@ def test_k_not_a_multiple_of_the_chunk_is_refused():
     acc = FloatAccumulator.preset("hopper-wgmma-m64n8k32-f32-e4m3")
     with pytest.raises(ValueError, match="K=33 is not a multiple of the accumulator's chunk=32"):
         float_matmul(np.zeros((2, 33), np.int64), np.zeros((33, 3), np.int64), "e4m3", "e4m3", acc)
+
+
+@pytest.mark.parametrize("mode,pos,neg", [
+    ("half_even", 0x3F800000, 0xBF800000), ("half_away", 0x3FC00000, 0xBFC00000),
+    ("toward_zero", 0x3F800000, 0xBF800000), ("floor", 0x3F800000, 0xBFC00000),
+    ("ceil", 0x3FC00000, 0xBF800000)])
+def test_ties_by_hand(simd, mode, pos, neg):
+    """±1.0 * 1.25 (e4m3 0x38 / 0xB8 and 0x3A) rounded to 1 mantissa bit: ±1.25 lies halfway between
+    ±1.0 (0x3F800000) and ±1.5 (0x3FC00000); each mode picks its side, in all 17 columns."""
+    acc = FloatAccumulator(kind="fused", output="float32", output_man_bits=1, chunk=1, fraction_bits=13,
+                           align="truncate", zero_exponent=-126, output_rounding=mode)
+    A = np.array([[0x38], [0xB8]], np.int64)
+    B = np.full((1, 17), 0x3A, np.int64)
+    r = float_matmul(A, B, "e4m3", "e4m3", acc)
+    assert r.bits.astype(np.int64).tolist() == [[pos] * 17, [neg] * 17]
+    assert r.terms_inexact == 0 and r.overflows == 0 and r.underflows == 0
