@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""C loops of the fused-dot and block-scaled float accumulators (``_floatacc.h``).
+"""C loops of the fused-dot and block-scaled float accumulators (``_floatacc.h``, ``_floatacc_cols.h``).
 
 ``fused_kernel``: per output and K-chunk, :math:`E_{max} = \\max(\\max_k (E_{a_k} + E_{b_k}), E_c)`,
 :math:`s = \\mathrm{align}(C 2^{F - m_c + E_c - E_{max}}) + \\sum_k \\mathrm{align}(A_k B_k 2^{F - f_m + E_{a_k}
@@ -26,15 +26,17 @@ cdef extern from "_floatacc.h" nogil:
                   const int32_t *ub, const int32_t *eb, const int32_t *gb, const uint8_t *fb,
                   const uint8_t *qa, const uint8_t *qb, const int64_t *c, int64_t *d, int64_t *st, int64_t M, int64_t N, const fa_params *p,
                   int threads)
-    void fa_fused_cols(const int32_t *ua, const int32_t *ea, const int32_t *ga, const uint8_t *fa,
-                       const int32_t *ub, const int32_t *eb, const int32_t *gb, const uint8_t *fb,
-                       const uint8_t *qa, const uint8_t *qb, const int64_t *c, int64_t *d, int64_t *st,
-                       int64_t M, int64_t Np, const fa_params *p, int threads)
     void fa_block(const int32_t *ia, const uint8_t *fa, const int32_t *ib, const uint8_t *fb,
                   const int64_t *sas, const int64_t *sae, const uint8_t *san,
                   const int64_t *sbs, const int64_t *sbe, const uint8_t *sbn,
                   const int64_t *c, int64_t *d, int64_t *st, int64_t M, int64_t N, const fa_params *p,
                   int threads)
+
+cdef extern from "_floatacc_cols.h" nogil:
+    void fa_fused_cols(const int32_t *ua, const int32_t *ea, const int32_t *ga, const uint8_t *fa,
+                       const int32_t *ub, const int32_t *eb, const int32_t *gb, const uint8_t *fb,
+                       const uint8_t *qa, const uint8_t *qb, const int64_t *c, int64_t *d, int64_t *st,
+                       int64_t M, int64_t Np, const fa_params *p, int threads)
 
 
 cdef fa_params _params(dict q):

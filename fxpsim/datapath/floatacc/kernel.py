@@ -4,8 +4,10 @@ The operands are split here (:func:`~.operands.split_codes`, O(MK + KN) numpy wo
 kernel reads per element: the magnitude :math:`|S|` (times the block scale's significand for the
 fused kind), the alignment exponent :math:`E` (plus the scale's), a sign mask and the special
 flags; the kernel then runs the same integer formula as :mod:`.fused` per output (one thread per
-row; the thread count never changes a bit).  :func:`run_c` returns None where the kernel does not
-apply (an output that is not IEEE with subnormals and Inf, operands too wide for int32 parts, more
+row, or per 16-column tile in the truncating int32 case; the thread count never changes a bit).
+That case runs 16 columns on vector lanes (AVX2 where the CPU has it, see :data:`SIMD`), the
+chunk ends included where a chunk holds no NaN/Inf and no promotion falls due (``close32``).
+:func:`run_c` returns None where the kernel does not apply (an output that is not IEEE with subnormals and Inf, operands too wide for int32 parts, more
 than 256 groups per chunk); the caller then takes the numpy path.
 
 Exponents of zeros and specials are clamped to :math:`\\ge -2^{28}` (a zero that never sets the
