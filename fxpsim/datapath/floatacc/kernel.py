@@ -7,8 +7,9 @@ flags; the kernel then runs the same integer formula as :mod:`.fused` per output
 row, or per 16-column tile in the truncating int32 case; the thread count never changes a bit).
 That case runs 16 columns on vector lanes (AVX2 where the CPU has it, see :data:`SIMD`), the
 chunk ends included where a chunk holds no NaN/Inf and no promotion falls due (``close32``).
-:func:`run_c` returns None where the kernel does not apply (an output that is not IEEE with subnormals and Inf, operands too wide for int32 parts, more
-than 256 groups per chunk); the caller then takes the numpy path.
+:func:`run_c` returns None where the kernel does not apply (an output that is not IEEE with
+subnormals and Inf, operands too wide for int32 parts, more than 256 groups per chunk); the caller
+then takes the numpy path.
 
 Exponents of zeros and specials are clamped to :math:`\\ge -2^{28}` (a zero that never sets the
 maximum, :data:`~.operands.NO_EXPONENT`, stays below every real exponent; its term is 0 either way).
