@@ -9,7 +9,17 @@
  * Specials as IEEE sums: a NaN, Inf * 0 or +Inf with -Inf gives NaN, else an Inf gives it.
  * Each output is computed by one thread from its own inputs only, so the thread count never
  * changes a bit; the per-row counts are summed in Python.
+ *
+ * The truncating int32 case (fa_fused_cols, in _floatacc_cols.h) runs 16 output columns at once:
+ * per chunk the C codes are split on lanes (fa_lanes_split), the chunk's max exponent and aligned
+ * terms come from fa_cols_chunk (portable C, auto-vectorized in the FA_DISPATCH clones) or fa_cols_chunk_avx2
+ * (intrinsics, taken after __builtin_cpu_supports("avx2"); no -march flag), and a chunk without
+ * specials or promotion ends on lanes too (fa_lanes_close / fa_lanes_close_avx2); any other chunk
+ * takes the scalar fa_close.  All paths give the same integers (the tests run both).
  */
+#ifndef FXPSIM_FLOATACC_H
+#define FXPSIM_FLOATACC_H
+
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
@@ -46,6 +56,8 @@ typedef struct {
     int64_t nan_code;
     int batched;                        /* B row of output (i, j) is i (float_dot) instead of j */
     int fast32;                         /* truncation with int32 lanes (F >= f_m and sums < 2^31) */
+    int simd, small16, close32;         /* cols kernel: AVX2 allowed; |a| 2^(F - f_m), |b| < 2^15;
+                                           |chunk sum + C term| < 2^30, storage <= 32 bits */
 } fa_params;
 
 typedef struct { int64_t sig, exp; int nan, inf, neg; } fa_c;
@@ -321,82 +333,4 @@ FA_DISPATCH static void fa_block(const int32_t *ia, const uint8_t *fa, const int
     }
 }
 
-#define FA_JT 16
-#define FA_IB 16
-
-/* fa_fused for the int32 truncation case with B's ub, eb, gb packed by column tile, (Np / 16, K, 16),
- * and fb as (K, Np) columns (Np a multiple of FA_JT): 16
- * outputs of a row at once, so the k loops run on vectors of columns.  qb is (K / chunk, Np); st is
- * (Np / 16, 3): the counts of each column tile (one thread per tile). */
-FA_DISPATCH static void fa_fused_cols(const int32_t *ua, const int32_t *ea, const int32_t *ga, const uint8_t *fa,
-                                      const int32_t *ub, const int32_t *eb, const int32_t *gb, const uint8_t *fb,
-                                      const uint8_t *qa, const uint8_t *qb, const int64_t *c, int64_t *d,
-                                      int64_t *st, int64_t M, int64_t Np, const fa_params *p, int threads) {
-    int64_t K = p->K, ch = p->chunk, nch = K / ch;
-    int32_t base = (int32_t)(p->F - p->fm);
-    (void)threads;
-    /* blocks of FA_IB rows x one column tile: both stay in cache while the block's outputs run */
-    for (int64_t i0 = 0; i0 < M; i0 += FA_IB) {
-    int64_t i1 = i0 + FA_IB < M ? i0 + FA_IB : M;
-#ifdef FXPSIM_OPENMP
-    #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-#endif
-    for (int64_t t = 0; t < Np / FA_JT; t++) {
-        int64_t j0 = t * FA_JT, *sti = st + 3 * t;
-        for (int64_t i = i0; i < i1; i++) {
-            int64_t code[FA_JT];
-            float total[FA_JT];
-            for (int jj = 0; jj < FA_JT; jj++) code[jj] = fa_open(c[i * Np + j0 + jj], p, &total[jj]);
-            for (int64_t q = 0; q < nch; q++) {
-                int64_t k0 = q * ch;
-                int32_t pm[FA_JT], em[FA_JT], sum[FA_JT], nl[FA_JT];
-                fa_c cc[FA_JT];
-                for (int jj = 0; jj < FA_JT; jj++) pm[jj] = INT32_MIN;
-                for (int64_t k = k0; k < k0 + ch; k++) {
-                    int32_t e = ea[i * K + k];
-                    const int32_t *restrict ebk = eb + (t * K + k) * FA_JT;
-                    for (int jj = 0; jj < FA_JT; jj++) {
-                        int32_t P = e + ebk[jj];
-                        pm[jj] = P > pm[jj] ? P : pm[jj];
-                    }
-                }
-                for (int jj = 0; jj < FA_JT; jj++) {
-                    cc[jj] = fa_split(code[jj], p);
-                    em[jj] = pm[jj] > cc[jj].exp ? pm[jj] : (int32_t)cc[jj].exp;
-                    sum[jj] = 0;
-                    nl[jj] = 0;
-                }
-                for (int64_t k = k0; k < k0 + ch; k++) {
-                    int32_t e = ea[i * K + k], u = ua[i * K + k] << base, g = ga[i * K + k];
-                    const int32_t *restrict ebk = eb + (t * K + k) * FA_JT, *restrict ubk = ub + (t * K + k) * FA_JT,
-                                  *restrict gbk = gb + (t * K + k) * FA_JT;
-                    for (int jj = 0; jj < FA_JT; jj++) {
-                        int32_t r = em[jj] - e - ebk[jj];
-                        r = r > 31 ? 31 : r;
-                        int32_t mag = u * ubk[jj];
-                        int32_t t = mag >> r;
-                        nl[jj] += (t << r) != mag;
-                        int32_t gg = g ^ gbk[jj];
-                        sum[jj] += (t ^ gg) - gg;
-                    }
-                }
-                for (int jj = 0; jj < FA_JT; jj++) {
-                    int64_t j = j0 + jj;
-                    int nan = cc[jj].nan, pos = cc[jj].inf && !cc[jj].neg, neg = cc[jj].inf && cc[jj].neg;
-                    if (qa[i * nch + q] | qb[q * Np + j]) {
-                        for (int64_t k = k0; k < k0 + ch; k++) {
-                            unsigned x = fa[i * K + k], y = fb[k * Np + j];
-                            if ((x | y) & FA_NAN || (x & FA_INF && y & FA_ZERO) || (x & FA_ZERO && y & FA_INF))
-                                nan = 1;
-                            else if ((x | y) & FA_INF) { if ((x ^ y) & FA_NEG) neg = 1; else pos = 1; }
-                        }
-                    }
-                    code[jj] = fa_close(sum[jj], &cc[jj], em[jj], nl[jj], nan, pos, neg, q, p, &total[jj], sti);
-                }
-            }
-            for (int jj = 0; jj < FA_JT; jj++)
-                d[i * Np + j0 + jj] = p->promote ? fa_total_code(total[jj], p) : code[jj];
-        }
-    }
-    }
-}
+#endif /* FXPSIM_FLOATACC_H */

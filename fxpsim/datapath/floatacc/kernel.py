@@ -4,9 +4,12 @@ The operands are split here (:func:`~.operands.split_codes`, O(MK + KN) numpy wo
 kernel reads per element: the magnitude :math:`|S|` (times the block scale's significand for the
 fused kind), the alignment exponent :math:`E` (plus the scale's), a sign mask and the special
 flags; the kernel then runs the same integer formula as :mod:`.fused` per output (one thread per
-row; the thread count never changes a bit).  :func:`run_c` returns None where the kernel does not
-apply (an output that is not IEEE with subnormals and Inf, operands too wide for int32 parts, more
-than 256 groups per chunk); the caller then takes the numpy path.
+row, or per 16-column tile in the truncating int32 case; the thread count never changes a bit).
+That case runs 16 columns on vector lanes (AVX2 where the CPU has it, see :data:`SIMD`), the
+chunk ends included where a chunk holds no NaN/Inf and no promotion falls due (``close32``).
+:func:`run_c` returns None where the kernel does not apply (an output that is not IEEE with
+subnormals and Inf, operands too wide for int32 parts, more than 256 groups per chunk); the caller
+then takes the numpy path.
 
 Exponents of zeros and specials are clamped to :math:`\\ge -2^{28}` (a zero that never sets the
 maximum, :data:`~.operands.NO_EXPONENT`, stays below every real exponent; its term is 0 either way).
@@ -30,6 +33,9 @@ _ROUND = {"toward_zero": 0, "half_even": 1, "half_away": 2, "floor": 3, "ceil": 
 _OVF = {"inf": 0, "ieee": 1, "saturate": 2}
 _ALIGN = {"truncate": 0, "floor": 1, "half_even": 2}
 _I32 = 1 << 31
+#: Whether the column kernel may take its AVX2 path (where the CPU has AVX2); False: the portable C
+#: loops.  Both give the same integers (the tests run both).
+SIMD = True
 
 
 def kernel_available() -> bool:
@@ -78,7 +84,11 @@ def _fused_parts(op: Operand, scale: Operand | None, block):
 
 
 def _fused_cols(pa, pb, qa, qb, C, st, p, threads):
-    """The column-vector kernel: B parts as columns, N padded with zeros to a multiple of 16."""
+    """The column-vector kernel: B parts as columns, N padded with zeros to a multiple of 16.
+
+    ``simd`` (AVX2 where the CPU has it, :data:`SIMD`) and ``small16`` (every :math:`|a| 2^{F - f_m}`
+    and :math:`|b| < 2^{15}`: one 16-bit multiply-add per product) only choose how the same
+    integers are computed."""
     M, N = C.shape
     Np = -(-N // 16) * 16
     pad = ((0, 0), (0, Np - N))
@@ -88,11 +98,16 @@ def _fused_cols(pa, pb, qa, qb, C, st, p, threads):
     # ub, eb, gb packed by column tile, (Np / 16, K, 16) seen as (Np / 16 * K, 16): one tile is contiguous
     ub, eb, gb = (np.ascontiguousarray(x.reshape(K, Np // 16, 16).transpose(1, 0, 2)).reshape(-1, 16)
                   for x in (ub, eb, gb))
-    qbT = np.ascontiguousarray(np.pad(qb.T, pad))
+    # whether a tile's chunk holds a NaN or Inf, (K / chunk, Np / 16)
+    qbt = np.pad(qb, ((0, Np - N), (0, 0))).reshape(Np // 16, 16, -1).any(axis=1)
+    qbt = np.ascontiguousarray(qbt.T.astype(np.uint8))
     Cp = np.ascontiguousarray(np.pad(C, pad))
     D = np.empty((M, Np), np.int64)
     st_tiles = np.zeros((Np // 16, 3), np.int64)                  # counts per column tile
-    _floatacc.fused_cols_kernel(*pa, ub, eb, gb, fb, qa, qbT, Cp, D, st_tiles, p, threads)
+    base = p["F"] - p["fm"]
+    small16 = (int(pa[0].max(initial=0)) << base) < (1 << 15) and int(ub.max(initial=0)) < (1 << 15)
+    p = dict(p, simd=int(SIMD), small16=int(small16))
+    _floatacc.fused_cols_kernel(*pa, ub, eb, gb, fb, qa, qbt, Cp, D, st_tiles, p, threads)
     st[0] += st_tiles.sum(axis=0)
     return D[:, :N]
 
@@ -123,6 +138,12 @@ def run_c(A, B, a_fmt: FloatFormat, b_fmt: FloatFormat, C, acc, stats, sa, sb, b
         bits = int(pa[0].max(initial=0)).bit_length() + int(pb[0].max(initial=0)).bit_length() + base \
             + int(p["chunk"]).bit_length()
         p.update(fm=fm, fast32=int(acc.align == "truncate" and base >= 0 and bits <= 31))
+        # |chunk sum| < 2^bits, |C's term| < 2^(F + 1): the sum with C's term stays below 2^30; the code
+        # before the overflow test, <= (E_max - F - e_min + 33) 2^p_m, below 2^32
+        em_max = max(int(pa[1].max(initial=_LOW)) + int(pb[1].max(initial=_LOW)), acc.output._max_exponent)
+        fld = (em_max - acc.fraction_bits - acc.precision._min_exponent + 33) << acc.precision.man_bits
+        p.update(close32=int(max(bits, acc.fraction_bits + 1) + 1 <= 30 and acc.output.bits <= 32
+                             and fld < (1 << 32)))
         ch = p["chunk"]
         qa, qb = (np.ascontiguousarray((x[3] & 3).reshape(x[3].shape[0], -1, ch).any(axis=-1).astype(np.uint8))
                   for x in (pa, pb))
