@@ -68,21 +68,7 @@
     }
 #define FA16_KLOOP(R, BODY) FA16_KHALF(R, 0, 0, 1, BODY) FA16_KHALF(R, 32, 2, 3, BODY)
 
-#define FA16_SWITCH(R)                                                                             \
-    switch (variant) {                                                                              \
-    case FX16_SAT_FULL: FA16_KLOOP(R, FA16_B_SAT_FULL) break;                                       \
-    case FX16_SAT_NARROW: FA16_KLOOP(R, FA16_B_SAT_NARROW) break;                                   \
-    case FX16_SAT_GENERAL: FA16_KLOOP(R, FA16_B_SAT_GENERAL) break;                                 \
-    case FX16_WRAP_FULL: FA16_KLOOP(R, FA16_B_WRAP_FULL) break;                                     \
-    case FX16_WRAP_NARROW: FA16_KLOOP(R, FA16_B_WRAP_NARROW) break;                                 \
-    case FX16_ZERO_FULL: FA16_KLOOP(R, FA16_B_ZERO_FULL) break;                                     \
-    case FX16_ZERO_NARROW: FA16_KLOOP(R, FA16_B_ZERO_NARROW) break;                                 \
-    case FX16_ZERO_GENERAL: FA16_KLOOP(R, FA16_B_ZERO_GENERAL) break;                               \
-    case FX16_N_SAT_FULL: FA16_KLOOP(R, FA16_B_N_SAT_FULL) break;                                   \
-    case FX16_N_SAT: FA16_KLOOP(R, FA16_B_N_SAT) break;                                             \
-    case FX16_N_WRAP_FULL: FA16_KLOOP(R, FA16_B_N_WRAP_FULL) break;                                 \
-    default: FA16_KLOOP(R, FA16_B_N_WRAP_NARROW) break;                                             \
-    }
+#define FA16_SWITCH(R) FX16_SWITCH_OF(FA16_KLOOP, FA16, R)
 
 /* the lane layout (see FXA_BLK_LOAD): four vectors of 16 int16 per row, columns in order */
 #define FA16_POS(j) (j)
@@ -127,20 +113,9 @@ static void fxa_mac16_avx2b(FXA_X512_ARGS(int16_t))
 {
     const __m256i vlo = _mm256_set1_epi16(lo), vhi = _mm256_set1_epi16(hi);
     const __m128i shc = _mm_cvtsi32_si128(sh);
-    const int full = lo == INT16_MIN && hi == INT16_MAX;
-    const int narrow = (int32_t)hi - (int32_t)lo <= INT16_MAX;
-    int variant;
+    const int variant = fx16_variant(mode, cnt != NULL, lo, hi, sh);
     int16_t tmp[64];
     (void)vlo; (void)vhi; (void)shc;
-    if (mode == FXA_WRAP_S)
-        variant = cnt ? (sh == 0 ? FX16_WRAP_FULL : FX16_WRAP_NARROW)
-                      : (sh == 0 ? FX16_N_WRAP_FULL : FX16_N_WRAP_NARROW);
-    else if (mode == FXA_ZERO)
-        variant = full ? FX16_ZERO_FULL : narrow ? FX16_ZERO_NARROW : FX16_ZERO_GENERAL;
-    else if (cnt)
-        variant = full ? FX16_SAT_FULL : narrow ? FX16_SAT_NARROW : FX16_SAT_GENERAL;
-    else
-        variant = full ? FX16_N_SAT_FULL : FX16_N_SAT;
     FXA_X512_LOOPS(FXA_R16A, FA16_BLOCK)
 }
 #endif /* FXA_HAVE_I16 */

@@ -63,21 +63,7 @@
 #define FA32_KLOOP(R, BODY)                                                                        \
     FA32_KQ(R, 0, 0, 1, BODY) FA32_KQ(R, 16, 2, 3, BODY) FA32_KQ(R, 32, 4, 5, BODY) FA32_KQ(R, 48, 6, 7, BODY)
 
-#define FA32_SWITCH(R)                                                                             \
-    switch (variant) {                                                                              \
-    case FX32_SAT: FA32_KLOOP(R, FA32_B_SAT) break;                                                 \
-    case FX32_SAT_FULL: FA32_KLOOP(R, FA32_B_SAT_FULL) break;                                       \
-    case FX32_WRAP: FA32_KLOOP(R, FA32_B_WRAP) break;                                               \
-    case FX32_WRAP_FULL: FA32_KLOOP(R, FA32_B_WRAP_FULL) break;                                     \
-    case FX32_WRAP_U: FA32_KLOOP(R, FA32_B_WRAP_U) break;                                           \
-    case FX32_ZERO: FA32_KLOOP(R, FA32_B_ZERO) break;                                               \
-    case FX32_ZERO_FULL: FA32_KLOOP(R, FA32_B_ZERO_FULL) break;                                     \
-    case FX32_N_SAT: FA32_KLOOP(R, FA32_B_N_SAT) break;                                             \
-    case FX32_N_SAT_FULL: FA32_KLOOP(R, FA32_B_N_SAT_FULL) break;                                   \
-    case FX32_N_WRAP: FA32_KLOOP(R, FA32_B_N_WRAP) break;                                           \
-    case FX32_N_WRAP_U: FA32_KLOOP(R, FA32_B_N_WRAP_U) break;                                       \
-    default: FA32_KLOOP(R, FA32_B_N_ADD) break;                                                     \
-    }
+#define FA32_SWITCH(R) FX32_SWITCH_OF(FA32_KLOOP, FA32, R)
 
 /* the lane layout (see FXA_BLK_LOAD): column j in vector 2 (j >> 4) + (j & 1), lane (j & 15) >> 1 */
 #define FA32_POS(j) (((j) >> 4) * 16 + ((j) & 1) * 8 + (((j) & 15) >> 1))
@@ -122,18 +108,9 @@ static void fxa_mac32m_avx2(FXA_X512_ARGS(int32_t))
     const __m256i vlo = _mm256_set1_epi32(lo), vhi = _mm256_set1_epi32(hi);
     const __m256i m1 = _mm256_set1_epi32(-1), vmax = _mm256_set1_epi32(INT32_MAX);
     const __m128i shc = _mm_cvtsi32_si128(sh);
-    const int full = lo == INT32_MIN && hi == INT32_MAX;
-    int variant;
+    const int variant = fx32_variant(mode, &cnt, lo, hi);
     int32_t tmp[64];
     (void)vlo; (void)vhi; (void)m1; (void)vmax; (void)shc;
-    switch (mode) {
-    case FXA_SAT: variant = cnt ? (full ? FX32_SAT_FULL : FX32_SAT) : (full ? FX32_N_SAT_FULL : FX32_N_SAT); break;
-    case FXA_WRAP_S:
-        variant = cnt ? (full ? FX32_WRAP_FULL : FX32_WRAP) : (full ? FX32_N_ADD : FX32_N_WRAP); break;
-    case FXA_WRAP_U: variant = cnt ? FX32_WRAP_U : FX32_N_WRAP_U; break;
-    case FXA_ZERO: variant = full ? FX32_ZERO_FULL : FX32_ZERO; break;
-    default: variant = FX32_N_ADD; cnt = NULL; break;       /* FXA_EXACT: no fit, nothing to count */
-    }
     FXA_X512_LOOPS(FXA_R32A, FA32_BLOCK)
 }
 #endif /* FXA_HAVE_I16 */
