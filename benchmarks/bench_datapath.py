@@ -313,7 +313,7 @@ def apytypes_row(rows):
     macs = 64 * 256 * 64
     t_apy = best_time(apy_matmul, repeat=3)
     t_ours = best_time(lambda: matmul(a, b, 16, overflow="saturate", threads=1))
-    rows.append((f"(f) acc16 sat 64x256@256x64 t=1", "", macs / t_ours, macs / t_apy, f"APyTypes {apy.__version__}",
+    rows.append(("(f) acc16 sat 64x256@256x64 t=1", "", macs / t_ours, macs / t_apy, f"APyTypes {apy.__version__}",
                  None, ">= 100x"))
 
 
