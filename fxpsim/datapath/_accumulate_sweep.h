@@ -1,5 +1,6 @@
 /*
- * fxpsim/datapath/_accumulate_sweep.h -- the sweep mode of the AVX-512BW kernels (_accumulate_x512_*.h).
+ * fxpsim/datapath/_accumulate_sweep.h -- the sweep mode of the register-blocked kernels (_accumulate_x512_*.h,
+ * their AVX2 twins _accumulate_avx2*.h).
  *
  * Sweep mode (fxpsim.hardware.node_sweep): instead of storing the results, the
  * last k tile scores them in place against the exact accumulators -- one more

@@ -3,6 +3,8 @@
  * (fxa_mac16_x512 in _accumulate_x512_i16.h, fxa_mac32m_x512 in _accumulate_x512_i32.h): their arguments,
  * the slab / k tile / row block loops, and how a row's start values are loaded into its vectors and its
  * results and counts stored (or scored, in the sweep mode of _accumulate_sweep.h).
+ * Their AVX2 twins (_accumulate_avx2.h, _accumulate_avx2_i32.h) share the arguments, the loops and, through
+ * FXA_BLK_LOAD / FXA_BLK_STORE, the loading and storing too.
  *
  * AVX-512BW kernels, register-blocked: FXA_R16 rows (16-bit lanes) or FXA_R32
  * rows (32-bit lanes) x one 64-column slab of b held in registers for a whole
