@@ -11,6 +11,8 @@ another checkout (e.g. ``git archive`` of an older commit, built in place) in a 
       counts, 4 rows x 64 columns in registers), compiled here with gcc; target >= 4e10 MAC/s/core
   (c) 17..32-bit registers, saturate, counts  vs a hand-written AVX-512 loop VPMADDWD + VPADDD +
       VPMAXSD + VPMINSD (no counts); target >= 1.5e10 MAC/s/core
+      (without AVX-512BW, (b) and (c) take the numpy per-add saturating loop on int16 / int32 codes, with
+      counts, as their peer: ``numpy_codes_loop``)
   (d) wrap, count=False (exact sum reduced    vs float64 BLAS on the same shapes; target >= 1x
       once): int8, int16 and int32 operands
   (e) 3x3 conv2d 1x56x56x64 int8, 64 filters, SAME: exact vs im2col + float64 BLAS, 16-bit saturating
@@ -164,6 +166,22 @@ def numpy_loop(a, b, mode, bits=16):
     return acc, count
 
 
+def numpy_codes_loop(a, b, bits):
+    """The numpy per-add saturating register on its own codes (int16 for <= 16 bits, int32 up to 32; the
+    sum one width up), with the overflow count: the peer of (b)/(c) where the hand AVX-512 loops cannot run."""
+    narrow, wide = (np.int16, np.int32) if bits <= 16 else (np.int32, np.int64)
+    a, b = a.astype(wide), b.astype(wide)
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    acc = np.zeros((a.shape[0], b.shape[1]), narrow)
+    count = 0
+    for k in range(a.shape[1]):
+        s = acc + np.outer(a[:, k], b[k])
+        c = np.clip(s, lo, hi)
+        count += int(np.count_nonzero(c != s))
+        acc = c.astype(narrow)
+    return acc, count
+
+
 def im2col(x, kh, kw):
     n, h, w, c = x.shape
     xp = np.pad(x, ((0, 0), (kh // 2, kh // 2), (kw // 2, kw // 2), (0, 0)))
@@ -250,6 +268,10 @@ def baseline(spec, hand):
         lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
         t = best_time(lambda: hand.hand32(a16.ctypes.data, bp.ctypes.data, o.ctypes.data, m, k, n, lo, hi))
         return m * k * n / t, "hand AVX-512 madd+add+max+min"
+    if kind.startswith("hand") and threads == 1:            # no AVX-512BW: the numpy loop on int16/int32 codes
+        bits = 16 if kind == "hand16" else int(kind.split(":")[1])
+        t = best_time(lambda: numpy_codes_loop(a, b, bits), repeat=3)
+        return a.shape[0] * a.shape[1] * b.shape[1] / t, f"numpy per-add int{16 if bits <= 16 else 32} codes"
     if kind == "conv-blas64":
         cols, wf = im2col(a, 3, 3).astype(np.float64), b.reshape(-1, b.shape[-1]).astype(np.float64)
         with blas_threads(threads):
@@ -291,7 +313,7 @@ def apytypes_row(rows):
     macs = 64 * 256 * 64
     t_apy = best_time(apy_matmul, repeat=3)
     t_ours = best_time(lambda: matmul(a, b, 16, overflow="saturate", threads=1))
-    rows.append((f"(f) acc16 sat 64x256@256x64 t=1", "", macs / t_ours, macs / t_apy, f"APyTypes {apy.__version__}",
+    rows.append(("(f) acc16 sat 64x256@256x64 t=1", "", macs / t_ours, macs / t_apy, f"APyTypes {apy.__version__}",
                  None, ">= 100x"))
 
 

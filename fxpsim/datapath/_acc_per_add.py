@@ -13,8 +13,8 @@ from ._acc_operands import _FAST_MODES, _I32, _I63, _data_range, _exact_format, 
 from ._acc_scratch import _count_scratch, _lane_buffers, _run_sequential, _temp_limit, _transpose_wins, _transposed
 from ._acc_exact import _exact_sums, _fit_numpy, _wrap_codes
 
-_SIMD16 = _k.simd16_level() > 0      # 16-bit-lane kernel usable on this CPU
-_SIMD512 = _k.simd16_level() >= 2    # the AVX-512BW kernels (16-bit and int16-operand 32-bit lanes)
+_SIMD16 = _k.simd16_level() > 0      # the AVX2 or AVX-512BW kernels (16-bit and int16-operand 32-bit lanes)
+_SIMD512 = _k.simd16_level() >= 2    # AVX-512BW: the count-free 16-bit wrap loop beats BLAS (_fits_simd16)
 
 UNCOUNTED = "uncounted"
 
@@ -142,7 +142,7 @@ def _simd(a3, b3, rpb, init3, acc, shift, o, order, a_rng, b_rng, p_lo, p_hi, i_
           nthreads, transposed=False, count=True):
     """The 16/32/64-bit-lane sequential or adder-tree kernels: ``(out, counts)`` [R, N], or None when
     no lane width holds the data (or the mode needs the generic kernel).  ``count`` false: counts may
-    be skipped (None) where a kernel has a loop without them (the AVX-512BW 16/32-bit kernels)."""
+    be skipped (None) where a kernel has a loop without them (the 16/32-bit kernels)."""
     kk = a3.shape[2]
     fast = _FAST_MODES.get(o, -1)
     if fast is None:
@@ -158,11 +158,11 @@ def _simd(a3, b3, rpb, init3, acc, shift, o, order, a_rng, b_rng, p_lo, p_hi, i_
             # 16-bit lanes, native saturating adds: any |acc + p| (see the kernel), products in int16
             ("simd16", np.int16, np.int16, _k.mac_fast16,
              _SIMD16 and acc.signed and acc.word <= 16 and fast != _k.FAST_WRAP_UNSIGNED and in16
-             and p_lo >= -(1 << 15) and p_hi < 1 << 15, _SIMD512),
+             and p_lo >= -(1 << 15) and p_hi < 1 << 15, True),
             # 32-bit lanes from int16 operands (exact vpmaddwd products); a full signed 32-bit register
             # may wrap in the lanes (the kernel tests the signs), narrower ones must not
             ("simd32", np.int16, np.int32, _k.mac_fast32m,
-             _SIMD512 and in16 and acc.word <= 32 and kk <= _I32
+             _SIMD16 and in16 and acc.word <= 32 and kk <= _I32
              and (head <= _I32 or (acc.signed and acc.word == 32 and lo_acc == acc.min_code
                                    and fast != _k.FAST_WRAP_UNSIGNED)), True),
             ("simd32w", np.int32, np.int32, _k.mac_fast,

@@ -9,11 +9,11 @@ Kernels (the vectorised loops are C in ``_accumulate*.h``; rows run in parallel,
 ``mac_fast``      acc = fit(acc + a[i,k]*b[k,j]), k in order, on int32/int64 lanes
                   (AVX-512/AVX2/baseline variants picked at run time by GCC function multi-versioning)
 ``mac_fast16``    the same on 16-bit lanes with saturating adds (AVX-512BW/AVX2 intrinsics)
-``mac_fast32m``   the same on 32-bit lanes from int16 operands (vpmaddwd products, AVX-512BW)
+``mac_fast32m``   the same on 32-bit lanes from int16 operands (vpmaddwd products, AVX-512BW/AVX2)
 ``mac_wrap64``    exact sums modulo 2^64 (unsigned lanes: wrapping by definition)
 ``mac_mul32``     the same for int32 operands: register-blocked AVX-512 VPMULDQ + VPADDQ (``_accumulate_w32.h``)
 ``mac_vnni16``    exact sums of int16 operands by AVX512-VNNI (``vpdpwssd``)
-``Sweep``         the sweep mode of the AVX-512BW kernels: results scored in place against exact
+``Sweep``         the sweep mode of the 16/32-bit kernels: results scored in place against exact
                   accumulators and reference codes (fxpsim.hardware.node_sweep)
 ``tree_fast``     balanced adder-tree order on int32/int64 lanes, vectorised across output columns
 ``mac_generic``   the same for any width/mode/rounding, sequential or adder-tree order, int128 sums

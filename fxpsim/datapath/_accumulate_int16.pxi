@@ -1,5 +1,5 @@
-# Part of _accumulate.pyx (included there): the per-add kernels on int16 operands -- 16-bit lanes (AVX2 or
-# AVX-512BW) and 32-bit lanes (AVX-512BW) -- with their row / slab indices and the sweep mode.
+# Part of _accumulate.pyx (included there): the per-add kernels on int16 operands -- 16-bit and 32-bit lanes
+# (AVX2 or AVX-512BW) -- with their row / slab indices and the sweep mode.
 
 cdef extern from "_accumulate.h" nogil:
     int fxa_i16_level()
@@ -35,7 +35,8 @@ cdef extern from "_accumulate.h" nogil:
     void fxa_mac_rows_i32m(const int16_t* a, const int64_t* rows, Py_ssize_t lda, const int16_t* b,
                            const int64_t* slabs, const int32_t* init, Py_ssize_t init_ld, Py_ssize_t init_cs,
                            int64_t* out, int64_t* cnt, Py_ssize_t nrows, Py_ssize_t K, Py_ssize_t N, Py_ssize_t ldo,
-                           int mode, int32_t lo, int32_t hi, int sh, const fxa_sweep* sw, fxa_sweep_out* so)
+                           int mode, int32_t lo, int32_t hi, int sh, const fxa_sweep* sw, fxa_sweep_out* so,
+                           int level)
 
 ctypedef fused start_t:     # lane type of the start values, lo and hi: int16 (mac_fast16), int32 (mac_fast32m)
     int16_t
@@ -163,12 +164,12 @@ def mac_fast16(const int16_t[:, ::1] a, const int16_t[:, ::1] b, const int16_t[:
     Only FAST_SATURATE, FAST_ZERO and FAST_WRAP_SIGNED; needs ``simd16_level() > 0``.
     ``level``: -1 best for this CPU, or force 1 (AVX2) / 2 (AVX-512BW) up to ``simd16_level()``.
     ``init``: [R, N], one row [1, N] shared by every output row, one value per row [R, 1], or zero rows.
-    ``cnt``: [R, N], or zero rows: no counting (AVX-512BW only; the cheaper loops).
+    ``cnt``: [R, N], or zero rows: no counting (the cheaper loops).
     ``rows``: optional int64 [R] source rows of ``a`` (output row r reads ``a[rows[r]]``; one batch).
     ``slabs``: optional int64 [N / 64] slabs of ``b`` (output columns 64s.. read slab ``slabs[s]``; ``init``
-    columns follow b's); AVX-512BW only.
+    columns follow b's).
     ``sweep``: a :class:`Sweep` -- the results are scored instead of stored (``out``/``cnt`` only hold
-    the k tiles before the last); AVX-512BW only, counting.
+    the k tiles before the last); counting.  Both levels take every argument and give the same bits.
     """
     cdef int best = fxa_i16_level()
     if level < 0:
@@ -181,26 +182,31 @@ def mac_fast16(const int16_t[:, ::1] a, const int16_t[:, ::1] b, const int16_t[:
 
 def mac_fast32m(const int16_t[:, ::1] a, const int16_t[:, ::1] b, const int32_t[:, ::1] init,
                 int64_t[:, ::1] out, int64_t[:, ::1] cnt, Py_ssize_t rows_per_batch, int mode,
-                int32_t lo, int32_t hi, int sh, int nthreads, rows=None, slabs=None, Sweep sweep=None):
-    """``mac_fast`` on 32-bit lanes from int16 operands packed as for ``mac_fast16`` (AVX-512BW).
+                int32_t lo, int32_t hi, int sh, int nthreads, rows=None, slabs=None, Sweep sweep=None,
+                int level=-1):
+    """``mac_fast`` on 32-bit lanes from int16 operands packed as for ``mac_fast16`` (AVX2 or AVX-512BW).
 
     Products are formed exactly by vpmaddwd (|a*b| <= 2^30).  Modes FAST_SATURATE, FAST_ZERO,
     FAST_WRAP_SIGNED, FAST_WRAP_UNSIGNED, FAST_EXACT.  Unless ``lo, hi`` is the full int32 range
     (a signed 32-bit register: the sum may wrap in the lanes, overflow is tested on the signs),
     the caller guarantees ``max(|lo|, |hi|, |init|) + max|a*b| <= 2^31 - 1``.
-    ``init``, ``cnt``, ``rows``, ``slabs`` and ``sweep`` as in ``mac_fast16``.  Needs ``simd16_level() == 2``.
+    ``init``, ``cnt``, ``rows``, ``slabs``, ``sweep`` and ``level`` as in ``mac_fast16``.  Needs
+    ``simd16_level() > 0``.
     """
-    if fxa_i16_level() < 2:
-        raise RuntimeError("mac_fast32m: needs AVX-512BW")
-    _mac_int16("mac_fast32m", a, b, init, out, cnt, rows_per_batch, mode, lo, hi, sh, nthreads, 2, rows, slabs,
+    cdef int best = fxa_i16_level()
+    if level < 0:
+        level = best
+    if not 1 <= level <= best:
+        raise RuntimeError(f"mac_fast32m: SIMD level {level} unavailable (this CPU: {best})")
+    _mac_int16("mac_fast32m", a, b, init, out, cnt, rows_per_batch, mode, lo, hi, sh, nthreads, level, rows, slabs,
                sweep)
 
 
 cdef _mac_int16(str name, const int16_t[:, ::1] a, const int16_t[:, ::1] b, const start_t[:, ::1] init,
                 int64_t[:, ::1] out, int64_t[:, ::1] cnt, Py_ssize_t M, int mode, start_t lo, start_t hi, int sh,
                 int nthreads, int level, rows, slabs, Sweep sweep):
-    """``mac_fast16`` (``start_t`` int16: ``fxa_mac_rows_i16`` at SIMD ``level``) and ``mac_fast32m`` (int32:
-    ``fxa_mac_rows_i32m``, level 2) once the CPU has their kernel: the arguments checked, then tasks of a row
+    """``mac_fast16`` (``start_t`` int16: ``fxa_mac_rows_i16``) and ``mac_fast32m`` (int32: ``fxa_mac_rows_i32m``),
+    both at SIMD ``level``, once the CPU has their kernel: the arguments checked, then tasks of a row
     chunk and a slab group (``_partition``) in parallel, each writing its own outputs."""
     cdef Py_ssize_t R = out.shape[0], K = a.shape[1], N = out.shape[1]
     cdef Py_ssize_t chunk = ROW_CHUNK, per_batch, c, r, nr, init_ld, init_cs
@@ -220,9 +226,6 @@ cdef _mac_int16(str name, const int16_t[:, ::1] a, const int16_t[:, ::1] b, cons
     idx = _row_index(rows, R, a.shape[0], M, b.shape[0], name)
     sidx = _slab_index(slabs, N, K, b.shape[1], b.shape[0], name)
     init_ld, init_cs = _init_strides(init, R, N, slabs, name)
-    if level < 2 and (not has_cnt or sidx is not None or sweep is not None
-                      or (has_init and (init_cs != 1 or init_ld not in (0, N)))):
-        raise ValueError(f"{name}: the AVX2 kernel always counts and takes neither slabs, per-row init nor sweep")
     if sweep is not None and not has_cnt:
         raise ValueError(f"{name}: the sweep mode counts: pass cnt")
     if idx is None and R != a.shape[0]:
@@ -258,4 +261,5 @@ cdef _mac_int16(str name, const int16_t[:, ::1] a, const int16_t[:, ::1] b, cons
                              so + t if so != NULL else NULL)
         else:
             fxa_mac_rows_i32m(ap, rp + r if rp != NULL else NULL, K, bp, sp + s0 if sp != NULL else NULL, ip, init_ld,
-                              init_cs, op, cp, nr, K, ncols, N, mode, lo, hi, sh, swp, so + t if so != NULL else NULL)
+                              init_cs, op, cp, nr, K, ncols, N, mode, lo, hi, sh, swp, so + t if so != NULL else NULL,
+                              level)

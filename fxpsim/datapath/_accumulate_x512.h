@@ -3,6 +3,8 @@
  * (fxa_mac16_x512 in _accumulate_x512_i16.h, fxa_mac32m_x512 in _accumulate_x512_i32.h): their arguments,
  * the slab / k tile / row block loops, and how a row's start values are loaded into its vectors and its
  * results and counts stored (or scored, in the sweep mode of _accumulate_sweep.h).
+ * Their AVX2 twins (_accumulate_avx2.h, _accumulate_avx2_i32.h) share the arguments, the loops and, through
+ * FXA_BLK_LOAD / FXA_BLK_STORE, the loading and storing too.
  *
  * AVX-512BW kernels, register-blocked: FXA_R16 rows (16-bit lanes) or FXA_R32
  * rows (32-bit lanes) x one 64-column slab of b held in registers for a whole
@@ -77,11 +79,14 @@
  * its counters zeroed.
  */
 #define FXA_X512_LOAD(r, LT, POS, SET, GET, SET1, DIRECT)                                           \
+    FXA_BLK_LOAD(r, LT, POS, SET, GET, SET1, DIRECT, _mm512_setzero_si512())
+/* the same for any vector width: ZERO, the zero vector (_accumulate_avx2.h uses it with AVX2 registers) */
+#define FXA_BLK_LOAD(r, LT, POS, SET, GET, SET1, DIRECT, ZERO)                                      \
     {                                                                                               \
         const ptrdiff_t row = i + (r);                                                              \
         ar##r = a + (rows ? rows[row] : row) * lda;                                                 \
         if (k0 == 0 && !init) {                                                                     \
-            SET(acc, r, _mm512_setzero_si512())                                                     \
+            SET(acc, r, ZERO)                                                                       \
         } else if (k0 == 0 && init_cs == 0) {      /* one start value per row (padding too) */      \
             SET(acc, r, SET1(init[row * init_ld]))                                                  \
         } DIRECT(r) else {                                                                          \
@@ -90,12 +95,14 @@
                               : init[row * init_ld + (src0 + j) * init_cs];                         \
             GET(acc, r, tmp)                                                                        \
         }                                                                                           \
-        SET(ov, r, _mm512_setzero_si512())                                                          \
+        SET(ov, r, ZERO)                                                                            \
     }
 
 /* FXA_X512_STORE: row i + r's results and counts (UT: the counters' unsigned lane type) after the tile: stored
  * in out / cnt (added to the previous tiles' counts), or, in the last tile of the sweep mode, scored. */
-#define FXA_X512_STORE(r, UT, POS, PUT)                                                             \
+#define FXA_X512_STORE(r, UT, POS, PUT) FXA_BLK_STORE(r, UT, POS, PUT, fxa_sweep_row)
+/* the same with SCORE, the sweep-row scorer compiled for the kernel's ISA */
+#define FXA_BLK_STORE(r, UT, POS, PUT, SCORE)                                                       \
     {                                                                                               \
         const ptrdiff_t row = i + (r);                                                              \
         PUT(tmp, acc, r)                                                                            \
@@ -109,7 +116,7 @@
             if (k0 > 0)                                                                             \
                 for (ptrdiff_t j = 0; j < len; j++)                                                 \
                     e32[j] += (int32_t)cnt[row * ldo + j0 + j];                                     \
-            fxa_sweep_row(sw, so, rows ? rows[row] : row, src0, len, v32, e32);                     \
+            SCORE(sw, so, rows ? rows[row] : row, src0, len, v32, e32);                             \
         } else {                                                                                    \
             for (ptrdiff_t j = 0; j < len; j++)                                                     \
                 out[row * ldo + j0 + j] = tmp[POS(j)];                                              \

@@ -14,6 +14,21 @@ enum {  /* loop variants of the 16-bit kernel (counting ones first) */
     FX16_N_SAT_FULL, FX16_N_SAT, FX16_N_WRAP_FULL, FX16_N_WRAP_NARROW
 };
 
+/* The loop variant of a 16-bit register (both ISAs): FULL = the whole int16 lane, NARROW = hi - lo <= 32767. */
+static inline int fx16_variant(int mode, int counting, int16_t lo, int16_t hi, int sh)
+{
+    const int full = lo == INT16_MIN && hi == INT16_MAX;
+    const int narrow = (int32_t)hi - (int32_t)lo <= INT16_MAX;
+    if (mode == FXA_WRAP_S)
+        return counting ? (sh == 0 ? FX16_WRAP_FULL : FX16_WRAP_NARROW)
+                        : (sh == 0 ? FX16_N_WRAP_FULL : FX16_N_WRAP_NARROW);
+    if (mode == FXA_ZERO)
+        return full ? FX16_ZERO_FULL : narrow ? FX16_ZERO_NARROW : FX16_ZERO_GENERAL;
+    if (counting)
+        return full ? FX16_SAT_FULL : narrow ? FX16_SAT_NARROW : FX16_SAT_GENERAL;
+    return full ? FX16_N_SAT_FULL : FX16_N_SAT;
+}
+
 /* Loop bodies on one vector: A accumulators, O overflow counters, p products.
  * FULL: the register is the whole int16 lane (native saturating/wrapping add);
  * NARROW: hi - lo <= 32767, so a sum that leaves int16 also leaves [lo, hi] and
@@ -66,21 +81,24 @@ enum {  /* loop variants of the 16-bit kernel (counting ones first) */
         }                                                                                           \
     }
 
-#define FX16_SWITCH(R)                                                                             \
+/* the loop of the variant in `variant`: KLOOP(R, BODY) with the bodies P##_B_* (P = FX16 here, FA16 in the AVX2
+ * twin, _accumulate_avx2.h) */
+#define FX16_SWITCH_OF(KLOOP, P, R)                                                                \
     switch (variant) {                                                                              \
-    case FX16_SAT_FULL: FX16_KLOOP(R, FX16_B_SAT_FULL) break;                                       \
-    case FX16_SAT_NARROW: FX16_KLOOP(R, FX16_B_SAT_NARROW) break;                                   \
-    case FX16_SAT_GENERAL: FX16_KLOOP(R, FX16_B_SAT_GENERAL) break;                                 \
-    case FX16_WRAP_FULL: FX16_KLOOP(R, FX16_B_WRAP_FULL) break;                                     \
-    case FX16_WRAP_NARROW: FX16_KLOOP(R, FX16_B_WRAP_NARROW) break;                                 \
-    case FX16_ZERO_FULL: FX16_KLOOP(R, FX16_B_ZERO_FULL) break;                                     \
-    case FX16_ZERO_NARROW: FX16_KLOOP(R, FX16_B_ZERO_NARROW) break;                                 \
-    case FX16_ZERO_GENERAL: FX16_KLOOP(R, FX16_B_ZERO_GENERAL) break;                               \
-    case FX16_N_SAT_FULL: FX16_KLOOP(R, FX16_B_N_SAT_FULL) break;                                   \
-    case FX16_N_SAT: FX16_KLOOP(R, FX16_B_N_SAT) break;                                             \
-    case FX16_N_WRAP_FULL: FX16_KLOOP(R, FX16_B_N_WRAP_FULL) break;                                 \
-    default: FX16_KLOOP(R, FX16_B_N_WRAP_NARROW) break;                                             \
+    case FX16_SAT_FULL: KLOOP(R, P##_B_SAT_FULL) break;                                             \
+    case FX16_SAT_NARROW: KLOOP(R, P##_B_SAT_NARROW) break;                                         \
+    case FX16_SAT_GENERAL: KLOOP(R, P##_B_SAT_GENERAL) break;                                       \
+    case FX16_WRAP_FULL: KLOOP(R, P##_B_WRAP_FULL) break;                                           \
+    case FX16_WRAP_NARROW: KLOOP(R, P##_B_WRAP_NARROW) break;                                       \
+    case FX16_ZERO_FULL: KLOOP(R, P##_B_ZERO_FULL) break;                                           \
+    case FX16_ZERO_NARROW: KLOOP(R, P##_B_ZERO_NARROW) break;                                       \
+    case FX16_ZERO_GENERAL: KLOOP(R, P##_B_ZERO_GENERAL) break;                                     \
+    case FX16_N_SAT_FULL: KLOOP(R, P##_B_N_SAT_FULL) break;                                         \
+    case FX16_N_SAT: KLOOP(R, P##_B_N_SAT) break;                                                   \
+    case FX16_N_WRAP_FULL: KLOOP(R, P##_B_N_WRAP_FULL) break;                                       \
+    default: KLOOP(R, P##_B_N_WRAP_NARROW) break;                                                   \
     }
+#define FX16_SWITCH(R) FX16_SWITCH_OF(FX16_KLOOP, FX16, R)
 
 /* The lane layout (see FXA_X512_LOAD): two vectors of 32 int16 per row, columns in order; with len == 64 the
  * start values of the first tile load straight from init. */
@@ -115,20 +133,9 @@ static void fxa_mac16_x512(FXA_X512_ARGS(int16_t))
 {
     const __m512i vlo = _mm512_set1_epi16(lo), vhi = _mm512_set1_epi16(hi), one = _mm512_set1_epi16(1);
     const __m128i shc = _mm_cvtsi32_si128(sh);
-    const int full = lo == INT16_MIN && hi == INT16_MAX;
-    const int narrow = (int32_t)hi - (int32_t)lo <= INT16_MAX;
-    int variant;
+    const int variant = fx16_variant(mode, cnt != NULL, lo, hi, sh);
     int16_t tmp[64];
     (void)vlo; (void)vhi; (void)one; (void)shc;
-    if (mode == FXA_WRAP_S)
-        variant = cnt ? (sh == 0 ? FX16_WRAP_FULL : FX16_WRAP_NARROW)
-                      : (sh == 0 ? FX16_N_WRAP_FULL : FX16_N_WRAP_NARROW);
-    else if (mode == FXA_ZERO)
-        variant = full ? FX16_ZERO_FULL : narrow ? FX16_ZERO_NARROW : FX16_ZERO_GENERAL;
-    else if (cnt)
-        variant = full ? FX16_SAT_FULL : narrow ? FX16_SAT_NARROW : FX16_SAT_GENERAL;
-    else
-        variant = full ? FX16_N_SAT_FULL : FX16_N_SAT;
     FXA_X512_LOOPS(FXA_R16, FX16_BLOCK)
 }
 #endif /* FXA_HAVE_I16 */

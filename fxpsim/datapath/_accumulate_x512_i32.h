@@ -19,6 +19,20 @@ enum {
     FX32_SAT, FX32_SAT_FULL, FX32_WRAP, FX32_WRAP_FULL, FX32_WRAP_U, FX32_ZERO, FX32_ZERO_FULL,
     FX32_N_SAT, FX32_N_SAT_FULL, FX32_N_WRAP, FX32_N_ADD, FX32_N_WRAP_U
 };
+/* The loop variant of a 32-bit-lane register (both ISAs): FULL = a signed 32-bit register; *cnt := NULL where
+ * nothing is counted (FXA_EXACT: no fit). */
+static inline int fx32_variant(int mode, int64_t **cnt, int32_t lo, int32_t hi)
+{
+    const int full = lo == INT32_MIN && hi == INT32_MAX, counting = *cnt != NULL;
+    switch (mode) {
+    case FXA_SAT: return counting ? (full ? FX32_SAT_FULL : FX32_SAT) : (full ? FX32_N_SAT_FULL : FX32_N_SAT);
+    case FXA_WRAP_S: return counting ? (full ? FX32_WRAP_FULL : FX32_WRAP) : (full ? FX32_N_ADD : FX32_N_WRAP);
+    case FXA_WRAP_U: return counting ? FX32_WRAP_U : FX32_N_WRAP_U;
+    case FXA_ZERO: return full ? FX32_ZERO_FULL : FX32_ZERO;
+    default: *cnt = NULL; return FX32_N_ADD;
+    }
+}
+
 #define FX32_OVF(A) _mm512_cmplt_epi32_mask(_mm512_ternarylogic_epi32(s_, A, p_, 0x18), zero)
 #define FX32_B_SAT(A, O) { const __m512i s_ = _mm512_add_epi32(A, p_);                                  \
     const __m512i c_ = _mm512_min_epi32(_mm512_max_epi32(s_, vlo), vhi);                                \
@@ -65,21 +79,24 @@ enum {
         if ((R) > 1) FX32_ROW(1, BODY)                                                              \
     }
 
-#define FX32_SWITCH(R)                                                                             \
+/* the loop of the variant in `variant`: KLOOP(R, BODY) with the bodies P##_B_* (P = FX32 here, FA32 in the AVX2
+ * twin, _accumulate_avx2_i32.h) */
+#define FX32_SWITCH_OF(KLOOP, P, R)                                                                \
     switch (variant) {                                                                              \
-    case FX32_SAT: FX32_KLOOP(R, FX32_B_SAT) break;                                                 \
-    case FX32_SAT_FULL: FX32_KLOOP(R, FX32_B_SAT_FULL) break;                                       \
-    case FX32_WRAP: FX32_KLOOP(R, FX32_B_WRAP) break;                                               \
-    case FX32_WRAP_FULL: FX32_KLOOP(R, FX32_B_WRAP_FULL) break;                                     \
-    case FX32_WRAP_U: FX32_KLOOP(R, FX32_B_WRAP_U) break;                                           \
-    case FX32_ZERO: FX32_KLOOP(R, FX32_B_ZERO) break;                                               \
-    case FX32_ZERO_FULL: FX32_KLOOP(R, FX32_B_ZERO_FULL) break;                                     \
-    case FX32_N_SAT: FX32_KLOOP(R, FX32_B_N_SAT) break;                                             \
-    case FX32_N_SAT_FULL: FX32_KLOOP(R, FX32_B_N_SAT_FULL) break;                                   \
-    case FX32_N_WRAP: FX32_KLOOP(R, FX32_B_N_WRAP) break;                                           \
-    case FX32_N_WRAP_U: FX32_KLOOP(R, FX32_B_N_WRAP_U) break;                                       \
-    default: FX32_KLOOP(R, FX32_B_N_ADD) break;                                                     \
+    case FX32_SAT: KLOOP(R, P##_B_SAT) break;                                                       \
+    case FX32_SAT_FULL: KLOOP(R, P##_B_SAT_FULL) break;                                             \
+    case FX32_WRAP: KLOOP(R, P##_B_WRAP) break;                                                     \
+    case FX32_WRAP_FULL: KLOOP(R, P##_B_WRAP_FULL) break;                                           \
+    case FX32_WRAP_U: KLOOP(R, P##_B_WRAP_U) break;                                                 \
+    case FX32_ZERO: KLOOP(R, P##_B_ZERO) break;                                                     \
+    case FX32_ZERO_FULL: KLOOP(R, P##_B_ZERO_FULL) break;                                           \
+    case FX32_N_SAT: KLOOP(R, P##_B_N_SAT) break;                                                   \
+    case FX32_N_SAT_FULL: KLOOP(R, P##_B_N_SAT_FULL) break;                                         \
+    case FX32_N_WRAP: KLOOP(R, P##_B_N_WRAP) break;                                                 \
+    case FX32_N_WRAP_U: KLOOP(R, P##_B_N_WRAP_U) break;                                             \
+    default: KLOOP(R, P##_B_N_ADD) break;                                                           \
     }
+#define FX32_SWITCH(R) FX32_SWITCH_OF(FX32_KLOOP, FX32, R)
 
 /* The lane layout (see FXA_X512_LOAD): four vectors of 16 int32 per row; vector v, lane l <-> column
  * 32 * (v >> 1) + 2 * l + (v & 1) (the even and odd columns of vpmaddwd). */
@@ -118,18 +135,9 @@ static void fxa_mac32m_x512(FXA_X512_ARGS(int32_t))
     const __m512i vlo = _mm512_set1_epi32(lo), vhi = _mm512_set1_epi32(hi), one = _mm512_set1_epi32(1);
     const __m512i zero = _mm512_setzero_si512(), vmax = _mm512_set1_epi32(INT32_MAX);
     const __m128i shc = _mm_cvtsi32_si128(sh);
-    const int full = lo == INT32_MIN && hi == INT32_MAX;
-    int variant;
+    const int variant = fx32_variant(mode, &cnt, lo, hi);
     int32_t tmp[64];
     (void)vlo; (void)vhi; (void)one; (void)zero; (void)vmax; (void)shc;
-    switch (mode) {
-    case FXA_SAT: variant = cnt ? (full ? FX32_SAT_FULL : FX32_SAT) : (full ? FX32_N_SAT_FULL : FX32_N_SAT); break;
-    case FXA_WRAP_S:
-        variant = cnt ? (full ? FX32_WRAP_FULL : FX32_WRAP) : (full ? FX32_N_ADD : FX32_N_WRAP); break;
-    case FXA_WRAP_U: variant = cnt ? FX32_WRAP_U : FX32_N_WRAP_U; break;
-    case FXA_ZERO: variant = full ? FX32_ZERO_FULL : FX32_ZERO; break;
-    default: variant = FX32_N_ADD; cnt = NULL; break;       /* FXA_EXACT: no fit, nothing to count */
-    }
     FXA_X512_LOOPS(FXA_R32, FX32_BLOCK)
 }
 #endif /* FXA_HAVE_I16 */

@@ -32,11 +32,11 @@ int16 sums by AVX512-VNNI, int32 operands by a register-blocked AVX-512 ``VPMULD
 columns in registers; exact 64-bit products, sums modulo :math:`2^{64}`), wider ones by an unsigned 64-bit
 kernel.  ``count=False`` with ``overflow="wrap"`` takes the same exact sum modulo :math:`2^{64}` and
 reduces it once (wrapping commutes with summation; see :func:`matmul`).  Otherwise per-add SIMD
-kernels run: with AVX-512BW, register-blocked loops on 16-bit lanes (native saturating adds, int16
-operands and products) or 32-bit lanes (exact VPMADDWD products of int16 operands), each counting
-overflows with one mask compare and one masked add per vector (no horizontal work; lane counters
-flushed once per k tile), and loops without counters for ``count=False``; with AVX2 or wider operands,
-16/32/64-bit-lane loops vectorised by the compiler (AVX-512/AVX2 variants chosen at run time).  The
+kernels run: with AVX-512BW or AVX2, register-blocked loops on 16-bit lanes (native saturating adds,
+int16 operands and products) or 32-bit lanes (exact VPMADDWD products of int16 operands), each counting
+overflows with one compare and one (masked) add per vector (no horizontal work; lane counters flushed
+once per k tile), and loops without counters for ``count=False``; with wider operands, 32/64-bit-lane
+loops vectorised by the compiler (AVX-512/AVX2 variants chosen at run time).  The
 adder tree is vectorised across output columns (a problem with few output columns and many rows runs
 transposed, to fill the lanes), and rounded products and ``wrap_sign_magnitude`` use a generic 128-bit
 kernel.  Rows run in parallel (``threads``), never the reduction, so the thread count never changes a bit.
@@ -118,8 +118,8 @@ _COMMON_DOC = """
           kernel for wider operands (about 0.4-0.9x BLAS): BLAS speed or better instead of the
           per-add kernel's.
         * saturating modes: the per-add kernel still runs (saturation does not commute), on its
-          loops without counters where it has them (AVX-512BW 16/32-bit lanes: about 2x / 1.5x
-          faster than counting).
+          loops without counters where it has them (AVX2 / AVX-512BW 16/32-bit lanes; with
+          AVX-512BW about 2x / 1.5x faster than counting).
 
         With ``count=True`` every add is fitted and tested in the per-add kernels (16-bit lanes:
         one mask compare and one masked add per 32 adds; 32-bit lanes: per 16 adds), also for wrap.

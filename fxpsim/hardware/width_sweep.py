@@ -12,7 +12,7 @@ redundant work:
   a depthwise node (a few adds per output) has the exact peak of its running sums instead (sequential order);
 * an output whose bound fits ``W`` bits cannot overflow: its accumulator is :math:`E - b + b_W` (``b_W`` the
   bias saturated into ``W`` bits, as the datapath stores it);
-* the others go through the per-add kernels (AVX-512BW 16/32-bit lanes, the rows of the node that need it,
+* the others go through the per-add kernels (AVX2 or AVX-512BW 16/32-bit lanes, the rows of the node that need it,
   named by a row index: nothing is copied), and an output without an overflow event at ``W`` -- all its exact
   partial sums within range -- has none at any wider width (the exact partial sums do not depend on ``W``,
   and neither does a saturated bias get further from them), so it leaves the per-add work for good; wrapping,

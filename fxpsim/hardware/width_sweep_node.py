@@ -289,8 +289,8 @@ class _Node:
         self.packed = packed                    # last: other threads test it without the lock
 
     def kernel_ok(self, width: int, order: str):
-        """``(kernel, init dtype, lane bits)`` of the AVX-512BW kernel for this width, or None."""
-        if order != "sequential" or not _per_add._SIMD512 or max(self.amax, self.bmax) >= 1 << 15:
+        """``(kernel, init dtype, lane bits)`` of the SIMD kernel (AVX2 or AVX-512BW) for this width, or None."""
+        if order != "sequential" or not _per_add._SIMD16 or max(self.amax, self.bmax) >= 1 << 15:
             return None
         if width <= 16 and self.pmax < 1 << 15:
             return _k.mac_fast16, np.int16, 16

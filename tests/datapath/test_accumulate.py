@@ -136,8 +136,8 @@ def test_simd_kernels_match_reference(overflow, word, signed, path):
     """The vectorised 16/32/64-bit-lane kernels: full 64-column blocks, a remainder, several rows."""
     if path == "simd16" and not _acc_per_add._SIMD16:
         path = "simd32"
-    if path == "simd32" and not _acc_per_add._SIMD512:
-        path = "simd32w"                  # without AVX-512BW: the int32-operand kernel
+    if path == "simd32" and not _acc_per_add._SIMD16:
+        path = "simd32w"                  # without AVX2: the int32-operand kernel
     rng = np.random.default_rng(word)
     a = rng.integers(-128, 128, (5, 150)) * (1 << max(word - 16, 0) // 2)
     b = rng.integers(-128, 128, (150, 70)) * (1 << max(word - 16, 0) // 2)
@@ -667,7 +667,7 @@ def test_narrow_right_operand_keeps_memory_near_the_inputs():
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert datapath.last_path == ("simd32" if _acc_per_add._SIMD512 else "simd32w")
+    assert datapath.last_path == ("simd32" if _acc_per_add._SIMD16 else "simd32w")
     assert peak < _acc_scratch._TEMP_BYTES + 8 * (a.nbytes + b.nbytes), peak
     exact = int((a.astype(np.int64) @ b.astype(np.int64))[0, 0])
     assert int(got.raw[0, 0]) == ref.overflow_int(exact, 20, True, "wrap")[0]   # wrap: order-free

@@ -28,6 +28,8 @@ from fxpsim.datapath.accumulate import sum as fsum
 
 AVX512 = kernels.simd16_level() >= 2
 needs_avx512 = pytest.mark.skipif(not AVX512, reason="AVX-512BW kernels not available on this CPU")
+# the 16/32-bit kernels (AVX2 or AVX-512BW: the best this CPU has runs)
+needs_simd = pytest.mark.skipif(kernels.simd16_level() < 1, reason="no AVX2 on this CPU (no 16/32-bit kernels)")
 
 
 def aligned(product: int, shift: int, rounding: str = "half_up") -> int:
@@ -199,12 +201,12 @@ def _data(rng, word, m, k, n, signed=True):
     return a, b
 
 
-@needs_avx512
+@needs_simd
 @pytest.mark.parametrize("word,signed,path", [(16, True, "simd16"), (12, True, "simd16"), (2, True, "simd16"),
                                               (17, True, "simd32"), (24, True, "simd32"), (31, True, "simd32"),
                                               (32, True, "simd32"), (20, False, "simd32"), (30, False, "simd32")])
 @pytest.mark.parametrize("overflow", MODES)
-def test_avx512_kernels_match_reference(word, signed, path, overflow):
+def test_simd_kernels_match_reference(word, signed, path, overflow):
     if overflow == "saturate_symmetric" and word == 32:
         path = "simd64"                                    # lo = -hi: not the full int32 register
     rng = np.random.default_rng(word * 7 + len(overflow))
@@ -222,7 +224,7 @@ def test_avx512_kernels_match_reference(word, signed, path, overflow):
     np.testing.assert_array_equal(free.raw, got.raw)       # count-free loops: same codes
 
 
-@needs_avx512
+@needs_simd
 @pytest.mark.parametrize("word", [9, 16, 23, 32])
 def test_row_index_and_shared_init_forms(word):
     """The kernels' row-index and one-row-``init`` forms (used by the node sweep) on a permutation."""
@@ -258,11 +260,11 @@ def test_serial_and_parallel_runs_are_identical(word, overflow):
     assert runs[0][0].overflows > 0
 
 
-@needs_avx512
+@needs_simd
 @settings(max_examples=40)
 @given(st.integers(2, 32), st.sampled_from(MODES), st.integers(0, 2 ** 32 - 1), st.integers(1, 9),
        st.integers(0, 70), st.integers(1, 70))
-def test_avx512_kernels_small_shapes(word, overflow, seed, m, k, n):
+def test_simd_kernels_small_shapes(word, overflow, seed, m, k, n):
     """Every remainder of the register blocks (rows mod 4 / 2, columns mod 64, K = 0)."""
     rng = np.random.default_rng(seed)
     a, b = _data(rng, word, m, k, n)
@@ -274,9 +276,10 @@ def test_avx512_kernels_small_shapes(word, overflow, seed, m, k, n):
 
 
 @pytest.mark.parametrize("word,overflow", [(12, "saturate"), (12, "wrap"), (24, "saturate"), (40, "wrap")])
-def test_count_false_without_avx512_kernels(monkeypatch, word, overflow):
-    """Kernels that always count (AVX2 16-bit, compiler-vectorised 32/64-bit): counts taken, then dropped."""
+def test_count_false_without_simd_kernels(monkeypatch, word, overflow):
+    """Kernels that always count (compiler-vectorised 32/64-bit): counts taken, then dropped."""
     monkeypatch.setattr(_acc_per_add, "_SIMD512", False)
+    monkeypatch.setattr(_acc_per_add, "_SIMD16", False)
     rng = np.random.default_rng(word)
     a, b = _data(rng, word, 5, 300, 70)
     got = matmul(a, b, word, overflow=overflow, count=False)

@@ -133,10 +133,11 @@ def test_bad_arguments(demo):
         node_sweep(graph, x[:4], overflows=())
 
 
-def test_without_the_avx512_kernels(demo, monkeypatch):
+def test_without_the_simd_kernels(demo, monkeypatch):
     """The portable path (public datapath functions on whole rows, numpy scoring) gives the same numbers."""
     from fxpsim.datapath import _acc_per_add
     monkeypatch.setattr(_acc_per_add, "_SIMD512", False)
+    monkeypatch.setattr(_acc_per_add, "_SIMD16", False)
     graph, x = demo
     dp = graph.default_datapath
     widths = (9, 16, 18)
