@@ -223,7 +223,8 @@ def test_checks_name_the_node_and_the_tensor():
 
 def test_requantize_onto_a_code_narrower_than_its_dtype_saturates_to_the_code_range():
     # a 4-bit output held in int8: MLAS saturates to int8, the code must still lie in [-8, 7] (it did not)
-    graph, node = _requant_graph("onnx_requantize", {}, y_bits=4, y_signed=True)
+    graph, node = _graph("onnx_requantize", TensorSpec("a", 8, True, (6,), 0.5, 3),
+                         TensorSpec("b", 4, True, (6,), 0.25, -2))
     (b,), _ = run_node(graph, node, [A], NATIVE, False)
-    assert b.dtype == np.int8 and b.tolist() == [_ref_requant(A[0], y_bits=4, y_signed=True)]
-    assert b.min() == -8 and b.max() == 7
+    want = [min(7, max(-8, _half_even((int(q) - 3) * Fraction(1, 2) / Fraction(1, 4)) - 2)) for q in A[0]]
+    assert b.dtype == np.int8 and b.tolist() == [want] == [[-2, 7, -8, 7, -8, -8]]
