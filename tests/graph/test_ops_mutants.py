@@ -148,6 +148,19 @@ def test_avg_pool_float_reference():
         run_node_float(graph, node, [x])
 
 
+def test_avg_pool_float_reference_with_a_stride_and_same_padding():
+    """A 2x2 window at stride 1 under SAME padding (TensorFlow: pad bottom/right by 1, padded taps excluded
+    from the count): the stride and padding attributes, not the pool size, set the windows."""
+    graph, node = _pool_graph({"pool_size": [2, 2], "stride": [1, 1], "padding": "SAME"}, shape=(3, 3, 1),
+                              out_shape=(3, 3, 1))
+    x = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0]).reshape(1, 3, 3, 1)
+    (y,) = run_node_float(graph, node, [x])
+    want = [[(1 + 2 + 8 + 16) / 4, (2 + 4 + 16 + 32) / 4, (4 + 32) / 2],
+            [(8 + 16 + 64 + 128) / 4, (16 + 32 + 128 + 256) / 4, (32 + 256) / 2],
+            [(64 + 128) / 2, (128 + 256) / 2, 256.0]]
+    assert y.shape == (1, 3, 3, 1) and y[0, :, :, 0].tolist() == want
+
+
 def ref_max_pool(x, k, stride, pads, lo, hi):
     n, h, w, ch = x.shape
     (pt, pb), (pl, pr) = pads

@@ -19,13 +19,23 @@ def _qparams(spec, ndim):
     return spec.scale.astype(F32).reshape(shape), spec.zero_point.reshape(shape)
 
 
+def _linear_quantize(x, s, z, spec):
+    """onnxruntime's QuantizeLinear onto ``spec``'s codes: MLAS saturates to the dtype's range, and a code
+    narrower than its dtype (4, 12 bits: ONNX int4 saturates the same way) is clamped to its own
+    :math:`[q_{min}, q_{max}]` (clamping before or after the rounding gives the same integer)."""
+    lo, hi = spec.code_range
+    out = K.quantize_linear(x, s, z, spec.dtype)
+    info = np.iinfo(spec.dtype)
+    return out if (lo, hi) == (info.min, info.max) else np.clip(out, lo, hi).astype(spec.dtype)
+
+
 def _quantize_run(graph, node, ins, dp, trace):
     y = _spec(graph, node.outputs[0])
     lo, hi = y.code_range
     x = np.asarray(ins[0], F32)
     s, z = _qparams(y, x.ndim)
     if is_native(dp):
-        out = K.quantize_linear(x, s, z, y.dtype)
+        out = _linear_quantize(x, s, z, y)
         clipped = 0
         if trace:
             with np.errstate(all="ignore"):
@@ -62,7 +72,7 @@ def _requantize_codes(graph, node, x_codes):
         v = np.maximum(v, F32(lo_c))
     if hi_c is not None:
         v = np.minimum(v, F32(hi_c))
-    return K.quantize_linear(v, _scale(y), _zp(y), y.dtype)
+    return _linear_quantize(v, _scale(y), _zp(y), y)
 
 
 def _requantize_run(graph, node, ins, dp, trace):
