@@ -200,6 +200,7 @@ def sensitivity(model, data, config="int8-acc16-sat", candidates=None, *, calibr
     """
     _require_layers()
     base = load_config(config)
+    _refuse_float(model, base, "sensitivity")
     reference = exact_datapath(base)
     cands = _graph_candidates(model, _candidates(
         {"accumulator_bits": DEFAULT_CANDIDATES["accumulator_bits"]} if candidates is None and _is_graph(model)
@@ -226,6 +227,16 @@ def sensitivity(model, data, config="int8-acc16-sat", candidates=None, *, calibr
         out.append({"node": nd["name"], "op": nd["op"], "macs": nd["macs"], "axis": axis, "bits": bits,
                     metric: rec[metric], "drop": ref_acc - rec[metric], "overflow_count": rec["overflow_count"]})
     return SensitivityResult(out, ref_acc, float_acc, reference, metric)
+
+
+def _refuse_float(model, base, what: str) -> None:
+    """``what`` lowers integer widths one node at a time: a float datapath or float graph has none to lower."""
+    from ..graph.extract import FloatGraph
+    from .float_config import is_float_datapath
+    if is_float_datapath(base) or isinstance(model, FloatGraph):
+        raise ValueError(f"{what} lowers integer weight/activation/accumulator widths; a float datapath or float "
+                         f"graph has none: sweep its accumulator with fxpsim.sweep(model, data, grid="
+                         f"{{'accumulator.fraction_bits': [...], 'promote_every': [...]}}, config=...)")
 
 
 # ----------------------------------------------------------------------------------------- search
@@ -359,6 +370,7 @@ def search(model, data, budget: float | None = None, candidates=None, *, target:
     if cost not in COSTS:
         raise ValueError(f"search: cost must be one of {COSTS}, got {cost!r}")
     base = load_config(config)
+    _refuse_float(model, base, "search")
     cands = _candidates(candidates)
     x, y = _data(data)
     if y is None and not _is_graph(model):

@@ -4,6 +4,7 @@ accuracy, on any Executor."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -110,6 +111,11 @@ def test_search_errors(setup):
     with pytest.raises(ValueError, match="cost"):
         search_mod.search(model, data, target=0.5, cost="area", calibration_x=xc)
     assert np.isfinite(search_mod.configuration_cost([], {}, preset("int8-acc16-sat")))
+    # a float datapath has no integer widths to lower: both refuse it by name and point at the float sweep
+    fp8 = str(Path(__file__).resolve().parents[2] / "examples" / "h100-fp8.toml")
+    for fn, kw in ((search_mod.sensitivity, {}), (search_mod.search, {"target": 0.5})):
+        with pytest.raises(ValueError, match="float datapath.*accumulator.fraction_bits"):
+            fn(model, data, config=fp8, calibration_x=xc, **kw)
 
 
 def test_exchanges_never_cost_more(setup):
