@@ -32,6 +32,7 @@ def _load(name):
 
 
 fm = _load("test_float_mac")
+from reference_tensor_core import pow2_exponent, round_f32  # noqa: E402
 
 
 def _e4m3(v: float) -> Fraction:
@@ -47,11 +48,11 @@ def _expected(x, w, bias, stride, pads, x_amax, per_channel, F, man, exact=False
     xp = np.zeros((n, h + top + bottom, wd + left + right, c))
     xp[:, top:top + h, left:left + wd, :] = x
     oh, ow = (xp.shape[1] - kh) // stride + 1, (xp.shape[2] - kw) // stride + 1
-    ex = fm._pow2_exponent(x_amax)
+    ex = pow2_exponent(x_amax)
     out = np.empty((n, oh, ow, c * m))
     for ch in range(c):
         for j in range(m):
-            ew = fm._pow2_exponent(float(np.abs(w[:, :, ch, j]).max() if per_channel else np.abs(w).max()))
+            ew = pow2_exponent(float(np.abs(w[:, :, ch, j]).max() if per_channel else np.abs(w).max()))
             b = [_e4m3(w[a, bb, ch, j] / 2.0 ** ew) for a in range(kh) for bb in range(kw)]
             outer = Fraction(2) ** (ex + ew)
             cc = Fraction(float(np.float32(bias[ch * m + j] / float(outer))))
@@ -62,7 +63,7 @@ def _expected(x, w, bias, stride, pads, x_amax, per_channel, F, man, exact=False
                               for a in range(kh) for bb in range(kw)]
                         pad = [Fraction(0)] * (-len(a_) % 32)
                         if exact:
-                            d = fm._round_f32(cc + sum(p * q for p, q in zip(a_, b)), 23, nearest=True)
+                            d = round_f32(cc + sum(p * q for p, q in zip(a_, b)), 23, nearest=True)
                         else:
                             d = fm._fraction_model(a_ + pad, b + pad, cc, 32, F, man)
                         out[i, y, z, ch * m + j] = float(d * outer)
