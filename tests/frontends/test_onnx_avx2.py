@@ -30,6 +30,7 @@ import fxpsim
 from fxpsim.frontends.onnx import ops as onnx_ops  # noqa: F401  (registers the ONNX graph ops)
 from fxpsim.graph.ir import Datapath, IntegerGraph, Node, TensorSpec
 from fxpsim.frontends.onnx.importer import ONNXRUNTIME_DATAPATH, onnxruntime_cpu
+from fxpsim.datapath.onnxruntime import x86_pairs
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "onnx_models" / "avx2_u8s8.npz"
 TOOLS = Path(__file__).resolve().parents[2] / "tools" / "fixtures" / "onnx"
@@ -118,14 +119,23 @@ def _matmul_case(draw):
     return x, w, draw(st.integers(0, 255)), wz, draw(st.booleans())
 
 
-@given(_matmul_case())
-def test_matmul_pair_saturation_matches_a_python_integer_model(case):
+@pytest.mark.parametrize("path", ["numpy", "C"])
+@given(case=_matmul_case())
+def test_matmul_pair_saturation_matches_a_python_integer_model(path, case):
+    """Both the C kernel (``_pairs``, skipped where the extension is not built) and the numpy path."""
+    if path == "C" and x86_pairs._kernel is None:
+        pytest.skip("the _pairs extension is not built (pip install -e .)")
     x, w, az, wz, shift = case
     codes = (x - 128 if shift else x).astype(np.int8 if shift else np.uint8)
     g = _integer_graph("matmul_integer", (x.shape[1],), w.astype(np.int8), shift,
                        {"x_zero_point": az - 128 if shift else az, "w_zero_point": list(wz),
                         "u8s8_pairs": "saturate16", "u8_shift": shift, "_out": (w.shape[0],)})
-    got = g.run(codes)
+    kernel = x86_pairs._kernel
+    x86_pairs._kernel = None if path == "numpy" else kernel
+    try:
+        got = g.run(codes)
+    finally:
+        x86_pairs._kernel = kernel
     assert got.tolist() == ref_matmul(x, w, az, wz)
 
 
@@ -135,29 +145,40 @@ def _conv_case(draw):
     cg = draw(st.integers(1, 3))
     og = draw(st.integers(1, 2))
     kh, kw = draw(st.integers(1, 3)), draw(st.integers(1, 2))
-    h, wd = draw(st.integers(kh, 4)), draw(st.integers(kw, 4))
+    dilation = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    h, wd = draw(st.integers(dilation[0] * (kh - 1) + 1, 5)), draw(st.integers(dilation[1] * (kw - 1) + 1, 5))
     pads = ((draw(st.integers(0, 1)), draw(st.integers(0, 1))), (draw(st.integers(0, 1)), draw(st.integers(0, 1))))
     stride = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
-    c, o = groups * cg, groups * og
-    x = np.array(draw(st.lists(_A, min_size=h * wd * c, max_size=h * wd * c)), np.int64).reshape(1, h, wd, c)
+    c, o, n = groups * cg, groups * og, draw(st.integers(1, 2))
+    x = np.array(draw(st.lists(_A, min_size=n * h * wd * c, max_size=n * h * wd * c)),
+                 np.int64).reshape(n, h, wd, c)
     w = np.array(draw(st.lists(_W, min_size=o * kh * kw * cg, max_size=o * kh * kw * cg)),
                  np.int64).reshape(o, kh, kw, cg)
     wz = draw(st.lists(st.integers(-128, 127), min_size=o, max_size=o))
-    return x, w, draw(st.integers(0, 255)), wz, pads, stride, groups
+    return x, w, draw(st.integers(0, 255)), wz, pads, stride, dilation, groups
 
 
-@given(_conv_case())
-def test_conv_pair_saturation_matches_a_python_integer_model(case):
-    """Pairs along (kh, kw, c) of each group, crossing kernel positions for odd C / group; padding holds the
-    raw zero point (conv_integer carries the knob here only to reach the kernel: onnxruntime's ConvInteger
-    itself is exact)."""
-    x, w, az, wz, pads, stride, groups = case
-    want = ref_conv(x, w, az, wz, stride, pads, (1, 1), groups)
+@pytest.mark.parametrize("path", ["numpy", "C"])
+@given(case=_conv_case())
+def test_conv_pair_saturation_matches_a_python_integer_model(path, case):
+    """Pairs along (kh, kw, c) of each group, crossing kernel positions for odd C / group, with strides,
+    dilations and batches; padding holds the raw zero point (conv_integer carries the knob here only to reach
+    the kernel: onnxruntime's ConvInteger itself is exact). Both the C kernel (``_pairs``) and the numpy path."""
+    if path == "C" and x86_pairs._kernel is None:
+        pytest.skip("the _pairs extension is not built (pip install -e .)")
+    x, w, az, wz, pads, stride, dilation, groups = case
+    want = ref_conv(x, w, az, wz, stride, pads, dilation, groups)
     g = _integer_graph("conv_integer", x.shape[1:], w.astype(np.int8), False,
                        {"x_zero_point": az, "w_zero_point": list(wz), "stride": list(stride),
-                        "padding": [list(p) for p in pads], "dilation": [1, 1], "group": groups,
+                        "padding": [list(p) for p in pads], "dilation": list(dilation), "group": groups,
                         "u8s8_pairs": "saturate16", "_out": want.shape[1:]})
-    assert g.run(x.astype(np.uint8)).tolist() == want.tolist()
+    kernel = x86_pairs._kernel
+    x86_pairs._kernel = None if path == "numpy" else kernel
+    try:
+        got = g.run(x.astype(np.uint8))
+    finally:
+        x86_pairs._kernel = kernel
+    assert got.tolist() == want.tolist()
 
 
 def test_pair_saturation_hand_table():

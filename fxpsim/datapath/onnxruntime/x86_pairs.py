@@ -22,6 +22,11 @@ group (channels fastest, pairs crossing kernel positions when ``C / group`` is o
 raw zero point :math:`z_a`); a depthwise convolution (one input and one output channel per group) runs an
 exact kernel. Measured with onnxruntime 1.32 on an AMD EPYC with AVX2 and FMA, no AVX-512
 (``tools/fixtures/onnx/ORT_SEMANTICS.md`` section 10).
+
+The sums run in C (``_pairs.excess_rows``: one gathered row of live pairs against every output column) when
+the extension is built and the codes fit int16 with :math:`2 \max|a| \max|w| < 2^{31}`; otherwise, and with
+``_kernel = None``, in numpy (the tests compare both). Only pairs whose bound from the largest codes can leave
+int16 are formed: the others have no excess.
 """
 from __future__ import annotations
 
@@ -36,6 +41,17 @@ U8S8_PAIRS = ("exact", "saturate16")
 _LO16, _HI16 = -(1 << 15), (1 << 15) - 1
 #: Elements of the largest pair array one chunk builds (int32: 16 MiB).
 _CHUNK = 1 << 22
+
+try:
+    from . import _pairs as _kernel
+except ImportError:  # the extension is not built: the numpy path
+    _kernel = None
+
+
+def _fits_kernel(a_absmax: int, w_absmax: int) -> bool:
+    """Whether the C kernel's int16 operands and int32 pair sums hold these codes exactly."""
+    return (_kernel is not None and a_absmax <= _HI16 and w_absmax <= _HI16
+            and 2 * a_absmax * w_absmax < (1 << 31))
 
 
 def _pair_bound(a_max, w_absmax):
@@ -63,9 +79,15 @@ def pair_excess(a, w) -> np.ndarray:
         w = w[:, :k - 1]
     a32 = a.astype(np.int32)
     w32 = w.astype(np.int32)
-    bound = _pair_bound(np.abs(a32).max(axis=0), np.abs(w32).max(axis=0))
-    live = np.flatnonzero(bound > _HI16)
+    a_abs, w_abs = np.abs(a32).max(axis=0), np.abs(w32).max(axis=0)
+    live = np.flatnonzero(_pair_bound(a_abs, w_abs) > _HI16)
     if live.size == 0:
+        return out
+    if _fits_kernel(int(a_abs.max()), int(w_abs.max())):
+        offs = np.stack([2 * live, 2 * live + 1], axis=1).reshape(-1).astype(np.intp)
+        bases = np.arange(r, dtype=np.intp) * a32.shape[1]
+        _kernel.excess_rows(a32.astype(np.int16).reshape(-1), bases, offs,
+                            np.ascontiguousarray(w32[:, offs], dtype=np.int16), out, 0)
         return out
     a0, a1 = a32[:, 2 * live], a32[:, 2 * live + 1]             # [R, J]
     w0, w1 = w32[:, 2 * live].T, w32[:, 2 * live + 1].T         # [J, O]
@@ -114,6 +136,9 @@ def conv2d_excess(x, w, *, stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1,
     xp[:, pt:pt + h, pl:pl + wd] = x
     og = o // groups
     kk = kh * kw * cg
+    if xp.size and _fits_kernel(int(np.abs(xp).max()), int(np.abs(w.astype(np.int32)).max())):
+        _conv_kernel(xp, w, out, stride, dilation, groups)
+        return out
     rows = max(1, _CHUNK // max(1, ow * kk))        # output rows (of one image) per im2col chunk
     for gi in range(groups):
         wg = w[gi * og:(gi + 1) * og].reshape(og, kk)
@@ -130,6 +155,33 @@ def conv2d_excess(x, w, *, stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1,
                 exc = pair_excess(cols.reshape(-1, kk), wg)
                 out[b, r0:r1, :, gi * og:(gi + 1) * og] = exc.reshape(r1 - r0, ow, og)
     return out
+
+
+def _conv_kernel(xp, w, out, stride, dilation, groups):
+    """:func:`conv2d_excess` in C: the im2col rows are offsets into the padded input ``xp`` [N, Hp, Wp, C]
+    (``bases``: each output pixel's top-left element; ``offs``: a live pair's elements within its window)."""
+    n, hp, wp, c = xp.shape
+    _, oh, ow, o = out.shape
+    _, kh, kw, cg = w.shape
+    (sh, sw), (dh, dw) = stride, dilation
+    og, kk = o // groups, kh * kw * cg
+    c_abs = np.abs(xp).max(axis=(0, 1, 2))                                     # per channel
+    i, j, ch = np.meshgrid(np.arange(kh), np.arange(kw), np.arange(cg), indexing="ij")
+    within = ((i * dh * wp + j * dw) * c + ch).reshape(-1)                      # (kh, kw, c) order
+    bases = (((np.arange(n)[:, None, None] * hp + sh * np.arange(oh)[None, :, None]) * wp
+              + sw * np.arange(ow)[None, None, :]) * c).reshape(-1).astype(np.intp)
+    flat = out.reshape(-1, o)
+    src = xp.astype(np.int16).reshape(-1)
+    even = kk - kk % 2                                                          # a lone last product never saturates
+    for gi in range(groups):
+        wg = w[gi * og:(gi + 1) * og].reshape(og, kk)[:, :even].astype(np.int32)
+        a_abs = c_abs[gi * cg + ch.reshape(-1)[:even]]
+        live = np.flatnonzero(_pair_bound(a_abs, np.abs(wg).max(axis=0)) > _HI16)
+        if live.size == 0:
+            continue
+        pick = np.stack([2 * live, 2 * live + 1], axis=1).reshape(-1)
+        _kernel.excess_rows(src, bases, (within[pick] + gi * cg).astype(np.intp),
+                            np.ascontiguousarray(wg[:, pick], dtype=np.int16), flat, gi * og)
 
 
 def _cpu_flags() -> set | None:
