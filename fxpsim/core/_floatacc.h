@@ -21,6 +21,7 @@
 #define FXPSIM_FLOATACC_H
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <math.h>
 
@@ -58,6 +59,8 @@ typedef struct {
     int fast32;                         /* truncation with int32 lanes (F >= f_m and sums < 2^31) */
     int simd, small16, close32;         /* cols kernel: AVX2 allowed; |a| 2^(F - f_m), |b| < 2^15;
                                            |chunk sum + C term| < 2^30, storage <= 32 bits */
+    int f32;                            /* cols kernel, AVX2: the float32 planes (fa_fused_cols) */
+    int64_t f32_thr;                    /* ... taken where base - E_max >= f32_thr on every lane */
 } fa_params;
 
 typedef struct { int64_t sig, exp; int nan, inf, neg; } fa_c;

@@ -21,7 +21,8 @@ cdef extern from "_floatacc.h" nogil:
         int64_t p_m, p_emin, p_maxc, p_inf_code
         int p_has_inf, rounding, overflow
         int64_t nan_code
-        int batched, fast32, simd, small16, close32
+        int batched, fast32, simd, small16, close32, f32
+        int64_t f32_thr
     void fa_fused(const int32_t *ua, const int32_t *ea, const int32_t *ga, const uint8_t *fa,
                   const int32_t *ub, const int32_t *eb, const int32_t *gb, const uint8_t *fb,
                   const uint8_t *qa, const uint8_t *qb, const int64_t *c, int64_t *d, int64_t *st, int64_t M, int64_t N, const fa_params *p,
@@ -50,6 +51,7 @@ cdef fa_params _params(dict q):
     p.p_has_inf, p.rounding, p.overflow = q["p_has_inf"], q["rounding"], q["overflow"]
     p.nan_code, p.batched, p.fast32 = q["nan_code"], q["batched"], q.get("fast32", 0)
     p.simd, p.small16, p.close32 = q.get("simd", 1), q.get("small16", 0), q.get("close32", 0)
+    p.f32, p.f32_thr = q.get("f32", 0), q.get("f32_thr", 0)
     return p
 
 

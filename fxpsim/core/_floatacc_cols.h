@@ -80,6 +80,7 @@ __attribute__((target("avx2"))) static void fa_cols_chunk_avx2(const int32_t *ua
                                                              const int32_t *ga, const int32_t *ub,
                                                              const int32_t *eb, const int32_t *gb, int64_t ch,
                                                              int32_t base, int small16, const int32_t *ce,
+                                                             const float *af, const float *bf, int32_t thr,
                                                              int32_t *em, int32_t *sum, int32_t *nl) {
     __m256i pm0 = _mm256_set1_epi32(INT32_MIN), pm1 = pm0;
     for (int64_t k = 0; k < ch; k++) {
@@ -90,6 +91,24 @@ __attribute__((target("avx2"))) static void fa_cols_chunk_avx2(const int32_t *ua
     __m256i em0 = _mm256_max_epi32(pm0, _mm256_loadu_si256((const __m256i *)ce));
     __m256i em1 = _mm256_max_epi32(pm1, _mm256_loadu_si256((const __m256i *)(ce + 8)));
     __m256i s0 = _mm256_setzero_si256(), s1 = s0, q0 = s0, q1 = s0;
+    __m256i vb = _mm256_set1_epi32(base), d0 = _mm256_sub_epi32(vb, em0), d1 = _mm256_sub_epi32(vb, em1);
+    __m256i vthr = _mm256_set1_epi32(thr);
+    if (af && !_mm256_movemask_epi8(_mm256_or_si256(_mm256_cmpgt_epi32(vthr, d0), _mm256_cmpgt_epi32(vthr, d1)))) {
+        /* the float planes: term = trunc(a b 2^(base - E_max)), exact in float32 (see fa_fused_cols) */
+        __m256i top = _mm256_set1_epi32(254), b127 = _mm256_set1_epi32(127);
+        __m256 sc0 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_min_epi32(_mm256_add_epi32(d0, b127), top), 23));
+        __m256 sc1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_min_epi32(_mm256_add_epi32(d1, b127), top), 23));
+        for (int64_t k = 0; k < ch; k++) {
+            __m256 a = _mm256_broadcast_ss(af + k);
+            __m256 y0 = _mm256_mul_ps(_mm256_mul_ps(a, _mm256_loadu_ps(bf + k * FA_JT)), sc0);
+            __m256 y1 = _mm256_mul_ps(_mm256_mul_ps(a, _mm256_loadu_ps(bf + k * FA_JT + 8)), sc1);
+            __m256i t0 = _mm256_cvttps_epi32(y0), t1 = _mm256_cvttps_epi32(y1);
+            s0 = _mm256_add_epi32(s0, t0);
+            s1 = _mm256_add_epi32(s1, t1);
+            q0 = _mm256_sub_epi32(q0, _mm256_castps_si256(_mm256_cmp_ps(_mm256_cvtepi32_ps(t0), y0, _CMP_EQ_OQ)));
+            q1 = _mm256_sub_epi32(q1, _mm256_castps_si256(_mm256_cmp_ps(_mm256_cvtepi32_ps(t1), y1, _CMP_EQ_OQ)));
+        }
+    } else
     for (int64_t k = 0; k < ch; k++) {
         __m256i e = _mm256_set1_epi32(ea[k]), u = _mm256_set1_epi32(ua[k] << base), g = _mm256_set1_epi32(ga[k]);
         const __m256i *ebk = (const __m256i *)(eb + k * FA_JT), *ubk = (const __m256i *)(ub + k * FA_JT),
@@ -304,8 +323,26 @@ static void fa_fused_cols(const int32_t *ua, const int32_t *ea, const int32_t *g
     int64_t K = p->K, ch = p->chunk, nch = K / ch, nt = Np / FA_JT;
     int32_t base = (int32_t)(p->F - p->fm);
     int simd = 0;
+    float *af = NULL, *bf = NULL;
 #if FA_HAVE_AVX2
     simd = p->simd && __builtin_cpu_supports("avx2");
+    /* p->f32: the float planes a = (-1)^g |a| 2^(E_a), b likewise; the caller proved that every
+     * finite nonzero one and their products are exact float32 normals (|a| |b| < 2^24, exponents in range)
+     * and that a b 2^(base - E_max) is a normal wherever E_max <= base - p->f32_thr (else the lane's chunk
+     * takes the integer loop): then trunc() of it is the integer term and "integral" is "exact". */
+    if (simd && p->f32) {
+        af = (float *)malloc(sizeof(float) * (size_t)(M * K));
+        bf = (float *)malloc(sizeof(float) * (size_t)(Np * K));
+        if (!af || !bf) { free(af); free(bf); af = bf = NULL; }
+        for (int64_t x = 0; af && x < M * K; x++) {
+            float v = ldexpf((float)ua[x], ea[x] < -126 ? -126 : (ea[x] > 127 ? 127 : ea[x]));
+            af[x] = ga[x] ? -v : v;
+        }
+        for (int64_t x = 0; bf && x < Np * K; x++) {
+            float v = ldexpf((float)ub[x], eb[x] < -126 ? -126 : (eb[x] > 127 ? 127 : eb[x]));
+            bf[x] = gb[x] ? -v : v;
+        }
+    }
 #endif
     (void)threads;
     /* blocks of FA_IB rows x one column tile: both stay in cache while the block's outputs run */
@@ -330,7 +367,9 @@ static void fa_fused_cols(const int32_t *ua, const int32_t *ea, const int32_t *g
 #if FA_HAVE_AVX2
                 if (simd)
                     fa_cols_chunk_avx2(ua_ + k0, ea_ + k0, ga_ + k0, ubt + k0 * FA_JT, ebt + k0 * FA_JT,
-                                       gbt + k0 * FA_JT, ch, base, p->small16, ce, em, sum, nl);
+                                       gbt + k0 * FA_JT, ch, base, p->small16, ce,
+                                       af && !special ? af + i * K + k0 : NULL, bf ? bf + t * K * FA_JT + k0 * FA_JT : NULL,
+                                       (int32_t)p->f32_thr, em, sum, nl);
                 else
 #endif
                     fa_cols_chunk(ua_ + k0, ea_ + k0, ga_ + k0, ubt + k0 * FA_JT, ebt + k0 * FA_JT,
@@ -352,6 +391,8 @@ static void fa_fused_cols(const int32_t *ua, const int32_t *ea, const int32_t *g
         }
     }
     }
+    free(af);
+    free(bf);
 }
 
 #endif /* FXPSIM_FLOATACC_COLS_H */

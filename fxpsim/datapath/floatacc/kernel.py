@@ -83,6 +83,27 @@ def _fused_parts(op: Operand, scale: Operand | None, block):
             np.ascontiguousarray(-(sig < 0).astype(np.int32)), _flags(op, extra))
 
 
+def _f32_params(pa, pb, base: int) -> dict:
+    """Whether the AVX2 column kernel may compute the terms on float32 planes.
+
+    With :math:`a = \pm|a| 2^{E_a}`, :math:`b = \pm|b| 2^{E_b}` (finite nonzero elements) the term is
+    :math:`\mathrm{trunc}(a b\, 2^{base - E_{max}})`.  That is exact in float32 when
+    :math:`|a| |b| < 2^{24}`, every :math:`a`, :math:`b`, :math:`a b` is a normal below :math:`2^{100}`,
+    and :math:`a b\, 2^{base - E_{max}} \ge 2^{-126}`: the kernel takes a chunk's lanes on floats only
+    where :math:`base - E_{max} \ge` ``f32_thr`` :math:`= \max(-126 - \min(E_a + E_b), -126)` on every
+    lane (else the integer loop); the sum, :math:`E_{max}` and the inexact count are the same integers."""
+    lo, hi, nb = [], [], 0
+    for mag, exp, _, flags in (pa, pb):
+        live = (mag != 0) & ((flags & 3) == 0)
+        e = exp[live]
+        lo.append(int(e.min(initial=0)))
+        hi.append(int(e.max(initial=0)))
+        nb += int(mag[live].max(initial=0)).bit_length()
+    ok = (nb <= 24 and min(lo) >= -100 and max(hi) <= 100 and sum(hi) + nb <= 100 and sum(lo) >= -120
+          and base - sum(lo) <= 126)
+    return dict(f32=int(ok), f32_thr=max(-126 - sum(lo), -126))
+
+
 def _fused_cols(pa, pb, qa, qb, C, st, p, threads):
     """The column-vector kernel: B parts as columns, N padded with zeros to a multiple of 16.
 
@@ -106,7 +127,7 @@ def _fused_cols(pa, pb, qa, qb, C, st, p, threads):
     st_tiles = np.zeros((Np // 16, 3), np.int64)                  # counts per column tile
     base = p["F"] - p["fm"]
     small16 = (int(pa[0].max(initial=0)) << base) < (1 << 15) and int(ub.max(initial=0)) < (1 << 15)
-    p = dict(p, simd=int(SIMD), small16=int(small16))
+    p = dict(p, simd=int(SIMD), small16=int(small16), **_f32_params(pa, pb, base))
     _floatacc.fused_cols_kernel(*pa, ub, eb, gb, fb, qa, qbt, Cp, D, st_tiles, p, threads)
     st[0] += st_tiles.sum(axis=0)
     return D[:, :N]
