@@ -109,3 +109,68 @@ def test_ties_by_hand(simd, mode, pos, neg):
     r = float_matmul(A, B, "e4m3", "e4m3", acc)
     assert r.bits.astype(np.int64).tolist() == [[pos] * 17, [neg] * 17]
     assert r.terms_inexact == 0 and r.overflows == 0 and r.underflows == 0
+
+
+# ---- the float32-plane terms of the AVX2 column kernel (``_f32_params``, ``f32`` / ``f32_thr``)
+def _record_f32(mp):
+    """Wrap the column kernel to record the ``f32`` switch it was given."""
+    seen = []
+    real = kernel._floatacc.fused_cols_kernel
+
+    def spy(*args):
+        seen.append(args[-2]["f32"])
+        return real(*args)
+    mp.setattr(kernel._floatacc, "fused_cols_kernel", spy)
+    return seen
+
+
+@settings(max_examples=20, deadline=None)
+@given(data=st.data())
+def test_float_plane_terms_taken_and_exact(data):
+    """Ordinary e4m3 operands (with 13 or 16 fraction bits: the column kernel's 31-bit sums) take the float32-plane terms (the switch is on); where C's exponent dominates
+    some rows (base - E_max below ``f32_thr``) those chunks fall back to the integer loop. Either way the
+    bits and counts equal the Fraction model."""
+    chunk = data.draw(st.sampled_from((8, 16, 32)))
+    K, M, N = chunk * data.draw(st.integers(1, 3)), data.draw(st.integers(1, 4)), data.draw(st.sampled_from((16, 17)))
+    A = _codes(data, M * K, (0x00, 0x80, 0x7E, 0xFE, 0x01, 0x81, 0x38), 0x7E).reshape(M, K)
+    B = _codes(data, K * N, (0x00, 0x80, 0x7E, 0xFE, 0x01, 0x81, 0x38), 0x7E).reshape(K, N)
+    A[:, ::3] |= 0x80                                     # negative products too
+    big = data.draw(st.sampled_from((0x7E000000, 0x5F000000, 0x3F800000)))   # ~2^125, 2^63, 1.0
+    C = np.where(np.arange(M)[:, None] % 2 == 0, big, 0x3F800000) * np.ones((1, N), np.int64)
+    acc = FloatAccumulator(kind="fused", output="float32", chunk=chunk, align="truncate",
+                           fraction_bits=data.draw(st.sampled_from((13, 16))), output_rounding="toward_zero")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernel, "SIMD", True)
+        seen = _record_f32(mp)
+        r = float_matmul(A, B, "e4m3", "e4m3", acc, C)
+    assert seen == [1]
+    want, counts = _ref_fused("e4m3", "e4m3", A, B, C, acc)
+    assert r.bits.astype(np.int64).tolist() == want.tolist()
+    assert (r.overflows, r.terms_inexact, r.underflows) == (counts["overflows"], counts["terms_inexact"],
+                                                            counts["underflows"])
+
+
+def _parts(mags, exps):
+    mag, exp = np.array(mags, np.int64), np.array(exps, np.int64)
+    return mag, exp, None, np.zeros(mag.shape, np.int64)
+
+
+@pytest.mark.parametrize("a,b,base,ok", [
+    (([15], [8]), ([15], [8]), 0, 1),                  # e4m3-sized: 4 + 4 significand bits, small exponents
+    (([1 << 11], [0]), ([1 << 12], [0]), 0, 1),        # 12 + 13 = 25 bits > 24: products not exact in float32
+    (([1 << 11], [0]), ([(1 << 12) - 1], [0]), 0, 1),  # 12 + 12 = 24 bits: exact
+    (([1], [-101]), ([1], [0]), 0, 0),                 # an exponent below -100
+    (([1], [101]), ([1], [0]), 0, 0),                  # an exponent above 100
+    (([1], [60]), ([1], [40]), 0, 0),                  # a product at 2^100 and more
+    (([1], [-60]), ([1], [-61]), 0, 0),                # min(E_a + E_b) below -120
+    (([1], [-50]), ([1], [-50]), 27, 0),               # base - min(E_a + E_b) = 127 > 126
+    (([1], [-50]), ([1], [-50]), 26, 1),               # = 126: allowed
+])
+def test_float_plane_guard_by_hand(a, b, base, ok):
+    """``_f32_params`` allows the float path exactly under the docstring's conditions (hand-computed)."""
+    want_bits = (a[0][0].bit_length() + b[0][0].bit_length())
+    if want_bits > 24:
+        ok = 0
+    got = kernel._f32_params(_parts(*a), _parts(*b), base)
+    assert got["f32"] == ok
+    assert got["f32_thr"] == max(-126 - (a[1][0] + b[1][0]), -126)
