@@ -17,6 +17,7 @@ from ...datapath.requantize import Requantizer
 from ...graph.mac_ops import check_mac_operands, refuse_unmodelled_knobs
 from ...graph.mac_view import MacOperands, register_mac_view
 from ...graph.ops import Op, requantizer_for
+from .prepared import mac_prepare
 from .op_support import (F32, _acc_format, _clipped, _name, _no_trace, _overflow_at, _pads, _pair, _quantized_io,
                          _scale, _spec, _wzp, _zp, is_native, is_onnxruntime_datapath, register_op)
 
@@ -187,10 +188,10 @@ def _mac_zero_points(graph, node):
     return _zp(x), _wzp(w)
 
 
-def _float_kernel_run(graph, node, ins):
-    """onnxruntime's float32 path of an unfused QDQ group: DequantizeLinear, the float op, QuantizeLinear."""
-    x, w, y = (_spec(graph, t) for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
-    xf = K.dequantize_linear(ins[0], _scale(x), _zp(x))
+def _float_weights(graph, node, ins):
+    """The float32 operands of :func:`_float_kernel_run` that are constants: the dequantized weights (NCHW
+    for a convolution, transposed for a matmul) and bias (``None`` without one)."""
+    w = _spec(graph, node.inputs[1])
     wf = _dequant_weights(w, ins[1])
     bias = _bias_input(node, ins)
     bf = None
@@ -198,9 +199,19 @@ def _float_kernel_run(graph, node, ins):
         b = _spec(graph, node.inputs[2])
         bf = K.dequantize_linear(bias, b.scale if b.per_channel else _scale(b), 0, axis=0 if b.per_channel else None)
     if node.op == "qlinear_conv":
-        yf = K.mlas_conv2d(np.transpose(xf, (0, 3, 1, 2)), np.transpose(wf, (0, 3, 1, 2)), bf,
-                           _pair(node.attrs, "stride"), _pads(node.attrs), _pair(node.attrs, "dilation"),
-                           int(node.attrs.get("group", 1)))
+        return np.transpose(wf, (0, 3, 1, 2)), bf
+    return np.ascontiguousarray(wf.T), bf
+
+
+def _float_kernel_run(graph, node, ins, weights=None):
+    """onnxruntime's float32 path of an unfused QDQ group: DequantizeLinear, the float op, QuantizeLinear
+    (``weights``: :func:`_float_weights` of the node, derived once by a compiled plan)."""
+    x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
+    xf = K.dequantize_linear(ins[0], _scale(x), _zp(x))
+    wf, bf = _float_weights(graph, node, ins) if weights is None else weights
+    if node.op == "qlinear_conv":
+        yf = K.mlas_conv2d(np.transpose(xf, (0, 3, 1, 2)), wf, bf, _pair(node.attrs, "stride"), _pads(node.attrs),
+                           _pair(node.attrs, "dilation"), int(node.attrs.get("group", 1)))
         yf = np.transpose(yf, (0, 2, 3, 1))
     else:
         lead = xf.shape[:-1]
@@ -208,16 +219,17 @@ def _float_kernel_run(graph, node, ins):
         if node.attrs.get("onnx_op") == "Gemm":
             yf = _float_gemm(x2, wf, bf)
         else:
-            yf = K.mlas_gemm(x2, np.ascontiguousarray(wf.T))
-        yf = yf.reshape(lead + (wf.shape[0],))
+            yf = K.mlas_gemm(x2, wf)
+        yf = yf.reshape(lead + (wf.shape[1],))
     return K.quantize_linear(yf, _scale(y), _zp(y), y.dtype)
 
 
-def _float_gemm(x2, wf, bf):
-    """onnxruntime's float Gemm (transB = 1, alpha = beta = 1): Y preloaded with the bias, then MlasGemm
-    accumulating onto it (one-row products use MLAS's transposed-B kernel)."""
-    c = None if bf is None else np.broadcast_to(np.asarray(bf, F32), (x2.shape[0], wf.shape[0])).copy()
-    return K.mlas_gemm(x2, np.ascontiguousarray(wf.T), c, trans_b=True)
+def _float_gemm(x2, wt, bf):
+    """onnxruntime's float Gemm (transB = 1, alpha = beta = 1) of ``x2 @ wt`` (``wt``: the weights transposed):
+    Y preloaded with the bias, then MlasGemm accumulating onto it (one-row products use MLAS's transposed-B
+    kernel)."""
+    c = None if bf is None else np.broadcast_to(np.asarray(bf, F32), (x2.shape[0], wt.shape[1])).copy()
+    return K.mlas_gemm(x2, wt, c, trans_b=True)
 
 
 def _mac_run(graph, node, ins, dp, trace):
@@ -392,5 +404,5 @@ def _mac_view(graph, node, ins):
 
 
 for _op in ("qlinear_conv", "qlinear_matmul", "conv_integer", "matmul_integer"):
-    register_op(Op(_op, _mac_run, _mac_float, _mac_check, _mac_count, _mac_bound))
+    register_op(Op(_op, _mac_run, _mac_float, _mac_check, _mac_count, _mac_bound, prepare=mac_prepare))
     register_mac_view(_op, _mac_view)

@@ -39,7 +39,7 @@ def register_op(op: Op) -> Op:
     def run_float(graph, node, ins):
         return _representable(graph, node, inner(graph, node, ins))
 
-    return _register_op(Op(op.name, op.run, run_float, op.check, op.macs, op.worst_case_sum))
+    return _register_op(Op(op.name, op.run, run_float, op.check, op.macs, op.worst_case_sum, op.prepare))
 
 
 def _spec(graph, name):

@@ -12,6 +12,7 @@ from ...datapath import accumulate as _acc
 from ...datapath.integer_ops import quantized_add
 from ...datapath.onnxruntime import mlas as K
 from ...graph.ops import Op
+from .prepared import avg_pool_prepare
 from .op_support import (F32, _acc_format, _clipped, _name, _no_trace, _one_in_one_out, _overflow_at, _pads, _pair,
                          _quantized_io, _requant_real, _scale, _spec, _zp, is_native, register_op)
 
@@ -164,7 +165,8 @@ def _check_pool(graph, node):
         raise ValueError(f"node {node.name!r}: qlinear_avg_pool needs 'pool_size'")
 
 
-register_op(Op("qlinear_avg_pool", _avg_pool_run, _avg_pool_float, _check_pool, _avg_pool_macs, _avg_pool_bound))
+register_op(Op("qlinear_avg_pool", _avg_pool_run, _avg_pool_float, _check_pool, _avg_pool_macs, _avg_pool_bound,
+               prepare=avg_pool_prepare))
 
 # ----------------------------------------------------------------------------------------- concat
 def _concat_axis(graph, node):

@@ -1,0 +1,160 @@
+"""Compiled-plan steps of the ONNX graph ops (``Op.prepare``, :mod:`fxpsim.graph.plan`): what a MAC or pooling
+node derives from the graph and the datapath alone (weights minus their zero points, the clipped bias, the
+requantization multiplier, the im2col gather, the dequantized weights of a float32 MLAS node) derived once per
+plan, so that a batch-1 call costs the arithmetic, not the argument checks around it.
+
+Every step is the node's ``run`` bit for bit, and only exists where that is provable from the plan's inputs:
+
+* **integer MAC** (``qlinear_conv``, ``qlinear_matmul``, ``conv_integer``, ``matmul_integer``) on onnxruntime's
+  datapath (:func:`~.op_support.is_onnxruntime_datapath`: native requantization, a 32-bit *wrapping*
+  accumulator), zero points subtracted, no K tiles. Wrapping is reduction modulo :math:`2^{32}`, a ring
+  homomorphism, so the accumulator of any order of adds, the bias added after the sum or preloaded, is
+  :math:`\\mathrm{wrap}_{32}\\big(b + \\sum_k (x_k - z_x)(w_k - z_w)\\big)` with :math:`b` the bias saturated to
+  ``bias_bits``. The exact sum is one float64 GEMM: every product and every partial sum is an integer of
+  magnitude at most the node's worst case :math:`B = \\max_o \\sum_k |w_{ok} - z_w|\\,\\max|x - z_x|`, and the
+  step is only built when :math:`B < 2^{53}`, where every float64 operation on them is exact (in any order,
+  fused or not). The pair saturation of ``u8s8_pairs="saturate16"`` and the output stage are the run's own
+  functions (:func:`~.mac_ops._saturate_pairs`, :func:`~fxpsim.datapath.onnxruntime.mlas.requantize_output`).
+* **float32 MLAS MAC** (``ort_kernel="float"`` on onnxruntime's datapath): the weights and bias dequantized and
+  laid out once; the calls are the run's (:func:`~.mac_ops._float_kernel_run`).
+* **global average pool** (``qlinear_avg_pool`` with ``global_path``, native, whole unpadded image): the integer
+  window sum (wrapped to int32: the same homomorphism) through
+  :func:`~fxpsim.datapath.onnxruntime.mlas.qlinear_global_average_pool`.
+
+A trace, or an input of another shape than the plan's, runs the node's full ``run`` (its trace with it).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...datapath.onnxruntime import mlas as K
+from ...graph.plan import untraced_step
+from .op_support import _pads, _pair, _scale, _spec, _zp, is_native, is_onnxruntime_datapath
+
+__all__ = ["mac_prepare", "avg_pool_prepare"]
+
+EXACT_F64 = 1 << 53
+
+
+def _gather(shape, node, w_shape):
+    """Flat indices into the zero-padded NHWC sample ``[H+pt+pb, W+pl+pr, C]`` of every im2col entry:
+    ``[OH*OW, KH*KW*C]``, rows the output positions, columns (kernel row, kernel column, channel)."""
+    _, h, w, c = shape
+    (pt, pb), (pl, pr) = _pads(node.attrs)
+    (sh, sw), (dh, dw) = _pair(node.attrs, "stride"), _pair(node.attrs, "dilation")
+    kh, kw = w_shape[1], w_shape[2]
+    hp, wp = h + pt + pb, w + pl + pr
+    oh, ow = (hp - dh * (kh - 1) - 1) // sh + 1, (wp - dw * (kw - 1) - 1) // sw + 1
+    r = (np.arange(oh)[:, None, None, None] * sh + np.arange(kh)[None, None, :, None] * dh)
+    q = (np.arange(ow)[None, :, None, None] * sw + np.arange(kw)[None, None, None, :] * dw)
+    pos = (r * wp + q).reshape(oh * ow, kh * kw)
+    idx = (pos[:, :, None] * c + np.arange(c)[None, None, :]).reshape(oh * ow, kh * kw * c)
+    return idx, (hp, wp), (oh, ow)
+
+
+def _integer_acc_fn(graph, node, dp, x_shape, x_zp, w_zp, bias):
+    """``f(x) -> int64 accumulator`` (channels last, wrapped to int32) of the module docstring, or ``None``
+    when the float64 GEMM is not provably exact."""
+    from .mac_ops import _bias_codes, _mac_bound
+    from .op_support import _acc_format
+    if _mac_bound(graph, node) >= EXACT_F64:
+        return None
+    w = _spec(graph, node.inputs[1]).data
+    wz = np.asarray(w_zp, np.int64)
+    wo = (w.astype(np.int64) - (wz.reshape((-1,) + (1,) * (w.ndim - 1)) if wz.ndim else wz)).astype(np.float64)
+    b = None if bias is None else _bias_codes(bias, dp, _acc_format(dp)).astype(np.int64)
+    zx = float(x_zp)
+    if node.op in ("qlinear_matmul", "matmul_integer"):
+        wt = np.ascontiguousarray(wo.T)
+        out_shape = tuple(x_shape[:-1]) + (w.shape[0],)
+
+        def gemm(x):
+            return (x.astype(np.float64) - zx) @ wt
+    else:
+        groups = int(node.attrs.get("group", 1))
+        n, c = x_shape[0], x_shape[3]
+        idx, (hp, wp), (oh, ow) = _gather(x_shape, node, w.shape)
+        (pt, _), (pl, _) = _pads(node.attrs)
+        h, wd = x_shape[1], x_shape[2]
+        pad = np.zeros((n, hp, wp, c))                   # the padding stays 0 = x_zp - x_zp
+        cg, og, taps = c // groups, w.shape[0] // groups, w.shape[1] * w.shape[2]
+        out_shape = (n, oh, ow, w.shape[0])
+        if groups == 1:
+            wt = np.ascontiguousarray(wo.reshape(w.shape[0], -1).T)          # [KH*KW*C, O]
+        else:
+            wt = np.ascontiguousarray(wo.reshape(groups, og, taps, cg).transpose(0, 2, 3, 1)).reshape(
+                groups, taps * cg, og)                                        # [G, KH*KW*Cg, Og]
+
+        def gemm(x):
+            pad[:, pt:pt + h, pl:pl + wd] = x
+            pad[:, pt:pt + h, pl:pl + wd] -= zx
+            cols = pad.reshape(n, -1)[:, idx]                                  # [N, P, KH*KW*C]
+            if groups == 1:
+                return cols @ wt
+            cols = cols.reshape(n * oh * ow, taps, groups, cg).transpose(2, 0, 1, 3).reshape(
+                groups, n * oh * ow, taps * cg)
+            return np.matmul(cols, wt).transpose(1, 0, 2)                      # [N*P, G, Og]
+
+    def acc(x):
+        s = gemm(x).reshape(out_shape).astype(np.int64)
+        if b is not None:
+            s += b
+        return K.wrap_int32(s)
+    return acc
+
+
+def mac_prepare(graph, node, dp, in_shapes):
+    """A plan step of an ONNX MAC node (module docstring), or ``None`` where the node's ``run`` is the step."""
+    from .mac_ops import _bias_input, _float_kernel_run, _float_weights, _mac_zero_points, _saturate_pairs
+    if in_shapes[0] is None or not is_onnxruntime_datapath(dp):
+        return None
+    integer_out = node.op in ("conv_integer", "matmul_integer")
+    shape = tuple(in_shapes[0])
+    consts = [None if not t else _spec(graph, t).data for t in node.inputs]
+    if not integer_out and node.attrs.get("ort_kernel") == "float":
+        weights = _float_weights(graph, node, consts)
+        return untraced_step(graph, node, dp, lambda ins: _float_kernel_run(graph, node, ins, weights), shape)
+    if getattr(dp, "zero_point", "subtract") != "subtract" or getattr(dp, "tile_k", None):
+        return None
+    x_zp, w_zp = _mac_zero_points(graph, node)
+    acc_of = _integer_acc_fn(graph, node, dp, shape, x_zp, w_zp, _bias_input(node, consts))
+    if acc_of is None:
+        return None
+    pairs = node.attrs.get("u8s8_pairs", "exact") == "saturate16"
+    y = _spec(graph, node.outputs[0])
+    if integer_out:
+        def finish(acc):
+            return acc.astype(y.dtype)
+    else:
+        x, w = _spec(graph, node.inputs[0]), _spec(graph, node.inputs[1])
+        m = K.requant_multiplier(_scale(x), w.scale, _scale(y), float(node.attrs.get("alpha", 1.0)))
+        zy = _zp(y)
+
+        def finish(acc):
+            return K.requantize_output(acc, m, zy, y.dtype)
+
+    def fast(ins):
+        acc = acc_of(ins[0])
+        if pairs:
+            acc = _saturate_pairs(node, [ins[0], consts[1]], dp, x_zp, acc)
+        return finish(acc)
+    return untraced_step(graph, node, dp, fast, shape)
+
+
+def avg_pool_prepare(graph, node, dp, in_shapes):
+    """A plan step of a ``qlinear_avg_pool`` node over the whole unpadded image on a native datapath with a
+    32-bit wrapping accumulator (module docstring), or ``None``."""
+    if in_shapes[0] is None or not node.attrs.get("global_path") or not is_native(dp) \
+            or not is_onnxruntime_datapath(dp):
+        return None
+    shape = tuple(in_shapes[0])
+    k, pads = _pair(node.attrs, "pool_size"), _pads(node.attrs)
+    if k != shape[1:3] or any(p for side in pads for p in side):
+        return None
+    x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
+    args = (k[0] * k[1], _scale(x), _zp(x), _scale(y), _zp(y), y.dtype)
+
+    def fast(ins):
+        sums = K.wrap_int32(ins[0].sum(axis=(1, 2), keepdims=True, dtype=np.int64))
+        return K.qlinear_global_average_pool(sums, *args)
+    return untraced_step(graph, node, dp, fast, shape)
