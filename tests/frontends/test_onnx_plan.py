@@ -1,0 +1,221 @@
+"""The compiled-plan steps of the ONNX ops (:mod:`fxpsim.frontends.onnx.prepared`).
+
+* The models of ``benchmarks/bench_onnx.py`` imported for this host: the run through the plan equals the
+  node-by-node run (``plan=False``) in every output, every tensor (``keep=True``) and every trace field, at batch
+  1 and 3, and equals onnxruntime's own output, live, bit for bit.
+* The prepared steps are taken: with the node-by-node integer MAC and weight dequantization made to raise, the
+  planned run still runs (and still matches onnxruntime).
+* Hand-built ``conv_integer`` / ``matmul_integer`` graphs on onnxruntime's datapath (padding, strides,
+  dilations, 1 / 2 / depthwise groups, per-channel weight zero points, extreme codes) against a pure-Python
+  big-integer model wrapped to int32, including a 70,000-long dot product whose sum leaves int32 (the wrap).
+* Stale plans: a constant's codes and a node attribute edited after compiling: the old plan refuses to run, the
+  graph's next run is the node-by-node run of the edited graph (and differs from the old output).
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fxpsim
+from fxpsim.frontends.onnx import mac_ops
+from fxpsim.frontends.onnx import ops as onnx_ops  # noqa: F401  (registers the ONNX graph ops)
+from fxpsim.frontends.onnx.importer import ONNXRUNTIME_DATAPATH
+from fxpsim.graph.ir import IntegerGraph, Node, TensorSpec
+
+onnx = pytest.importorskip("onnx", reason="onnx not installed (pip install -e '.[onnx]')")
+ort = pytest.importorskip("onnxruntime", reason="onnxruntime not installed (pip install -e '.[onnx]')")
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = ROOT / "tests" / "vectors" / "onnx_models"
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_onnx_for_tests", ROOT / "benchmarks" / "bench_onnx.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    return mod
+
+
+BENCH = _bench()
+
+
+def _model_path(name, tmp_path):
+    if name == "cnn32_qdq_s8_pc":
+        path = tmp_path / f"{name}.onnx"
+        onnx.save(BENCH.cnn32_qdq_s8_pc(), str(path))
+        return path
+    return MODELS / f"{name}.onnx"
+
+
+def _ort_run(path, x):
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.intra_op_num_threads = so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    return sess.run(None, {sess.get_inputs()[0].name: x})[0]
+
+
+def _same(a, b, where):
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for k in a:
+            _same(a[k], b[k], f"{where}[{k!r}]")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (u, v) in enumerate(zip(a, b)):
+            _same(u, v, f"{where}[{i}]")
+    elif isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray), where
+        assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b), where
+    else:
+        assert type(a) is type(b) and a == b, (where, a, b)
+
+
+def _nchw(graph, n, seed=0):
+    shape = graph.tensors[graph.inputs[0]].shape
+    return np.random.default_rng(seed).normal(0.0, 1.5, (n,) + tuple(shape)).astype(np.float32)
+
+
+@pytest.mark.parametrize("name", BENCH.DEFAULT)
+def test_bench_models_plan_equals_node_by_node_and_onnxruntime(name, tmp_path):
+    path = _model_path(name, tmp_path)
+    g = fxpsim.import_onnx(path, cpu="host")
+    for n in (1, 3):
+        x = _nchw(g, n, seed=n)
+        for trace in (False, True):
+            _same(g.run(x, trace=trace, keep=True), g.run(x, trace=trace, keep=True, plan=False),
+                  f"{name} batch {n} trace={trace}")
+        got = g.run(x)
+        _same(got, g.run(x, plan=False), f"{name} batch {n}")
+        want = _ort_run(path, x)
+        assert got.dtype == want.dtype and np.array_equal(got, want), f"{name} batch {n}: not onnxruntime's bits"
+
+
+@pytest.mark.parametrize("name", BENCH.DEFAULT)
+def test_prepared_steps_are_taken(name, tmp_path, monkeypatch):
+    path = _model_path(name, tmp_path)
+    g = fxpsim.import_onnx(path, cpu="host")
+    x = _nchw(g, 1, seed=7)
+    g.run(x)                                       # compiles the plan (which dequantizes float weights once)
+
+    def refused(*a, **k):
+        raise AssertionError("the node-by-node MAC ran inside the plan")
+    monkeypatch.setattr(mac_ops, "_integer_mac", refused)
+    monkeypatch.setattr(mac_ops, "_dequant_weights", refused)
+    got = g.run(x)
+    assert np.array_equal(got, _ort_run(path, x))
+    with pytest.raises(AssertionError, match="node-by-node MAC"):
+        g.run(x, plan=False)
+
+
+# ------------------------------------------------------------------------------------------ hand graphs
+def _wrap32(v: int) -> int:
+    return ((v + (1 << 31)) % (1 << 32)) - (1 << 31)
+
+
+def _ref_conv(x, w, xz, wz, stride, pads, dilation, groups):
+    """NHWC x, OHWI w, Python ints: sum over the window of (x - xz)(w - wz[o]), padding = xz, wrapped to int32."""
+    n, h, wd, c = x.shape
+    o, kh, kw, cg = w.shape
+    (pt, pb), (pl, pr) = pads
+    oh = (h + pt + pb - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (wd + pl + pr - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    out = np.zeros((n, oh, ow, o), np.int64)
+    og = o // groups
+    for b in range(n):
+        for yy in range(oh):
+            for xx in range(ow):
+                for oc in range(o):
+                    g0 = (oc // og) * cg
+                    total = 0
+                    for i in range(kh):
+                        for j in range(kw):
+                            r, s = yy * stride[0] + i * dilation[0] - pt, xx * stride[1] + j * dilation[1] - pl
+                            for ci in range(cg):
+                                a = int(x[b, r, s, g0 + ci]) if 0 <= r < h and 0 <= s < wd else xz
+                                total += (a - xz) * (int(w[oc, i, j, ci]) - int(wz[oc]))
+                    out[b, yy, xx, oc] = _wrap32(total)
+    return out
+
+
+def _integer_graph(op, x_shape, w, attrs, out_shape):
+    specs = [TensorSpec("x", 8, False, x_shape), TensorSpec("w", 8, True, w.shape, data=w),
+             TensorSpec("y", 32, True, out_shape)]
+    return IntegerGraph(specs, [Node("mac", op, ["x", "w"], ["y"], attrs)], ["x"], ["y"], "g",
+                        {"datapath": dict(ONNXRUNTIME_DATAPATH)})
+
+
+@pytest.mark.parametrize("case", [
+    ((1, 5, 6, 3), (4, 3, 3, 3), 1, (1, 1), ((1, 1), (1, 1)), (1, 1)),
+    ((2, 7, 5, 4), (6, 3, 2, 2), 2, (2, 1), ((0, 2), (1, 0)), (1, 2)),
+    ((1, 6, 6, 5), (5, 3, 3, 1), 5, (2, 2), ((1, 1), (1, 1)), (1, 1)),
+    ((3, 4, 4, 2), (4, 1, 1, 2), 1, (1, 1), ((0, 0), (0, 0)), (1, 1)),
+])
+def test_conv_integer_plan_against_python_ints(case):
+    x_shape, w_shape, groups, stride, pads, dilation = case
+    rng = np.random.default_rng(sum(x_shape) + groups)
+    x = rng.integers(0, 256, x_shape)
+    x.reshape(-1)[:2] = (0, 255)
+    w = rng.integers(-128, 128, w_shape).astype(np.int8)
+    w.reshape(-1)[:2] = (-128, 127)
+    xz, wz = 131, rng.integers(-5, 6, w_shape[0])
+    want = _ref_conv(x, w, xz, wz, stride, pads, dilation, groups)
+    g = _integer_graph("conv_integer", x_shape[1:], w,
+                       {"x_zero_point": xz, "w_zero_point": list(wz), "stride": list(stride),
+                        "padding": [list(p) for p in pads], "dilation": list(dilation), "group": groups},
+                       want.shape[1:])
+    codes = x.astype(np.uint8)
+    plan = g.compile(batch_shape=x_shape[0])
+    got = plan.run(codes)
+    assert got.dtype == np.int32 and np.array_equal(got, want)
+    _same(plan.run(codes, trace=True, keep=True), g.run(codes, trace=True, keep=True, plan=False), "conv trace")
+
+
+def test_matmul_integer_plan_wraps_like_int32():
+    k = 70_000                                    # 70,000 * 255 * 128 > 2^31: the exact sum leaves int32
+    x = np.full((2, k), 255, np.int64)
+    x[1, ::3] = 0
+    w = np.stack([np.full(k, -128), np.full(k, 127), np.resize([127, -128, 5], k)]).astype(np.int8)
+    want = np.array([[_wrap32(sum(int(a) * int(b) for a, b in zip(row, col))) for col in w.astype(np.int64)]
+                     for row in x])
+    assert np.abs(np.array([[sum(int(a) * int(b) for a, b in zip(row, col)) for col in w.astype(np.int64)]
+                            for row in x])).max() > (1 << 31)
+    g = _integer_graph("matmul_integer", (k,), w, {"x_zero_point": 0, "w_zero_point": [0, 0, 0]}, (3,))
+    got = g.compile(batch_shape=2).run(x.astype(np.uint8))
+    assert np.array_equal(got, want)
+    assert np.array_equal(g.run(x.astype(np.uint8), plan=False), want)
+
+
+# ------------------------------------------------------------------------------------------ stale plans
+def test_plan_edited_after_compiling_is_stale(tmp_path):
+    path = MODELS / "qs_cnn_qdq_u8_pc.onnx"
+    g = fxpsim.import_onnx(path, cpu="host")
+    x = _nchw(g, 1, seed=3)
+    plan = g.compile()
+    before = plan.run(x)
+    assert np.array_equal(before, _ort_run(path, x))
+    conv = next(n for n in g.nodes if n.op == "qlinear_conv")
+    w = g.tensors[conv.inputs[1]]
+    w.data = (-w.data.astype(np.int16)).clip(-128, 127).astype(w.data.dtype)      # a constant's codes
+    assert not plan.valid()
+    with pytest.raises(ValueError, match="stale"):
+        plan.run(x)
+    edited = g.run(x)
+    _same(g.run(x, trace=True, keep=True), g.run(x, trace=True, keep=True, plan=False), "weights edited")
+    assert np.array_equal(edited, g.run(x, plan=False)) and not np.array_equal(edited, before)
+    plan = g.compile()
+    dw = next(n for n in g.nodes if n.op == "qlinear_conv" and int(n.attrs.get("group", 1)) > 1)
+    dw.attrs["padding"] = [[0, 2], [0, 2]]        # an attribute: the same output shape, other windows
+    with pytest.raises(ValueError, match="stale"):
+        plan.run(x)
+    after = g.run(x)
+    _same(g.run(x, trace=True, keep=True), g.run(x, trace=True, keep=True, plan=False), "padding edited")
+    assert not np.array_equal(after, edited)
