@@ -32,7 +32,9 @@ from .mlas_conv import mlas_conv2d, mlas_conv2d_plan
 from .mlas_sgemm import fma32, mlas_gemm, ort_threads
 
 __all__ = [
-    "fma32", "quantize_linear", "dequantize_linear", "requant_multiplier", "requantize_output", "wrap_int32",
+    "fma32", "quantize_linear", "dequantize_linear", "requant_multiplier", "requantize_output",
+    "requantize_output_plan", "quantize_linear_plan", "dequantize_linear_plan", "qlinear_average_pool_plan",
+    "wrap_int32",
     "qlinear_add", "qlinear_mul", "qlinear_global_average_pool", "qlinear_average_pool", "concat_table",
     "mlas_gemm", "mlas_conv2d", "mlas_conv2d_plan", "ort_threads",
 ]
@@ -66,33 +68,52 @@ def quantize_linear(x, scale, zero_point, dtype, axis=None) -> np.ndarray:
     :math:`[q_{min} - z, q_{max} - z]` (NaN to :math:`q_{min} - z`), rounded half to even, plus :math:`z`.
     ``scale``/``zero_point`` per tensor or per channel along ``axis``."""
     x = np.asarray(x, F32)
+    return quantize_linear_plan(_channel(np.asarray(scale, F32), x.ndim, axis),
+                                _channel(np.asarray(zero_point, np.int64), x.ndim, axis), dtype)(x)
+
+
+def quantize_linear_plan(scale, zero_point, dtype):
+    """:func:`quantize_linear` with its constants derived once: ``f(x)`` for float32 ``x``, ``scale`` and
+    ``zero_point`` already broadcastable against it."""
     lo, hi = _range(dtype)
-    s = _channel(np.asarray(scale, F32), x.ndim, axis)
-    z = _channel(np.asarray(zero_point, np.int64), x.ndim, axis)
-    with np.errstate(all="ignore"):
-        v = np.asarray(x / s)
-    if np.dtype(dtype).itemsize <= 2 and np.broadcast_shapes(v.shape, z.shape) == v.shape:
-        # the same in float32 in place: the bounds, rint(v) and rint(v) + z are integers below 2^24 (exact);
-        # fmax maps NaN to the lower bound
-        zf = z.astype(F32)
-        np.fmax(v, (lo - z).astype(F32), out=v)
-        np.fmin(v, (hi - z).astype(F32), out=v)
-        np.rint(v, out=v)
-        v += zf
-        return v.astype(dtype)
-    vlo, vhi = (lo - z).astype(F32), (hi - z).astype(F32)
-    v = np.where(np.isnan(v), vlo, np.minimum(np.maximum(v, vlo), vhi))
-    return (np.rint(v).astype(np.int64) + z).astype(dtype)
+    s, z = np.asarray(scale, F32), np.asarray(zero_point, np.int64)
+    vlo, vhi, zf = (lo - z).astype(F32), (hi - z).astype(F32), z.astype(F32)
+    small = np.dtype(dtype).itemsize <= 2
+
+    def quantize(x):
+        with np.errstate(all="ignore"):
+            v = np.asarray(x / s)
+        if small and np.broadcast_shapes(v.shape, z.shape) == v.shape:
+            # the same in float32 in place: the bounds, rint(v) and rint(v) + z are integers below 2^24 (exact);
+            # fmax maps NaN to the lower bound
+            np.fmax(v, vlo, out=v)
+            np.fmin(v, vhi, out=v)
+            np.rint(v, out=v)
+            v += zf
+            return v.astype(dtype)
+        v = np.where(np.isnan(v), vlo, np.minimum(np.maximum(v, vlo), vhi))
+        return (np.rint(v).astype(np.int64) + z).astype(dtype)
+    return quantize
 
 
 def dequantize_linear(q, scale, zero_point, axis=None) -> np.ndarray:
     """``DequantizeLinear``: ``float32(q - z) * s`` (the difference exact, one rounding)."""
     q = np.asarray(q)
-    s = _channel(np.asarray(scale, F32), q.ndim, axis)
-    z = _channel(np.asarray(zero_point, np.int64), q.ndim, axis)
-    if q.dtype.kind in "iu" and q.dtype.itemsize <= 2 and np.all(np.abs(z) < (1 << 16)):
-        return (q.astype(F32) - z.astype(F32)) * s   # q - z: an integer below 2^17, exact in float32
-    return ((q.astype(np.int64) - z).astype(F32) * s).astype(F32)
+    return dequantize_linear_plan(_channel(np.asarray(scale, F32), q.ndim, axis),
+                                  _channel(np.asarray(zero_point, np.int64), q.ndim, axis))(q)
+
+
+def dequantize_linear_plan(scale, zero_point):
+    """:func:`dequantize_linear` with its constants derived once: ``f(q)``, ``scale`` and ``zero_point``
+    already broadcastable against ``q``."""
+    s, z = np.asarray(scale, F32), np.asarray(zero_point, np.int64)
+    zf, z_small = z.astype(F32), bool(np.all(np.abs(z) < (1 << 16)))
+
+    def dequantize(q):
+        if q.dtype.kind in "iu" and q.dtype.itemsize <= 2 and z_small:
+            return (q.astype(F32) - zf) * s   # q - z: an integer below 2^17, exact in float32
+        return ((q.astype(np.int64) - z).astype(F32) * s).astype(F32)
+    return dequantize
 
 
 # ----------------------------------------------------------------------------------------- output stage
@@ -109,11 +130,30 @@ def requantize_output(acc, multiplier, zero_point, dtype) -> np.ndarray:
     """``MlasRequantizeOutput``: the accumulator (int32, bias included) converted to float32 (round half to
     even: above :math:`2^{24}` low bits are lost), times the float32 multiplier (per channel along the last
     axis), clamped to :math:`[q_{min} - z, q_{max} - z]`, rounded half to even, plus :math:`z`."""
+    return requantize_output_plan(multiplier, zero_point, dtype)(np.asarray(acc, np.int64))
+
+
+def requantize_output_plan(multiplier, zero_point, dtype):
+    """:func:`requantize_output` with its constants derived once: ``f(acc)``, ``acc`` int64 or float64 holding
+    integers (its float32 conversion is the same correctly rounded value either way). For outputs of at most 16
+    bits the zero point is added in float32: :math:`\\mathrm{rint}(v) + z` is an integer of magnitude below
+    :math:`2^{17}`, exact, and then exactly converted."""
     lo, hi = _range(dtype)
     z = int(zero_point)
-    v = np.asarray(acc, np.int64).astype(F32) * np.asarray(multiplier, F32)
-    v = np.minimum(np.maximum(v, F32(lo - z)), F32(hi - z))
-    return (np.rint(v).astype(np.int64) + z).astype(dtype)
+    m = np.asarray(multiplier, F32)
+    vlo, vhi, zf = F32(lo - z), F32(hi - z), F32(z)
+    small = np.dtype(dtype).itemsize <= 2
+
+    def requantize(acc):
+        v = acc.astype(F32) * m
+        np.maximum(v, vlo, out=v)
+        np.minimum(v, vhi, out=v)
+        np.rint(v, out=v)
+        if small:
+            v += zf
+            return v.astype(dtype)
+        return (v.astype(np.int64) + z).astype(dtype)
+    return requantize
 
 
 # ----------------------------------------------------------------------------------------- elementwise
@@ -177,28 +217,38 @@ def qlinear_average_pool(x, kernel, stride, pads, count_include_pad: bool, sx, z
     :math:`\\mathrm{round\\_half\\_even}(y \\oslash s_y + z_y)` in float32, saturated.
     ``pads = ((top, bottom), (left, right))``."""
     x = np.asarray(x)
-    dtype = x.dtype
-    n, h, w, c = x.shape
+    return qlinear_average_pool_plan(x.shape, x.dtype, kernel, stride, pads, count_include_pad, sx, zx, sy, zy)(x)
+
+
+def qlinear_average_pool_plan(shape, dtype, kernel, stride, pads, count_include_pad: bool, sx, zx, sy, zy):
+    """:func:`qlinear_average_pool` for inputs of ``shape`` and ``dtype`` with its window counts, divisors and
+    slices derived once: ``f(x)``."""
+    n, h, w, c = shape
     (kh, kw), (sh, sw), ((pt, pb), (pl, pr)) = kernel, stride, pads
-    xf = (F32(sx) * (x.astype(np.int64) - int(zx)).astype(F32)).astype(F32)
-    xp = np.zeros((n, h + pt + pb, w + pl + pr, c), F32)
-    xp[:, pt:pt + h, pl:pl + w] = xf
     valid = np.zeros((h + pt + pb, w + pl + pr), np.int64)
     valid[pt:pt + h, pl:pl + w] = 1
     oh, ow = (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
-    acc = np.zeros((n, oh, ow, c), F32)
     cnt = np.zeros((oh, ow), np.int64)
+    taps = []
     for i in range(kh):
         for j in range(kw):
             rows, cols = slice(i, i + sh * (oh - 1) + 1, sh), slice(j, j + sw * (ow - 1) + 1, sw)
-            acc = (acc + xp[:, rows, cols]).astype(F32)     # + 0.0 for a padded tap: no change
+            taps.append((rows, cols))
             cnt += valid[rows, cols]
     if count_include_pad:
         cnt = np.full((oh, ow), kh * kw, np.int64)
-    y = (acc / cnt.astype(F32)[None, :, :, None]).astype(F32)
-    t = ((y / F32(sy)).astype(F32) + F32(zy)).astype(F32)
+    div = cnt.astype(F32)[None, :, :, None]
     lo, hi = _range(dtype)
-    return np.clip(np.rint(t).astype(np.int64), lo, hi).astype(dtype)
+    sxf, syf, zyf, zxi = F32(sx), F32(sy), F32(zy), int(zx)
 
-
-
+    def pool(x):
+        xf = (sxf * (x.astype(np.int64) - zxi).astype(F32)).astype(F32)
+        xp = np.zeros((x.shape[0], h + pt + pb, w + pl + pr, c), F32)
+        xp[:, pt:pt + h, pl:pl + w] = xf
+        acc = np.zeros((x.shape[0], oh, ow, c), F32)
+        for rows, cols in taps:
+            acc = (acc + xp[:, rows, cols]).astype(F32)     # + 0.0 for a padded tap: no change
+        y = (acc / div).astype(F32)
+        t = ((y / syf).astype(F32) + zyf).astype(F32)
+        return np.clip(np.rint(t).astype(np.int64), lo, hi).astype(dtype)
+    return pool

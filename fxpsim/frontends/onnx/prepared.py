@@ -52,12 +52,15 @@ def _gather(shape, node, w_shape):
     return idx, (hp, wp), (oh, ow)
 
 
-def _integer_acc_fn(graph, node, dp, x_shape, x_zp, w_zp, bias):
-    """``f(x) -> int64 accumulator`` (channels last, wrapped to int32) of the module docstring, or ``None``
-    when the float64 GEMM is not provably exact."""
+def _integer_acc_fn(graph, node, dp, x_shape, x_zp, w_zp, bias, need_int: bool):
+    """``f(x) -> accumulator`` (channels last) of the module docstring, or ``None`` when the float64 GEMM is not
+    provably exact. When the worst case :math:`B` (bias included) is below :math:`2^{31}` nothing wraps and,
+    unless ``need_int``, the accumulator is returned as the exact float64 sum itself; else as int64 wrapped to
+    int32."""
     from .mac_ops import _bias_codes, _mac_bound
     from .op_support import _acc_format
-    if _mac_bound(graph, node) >= EXACT_F64:
+    bound = _mac_bound(graph, node)
+    if bound >= EXACT_F64:
         return None
     w = _spec(graph, node.inputs[1]).data
     wz = np.asarray(w_zp, np.int64)
@@ -71,36 +74,56 @@ def _integer_acc_fn(graph, node, dp, x_shape, x_zp, w_zp, bias):
         def gemm(x):
             return (x.astype(np.float64) - zx) @ wt
     else:
-        groups = int(node.attrs.get("group", 1))
-        n, c = x_shape[0], x_shape[3]
-        idx, (hp, wp), (oh, ow) = _gather(x_shape, node, w.shape)
-        (pt, _), (pl, _) = _pads(node.attrs)
-        h, wd = x_shape[1], x_shape[2]
-        pad = np.zeros((n, hp, wp, c))                   # the padding stays 0 = x_zp - x_zp
-        cg, og, taps = c // groups, w.shape[0] // groups, w.shape[1] * w.shape[2]
-        out_shape = (n, oh, ow, w.shape[0])
-        if groups == 1:
-            wt = np.ascontiguousarray(wo.reshape(w.shape[0], -1).T)          # [KH*KW*C, O]
-        else:
-            wt = np.ascontiguousarray(wo.reshape(groups, og, taps, cg).transpose(0, 2, 3, 1)).reshape(
-                groups, taps * cg, og)                                        # [G, KH*KW*Cg, Og]
+        gemm, out_shape = _conv_gemm(node, x_shape, wo, zx)
+    if bound < (1 << 31) and not need_int:
+        bf = None if b is None else b.astype(np.float64)
 
-        def gemm(x):
-            pad[:, pt:pt + h, pl:pl + wd] = x
-            pad[:, pt:pt + h, pl:pl + wd] -= zx
-            cols = pad.reshape(n, -1)[:, idx]                                  # [N, P, KH*KW*C]
-            if groups == 1:
-                return cols @ wt
-            cols = cols.reshape(n * oh * ow, taps, groups, cg).transpose(2, 0, 1, 3).reshape(
-                groups, n * oh * ow, taps * cg)
-            return np.matmul(cols, wt).transpose(1, 0, 2)                      # [N*P, G, Og]
+        def exact(x):
+            s = gemm(x).reshape(out_shape)
+            if bf is not None:
+                s += bf
+            return s
+        return exact
 
-    def acc(x):
+    def wrapped(x):
         s = gemm(x).reshape(out_shape).astype(np.int64)
         if b is not None:
             s += b
         return K.wrap_int32(s)
-    return acc
+    return wrapped
+
+
+def _conv_gemm(node, x_shape, wo, zx):
+    """``(f, out_shape)``: ``f(x)`` the exact float64 convolution sums of ``x - zx`` with the weights minus
+    their zero points ``wo`` (OHWI), over the zero-padded input (the padding is :math:`z_x - z_x = 0`)."""
+    groups = int(node.attrs.get("group", 1))
+    n, h, wd, c = x_shape
+    o = wo.shape[0]
+    idx, (hp, wp), (oh, ow) = _gather(x_shape, node, wo.shape)
+    (pt, _), (pl, _) = _pads(node.attrs)
+    cg, og, taps = c // groups, o // groups, wo.shape[1] * wo.shape[2]
+    depthwise = cg == 1 and og == 1
+    if groups == 1:
+        wt = np.ascontiguousarray(wo.reshape(o, -1).T)                       # [KH*KW*C, O]
+    elif depthwise:
+        wt = np.ascontiguousarray(wo.reshape(o, taps).T)                     # [KH*KW, C]
+    else:
+        wt = np.ascontiguousarray(wo.reshape(groups, og, taps, cg).transpose(0, 2, 3, 1)).reshape(
+            groups, taps * cg, og)                                           # [G, KH*KW*Cg, Og]
+
+    def gemm(x):
+        pad = np.zeros((n, hp, wp, c))
+        inner = pad[:, pt:pt + h, pl:pl + wd]
+        np.subtract(x, zx, out=inner)
+        cols = pad.reshape(n, -1)[:, idx]                                    # [N, P, KH*KW*C]
+        if groups == 1:
+            return cols @ wt
+        if depthwise:
+            return (cols.reshape(n, oh * ow, taps, c) * wt).sum(axis=2)
+        cols = cols.reshape(n * oh * ow, taps, groups, cg).transpose(2, 0, 1, 3).reshape(
+            groups, n * oh * ow, taps * cg)
+        return np.matmul(cols, wt).transpose(1, 0, 2)                        # [N*P, G, Og]
+    return gemm, (n, oh, ow, o)
 
 
 def mac_prepare(graph, node, dp, in_shapes):
@@ -117,21 +140,18 @@ def mac_prepare(graph, node, dp, in_shapes):
     if getattr(dp, "zero_point", "subtract") != "subtract" or getattr(dp, "tile_k", None):
         return None
     x_zp, w_zp = _mac_zero_points(graph, node)
-    acc_of = _integer_acc_fn(graph, node, dp, shape, x_zp, w_zp, _bias_input(node, consts))
+    pairs = node.attrs.get("u8s8_pairs", "exact") == "saturate16"
+    acc_of = _integer_acc_fn(graph, node, dp, shape, x_zp, w_zp, _bias_input(node, consts), pairs)
     if acc_of is None:
         return None
-    pairs = node.attrs.get("u8s8_pairs", "exact") == "saturate16"
     y = _spec(graph, node.outputs[0])
     if integer_out:
         def finish(acc):
             return acc.astype(y.dtype)
     else:
         x, w = _spec(graph, node.inputs[0]), _spec(graph, node.inputs[1])
-        m = K.requant_multiplier(_scale(x), w.scale, _scale(y), float(node.attrs.get("alpha", 1.0)))
-        zy = _zp(y)
-
-        def finish(acc):
-            return K.requantize_output(acc, m, zy, y.dtype)
+        finish = K.requantize_output_plan(
+            K.requant_multiplier(_scale(x), w.scale, _scale(y), float(node.attrs.get("alpha", 1.0))), _zp(y), y.dtype)
 
     def fast(ins):
         acc = acc_of(ins[0])
@@ -142,12 +162,18 @@ def mac_prepare(graph, node, dp, in_shapes):
 
 
 def avg_pool_prepare(graph, node, dp, in_shapes):
-    """A plan step of a ``qlinear_avg_pool`` node over the whole unpadded image on a native datapath with a
-    32-bit wrapping accumulator (module docstring), or ``None``."""
-    if in_shapes[0] is None or not node.attrs.get("global_path") or not is_native(dp) \
-            or not is_onnxruntime_datapath(dp):
+    """A plan step of a native ``qlinear_avg_pool`` node: onnxruntime's float32 window sums with their counts
+    and slices derived once (:func:`~fxpsim.datapath.onnxruntime.mlas.qlinear_average_pool_plan`), or over the
+    whole unpadded image on a 32-bit wrapping accumulator the integer sum (module docstring); else ``None``."""
+    if in_shapes[0] is None or not is_native(dp):
         return None
     shape = tuple(in_shapes[0])
+    if not node.attrs.get("global_path"):
+        from .qlinear_ops import window_pool
+        pool = window_pool(graph, node, shape)
+        return untraced_step(graph, node, dp, lambda ins: pool(ins[0]), shape)
+    if not is_onnxruntime_datapath(dp):
+        return None
     k, pads = _pair(node.attrs, "pool_size"), _pads(node.attrs)
     if k != shape[1:3] or any(p for side in pads for p in side):
         return None
@@ -158,3 +184,4 @@ def avg_pool_prepare(graph, node, dp, in_shapes):
         sums = K.wrap_int32(ins[0].sum(axis=(1, 2), keepdims=True, dtype=np.int64))
         return K.qlinear_global_average_pool(sums, *args)
     return untraced_step(graph, node, dp, fast, shape)
+

@@ -98,20 +98,28 @@ def _window_counts(node, x_shape):
     return res.raw[0, :, :, 0]
 
 
+def window_pool(graph, node, shape):
+    """``f(codes)``: onnxruntime's QLinearAveragePool of inputs of ``shape`` (float32 window sums,
+    :func:`~fxpsim.datapath.onnxruntime.mlas.qlinear_average_pool_plan`); with ``u8_shift`` the int8 codes are
+    shifted to the uint8 ones onnxruntime rewrote the model to, and the output back."""
+    x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
+    shift = bool(node.attrs.get("u8_shift", False))
+    k, s, pads, _, _ = _pool_geometry(node, shape)
+    zx, zy = _zp(x) + (128 if shift else 0), _zp(y) + (128 if shift else 0)
+    pool = K.qlinear_average_pool_plan(shape, np.dtype(np.uint8) if shift else x.dtype, k, s, pads,
+                                       bool(node.attrs.get("count_include_pad")), _scale(x), zx, _scale(y), zy)
+    if not shift:
+        return pool
+    return lambda h: (pool((h.astype(np.int64) + 128).astype(np.uint8)).astype(np.int64) - 128).astype(y.dtype)
+
+
 def _avg_pool_run(graph, node, ins, dp, trace):
     x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
     h = ins[0]
     k, s, pads, oh, ow = _pool_geometry(node, h.shape)
     native = is_native(dp)
     if native and not node.attrs.get("global_path"):
-        shift = bool(node.attrs.get("u8_shift", False))
-        hc, zx = _shifted(h, x, shift)
-        zy = _zp(y) + (128 if shift else 0)
-        out = K.qlinear_average_pool(hc.astype(np.uint8) if shift else hc, k, s, pads,
-                                     bool(node.attrs.get("count_include_pad")), _scale(x), zx, _scale(y), zy)
-        if shift:
-            out = (out.astype(np.int64) - 128).astype(y.dtype)
-        return [out], _no_trace()
+        return [window_pool(graph, node, h.shape)(h)], _no_trace()
     c = h.shape[3]
     fmt = _acc_format(dp)
     res = _acc.conv2d(h.astype(np.int64), np.ones(k + (1, c), np.int64), acc=fmt, stride=s, padding=pads,

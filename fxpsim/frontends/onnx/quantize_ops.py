@@ -8,7 +8,9 @@ import numpy as np
 
 from ...core.fixed import Format, from_float
 from ...datapath.onnxruntime import mlas as K
+from ...datapath.onnxruntime.mlas import _channel
 from ...graph.ops import Op
+from ...graph.plan import untraced_step
 from .op_support import (F32, _clipped, _name, _no_trace, _one_in_one_out, _quantized_io, _scale, _spec, _zp,
                          is_native, register_op)
 
@@ -23,10 +25,42 @@ def _linear_quantize(x, s, z, spec):
     """onnxruntime's QuantizeLinear onto ``spec``'s codes: MLAS saturates to the dtype's range, and a code
     narrower than its dtype (4, 12 bits: ONNX int4 saturates the same way) is clamped to its own
     :math:`[q_{min}, q_{max}]` (clamping before or after the rounding gives the same integer)."""
+    return _linear_quantize_plan(_channel_free(s), _channel_free(z), spec)(x)
+
+
+def _channel_free(v):
+    """A scale or zero point as :func:`~fxpsim.datapath.onnxruntime.mlas.quantize_linear` takes it per
+    tensor (``axis=None``)."""
+    return _channel(np.asarray(v), 0, None)
+
+
+def _linear_quantize_plan(s, z, spec):
+    """:func:`_linear_quantize` with ``s``, ``z`` (broadcastable against the input) and ``spec`` fixed."""
     lo, hi = spec.code_range
-    out = K.quantize_linear(x, s, z, spec.dtype)
+    quantize = K.quantize_linear_plan(np.asarray(s, F32), np.asarray(z, np.int64), spec.dtype)
     info = np.iinfo(spec.dtype)
-    return out if (lo, hi) == (info.min, info.max) else np.clip(out, lo, hi).astype(spec.dtype)
+    if (lo, hi) == (info.min, info.max):
+        return lambda x: quantize(np.asarray(x, F32))
+    return lambda x: np.clip(quantize(np.asarray(x, F32)), lo, hi).astype(spec.dtype)
+
+
+def _quantize_prepare(graph, node, dp, in_shapes):
+    """A compiled plan's step (:mod:`fxpsim.graph.plan`) of a native ``onnx_quantize``: the quantizer of the
+    output's parameters built once."""
+    if in_shapes[0] is None or not is_native(dp):
+        return None
+    y = _spec(graph, node.outputs[0])
+    quantize = _linear_quantize_plan(*_qparams(y, len(in_shapes[0])), y)
+    return untraced_step(graph, node, dp, lambda ins: quantize(ins[0]), tuple(in_shapes[0]))
+
+
+def _dequantize_prepare(graph, node, dp, in_shapes):
+    """A compiled plan's step of ``onnx_dequantize``: the input's parameters laid out once."""
+    if in_shapes[0] is None:
+        return None
+    dequantize = K.dequantize_linear_plan(*(_channel_free(v) for v in _qparams(_spec(graph, node.inputs[0]),
+                                                                                 len(in_shapes[0]))))
+    return untraced_step(graph, node, dp, lambda ins: dequantize(np.asarray(ins[0])), tuple(in_shapes[0]))
 
 
 def _quantize_run(graph, node, ins, dp, trace):
@@ -112,7 +146,7 @@ def _check_requantize(graph, node):
     _quantized_io(graph, node, node.inputs + node.outputs)
 
 
-register_op(Op("onnx_quantize", _quantize_run, _identity_float, _check_quantize))
-register_op(Op("onnx_dequantize", _dequantize_run, _identity_float, _check_dequantize))
+register_op(Op("onnx_quantize", _quantize_run, _identity_float, _check_quantize, prepare=_quantize_prepare))
+register_op(Op("onnx_dequantize", _dequantize_run, _identity_float, _check_dequantize, prepare=_dequantize_prepare))
 register_op(Op("onnx_requantize", _requantize_run, _clip_float, _check_requantize))
 register_op(Op("onnx_reinterpret", _reinterpret_run, _reinterpret_float, _check_requantize))
