@@ -179,18 +179,19 @@ def test_conv_integer_plan_against_python_ints(case):
     _same(plan.run(codes, trace=True, keep=True), g.run(codes, trace=True, keep=True, plan=False), "conv trace")
 
 
-def test_matmul_integer_plan_wraps_like_int32():
-    k = 70_000                                    # 70,000 * 255 * 128 > 2^31: the exact sum leaves int32
+@pytest.mark.parametrize("k", [600, 70_000])
+def test_matmul_integer_plan_against_python_ints(k):
+    """K = 600: the worst case 600 * 255 * 128 is above 2^24 (the float64 GEMM) and below 2^31 (no wrap);
+    K = 70,000: above 2^31, and these sums leave int32 (the wrap)."""
     x = np.full((2, k), 255, np.int64)
     x[1, ::3] = 0
     w = np.stack([np.full(k, -128), np.full(k, 127), np.resize([127, -128, 5], k)]).astype(np.int8)
-    want = np.array([[_wrap32(sum(int(a) * int(b) for a, b in zip(row, col))) for col in w.astype(np.int64)]
-                     for row in x])
-    assert np.abs(np.array([[sum(int(a) * int(b) for a, b in zip(row, col)) for col in w.astype(np.int64)]
-                            for row in x])).max() > (1 << 31)
+    exact = np.array([[sum(int(a) * int(b) for a, b in zip(row, col)) for col in w.astype(np.int64)] for row in x])
+    assert (np.abs(exact).max() > (1 << 31)) == (k > 10_000)
+    want = np.vectorize(_wrap32)(exact)
     g = _integer_graph("matmul_integer", (k,), w, {"x_zero_point": 0, "w_zero_point": [0, 0, 0]}, (3,))
     got = g.compile(batch_shape=2).run(x.astype(np.uint8))
-    assert np.array_equal(got, want)
+    assert got.dtype == np.int32 and np.array_equal(got, want)
     assert np.array_equal(g.run(x.astype(np.uint8), plan=False), want)
 
 

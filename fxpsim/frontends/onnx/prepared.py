@@ -10,10 +10,11 @@ Every step is the node's ``run`` bit for bit, and only exists where that is prov
   accumulator), zero points subtracted, no K tiles. Wrapping is reduction modulo :math:`2^{32}`, a ring
   homomorphism, so the accumulator of any order of adds, the bias added after the sum or preloaded, is
   :math:`\\mathrm{wrap}_{32}\\big(b + \\sum_k (x_k - z_x)(w_k - z_w)\\big)` with :math:`b` the bias saturated to
-  ``bias_bits``. The exact sum is one float64 GEMM: every product and every partial sum is an integer of
-  magnitude at most the node's worst case :math:`B = \\max_o \\sum_k |w_{ok} - z_w|\\,\\max|x - z_x|`, and the
-  step is only built when :math:`B < 2^{53}`, where every float64 operation on them is exact (in any order,
-  fused or not). The pair saturation of ``u8s8_pairs="saturate16"`` and the output stage are the run's own
+  ``bias_bits``. The exact sum is one float GEMM: every product and every partial sum is an integer of
+  magnitude at most the node's worst case :math:`B = \\max_o \\sum_k |w_{ok} - z_w|\\,\\max|x - z_x|` (the
+  bias's magnitude added), and the step is only built when :math:`B < 2^{53}`, where every float64 operation
+  on them is exact (in any order, fused or not); below :math:`2^{24}` the same holds in float32, which the GEMM
+  then uses. The pair saturation of ``u8s8_pairs="saturate16"`` and the output stage are the run's own
   functions (:func:`~.mac_ops._saturate_pairs`, :func:`~fxpsim.datapath.onnxruntime.mlas.requantize_output`).
 * **float32 MLAS MAC** (``ort_kernel="float"`` on onnxruntime's datapath): the weights and bias dequantized and
   laid out once; the calls are the run's (:func:`~.mac_ops._float_kernel_run`).
@@ -33,7 +34,7 @@ from .op_support import _pads, _pair, _scale, _spec, _zp, is_native, is_onnxrunt
 
 __all__ = ["mac_prepare", "avg_pool_prepare"]
 
-EXACT_F64 = 1 << 53
+EXACT_F64, EXACT_F32 = 1 << 53, 1 << 24
 
 
 def _gather(shape, node, w_shape):
@@ -53,30 +54,32 @@ def _gather(shape, node, w_shape):
 
 
 def _integer_acc_fn(graph, node, dp, x_shape, x_zp, w_zp, bias, need_int: bool):
-    """``f(x) -> accumulator`` (channels last) of the module docstring, or ``None`` when the float64 GEMM is not
-    provably exact. When the worst case :math:`B` (bias included) is below :math:`2^{31}` nothing wraps and,
-    unless ``need_int``, the accumulator is returned as the exact float64 sum itself; else as int64 wrapped to
-    int32."""
+    """``f(x) -> accumulator`` (channels last) of the module docstring, or ``None`` when the float GEMM is not
+    provably exact. The GEMM runs in float32 when :math:`B < 2^{24}` (every partial sum is then an integer that
+    float32 holds exactly), else in float64. When :math:`B` (bias included) is below :math:`2^{31}` nothing
+    wraps and, unless ``need_int``, the accumulator is returned as that exact float sum itself; else as int64
+    wrapped to int32."""
     from .mac_ops import _bias_codes, _mac_bound
     from .op_support import _acc_format
     bound = _mac_bound(graph, node)
     if bound >= EXACT_F64:
         return None
+    ft = np.float32 if bound < EXACT_F32 else np.float64
     w = _spec(graph, node.inputs[1]).data
     wz = np.asarray(w_zp, np.int64)
-    wo = (w.astype(np.int64) - (wz.reshape((-1,) + (1,) * (w.ndim - 1)) if wz.ndim else wz)).astype(np.float64)
+    wo = (w.astype(np.int64) - (wz.reshape((-1,) + (1,) * (w.ndim - 1)) if wz.ndim else wz)).astype(ft)
     b = None if bias is None else _bias_codes(bias, dp, _acc_format(dp)).astype(np.int64)
-    zx = float(x_zp)
+    zx = ft(x_zp)
     if node.op in ("qlinear_matmul", "matmul_integer"):
         wt = np.ascontiguousarray(wo.T)
         out_shape = tuple(x_shape[:-1]) + (w.shape[0],)
 
         def gemm(x):
-            return (x.astype(np.float64) - zx) @ wt
+            return (x.astype(ft) - zx) @ wt
     else:
         gemm, out_shape = _conv_gemm(node, x_shape, wo, zx)
     if bound < (1 << 31) and not need_int:
-        bf = None if b is None else b.astype(np.float64)
+        bf = None if b is None else b.astype(ft)
 
         def exact(x):
             s = gemm(x).reshape(out_shape)
@@ -94,8 +97,9 @@ def _integer_acc_fn(graph, node, dp, x_shape, x_zp, w_zp, bias, need_int: bool):
 
 
 def _conv_gemm(node, x_shape, wo, zx):
-    """``(f, out_shape)``: ``f(x)`` the exact float64 convolution sums of ``x - zx`` with the weights minus
-    their zero points ``wo`` (OHWI), over the zero-padded input (the padding is :math:`z_x - z_x = 0`)."""
+    """``(f, out_shape)``: ``f(x)`` the exact convolution sums (in ``wo``'s float dtype) of ``x - zx`` with the
+    weights minus their zero points ``wo`` (OHWI), over the zero-padded input (the padding is
+    :math:`z_x - z_x = 0`)."""
     groups = int(node.attrs.get("group", 1))
     n, h, wd, c = x_shape
     o = wo.shape[0]
@@ -112,7 +116,7 @@ def _conv_gemm(node, x_shape, wo, zx):
             groups, taps * cg, og)                                           # [G, KH*KW*Cg, Og]
 
     def gemm(x):
-        pad = np.zeros((n, hp, wp, c))
+        pad = np.zeros((n, hp, wp, c), wo.dtype)
         inner = pad[:, pt:pt + h, pl:pl + wd]
         np.subtract(x, zx, out=inner)
         cols = pad.reshape(n, -1)[:, idx]                                    # [N, P, KH*KW*C]
