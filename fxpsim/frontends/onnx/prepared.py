@@ -189,3 +189,30 @@ def avg_pool_prepare(graph, node, dp, in_shapes):
         return K.qlinear_global_average_pool(sums, *args)
     return untraced_step(graph, node, dp, fast, shape)
 
+
+
+def binary_table_prepare(graph, node, dp, in_shapes):
+    """A plan step of a native ``qlinear_add`` / ``qlinear_mul`` with 8-bit operands: on a native datapath the
+    op is elementwise (each output code a function of the two input codes alone: onnxruntime's float32
+    formulas, the operand swap of ``broadcast`` and the uint8 shift included), so its run on the grid of all
+    :math:`256 \\times 256` code pairs, computed once, is a table that gives every call's output by lookup
+    (numpy broadcasting of the two operands kept); ``None`` otherwise."""
+    if not is_native(dp):
+        return None
+    from ...graph.registry import find_op
+    a, b = (_spec(graph, t) for t in node.inputs[:2])
+    if np.dtype(a.dtype).itemsize != 1 or np.dtype(b.dtype).itemsize != 1:
+        return None
+    bits = np.arange(256, dtype=np.uint8)
+    grid_a = np.repeat(bits, 256).view(a.dtype)       # entry (i << 8) | j: a's bits i, b's bits j
+    grid_b = np.tile(bits, 256).view(b.dtype)
+    run = find_op(node.op).run
+    table = run(graph, node, [grid_a, grid_b], dp, False)[0][0]
+
+    def lookup(ins):
+        if ins[0].dtype.itemsize != 1 or ins[1].dtype.itemsize != 1:    # (codes held in a wider dtype)
+            return run(graph, node, ins, dp, False)[0][0]
+        i = ins[0].view(np.uint8).astype(np.intp)
+        i <<= 8
+        return table[i | ins[1].view(np.uint8)]
+    return untraced_step(graph, node, dp, lookup)

@@ -12,7 +12,7 @@ from ...datapath import accumulate as _acc
 from ...datapath.integer_ops import quantized_add
 from ...datapath.onnxruntime import mlas as K
 from ...graph.ops import Op
-from .prepared import avg_pool_prepare
+from .prepared import avg_pool_prepare, binary_table_prepare
 from .op_support import (F32, _acc_format, _clipped, _name, _no_trace, _one_in_one_out, _overflow_at, _pads, _pair,
                          _quantized_io, _requant_real, _scale, _spec, _zp, is_native, register_op)
 
@@ -75,8 +75,8 @@ def _check_binary(graph, node):
         raise ValueError(f"node {node.name!r}: broadcast must be 'none', 'a_scalar' or 'b_scalar'")
 
 
-register_op(Op("qlinear_add", _add_run, _add_float, _check_binary))
-register_op(Op("qlinear_mul", _add_run, _add_float, _check_binary))
+register_op(Op("qlinear_add", _add_run, _add_float, _check_binary, prepare=binary_table_prepare))
+register_op(Op("qlinear_mul", _add_run, _add_float, _check_binary, prepare=binary_table_prepare))
 
 
 # ----------------------------------------------------------------------------------------- pooling
