@@ -99,7 +99,8 @@ def _integer_acc_fn(graph, node, dp, x_shape, x_zp, w_zp, bias, need_int: bool):
 def _conv_gemm(node, x_shape, wo, zx):
     """``(f, out_shape)``: ``f(x)`` the exact convolution sums (in ``wo``'s float dtype) of ``x - zx`` with the
     weights minus their zero points ``wo`` (OHWI), over the zero-padded input (the padding is
-    :math:`z_x - z_x = 0`)."""
+    :math:`z_x - z_x = 0`): an im2col gather and one GEMM per group, or for a large depthwise convolution one
+    strided product per tap (every partial sum an integer bounded by :math:`B`: exact in any order)."""
     groups = int(node.attrs.get("group", 1))
     n, h, wd, c = x_shape
     o = wo.shape[0]
@@ -115,10 +116,20 @@ def _conv_gemm(node, x_shape, wo, zx):
         wt = np.ascontiguousarray(wo.reshape(groups, og, taps, cg).transpose(0, 2, 3, 1)).reshape(
             groups, taps * cg, og)                                           # [G, KH*KW*Cg, Og]
 
+    (sh, sw), (dh, dw) = _pair(node.attrs, "stride"), _pair(node.attrs, "dilation")
+    tap_slices = [(slice(i * dh, i * dh + sh * (oh - 1) + 1, sh), slice(j * dw, j * dw + sw * (ow - 1) + 1, sw))
+                  for i in range(wo.shape[1]) for j in range(wo.shape[2])]
+    by_taps = depthwise and n * oh * ow * c * taps > 1 << 14      # large: one strided product per tap
+
     def gemm(x):
         pad = np.zeros((n, hp, wp, c), wo.dtype)
         inner = pad[:, pt:pt + h, pl:pl + wd]
         np.subtract(x, zx, out=inner)
+        if by_taps:
+            acc = np.zeros((n, oh, ow, c), wo.dtype)
+            for t, (rows, cols) in enumerate(tap_slices):
+                acc += pad[:, rows, cols] * wt[t]
+            return acc
         cols = pad.reshape(n, -1)[:, idx]                                    # [N, P, KH*KW*C]
         if groups == 1:
             return cols @ wt
