@@ -145,7 +145,7 @@ def requantize_output_plan(multiplier, zero_point, dtype):
     small = np.dtype(dtype).itemsize <= 2
 
     def requantize(acc):
-        v = acc.astype(F32) * m
+        v = np.multiply(acc, m, dtype=F32)        # acc converted to float32 first (one rounding), then the product
         np.maximum(v, vlo, out=v)
         np.minimum(v, vhi, out=v)
         np.rint(v, out=v)

@@ -105,6 +105,8 @@ def _conv_gemm(node, x_shape, wo, zx):
     n, h, wd, c = x_shape
     o = wo.shape[0]
     idx, (hp, wp), (oh, ow) = _gather(x_shape, node, wo.shape)
+    idx = (np.arange(n)[:, None, None] * (hp * wp * c) + idx).astype(np.intp)   # over the whole batch: the gathered
+    #                                                                   columns come out C-ordered for the GEMM
     (pt, _), (pl, _) = _pads(node.attrs)
     cg, og, taps = c // groups, o // groups, wo.shape[1] * wo.shape[2]
     depthwise = cg == 1 and og == 1
@@ -130,7 +132,7 @@ def _conv_gemm(node, x_shape, wo, zx):
             for t, (rows, cols) in enumerate(tap_slices):
                 acc += pad[:, rows, cols] * wt[t]
             return acc
-        cols = pad.reshape(n, -1)[:, idx]                                    # [N, P, KH*KW*C]
+        cols = pad.reshape(-1)[idx]                                          # [N, P, KH*KW*C]
         if groups == 1:
             return cols @ wt
         if depthwise:
