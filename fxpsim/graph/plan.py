@@ -10,8 +10,9 @@ run's, bit for bit, traces and ``keep=True`` included. Where a feature needs it,
 ``run`` (today's path, its arguments derived again) for that call: a MAC call the fused int8 kernel declines (its
 exactness bound is data dependent; other dtypes, K-tiling, zero-point folding, product shifts), an active
 :func:`fxpsim.overflow_log`, ``trace="peaks"`` and ``overflow_at="end"`` on MAC nodes, and every op without a
-``prepare`` (all but the MAC ops and TFLite's int8 ADD: their steps still skip the dispatch, the datapath and
-selector resolution and the constants' collection).
+``prepare`` (all but the MAC ops, TFLite's int8 ADD and the ONNX ops of :mod:`fxpsim.frontends.onnx.prepared`
+and ``onnx_quantize`` / ``onnx_dequantize``: their steps still skip the dispatch, the datapath and selector
+resolution and the constants' collection).
 
 :meth:`IntegerGraph.run` uses a plan implicitly: the graph keeps the plans of its last few
 ``(datapath, input shapes)``; a datapath that cannot be a dictionary key (not hashable, so possibly mutable)
