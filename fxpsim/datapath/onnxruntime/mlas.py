@@ -34,6 +34,7 @@ from .mlas_sgemm import fma32, mlas_gemm, ort_threads
 __all__ = [
     "fma32", "quantize_linear", "dequantize_linear", "requant_multiplier", "requantize_output",
     "requantize_output_plan", "quantize_linear_plan", "dequantize_linear_plan", "qlinear_average_pool_plan",
+    "qlinear_global_average_pool_plan",
     "wrap_int32",
     "qlinear_add", "qlinear_mul", "qlinear_global_average_pool", "qlinear_average_pool", "concat_table",
     "mlas_gemm", "mlas_conv2d", "mlas_conv2d_plan", "ort_threads",
@@ -205,9 +206,15 @@ def qlinear_global_average_pool(sums, count: int, sx, zx, sy, zy, dtype) -> np.n
     """``QLinearGlobalAveragePool`` (and ``QLinearAveragePool`` whose window is the whole unpadded image):
     the integer window sum minus :math:`z_x n`, through :func:`requantize_output` with the float32
     multiplier :math:`s_x \\oslash (s_y \\otimes n)`."""
-    acc = np.asarray(sums, np.int64) - int(zx) * int(count)
-    m = F32(F32(sx) / F32(F32(sy) * F32(count)))
-    return requantize_output(acc, m, zy, dtype)
+    return qlinear_global_average_pool_plan(count, sx, zx, sy, zy, dtype)(np.asarray(sums, np.int64))
+
+
+def qlinear_global_average_pool_plan(count: int, sx, zx, sy, zy, dtype):
+    """:func:`qlinear_global_average_pool` with its multiplier and output stage derived once: ``f(sums)``
+    (int64 sums)."""
+    offset = int(zx) * int(count)
+    requantize = requantize_output_plan(F32(F32(sx) / F32(F32(sy) * F32(count))), zy, dtype)
+    return lambda sums: requantize(sums - offset)
 
 
 def qlinear_average_pool(x, kernel, stride, pads, count_include_pad: bool, sx, zx, sy, zy) -> np.ndarray:

@@ -19,8 +19,8 @@ Every step is the node's ``run`` bit for bit, and only exists where that is prov
 * **float32 MLAS MAC** (``ort_kernel="float"`` on onnxruntime's datapath): the weights and bias dequantized and
   laid out once; the calls are the run's (:func:`~.mac_ops._float_kernel_run`).
 * **global average pool** (``qlinear_avg_pool`` with ``global_path``, native, whole unpadded image): the integer
-  window sum (wrapped to int32: the same homomorphism) through
-  :func:`~fxpsim.datapath.onnxruntime.mlas.qlinear_global_average_pool`.
+  window sum (wrapped to int32: the same homomorphism; not at all when :math:`\\max|q| \\cdot HW < 2^{31}`)
+  through :func:`~fxpsim.datapath.onnxruntime.mlas.qlinear_global_average_pool_plan`.
 
 A trace, or an input of another shape than the plan's, runs the node's full ``run`` (its trace with it).
 """
@@ -195,13 +195,14 @@ def avg_pool_prepare(graph, node, dp, in_shapes):
     if k != shape[1:3] or any(p for side in pads for p in side):
         return None
     x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
-    args = (k[0] * k[1], _scale(x), _zp(x), _scale(y), _zp(y), y.dtype)
+    finish = K.qlinear_global_average_pool_plan(k[0] * k[1], _scale(x), _zp(x), _scale(y), _zp(y), y.dtype)
+    lo, hi = x.code_range
+    fits = max(abs(lo), abs(hi)) * k[0] * k[1] < 1 << 31         # no sum can wrap
 
     def fast(ins):
-        sums = K.wrap_int32(ins[0].sum(axis=(1, 2), keepdims=True, dtype=np.int64))
-        return K.qlinear_global_average_pool(sums, *args)
+        sums = ins[0].sum(axis=(1, 2), keepdims=True, dtype=np.int64)
+        return finish(sums if fits else K.wrap_int32(sums))
     return untraced_step(graph, node, dp, fast, shape)
-
 
 
 def binary_table_prepare(graph, node, dp, in_shapes):
