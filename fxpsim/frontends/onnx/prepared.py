@@ -122,8 +122,11 @@ def _conv_gemm(node, x_shape, wo, zx):
     tap_slices = [(slice(i * dh, i * dh + sh * (oh - 1) + 1, sh), slice(j * dw, j * dw + sw * (ow - 1) + 1, sw))
                   for i in range(wo.shape[1]) for j in range(wo.shape[2])]
     by_taps = depthwise and n * oh * ow * c * taps > 1 << 14      # large: one strided product per tap
+    direct = groups == 1 and taps == 1 and (sh, sw) == (1, 1) and (hp, wp) == (h, wd)   # 1x1: x is the im2col
 
     def gemm(x):
+        if direct:
+            return (x.reshape(n, h * wd, c).astype(wo.dtype) - zx) @ wt
         pad = np.zeros((n, hp, wp, c), wo.dtype)
         inner = pad[:, pt:pt + h, pl:pl + wd]
         np.subtract(x, zx, out=inner)
