@@ -188,9 +188,10 @@ def _mac_zero_points(graph, node):
     return _zp(x), _wzp(w)
 
 
-def _float_weights(graph, node, ins):
-    """The float32 operands of :func:`_float_kernel_run` that are constants: the dequantized weights (NCHW
-    for a convolution, transposed for a matmul) and bias (``None`` without one)."""
+def _float_constants(graph, node, ins):
+    """What :func:`_float_kernel_run` derives from the node alone: the dequantized weights (NCHW for a
+    convolution, transposed for a matmul, contiguous), bias (``None`` without one), the input's
+    DequantizeLinear and the output's QuantizeLinear."""
     w = _spec(graph, node.inputs[1])
     wf = _dequant_weights(w, ins[1])
     bias = _bias_input(node, ins)
@@ -198,17 +199,18 @@ def _float_weights(graph, node, ins):
     if bias is not None:
         b = _spec(graph, node.inputs[2])
         bf = K.dequantize_linear(bias, b.scale if b.per_channel else _scale(b), 0, axis=0 if b.per_channel else None)
-    if node.op == "qlinear_conv":
-        return np.transpose(wf, (0, 3, 1, 2)), bf
-    return np.ascontiguousarray(wf.T), bf
-
-
-def _float_kernel_run(graph, node, ins, weights=None):
-    """onnxruntime's float32 path of an unfused QDQ group: DequantizeLinear, the float op, QuantizeLinear
-    (``weights``: :func:`_float_weights` of the node, derived once by a compiled plan)."""
     x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
-    xf = K.dequantize_linear(ins[0], _scale(x), _zp(x))
-    wf, bf = _float_weights(graph, node, ins) if weights is None else weights
+    dequantize = K.dequantize_linear_plan(F32(_scale(x)), np.int64(_zp(x)))
+    quantize = K.quantize_linear_plan(F32(_scale(y)), np.int64(_zp(y)), y.dtype)
+    wf = np.transpose(wf, (0, 3, 1, 2)) if node.op == "qlinear_conv" else wf.T
+    return np.ascontiguousarray(wf), bf, dequantize, quantize
+
+
+def _float_kernel_run(graph, node, ins, constants=None):
+    """onnxruntime's float32 path of an unfused QDQ group: DequantizeLinear, the float op, QuantizeLinear
+    (``constants``: :func:`_float_constants` of the node, derived once by a compiled plan)."""
+    wf, bf, dequantize, quantize = _float_constants(graph, node, ins) if constants is None else constants
+    xf = dequantize(np.asarray(ins[0]))
     if node.op == "qlinear_conv":
         yf = K.mlas_conv2d(np.transpose(xf, (0, 3, 1, 2)), wf, bf, _pair(node.attrs, "stride"), _pads(node.attrs),
                            _pair(node.attrs, "dilation"), int(node.attrs.get("group", 1)))
@@ -221,7 +223,7 @@ def _float_kernel_run(graph, node, ins, weights=None):
         else:
             yf = K.mlas_gemm(x2, wf)
         yf = yf.reshape(lead + (wf.shape[1],))
-    return K.quantize_linear(yf, _scale(y), _zp(y), y.dtype)
+    return quantize(np.asarray(yf, F32))
 
 
 def _float_gemm(x2, wt, bf):

@@ -148,15 +148,15 @@ def _conv_gemm(node, x_shape, wo, zx):
 
 def mac_prepare(graph, node, dp, in_shapes):
     """A plan step of an ONNX MAC node (module docstring), or ``None`` where the node's ``run`` is the step."""
-    from .mac_ops import _bias_input, _float_kernel_run, _float_weights, _mac_zero_points, _saturate_pairs
+    from .mac_ops import _bias_input, _float_constants, _float_kernel_run, _mac_zero_points, _saturate_pairs
     if in_shapes[0] is None or not is_onnxruntime_datapath(dp):
         return None
     integer_out = node.op in ("conv_integer", "matmul_integer")
     shape = tuple(in_shapes[0])
     consts = [None if not t else _spec(graph, t).data for t in node.inputs]
     if not integer_out and node.attrs.get("ort_kernel") == "float":
-        weights = _float_weights(graph, node, consts)
-        return untraced_step(graph, node, dp, lambda ins: _float_kernel_run(graph, node, ins, weights), shape)
+        constants = _float_constants(graph, node, consts)
+        return untraced_step(graph, node, dp, lambda ins: _float_kernel_run(graph, node, ins, constants), shape)
     if getattr(dp, "zero_point", "subtract") != "subtract" or getattr(dp, "tile_k", None):
         return None
     x_zp, w_zp = _mac_zero_points(graph, node)
