@@ -159,6 +159,7 @@ def _integer_graph(op, x_shape, w, attrs, out_shape):
     ((1, 6, 6, 5), (5, 3, 3, 1), 5, (2, 2), ((1, 1), (1, 1)), (1, 1)),
     ((3, 4, 4, 2), (4, 1, 1, 2), 1, (1, 1), ((0, 0), (0, 0)), (1, 1)),
     ((40, 6, 7, 8), (8, 3, 3, 1), 8, (1, 2), ((1, 1), (2, 0)), (2, 1)),      # depthwise, large: one product per tap
+    ((16, 9, 9, 8), (6, 3, 3, 8), 1, (2, 1), ((1, 0), (2, 1)), (1, 2)),      # dense, large: one GEMM per tap
 ])
 def test_conv_integer_plan_against_python_ints(case):
     x_shape, w_shape, groups, stride, pads, dilation = case

@@ -100,7 +100,8 @@ def _conv_gemm(node, x_shape, wo, zx):
     """``(f, out_shape)``: ``f(x)`` the exact convolution sums (in ``wo``'s float dtype) of ``x - zx`` with the
     weights minus their zero points ``wo`` (OHWI), over the zero-padded input (the padding is
     :math:`z_x - z_x = 0`): an im2col gather and one GEMM per group, or for a large depthwise convolution one
-    strided product per tap (every partial sum an integer bounded by :math:`B`: exact in any order)."""
+    strided product per tap, for a large dense one with 8 or more channels one GEMM per tap (every partial sum
+    an integer bounded by :math:`B`: exact in any order)."""
     groups = int(node.attrs.get("group", 1))
     n, h, wd, c = x_shape
     o = wo.shape[0]
@@ -122,6 +123,8 @@ def _conv_gemm(node, x_shape, wo, zx):
     tap_slices = [(slice(i * dh, i * dh + sh * (oh - 1) + 1, sh), slice(j * dw, j * dw + sw * (ow - 1) + 1, sw))
                   for i in range(wo.shape[1]) for j in range(wo.shape[2])]
     by_taps = depthwise and n * oh * ow * c * taps > 1 << 14      # large: one strided product per tap
+    dense_taps = groups == 1 and c >= 8 and n * oh * ow * c * taps > 1 << 15      # large: one GEMM per tap
+    w_taps = np.ascontiguousarray(wo.reshape(o, taps, c).transpose(1, 2, 0)) if dense_taps else None   # [T, C, O]
     direct = groups == 1 and taps == 1 and (sh, sw) == (1, 1) and (hp, wp) == (h, wd)   # 1x1: x is the im2col
 
     def gemm(x):
@@ -134,6 +137,11 @@ def _conv_gemm(node, x_shape, wo, zx):
             acc = np.zeros((n, oh, ow, c), wo.dtype)
             for t, (rows, cols) in enumerate(tap_slices):
                 acc += pad[:, rows, cols] * wt[t]
+            return acc
+        if dense_taps:
+            acc = np.zeros((n * oh * ow, o), wo.dtype)
+            for t, (rows, cols) in enumerate(tap_slices):
+                acc += np.ascontiguousarray(pad[:, rows, cols]).reshape(-1, c) @ w_taps[t]
             return acc
         cols = pad.reshape(-1)[idx]                                          # [N, P, KH*KW*C]
         if groups == 1:
