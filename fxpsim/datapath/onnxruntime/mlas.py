@@ -247,15 +247,22 @@ def qlinear_average_pool_plan(shape, dtype, kernel, stride, pads, count_include_
     div = cnt.astype(F32)[None, :, :, None]
     lo, hi = _range(dtype)
     sxf, syf, zyf, zxi = F32(sx), F32(sy), F32(zy), int(zx)
+    small = np.dtype(dtype).itemsize <= 2        # x - z_x below 2^17: exact in float32
 
     def pool(x):
-        xf = (sxf * (x.astype(np.int64) - zxi).astype(F32)).astype(F32)
         xp = np.zeros((x.shape[0], h + pt + pb, w + pl + pr, c), F32)
-        xp[:, pt:pt + h, pl:pl + w] = xf
+        inner = xp[:, pt:pt + h, pl:pl + w]
+        if small:
+            np.subtract(x, F32(zxi), out=inner)
+        else:
+            inner[...] = (x.astype(np.int64) - zxi).astype(F32)
+        inner *= sxf
         acc = np.zeros((x.shape[0], oh, ow, c), F32)
         for rows, cols in taps:
-            acc = (acc + xp[:, rows, cols]).astype(F32)     # + 0.0 for a padded tap: no change
-        y = (acc / div).astype(F32)
-        t = ((y / syf).astype(F32) + zyf).astype(F32)
-        return np.clip(np.rint(t).astype(np.int64), lo, hi).astype(dtype)
+            acc += xp[:, rows, cols]                   # + 0.0 for a padded tap: no change
+        t = acc / div
+        t /= syf
+        t += zyf
+        np.rint(t, out=t)                              # an integer: clamping it in float32 is exact
+        return np.clip(t, lo, hi, out=t).astype(dtype)
     return pool
