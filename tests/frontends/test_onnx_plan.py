@@ -255,3 +255,19 @@ def test_binary_table_step_equals_the_run(op, signed, attrs, b_shape):
     got = plan.run(x)
     want = g.run(x, plan=False)
     assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
+def test_unmodelled_knobs_are_refused_through_the_plan_too():
+    """A (hashable, so planned) datapath of onnxruntime's arithmetic that also sets a knob the ONNX MAC ops do not
+    model raises through the plan as node by node, instead of the prepared step ignoring it."""
+    from collections import namedtuple
+    fields = dict(ONNXRUNTIME_DATAPATH, dense_requantization=None, bias_shift=0, accumulator_frac_bits=0)
+    Knobbed = namedtuple("Knobbed", list(fields))
+    g = fxpsim.import_onnx(MODELS / "qs_cnn_qdq_u8_pc.onnx", cpu="host")
+    x = _nchw(g, 1)
+    plain = Knobbed(**fields)
+    assert np.array_equal(g.run(x, plain), _ort_run(MODELS / "qs_cnn_qdq_u8_pc.onnx", x))
+    for change in ({"bias_shift": 2}, {"accumulator_frac_bits": 3}):
+        for plan in (True, False):
+            with pytest.raises(ValueError, match="does not model"):
+                g.run(x, plain._replace(**change), plan=plan)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...datapath.onnxruntime import mlas as K
+from ...graph.mac_ops import refuse_unmodelled_knobs
 from ...graph.plan import untraced_step
 from .op_support import _pads, _pair, _scale, _spec, _zp, is_native, is_onnxruntime_datapath
 
@@ -165,6 +166,7 @@ def mac_prepare(graph, node, dp, in_shapes):
     if not integer_out and node.attrs.get("ort_kernel") == "float":
         constants = _float_constants(graph, node, consts)
         return untraced_step(graph, node, dp, lambda ins: _float_kernel_run(graph, node, ins, constants), shape)
+    refuse_unmodelled_knobs(node, dp, "onnxruntime semantics", allow=("zero_point", "tile_k"))    # as the run does
     if getattr(dp, "zero_point", "subtract") != "subtract" or getattr(dp, "tile_k", None):
         return None
     x_zp, w_zp = _mac_zero_points(graph, node)
