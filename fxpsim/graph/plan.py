@@ -42,13 +42,15 @@ def _generic_step(op, graph, node, dp):
 
 def untraced_step(graph, node, dp, fast, shape=None):
     """A prepared step that computes ``[fast(ins)]`` when no trace is asked for, and the node's op's full ``run``
-    (its trace with it) when one is: what an ``Op.prepare`` returns for an op whose speed-up has no trace.
-    With ``shape``, ``fast`` is only called on a first input of that shape (the full ``run`` takes others)."""
+    (its trace with it) when one is, or while an :func:`fxpsim.overflow_log` is active (the full ``run`` records
+    its events): what an ``Op.prepare`` returns for an op whose speed-up has neither. With ``shape``, ``fast`` is
+    only called on a first input of that shape (the full ``run`` takes others)."""
+    from ..core.overflow_logging import _logging
     from .registry import find_op
     run = find_op(node.op).run
 
     def step(ins, trace):
-        if trace or (shape is not None and ins[0].shape != shape):
+        if trace or _logging() or (shape is not None and ins[0].shape != shape):
             return run(graph, node, ins, dp, trace)
         return [fast(ins)], None
     return step

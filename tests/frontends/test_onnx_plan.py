@@ -271,3 +271,16 @@ def test_unmodelled_knobs_are_refused_through_the_plan_too():
         for plan in (True, False):
             with pytest.raises(ValueError, match="does not model"):
                 g.run(x, plain._replace(**change), plan=plan)
+
+
+@pytest.mark.parametrize("name", ["qs_cnn_qdq_u8_pc", "qs_resblock_qdq_s8_pc"])
+def test_an_overflow_log_sees_the_same_events_through_the_plan(name):
+    g = fxpsim.import_onnx(MODELS / f"{name}.onnx", cpu="host")
+    x = _nchw(g, 2) * 30                            # saturates the input quantizer
+    g.run(x)                                        # the plan compiled outside the log
+    logs = []
+    for plan in (True, False):
+        with fxpsim.overflow_log() as log:
+            out = g.run(x, plan=plan)
+        logs.append((out, log.as_dict()))
+    assert np.array_equal(logs[0][0], logs[1][0]) and logs[0][1] == logs[1][1] and logs[0][1]
