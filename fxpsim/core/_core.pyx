@@ -38,7 +38,8 @@ cdef extern from "_core_binary.h":
 
 cdef extern from "_core_narrow.h":
     int64_t fxn_binary(int op, const void* a, int ka, const void* b, int kb, void* out, int ko, int64_t n,
-                       int sa, int sb, int s, int mode, int fit, int64_t lo, int64_t hi, int sh) noexcept nogil
+                       int sa, int sb, int s, int mode, int fit, int64_t lo, int64_t hi, int sh,
+                       int calc32) noexcept nogil
     int64_t fxn_quantize_vector(const double* x, void* out, int ko, int64_t n, double scale, int mode,
                                 int fit, int64_t lo, int64_t hi, int sh, int64_t* n_special) noexcept nogil
     void fxn_to_float(const void* src, int ks, double* out, int64_t n, double scale) noexcept nogil
@@ -172,6 +173,15 @@ cdef int kind(arr) except -1:
     return dt.itemsize + (FXN_UNSIGNED if dt.kind == "u" else 0)
 
 
+cdef inline bint fits32(int ka, int kb, int ko, int sa, int sb, int s, int word, bint is_signed,
+                        int exact_word) noexcept:
+    """The vector kernels may compute on int32: exact values of at most 32 two's-complement bits,
+    operands stored in at most 4 bytes but not uint32, results' [lo, hi] and 2^s within int32."""
+    return (exact_word <= 32 and (ka & 15) <= 4 and (kb & 15) <= 4 and (ko & 15) <= 4
+            and ka != 4 + FXN_UNSIGNED and kb != 4 + FXN_UNSIGNED and 0 <= sa <= 31 and 0 <= sb <= 31
+            and 0 <= s <= 31 and (word <= 32 if is_signed else word <= 31))
+
+
 cdef inline const void* addr(const uint8_t[::1] bytes_) noexcept:
     return <const void*>&bytes_[0]
 
@@ -278,6 +288,7 @@ def cast(src_codes, out_codes, uint8_t[::1] flags, bint src_u64, int shift,
     cdef int ks = kind(src_codes), ko = kind(out_codes)
     cdef const void* ps
     cdef void* po
+    cdef bint calc32
     cdef bint want_flags = flags.shape[0] == n and n > 0
     cdef fx_i128 v
     cdef int o, s = shift
@@ -289,9 +300,10 @@ def cast(src_codes, out_codes, uint8_t[::1] flags, bint src_u64, int shift,
         code_limits(word, is_signed, overflow, &lo, &hi)
         if not want_flags and rounding != RND_STOCHASTIC and fit >= 0 and n > 0:
             ps, po = addr(src_codes.view(np.uint8)), out_addr(out_codes.view(np.uint8))
+            calc32 = fits32(ks, ks, ko, 0, 0, s, word, is_signed, 32)      # codes within int32: exact
             with nogil:
                 n_ovf = fxn_binary(FXB_CAST, ps, ks, ps, ks, po, ko, n, 0, 0, s, rounding, fit, lo, hi,
-                                   64 - word)
+                                   (32 if calc32 else 64) - word, calc32)
             return n_ovf
     cdef const int64_t[::1] src = as_int64(src_codes)
     wide = wide_out(out_codes)
@@ -349,7 +361,9 @@ def binary(int op, a_codes, b_codes, out_codes,
     """out[i] := fit(round((a[i]*2^shift_a OP b[i]*2^shift_b) * 2^-shift_out)).
 
     OP is +, -, * (shifts 0 for *) or a three-way compare (out in {-1, 0, 1}).
-    The exact value (``exact_word`` bits) is formed on 64 bits when it fits 63, else on
+    The exact value (``exact_word`` bits as a two's-complement integer: one more than an unsigned
+    format's word) is formed on 32 bits when it fits 32 and every code array is stored in at most 4
+    bytes, on 64 bits when it fits 63, else on
     128 bits; callers guarantee |value| < 2^127 (a 64 x 64-bit product reaches 2^126); any shift_out.
     ``fits``: the caller proved every result fits the format (exact results in their grown format), so
     no overflow check is made.  Returns n_overflow.  The code arrays may have any integer dtypes
@@ -360,6 +374,8 @@ def binary(int op, a_codes, b_codes, out_codes,
     cdef const void* pa
     cdef const void* pb
     cdef void* po
+    cdef int sa, sb
+    cdef bint calc32
     cdef fx_i128 va, vb, v
     cdef int o
     cdef uint64_t rnd = 0
@@ -375,9 +391,12 @@ def binary(int op, a_codes, b_codes, out_codes,
             code_limits(word, is_signed, overflow, &lo, &hi)
             pa, pb = addr(a_codes.view(np.uint8)), addr(b_codes.view(np.uint8))
             po = out_addr(out_codes.view(np.uint8))
+            sa = shift_a if op != OP_MUL else 0
+            sb = shift_b if op != OP_MUL else 0
+            calc32 = fits32(ka, kb, ko, sa, sb, shift_out, word, is_signed, exact_word)
             with nogil:
-                n_ovf = fxn_binary(op, pa, ka, pb, kb, po, ko, n, shift_a if op != OP_MUL else 0,
-                                   shift_b if op != OP_MUL else 0, shift_out, rounding, fit, lo, hi, 64 - word)
+                n_ovf = fxn_binary(op, pa, ka, pb, kb, po, ko, n, sa, sb, shift_out, rounding, fit, lo, hi,
+                                   (32 if calc32 else 64) - word, calc32)
             return n_ovf
     cdef const int64_t[::1] a = as_int64(a_codes), b = as_int64(b_codes)
     wide = wide_out(out_codes)

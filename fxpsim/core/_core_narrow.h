@@ -22,71 +22,70 @@
 #define FXN_BLOCK 1024
 #define FXN_UNSIGNED 16
 
+#define FXN_KINDS(CASE) CASE(1, int8_t) CASE(2, int16_t) CASE(4, int32_t)                   \
+    CASE(1 + FXN_UNSIGNED, uint8_t) CASE(2 + FXN_UNSIGNED, uint16_t) CASE(4 + FXN_UNSIGNED, uint32_t)
 #define FXN_WIDEN_CASE(KIND, T)                                                         \
     case KIND: { const T *p = (const T *)src; for (int64_t i = 0; i < n; i++) dst[i] = p[i]; } break;
 #define FXN_NARROW_CASE(KIND, T)                                                        \
     case KIND: { T *p = (T *)dst; for (int64_t i = 0; i < n; i++) p[i] = (T)src[i]; } break;
 
-/* dst[i] := src[i] as int64 (exact), for a source of type `kind` (not 8: the caller uses it in place). */
-static inline void fxn_widen(const void *src, int kind, int64_t *dst, int64_t n)
-{
-    switch (kind) {
-    FXN_WIDEN_CASE(1, int8_t)
-    FXN_WIDEN_CASE(2, int16_t)
-    FXN_WIDEN_CASE(4, int32_t)
-    FXN_WIDEN_CASE(1 + FXN_UNSIGNED, uint8_t)
-    FXN_WIDEN_CASE(2 + FXN_UNSIGNED, uint16_t)
-    default: FXN_WIDEN_CASE(4 + FXN_UNSIGNED, uint32_t)
+/* The block helpers on a compute type W (int64_t, or int32_t when the caller proved every value fits):
+ *   fxn_widen_W(src, kind, dst, n): dst[i] := src[i] as W (exact: sign or zero extension);
+ *   fxn_narrow_W(src, dst, kind, n): dst[i] := src[i] converted to `kind` (the caller proved it fits);
+ *   fxn_block_in_W: block [i, i + m) of an operand as W, in place when it is stored as W;
+ *   fxn_block_dst_W / fxn_block_out_W: the W destination of a result block, narrowed on store.
+ * IN_PLACE: the test (on `kind`) of arrays stored as W. */
+#define FXN_BLOCK_HELPERS(W, IN_PLACE)                                                      \
+static inline void fxn_widen_##W(const void *src, int kind, W *dst, int64_t n)          \
+{ switch (kind) { FXN_KINDS(FXN_WIDEN_CASE) } }                                         \
+static inline void fxn_narrow_##W(const W *src, void *dst, int kind, int64_t n)         \
+{ switch (kind) { FXN_KINDS(FXN_NARROW_CASE) } }                                        \
+static inline const W *fxn_block_in_##W(const void *src, int kind, int64_t i, int64_t m, W *tmp) \
+{                                                                                       \
+    if (IN_PLACE)                                                                       \
+        return (const W *)src + i;                                                      \
+    fxn_widen_##W((const char *)src + i * (kind & 15), kind, tmp, m);                   \
+    return tmp;                                                                         \
+}                                                                                       \
+static inline W *fxn_block_dst_##W(void *out, int kind, int64_t i, W *tmp)              \
+{ return (IN_PLACE) ? (W *)out + i : tmp; }                                             \
+static inline void fxn_block_out_##W(const W *tmp, void *out, int kind, int64_t i, int64_t m) \
+{ if (!(IN_PLACE)) fxn_narrow_##W(tmp, (char *)out + i * (kind & 15), kind, m); }
+
+/* uint64 (kind 8 + FXN_UNSIGNED) is the int64 bit pattern: in place as int64 too. */
+FXN_BLOCK_HELPERS(int64_t, (kind & 15) == 8)
+FXN_BLOCK_HELPERS(int32_t, kind == 4)
+
+#define FXN_BINARY_BLOCKS(W, KERNEL, LO, HI)                                            \
+    for (int64_t i = 0; i < n; i += FXN_BLOCK) {                                        \
+        const int64_t m = n - i < FXN_BLOCK ? n - i : FXN_BLOCK;                        \
+        const W *pa = fxn_block_in_##W(a, ka, i, m, ta);                                \
+        const W *pb = op == FXB_CAST ? pa : fxn_block_in_##W(b, kb, i, m, tb);          \
+        W *po = fxn_block_dst_##W(out, ko, i, to);                                      \
+        ovf += KERNEL(op, pa, pb, po, m, sa, sb, s, mode, fit, LO, HI, sh);             \
+        fxn_block_out_##W(po, out, ko, i, m);                                           \
     }
-}
 
-/* dst[i] := src[i] converted to type `kind` (the caller guarantees each value fits). */
-static inline void fxn_narrow(const int64_t *src, void *dst, int kind, int64_t n)
-{
-    switch (kind) {
-    FXN_NARROW_CASE(1, int8_t)
-    FXN_NARROW_CASE(2, int16_t)
-    FXN_NARROW_CASE(4, int32_t)
-    FXN_NARROW_CASE(1 + FXN_UNSIGNED, uint8_t)
-    FXN_NARROW_CASE(2 + FXN_UNSIGNED, uint16_t)
-    default: FXN_NARROW_CASE(4 + FXN_UNSIGNED, uint32_t)
-    }
-}
-
-/* A block [i, i + m) of an operand as int64: in place for int64, else widened into tmp. */
-static inline const int64_t *fxn_block_in(const void *src, int kind, int64_t i, int64_t m, int64_t *tmp)
-{
-    if ((kind & 15) == 8)
-        return (const int64_t *)src + i;
-    fxn_widen((const char *)src + i * (kind & 15), kind, tmp, m);
-    return tmp;
-}
-
-/* The int64 destination of a result block: in place for int64, else tmp (narrowed by fxn_block_out). */
-static inline int64_t *fxn_block_dst(void *out, int kind, int64_t i, int64_t *tmp)
-{
-    return (kind & 15) == 8 ? (int64_t *)out + i : tmp;
-}
-
-static inline void fxn_block_out(const int64_t *tmp, void *out, int kind, int64_t i, int64_t m)
-{
-    if ((kind & 15) != 8)
-        fxn_narrow(tmp, (char *)out + i * (kind & 15), kind, m);
-}
-
-/* fxb_binary (same arguments and result) on operands of types ka, kb and a result of type ko. */
+/* fxb_binary (same arguments and result) on operands of types ka, kb and a result of type ko.
+ * calc32: compute on int32 (fxb_binary32; sh is then 32 - word), which the caller proved exact:
+ * operands, exact values and [lo, hi] within int32, 0 <= sa, sb, s <= 31, no uint32 operand. */
 FXB_DISPATCH
 static int64_t fxn_binary(int op, const void *a, int ka, const void *b, int kb, void *out, int ko, int64_t n,
-                          int sa, int sb, int s, int mode, int fit, int64_t lo, int64_t hi, int sh)
+                          int sa, int sb, int s, int mode, int fit, int64_t lo, int64_t hi, int sh, int calc32)
 {
-    int64_t ta[FXN_BLOCK], tb[FXN_BLOCK], to[FXN_BLOCK], ovf = 0;
-    for (int64_t i = 0; i < n; i += FXN_BLOCK) {
-        const int64_t m = n - i < FXN_BLOCK ? n - i : FXN_BLOCK;
-        const int64_t *pa = fxn_block_in(a, ka, i, m, ta);
-        const int64_t *pb = op == FXB_CAST ? pa : fxn_block_in(b, kb, i, m, tb);
-        int64_t *po = fxn_block_dst(out, ko, i, to);
-        ovf += fxb_binary(op, pa, pb, po, m, sa, sb, s, mode, fit, lo, hi, sh);
-        fxn_block_out(po, out, ko, i, m);
+    int64_t ovf = 0;
+    if (calc32 && ka == 2 && kb == 2 && ko == 2)
+        return fxb_binary16(op, (const int16_t *)a, (const int16_t *)b, (int16_t *)out, n, sa, sb, s, mode,
+                            fit, (int32_t)lo, (int32_t)hi, sh);
+    if (calc32 && ka == 1 && kb == 1 && ko == 1)
+        return fxb_binary8(op, (const int8_t *)a, (const int8_t *)b, (int8_t *)out, n, sa, sb, s, mode,
+                           fit, (int32_t)lo, (int32_t)hi, sh);
+    if (calc32) {
+        int32_t ta[FXN_BLOCK], tb[FXN_BLOCK], to[FXN_BLOCK];
+        FXN_BINARY_BLOCKS(int32_t, fxb_binary32, (int32_t)lo, (int32_t)hi)
+    } else {
+        int64_t ta[FXN_BLOCK], tb[FXN_BLOCK], to[FXN_BLOCK];
+        FXN_BINARY_BLOCKS(int64_t, fxb_binary, lo, hi)
     }
     return ovf;
 }
@@ -99,10 +98,10 @@ static int64_t fxn_quantize_vector(const double *x, void *out, int ko, int64_t n
     int64_t to[FXN_BLOCK], ovf = 0, special = 0, sp;
     for (int64_t i = 0; i < n; i += FXN_BLOCK) {
         const int64_t m = n - i < FXN_BLOCK ? n - i : FXN_BLOCK;
-        int64_t *po = fxn_block_dst(out, ko, i, to);
+        int64_t *po = fxn_block_dst_int64_t(out, ko, i, to);
         ovf += fxc_quantize_vector(x + i, po, m, scale, mode, fit, lo, hi, sh, &sp);
         special += sp;
-        fxn_block_out(po, out, ko, i, m);
+        fxn_block_out_int64_t(po, out, ko, i, m);
     }
     *n_special = special;
     return ovf;
@@ -115,7 +114,7 @@ static void fxn_to_float(const void *src, int ks, double *out, int64_t n, double
     int64_t t[FXN_BLOCK];
     for (int64_t i = 0; i < n; i += FXN_BLOCK) {
         const int64_t m = n - i < FXN_BLOCK ? n - i : FXN_BLOCK;
-        const int64_t *p = fxn_block_in(src, ks, i, m, t);
+        const int64_t *p = fxn_block_in_int64_t(src, ks, i, m, t);
         for (int64_t j = 0; j < m; j++)
             out[i + j] = (double)p[j] * scale;
     }

@@ -322,7 +322,7 @@ def _exact_binary(op: str, a: FixedArray, b: FixedArray, out_fmt: Format | None 
     count = _core.binary(_OP_CODE[op], a._codes, b._codes, out,
                          a.fmt._u64, b.fmt._u64, sa, sb, frac - out_fmt.frac, out_fmt.word,
                          out_fmt.signed, r.code, o.code, 0,
-                         _seed_word(seed) if r is Rounding.STOCHASTIC else 0, word, fits)
+                         _seed_word(seed) if r is Rounding.STOCHASTIC else 0, word + (not signed), fits)
     if _logging():
         fa, fb = a.to_float(), b.to_float()
         record_overflow(op, count, *_range(fa * fb if op == "mul" else fa + fb if op == "add" else fa - fb))
