@@ -14,14 +14,17 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 
 import reference as ref
 import fxpsim.core.fixed as fixed
 from fxpsim.core import _core
 from fxpsim.core.fixed import Format, from_float, from_raw
 
-FORMATS = st.builds(Format, st.integers(1, 64), st.integers(-20, 40), st.booleans())
+# widths at the dtype boundaries (and the kernels' 32-bit compute limit) are drawn often
+WORDS = st.one_of(st.integers(1, 64), st.sampled_from([1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64]))
+FORMATS = st.builds(Format, WORDS, st.one_of(st.integers(-20, 40), st.integers(0, 3)), st.booleans())
+EDGE_FORMATS = st.builds(Format, st.sampled_from([7, 8, 9, 15, 16, 17, 31, 32, 33]), st.integers(0, 3), st.booleans())
 SMALL_FORMATS = st.builds(Format, st.integers(1, 33), st.integers(-4, 20), st.booleans())
 ROUNDINGS = st.sampled_from(ref.DETERMINISTIC_ROUNDING_MODES)
 OVERFLOWS = st.sampled_from(ref.OVERFLOW_MODES)
@@ -160,6 +163,20 @@ def test_fused_ops_between_storages_match_the_model(op, fa, fb, dst, rounding, o
     assert y.overflows == want[1]
     check_storage(a, fa, ca)
     check_storage(b, fb, cb)
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul"])
+@settings(max_examples=max(300, settings().max_examples))
+@given(fa=EDGE_FORMATS, fb=EDGE_FORMATS, dst=EDGE_FORMATS, rounding=ROUNDINGS,
+       overflow=st.sampled_from(["saturate", "wrap", "saturate_zero"]), data=st.data())
+def test_fused_ops_at_the_dtype_edges_match_the_model(op, fa, fb, dst, rounding, overflow, data):
+    """Widths around 8, 16 and 32 bits: where int32 compute, block widening and int64 compute meet."""
+    n = data.draw(st.integers(1, 9))
+    ca, cb = data.draw(codes_in(fa, n)), data.draw(codes_in(fb, n))
+    want = model([OPS[op](value(x, fa), value(z, fb)) for x, z in zip(ca, cb)], dst, rounding, overflow)
+    y = getattr(fixed, op)(make(ca, fa), make(cb, fb), dst, rounding, overflow)
+    check_storage(y, dst, want[0])
+    assert y.overflows == want[1]
 
 
 @given(fa=SMALL_FORMATS, fb=SMALL_FORMATS, dst=SMALL_FORMATS, data=st.data())
