@@ -153,6 +153,11 @@ def test_fused_ops_between_storages_match_the_model(op, fa, fb, dst, rounding, o
     n = data.draw(st.integers(1, 9))
     ca, cb = data.draw(codes_in(fa, n)), data.draw(codes_in(fb, n))
     a, b = make(ca, fa), make(cb, fb)
+    grown = {"add": ref.add_format, "sub": ref.sub_format, "mul": ref.mul_format}[op](fa, fb)
+    if grown.word - grown.signed > 127:           # the documented limit (ufix64 * ufix64): exact values on 128 bits
+        with pytest.raises(ValueError, match="127"):
+            getattr(fixed, op)(a, b, dst, rounding, overflow)
+        return
     want = model([OPS[op](value(x, fa), value(z, fb)) for x, z in zip(ca, cb)], dst, rounding, overflow)
     if want is None:
         with pytest.raises(ValueError, match="overflow"):
