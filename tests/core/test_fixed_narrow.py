@@ -244,3 +244,10 @@ def test_the_kernels_name_a_code_array_of_the_wrong_dtype():
         _core.binary(0, np.zeros(2), np.zeros(2, np.int16), out, False, False, 0, 0, 0, 16, True, 0, 0, 0, 0)
     with pytest.raises(TypeError, match="integer dtype.*bool"):
         _core.to_float(np.zeros(2, bool), np.empty(2), False, 0)
+
+
+def test_raw_is_widened_once_and_wide_storage_is_not_copied():
+    q = from_raw(np.array([-32768, 32767, 5]), "Q7.8")
+    assert q.codes.dtype == np.int16 and q.raw is q.raw and q.raw.tolist() == [-32768, 32767, 5]
+    w = from_raw(np.array([-(2 ** 40), 3]), Format(48, 8))
+    assert w.raw is w.codes and w.codes.dtype == np.int64
