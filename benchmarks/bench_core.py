@@ -3,7 +3,8 @@
 N = 10^6 values, format Q7.8 (16-bit word, 8 fraction bits), one thread.  Both sides are timed the same
 way: best of ``--repeat`` runs (the least disturbed one, as timeit recommends), after one warm-up call.
 Each numpy baseline is the fastest of several equivalent expressions (allocating one result array, as
-fxpsim does).  Two data sets:
+fxpsim does).  The code -> code rows have numpy peers on int64, int32 and int16 codes (int16: computed on
+int32, stored back as int16, as fxpsim stores Q7.8 codes).  Two data sets:
 
 * ``in-range``: codes in [lo/2, hi/2], so sums stay in range and products rarely overflow;
 * ``overflow``: codes uniform over the whole format, so about a quarter of the sums and most of the
@@ -27,6 +28,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
+import fxpsim  # noqa: E402
 from fxpsim.core.fixed import Format, add, from_float, from_raw, mul  # noqa: E402
 
 
@@ -79,49 +81,80 @@ def optional_baselines(x: np.ndarray, repeat: int) -> dict:
     return out
 
 
+def numpy_forms(ia, ib, lo, hi, store):
+    """Equivalent numpy forms of the saturating add and of mul + requantize on codes ``ia``, ``ib``.
+
+    int64 and int32 codes compute in their own dtype (no overflow for Q7.8: products < 2^31); int16 codes
+    compute on int32 (int16 sums and products would wrap) and ``store`` the result back as int16."""
+    wide = np.int32 if ia.dtype == np.int16 else ia.dtype
+
+    def narrow(t):
+        return t.astype(store) if store != t.dtype else t
+
+    def add_clip():
+        return narrow(np.clip(np.add(ia, ib, dtype=wide), lo, hi))
+
+    def add_inplace():
+        t = np.add(ia, ib, dtype=wide)
+        return narrow(np.clip(t, lo, hi, out=t))
+
+    def add_minmax():
+        t = np.add(ia, ib, dtype=wide)
+        np.maximum(t, lo, out=t)
+        return narrow(np.minimum(t, hi, out=t))
+
+    def requant_into(minmax):
+        def run():
+            t = np.multiply(ia, ib, dtype=wide)
+            t += 128
+            t >>= 8
+            if minmax:
+                np.maximum(t, lo, out=t)
+                return narrow(np.minimum(t, hi, out=t))
+            return narrow(np.clip(t, lo, hi, out=t))
+        return run
+
+    adds, muls = [add_clip, add_inplace, add_minmax], [requant_into(False), requant_into(True)]
+    if store != wide:                              # clip straight into the narrow result
+        def add_clip_into():
+            return np.clip(np.add(ia, ib, dtype=wide), lo, hi, out=np.empty(ia.shape, store), casting="unsafe")
+
+        def requant_clip_into():
+            t = np.multiply(ia, ib, dtype=wide)
+            t += 128
+            t >>= 8
+            return np.clip(t, lo, hi, out=np.empty(ia.shape, store), casting="unsafe")
+        adds.append(add_clip_into)
+        muls.append(requant_clip_into)
+    return adds, muls
+
+
 def code_rows(name, ia, ib, fmt, repeat):
-    """Rows of the code -> code operations on one data set."""
+    """Rows of the code -> code operations on one data set, with numpy on int64, int32 and int16 codes."""
     lo, hi = fmt.min_code, fmt.max_code
     fa, fb = from_raw(ia, fmt), from_raw(ib, fmt)
-
-    def sat_add_inplace():
-        t = ia + ib
-        return np.clip(t, lo, hi, out=t)
-
-    def sat_add_minmax():
-        t = ia + ib
-        np.maximum(t, lo, out=t)
-        return np.minimum(t, hi, out=t)
-
-    def requant():
-        t = ia * ib
-        t += 128
-        t >>= 8
-        return np.clip(t, lo, hi, out=t)
-
-    def requant_minmax():
-        t = ia * ib
-        t += 128
-        t >>= 8
-        np.maximum(t, lo, out=t)
-        return np.minimum(t, hi, out=t)
+    peers = {dt: (ia.astype(dt), ib.astype(dt)) for dt in (np.int64, np.int32, np.int16)}
+    add_rows, mul_rows, sum_rows = [], [], []
+    for dt, (a, b) in peers.items():
+        adds, muls = numpy_forms(a, b, lo, hi, dt)
+        label = np.dtype(dt).name
+        add_rows.append((f"numpy {label} clip(a+b, lo, hi), best form", best_of(adds, repeat)))
+        mul_rows.append((f"numpy {label} clip((a*b + 128) >> 8), best form", best_of(muls, repeat)))
+        wide = np.int32 if dt == np.int16 else dt
+        sum_rows.append((f"numpy {label} a + b" + (" (into int32)" if wide != dt else ""),
+                         best_of([lambda: np.add(a, b, dtype=wide)], repeat)))
+    a64 = peers[np.int64][0]
 
     def count_add():
-        t = sat_add_inplace()
+        t = np.clip(a64 + peers[np.int64][1], lo, hi)
         return t, np.count_nonzero((t == lo) | (t == hi))       # (a lower bound of the count)
 
-    t_add = best_of([lambda: np.clip(ia + ib, lo, hi), sat_add_inplace, sat_add_minmax], repeat)
-    t_mul = best_of([requant, requant_minmax], repeat)
-    rows = [
-        (f"saturating add -> Q7.8 [{name}]", lambda: add(fa, fb, fmt, overflow="saturate"),
-         [("numpy clip(a+b, lo, hi), best form", t_add),
-          ("numpy same + count", best_time(count_add, repeat))]),
-        (f"multiply + requantize -> Q7.8 [{name}]", lambda: mul(fa, fb, fmt, "half_up", "saturate"),
-         [("numpy clip((a*b + 128) >> 8), best form", t_mul)]),
-        (f"exact a + b (FixedArray) [{name}]", lambda: fa + fb,
-         [("numpy a + b", best_of([lambda: ia + ib, lambda: np.add(ia, ib)], repeat))]),
+    add_rows.append(("numpy int64 same + count", best_time(count_add, repeat)))
+    return [
+        (f"saturating add -> Q7.8 [{name}]", lambda: add(fa, fb, fmt, overflow="saturate"), add_rows),
+        (f"multiply + requantize -> Q7.8 [{name}]", lambda: mul(fa, fb, fmt, "half_up", "saturate"), mul_rows),
+        (f"exact a + b (FixedArray) [{name}]", lambda: fa + fb, sum_rows),
     ]
-    return rows
 
 
 def main(argv=None):
@@ -150,14 +183,16 @@ def main(argv=None):
     specs += code_rows("in-range", *in_range, fmt, repeat)
     specs += code_rows("overflow", *heavy, fmt, repeat)
 
-    print(f"fxpsim core benchmark: N = {n:,}, format Q7.8, one thread, best of {repeat} (both sides)")
-    print(f"{'operation':44s} {'fxpsim ms':>9s} {'peak MiB':>8s}   {'baseline':44s} {'base ms':>8s} {'ratio':>6s}")
+    print(f"fxpsim core benchmark: N = {n:,}, format Q7.8, one thread, best of {repeat} (both sides); "
+          f"fxpsim from {os.path.dirname(os.path.dirname(fxpsim.__file__))}, load average "
+          f"{os.getloadavg()[0]:.2f}")
+    print(f"{'operation':44s} {'fxpsim ms':>9s} {'peak MiB':>8s}   {'baseline':50s} {'base ms':>8s} {'ratio':>6s}")
     for name, fn, baselines in specs:
         t = best_time(fn, repeat)
         peak = peak_mib(fn)
         for k, (bname, bt) in enumerate(baselines):
             lead = f"{name:44s} {t * 1e3:9.3f} {peak:8.1f}" if k == 0 else " " * 63
-            print(f"{lead}   {bname:44s} {bt * 1e3:8.3f} {bt / t:5.2f}x")
+            print(f"{lead}   {bname:50s} {bt * 1e3:8.3f} {bt / t:5.2f}x")
     print("ratio = numpy time / fxpsim time (>= 1: fxpsim at least as fast).  fxpsim's results are exact and "
           "count overflows; the numpy expressions do neither for every input.")
 

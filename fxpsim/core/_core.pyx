@@ -5,7 +5,16 @@ Everything here is ``nogil`` C on int64 codes; validation and messages live in
 ``fxpsim.fixed``.  Codes of unsigned 64-bit formats travel as the int64 bit
 pattern and are reinterpreted with ``src_u64``.  Exact intermediate values use
 128-bit integers, so no step can overflow or lose a bit.
+
+Code arrays (operands and results) may be stored in any 1-, 2-, 4- or 8-byte integer dtype
+(``Format.storage_dtype``): the vector kernels widen blocks of 1024 codes to int64 on the stack and
+narrow the results on store (``_core_narrow.h``); the rare paths (128-bit values, stochastic
+rounding, per-element flags, sign-magnitude wrap) widen the whole array to int64 and narrow the
+result once.  A result dtype must hold every code of the result format (the caller's contract);
+all-int64 arrays take the int64 kernels directly, as before.
 """
+import numpy as np
+
 from libc.math cimport frexp, ldexp, fabs, isinf
 from libc.stdint cimport int64_t, uint64_t, uint8_t, int8_t
 
@@ -17,12 +26,8 @@ from fxpsim.core._kernels cimport (
 
 cdef extern from "_core_round.h":
     int64_t fxc_round(double y, int mode, uint64_t rnd) noexcept nogil
-    int64_t fxc_quantize_vector(const double* x, int64_t* out, int64_t n, double scale, int mode,
-                                int fit, int64_t lo, int64_t hi, int sh, int64_t* n_special) noexcept nogil
 
 cdef extern from "_core_binary.h":
-    int64_t fxb_binary(int op, const int64_t* a, const int64_t* b, int64_t* out, int64_t n, int sa, int sb,
-                       int s, int mode, int fit, int64_t lo, int64_t hi, int sh) noexcept nogil
     enum:
         FXB_CAST
         FXB_FIT_SAT
@@ -30,6 +35,16 @@ cdef extern from "_core_binary.h":
         FXB_FIT_WRAP_S
         FXB_FIT_WRAP_U
         FXB_FIT_NONE
+
+cdef extern from "_core_narrow.h":
+    int64_t fxn_binary(int op, const void* a, int ka, const void* b, int kb, void* out, int ko, int64_t n,
+                       int sa, int sb, int s, int mode, int fit, int64_t lo, int64_t hi, int sh,
+                       int calc32) noexcept nogil
+    int64_t fxn_quantize_vector(const double* x, void* out, int ko, int64_t n, double scale, int mode,
+                                int fit, int64_t lo, int64_t hi, int sh, int64_t* n_special) noexcept nogil
+    void fxn_to_float(const void* src, int ks, double* out, int64_t n, double scale) noexcept nogil
+    enum:
+        FXN_UNSIGNED
 
 cdef enum:
     OP_ADD = 0
@@ -149,15 +164,58 @@ cdef inline bint quantize_loop(const double* x, int64_t* out, uint8_t* flags, Py
     return 0
 
 
-def from_float(const double[::1] x, int64_t[::1] out, uint8_t[::1] flags, int frac, int word,
+cdef int kind(arr) except -1:
+    """The dtype of a contiguous 1-D code array as _core_narrow.h names it (size + FXN_UNSIGNED)."""
+    dt = arr.dtype
+    if dt.kind not in "iu" or dt.itemsize not in (1, 2, 4, 8):
+        raise TypeError(f"fxpsim._core: code arrays must have an integer dtype of 1, 2, 4 or 8 bytes, "
+                        f"got {dt}")
+    return dt.itemsize + (FXN_UNSIGNED if dt.kind == "u" else 0)
+
+
+cdef inline bint fits32(int ka, int kb, int ko, int sa, int sb, int s, int word, bint is_signed,
+                        int exact_word) noexcept:
+    """The vector kernels may compute on int32: exact values of at most 32 two's-complement bits,
+    operands stored in at most 4 bytes but not uint32, results' [lo, hi] and 2^s within int32."""
+    return (exact_word <= 32 and (ka & 15) <= 4 and (kb & 15) <= 4 and (ko & 15) <= 4
+            and ka != 4 + FXN_UNSIGNED and kb != 4 + FXN_UNSIGNED and 0 <= sa <= 31 and 0 <= sb <= 31
+            and 0 <= s <= 31 and (word <= 32 if is_signed else word <= 31))
+
+
+cdef inline const void* addr(const uint8_t[::1] bytes_) noexcept:
+    return <const void*>&bytes_[0]
+
+
+cdef inline void* out_addr(uint8_t[::1] bytes_) noexcept:
+    return <void*>&bytes_[0]
+
+
+def as_int64(arr):
+    """``arr`` as int64 codes: a view of 8-byte codes (uint64: the bit pattern), else an exact widening."""
+    return arr.view(np.int64) if arr.dtype.itemsize == 8 else arr.astype(np.int64)
+
+
+cdef object wide_out(out):
+    """An int64 buffer for results destined to ``out``: ``out`` itself (viewed) when 8-byte, else new."""
+    return out.view(np.int64) if out.dtype.itemsize == 8 else np.empty(out.shape[0], dtype=np.int64)
+
+
+cdef inline void store(out, wide):
+    if out.dtype.itemsize != 8:
+        out[...] = wide            # the result format's codes fit out's dtype: exact
+
+
+def from_float(const double[::1] x, out, uint8_t[::1] flags, int frac, int word,
                bint is_signed, int rounding, int overflow, int n_bits, uint64_t seed):
     """out[i] := fit(round(x[i] * 2^frac)); returns (n_overflow, n_nan, first_nan).
 
-    ``flags`` is empty or has one overflow flag per element.  NaN gives code 0.
+    ``out``: any integer dtype that holds the format's codes.  ``flags`` is empty or has one
+    overflow flag per element.  NaN gives code 0.
     The fast path (|x * 2^frac| < 2^51, -1000 <= frac <= 1000, codes fitting int64) rounds
     with double arithmetic proven exact; everything else goes through 128-bit integers.
     """
     cdef Py_ssize_t n = x.shape[0]
+    cdef int ko = kind(out)
     cdef Py_ssize_t counts[3]
     cdef uint8_t* f = &flags[0] if (flags.shape[0] == n and n > 0) else NULL
     counts[0] = 0
@@ -170,18 +228,23 @@ def from_float(const double[::1] x, int64_t[::1] out, uint8_t[::1] flags, int fr
     if n == 0:
         return 0, 0, -1
     cdef int64_t lo, hi, n_special = 0
+    cdef void* po
     cdef int fit = 1 if overflow == OVF_SATURATE_ZERO else (0 if overflow != OVF_WRAP else (2 if is_signed else 3))
     if (f == NULL and rounding != RND_STOCHASTIC and -1000 <= frac <= 1000
             and (is_signed or word < 64)):
         code_limits(word, is_signed, overflow, &lo, &hi)
+        po = out_addr(out.view(np.uint8))
         with nogil:
-            ovf = fxc_quantize_vector(&x[0], &out[0], n, ldexp(1.0, frac), rounding, fit, lo, hi,
+            ovf = fxn_quantize_vector(&x[0], po, ko, n, ldexp(1.0, frac), rounding, fit, lo, hi,
                                       64 - word, &n_special)
         if n_special == 0 and (ovf == 0 or vector_final):
             return ovf, 0, -1
+    wide = wide_out(out)
+    cdef int64_t[::1] w = wide
     with nogil:      # the exact scalar path: rare values, stochastic rounding, per-element flags
-        quantize_loop(&x[0], &out[0], f, n, frac, word, is_signed, rounding, overflow, n_bits,
+        quantize_loop(&x[0], &w[0], f, n, frac, word, is_signed, rounding, overflow, n_bits,
                       seed, counts)
+    store(out, wide)
     return counts[0], counts[1], counts[2]
 
 
@@ -216,10 +279,16 @@ cdef inline int64_t requantize128(fx_i128 v, int shift, int word, bint is_signed
     return overflow128(v, word, is_signed, overflow, n_bits, ovf)
 
 
-def cast(const int64_t[::1] src, int64_t[::1] out, uint8_t[::1] flags, bint src_u64, int shift,
+def cast(src_codes, out_codes, uint8_t[::1] flags, bint src_u64, int shift,
          int word, bint is_signed, int rounding, int overflow, int n_bits, uint64_t seed):
-    """out[i] := fit(round(src[i] * 2^-shift)); shift = src_frac - dst_frac.  Returns n_overflow."""
-    cdef Py_ssize_t i, n = src.shape[0], n_ovf = 0
+    """out[i] := fit(round(src[i] * 2^-shift)); shift = src_frac - dst_frac.  Returns n_overflow.
+
+    ``src_codes``, ``out_codes``: any integer dtypes (``out_codes``' holds the format's codes)."""
+    cdef Py_ssize_t i, n = src_codes.shape[0], n_ovf = 0
+    cdef int ks = kind(src_codes), ko = kind(out_codes)
+    cdef const void* ps
+    cdef void* po
+    cdef bint calc32
     cdef bint want_flags = flags.shape[0] == n and n > 0
     cdef fx_i128 v
     cdef int o, s = shift
@@ -230,10 +299,15 @@ def cast(const int64_t[::1] src, int64_t[::1] out, uint8_t[::1] flags, bint src_
     if small:
         code_limits(word, is_signed, overflow, &lo, &hi)
         if not want_flags and rounding != RND_STOCHASTIC and fit >= 0 and n > 0:
+            ps, po = addr(src_codes.view(np.uint8)), out_addr(out_codes.view(np.uint8))
+            calc32 = fits32(ks, ks, ko, 0, 0, s, word, is_signed, 32)      # codes within int32: exact
             with nogil:
-                n_ovf = fxb_binary(FXB_CAST, &src[0], &src[0], &out[0], n, 0, 0, s, rounding, fit, lo, hi,
-                                   64 - word)
+                n_ovf = fxn_binary(FXB_CAST, ps, ks, ps, ks, po, ko, n, 0, 0, s, rounding, fit, lo, hi,
+                                   (32 if calc32 else 64) - word, calc32)
             return n_ovf
+    cdef const int64_t[::1] src = as_int64(src_codes)
+    wide = wide_out(out_codes)
+    cdef int64_t[::1] out = wide
     with nogil:
         for i in range(n):
             if small:
@@ -250,6 +324,7 @@ def cast(const int64_t[::1] src, int64_t[::1] out, uint8_t[::1] flags, bint src_
             n_ovf += o
             if want_flags:
                 flags[i] = o
+    store(out_codes, wide)
     return n_ovf
 
 
@@ -279,35 +354,54 @@ cdef inline void binary_small(int op, const int64_t* a, const int64_t* b, int64_
         n_ovf[0] += o
 
 
-def binary(int op, const int64_t[::1] a, const int64_t[::1] b, int64_t[::1] out,
+def binary(int op, a_codes, b_codes, out_codes,
            bint a_u64, bint b_u64, int shift_a, int shift_b, int shift_out, int word,
            bint is_signed, int rounding, int overflow, int n_bits, uint64_t seed, int exact_word=127,
            bint fits=False):
     """out[i] := fit(round((a[i]*2^shift_a OP b[i]*2^shift_b) * 2^-shift_out)).
 
     OP is +, -, * (shifts 0 for *) or a three-way compare (out in {-1, 0, 1}).
-    The exact value (``exact_word`` bits) is formed on 64 bits when it fits 63, else on
+    The exact value (``exact_word`` bits as a two's-complement integer: one more than an unsigned
+    format's word) is formed on 32 bits when it fits 32 and every code array is stored in at most 4
+    bytes, on 64 bits when it fits 63, else on
     128 bits; callers guarantee |value| < 2^127 (a 64 x 64-bit product reaches 2^126); any shift_out.
     ``fits``: the caller proved every result fits the format (exact results in their grown format), so
-    no overflow check is made.  Returns n_overflow.
+    no overflow check is made.  Returns n_overflow.  The code arrays may have any integer dtypes
+    (``out_codes``' holds the format's codes; int64 for the compare).
     """
-    cdef Py_ssize_t i, n = out.shape[0], n_ovf = 0
+    cdef Py_ssize_t i, n = out_codes.shape[0], n_ovf = 0
+    cdef int ka = kind(a_codes), kb = kind(b_codes), ko = kind(out_codes)
+    cdef const void* pa
+    cdef const void* pb
+    cdef void* po
+    cdef int sa, sb
+    cdef bint calc32
     cdef fx_i128 va, vb, v
     cdef int o
     cdef uint64_t rnd = 0
     cdef int64_t lo, hi
     cdef int fit
+    cdef bint small = (op != OP_CMP and exact_word <= 63 and not a_u64 and not b_u64
+                       and 0 <= shift_out <= 63 and (is_signed or word < 64))
     if n == 0:
         return 0
-    if (op != OP_CMP and exact_word <= 63 and not a_u64 and not b_u64 and 0 <= shift_out <= 63
-            and (is_signed or word < 64)):
+    if small:
         fit = FXB_FIT_NONE if fits else vector_fit(overflow, n_bits, is_signed)
         if rounding != RND_STOCHASTIC and fit >= 0:
             code_limits(word, is_signed, overflow, &lo, &hi)
+            pa, pb = addr(a_codes.view(np.uint8)), addr(b_codes.view(np.uint8))
+            po = out_addr(out_codes.view(np.uint8))
+            sa = shift_a if op != OP_MUL else 0
+            sb = shift_b if op != OP_MUL else 0
+            calc32 = fits32(ka, kb, ko, sa, sb, shift_out, word, is_signed, exact_word)
             with nogil:
-                n_ovf = fxb_binary(op, &a[0], &b[0], &out[0], n, shift_a if op != OP_MUL else 0,
-                                   shift_b if op != OP_MUL else 0, shift_out, rounding, fit, lo, hi, 64 - word)
+                n_ovf = fxn_binary(op, pa, ka, pb, kb, po, ko, n, sa, sb, shift_out, rounding, fit, lo, hi,
+                                   (32 if calc32 else 64) - word, calc32)
             return n_ovf
+    cdef const int64_t[::1] a = as_int64(a_codes), b = as_int64(b_codes)
+    wide = wide_out(out_codes)
+    cdef int64_t[::1] out = wide
+    if small:
         with nogil:
             if op == OP_ADD:
                 binary_small(OP_ADD, &a[0], &b[0], &out[0], n, shift_a, shift_b, shift_out, word,
@@ -318,6 +412,7 @@ def binary(int op, const int64_t[::1] a, const int64_t[::1] b, int64_t[::1] out,
             else:
                 binary_small(OP_MUL, &a[0], &b[0], &out[0], n, 0, 0, shift_out, word,
                              is_signed, rounding, overflow, n_bits, seed, &n_ovf)
+        store(out_codes, wide)
         return n_ovf
     with nogil:
         for i in range(n):
@@ -335,13 +430,22 @@ def binary(int op, const int64_t[::1] a, const int64_t[::1] b, int64_t[::1] out,
             out[i] = requantize128(v, shift_out, word, is_signed, rounding, overflow, n_bits,
                                    seed + <uint64_t>i, &o)
             n_ovf += o
+    store(out_codes, wide)
     return n_ovf
 
 
-def to_float(const int64_t[::1] src, double[::1] out, bint src_u64, int frac):
-    """out[i] := src[i] * 2^-frac (rounded to nearest double when not exact)."""
-    cdef Py_ssize_t i, n = src.shape[0]
+def to_float(src_codes, double[::1] out, bint src_u64, int frac):
+    """out[i] := src[i] * 2^-frac (rounded to nearest double when not exact); any integer dtype."""
+    cdef Py_ssize_t i, n = src_codes.shape[0]
     cdef double scale
+    cdef int ks = kind(src_codes)
+    cdef const void* ps
+    if (ks & 15) != 8 and n > 0 and -1000 <= frac <= 1000:
+        ps, scale = addr(src_codes.view(np.uint8)), ldexp(1.0, -frac)
+        with nogil:
+            fxn_to_float(ps, ks, &out[0], n, scale)
+        return
+    cdef const int64_t[::1] src = as_int64(src_codes)
     if -1000 <= frac <= 1000:
         scale = ldexp(1.0, -frac)
         with nogil:

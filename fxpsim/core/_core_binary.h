@@ -30,7 +30,10 @@ enum { FXB_ADD = 0, FXB_SUB = 1, FXB_MUL = 2, FXB_CAST = 3 };
 enum { FXB_FIT_SAT = 0, FXB_FIT_ZERO = 1, FXB_FIT_WRAP_S = 2, FXB_FIT_WRAP_U = 3, FXB_FIT_NONE = 4 };
 #define FXB_EXACT 8        /* rounding "mode" for s == 0 (stochastic is never passed here) */
 
-#define FXB_SHL(x, k) ((int64_t)((uint64_t)(x) << (k)))
+/* The compute type FXB_T (unsigned twin FXB_U) is a macro so that the loops below can be instantiated
+ * twice: on int64 (fxb_binary) and on int32 (fxb_binary32, for exact values of at most 32 bits, twice
+ * the SIMD lanes).  The macros are expanded where FXB_BODY is used, with the types defined there. */
+#define FXB_SHL(x, k) ((FXB_T)((FXB_U)(x) << (k)))
 
 #define FXB_V_ADD (FXB_SHL(a[i], sa) + FXB_SHL(b[i], sb))
 #define FXB_V_SUB (FXB_SHL(a[i], sa) - FXB_SHL(b[i], sb))
@@ -47,26 +50,26 @@ enum { FXB_FIT_SAT = 0, FXB_FIT_ZERO = 1, FXB_FIT_WRAP_S = 2, FXB_FIT_WRAP_U = 3
 #define FXB_UP_7 (rem != 0)
 
 #define FXB_ROUNDED(MODE)                                                               \
-    const int64_t q = v >> s;                                                           \
-    const uint64_t rem = (uint64_t)v & mask;                                            \
-    const int64_t c = q + (int64_t)(FXB_UP_##MODE);
+    const FXB_T q = v >> s;                                                             \
+    const FXB_U rem = (FXB_U)v & mask;                                                  \
+    const FXB_T c = q + (FXB_T)(FXB_UP_##MODE);
 
 #define FXB_FIT_0 const int ov = (c < lo) | (c > hi); out[i] = c < lo ? lo : (c > hi ? hi : c); ovf += ov;
 #define FXB_FIT_1 const int ov = (c < lo) | (c > hi); out[i] = ov ? 0 : c; ovf += ov;
-#define FXB_FIT_2 const int ov = (c < lo) | (c > hi); out[i] = (int64_t)((uint64_t)c << sh) >> sh; ovf += ov;
-#define FXB_FIT_3 const int ov = (c < lo) | (c > hi); out[i] = (int64_t)(((uint64_t)c << sh) >> sh); ovf += ov;
+#define FXB_FIT_2 const int ov = (c < lo) | (c > hi); out[i] = (FXB_T)((FXB_U)c << sh) >> sh; ovf += ov;
+#define FXB_FIT_3 const int ov = (c < lo) | (c > hi); out[i] = (FXB_T)(((FXB_U)c << sh) >> sh); ovf += ov;
 #define FXB_FIT_4 out[i] = c;
 
 #define FXB_LOOP(VALUE, MODE, FIT)                                                      \
     for (int64_t i = 0; i < n; i++) {                                                   \
-        const int64_t v = VALUE;                                                        \
+        const FXB_T v = VALUE;                                                          \
         FXB_ROUNDED(MODE)                                                               \
         FXB_FIT_##FIT                                                                   \
     }
 
 #define FXB_LOOP_EXACT(VALUE, FIT)                                                      \
     for (int64_t i = 0; i < n; i++) {                                                   \
-        const int64_t c = VALUE;                                                        \
+        const FXB_T c = VALUE;                                                          \
         FXB_FIT_##FIT                                                                   \
     }
 
@@ -106,22 +109,48 @@ enum { FXB_FIT_SAT = 0, FXB_FIT_ZERO = 1, FXB_FIT_WRAP_S = 2, FXB_FIT_WRAP_U = 3
  * caller proved the result fits); [lo, hi]: the code range; sh = 64 - word (the wrap fits).
  * b is unused by FXB_CAST.  The caller guarantees 0 <= sa, sb, s <= 63 and that the exact value
  * (before rounding) fits int64. */
+#define FXB_BODY                                                                        \
+    int64_t ovf = 0;                                                                    \
+    const FXB_U mask = s > 0 ? (((FXB_U)1 << s) - 1) : 0;                               \
+    const FXB_U half = s > 0 ? ((FXB_U)1 << (s - 1)) : 0;                               \
+    if (s == 0)                                                                         \
+        mode = FXB_EXACT;                                                               \
+    switch (op) {                                                                       \
+    case FXB_ADD: FXB_MODES(FXB_V_ADD) break;                                           \
+    case FXB_SUB: FXB_MODES(FXB_V_SUB) break;                                           \
+    case FXB_MUL: FXB_MODES(FXB_V_MUL) break;                                           \
+    default: FXB_MODES(FXB_V_CAST) break;                                               \
+    }                                                                                   \
+    return ovf;
+
+#define FXB_T int64_t
+#define FXB_U uint64_t
 FXB_DISPATCH
 static int64_t fxb_binary(int op, const int64_t *a, const int64_t *b, int64_t *out, int64_t n, int sa, int sb,
                           int s, int mode, int fit, int64_t lo, int64_t hi, int sh)
 {
-    int64_t ovf = 0;
-    const uint64_t mask = s > 0 ? (((uint64_t)1 << s) - 1) : 0;
-    const uint64_t half = s > 0 ? ((uint64_t)1 << (s - 1)) : 0;
-    if (s == 0)
-        mode = FXB_EXACT;
-    switch (op) {
-    case FXB_ADD: FXB_MODES(FXB_V_ADD) break;
-    case FXB_SUB: FXB_MODES(FXB_V_SUB) break;
-    case FXB_MUL: FXB_MODES(FXB_V_MUL) break;
-    default: FXB_MODES(FXB_V_CAST) break;
-    }
-    return ovf;
+    FXB_BODY
 }
+#undef FXB_T
+#undef FXB_U
+
+/* fxb_binary computing on int32, on codes stored as TC (operands) and TO (result): the caller guarantees
+ * the exact value fits int32, 0 <= sa, sb, s <= 31, [lo, hi] within int32 (and TO) and sh = 32 - word.
+ * fxb_binary32: int32 codes; fxb_binary16 / fxb_binary8: int16 / int8 codes in and out (the codes of
+ * most formats of up to 16 / 8 bits, read and written in place). */
+#define FXB_T int32_t
+#define FXB_U uint32_t
+#define FXB_DEFINE32(NAME, TC, TO)                                                      \
+FXB_DISPATCH                                                                            \
+static int64_t NAME(int op, const TC *a, const TC *b, TO *out, int64_t n, int sa, int sb, \
+                    int s, int mode, int fit, int32_t lo, int32_t hi, int sh)           \
+{                                                                                       \
+    FXB_BODY                                                                            \
+}
+FXB_DEFINE32(fxb_binary32, int32_t, int32_t)
+FXB_DEFINE32(fxb_binary16, int16_t, int16_t)
+FXB_DEFINE32(fxb_binary8, int8_t, int8_t)
+#undef FXB_T
+#undef FXB_U
 
 #endif

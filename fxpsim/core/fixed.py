@@ -42,17 +42,24 @@ _MAX_EXACT_WORD = 127        # exact intermediates live on 128-bit signed intege
 
 # --------------------------------------------------------------------------- arrays
 class FixedArray:
-    """An N-d array of fixed-point numbers: int64 raw codes plus one :class:`Format`.
+    """An N-d array of fixed-point numbers: integer codes plus one :class:`Format`.
 
     Arithmetic is exact and grows the format as hardware would: ``a + b`` / ``a - b`` get
     ``max(frac)`` fraction bits and one more integer bit than the wider operand, ``a * b`` gets
     ``word_a + word_b`` bits and ``frac_a + frac_b`` fraction bits.  Use :meth:`cast` to bring
     a result back to a hardware register with a rounding and an overflow mode.
 
+    The codes are stored in ``fmt.storage_dtype``, the narrowest integer dtype that holds every code
+    of the format (int8 for Q0.7, int16 for Q7.8, ...), and the kernels read and write them there;
+    exact results get the storage of their grown format.
+
     Attributes
     ----------
+    codes : ndarray
+        Read-only codes as stored, in ``fmt.storage_dtype``.
     raw : ndarray
-        Read-only int64 codes (uint64 for unsigned 64-bit formats).
+        Read-only int64 codes (uint64 for unsigned 64-bit formats): ``codes`` widened (once, then
+        cached), so that arithmetic on them in user code cannot overflow a narrow dtype.
     fmt : Format
     overflows : int
         How many elements overflowed in the operation that produced this array.
@@ -67,36 +74,45 @@ class FixedArray:
     __array_ufunc__ = None
 
     def __init__(self, raw, fmt, *, overflows: int = 0, overflow_mask=None, _trusted=False):
-        if _trusted and fmt.__class__ is Format and raw.__class__ is np.ndarray \
-                and raw.dtype == (np.uint64 if fmt._u64 else np.int64):      # results of the kernels
-            if raw.flags.writeable:
-                raw = raw.view()
-                raw.flags.writeable = False
-            self._raw, self.fmt, self.overflows, self.overflow_mask = raw, fmt, int(overflows), overflow_mask
-            return
-        fmt = _as_format(fmt)
-        if not _trusted:
-            raw = _checked_codes(raw, fmt, "FixedArray")
-        raw = raw.view(np.uint64) if fmt._u64 else raw.view(np.int64)
+        """``raw``: integer codes that fit ``fmt`` (checked, copied); ``_trusted``: codes known to fit
+        (the kernels' results, in any integer dtype: stored as they are when already in
+        ``fmt.storage_dtype``, else converted exactly)."""
+        if not (_trusted and fmt.__class__ is Format and raw.__class__ is np.ndarray):
+            fmt = _as_format(fmt)
+            raw = _checked_codes(raw, fmt, "FixedArray") if not _trusted else np.asarray(raw)
+        dtype = fmt.storage_dtype
+        if raw.dtype != dtype:               # trusted codes of another dtype (int64 bit patterns of ufix64 too)
+            raw = raw.view(dtype) if raw.dtype.itemsize == 8 == dtype.itemsize else raw.astype(dtype)
         if raw.flags.writeable:
             raw = raw.view()
             raw.flags.writeable = False
-        self._raw, self.fmt = raw, fmt
+        self._raw, self._wide, self.fmt = raw, None, fmt
         self.overflows = int(overflows)
         self.overflow_mask = overflow_mask
 
     # -- basic protocol
     @property
-    def raw(self) -> np.ndarray:
+    def codes(self) -> np.ndarray:
+        """The codes as stored: read-only, dtype ``fmt.storage_dtype`` (the narrowest that holds them)."""
         return self._raw
 
     @property
+    def raw(self) -> np.ndarray:
+        """The codes as read-only int64 (uint64 for unsigned 64-bit formats), widened once and cached."""
+        wide = self._wide
+        if wide is None:
+            wide = self._raw
+            if wide.dtype.itemsize != 8:
+                wide = wide.astype(np.int64)
+                wide.flags.writeable = False
+            self._wide = wide
+        return wide
+
+    @property
     def _codes(self) -> np.ndarray:
-        """Contiguous 1-D int64 view for the kernels."""
+        """Contiguous 1-D codes, as stored, for the kernels."""
         raw = self._raw
-        if raw.dtype == np.int64 and raw.flags.c_contiguous:
-            return raw.reshape(-1)
-        return np.ascontiguousarray(raw).view(np.int64).reshape(-1)
+        return raw.reshape(-1) if raw.flags.c_contiguous else np.ascontiguousarray(raw).reshape(-1)
 
     shape = property(lambda self: self._raw.shape)
     ndim = property(lambda self: self._raw.ndim)
@@ -157,7 +173,7 @@ class FixedArray:
         r, o = check_modes(rounding, overflow, fmt, n_bits)
         _check_seed(seed)
         codes = self._codes
-        out = np.empty(codes.size, dtype=np.int64)
+        out = np.empty(codes.size, dtype=fmt.storage_dtype)
         flags = np.empty(codes.size if mask else 0, dtype=np.uint8)
         count = _core.cast(codes, out, flags, self.fmt._u64, self.fmt.frac - fmt.frac, fmt.word,
                            fmt.signed, r.code, o.code, int(n_bits),
@@ -202,7 +218,7 @@ class FixedArray:
         if not self.fmt.signed:
             return self
         neg = -self
-        return self._new(np.where(self._raw < 0, neg.raw, self._raw), neg.fmt)
+        return self._new(np.where(self._raw < 0, neg._raw, self._raw), neg.fmt)
 
     def _compare(self, other, test):
         other = _as_fixed(other, "FixedArray comparison")
@@ -294,7 +310,7 @@ def _zero_like(a: FixedArray) -> FixedArray:
 
 def _broadcast(a: FixedArray, b: FixedArray):
     try:
-        ra, rb = np.broadcast_arrays(a.raw, b.raw)
+        ra, rb = np.broadcast_arrays(a._raw, b._raw)
     except ValueError:
         raise ValueError(f"shapes {a.shape} and {b.shape} do not broadcast") from None
     return FixedArray(ra, a.fmt, _trusted=True), FixedArray(rb, b.fmt, _trusted=True)
@@ -318,11 +334,11 @@ def _exact_binary(op: str, a: FixedArray, b: FixedArray, out_fmt: Format | None 
     if a._raw.shape != b._raw.shape:
         a, b = _broadcast(a, b)
     sa, sb = (0, 0) if op == "mul" else _align_shifts(a.fmt, b.fmt)
-    out = np.empty(a._raw.size, dtype=np.int64)
+    out = np.empty(a._raw.size, dtype=out_fmt.storage_dtype)
     count = _core.binary(_OP_CODE[op], a._codes, b._codes, out,
                          a.fmt._u64, b.fmt._u64, sa, sb, frac - out_fmt.frac, out_fmt.word,
                          out_fmt.signed, r.code, o.code, 0,
-                         _seed_word(seed) if r is Rounding.STOCHASTIC else 0, word, fits)
+                         _seed_word(seed) if r is Rounding.STOCHASTIC else 0, word + (not signed), fits)
     if _logging():
         fa, fb = a.to_float(), b.to_float()
         record_overflow(op, count, *_range(fa * fb if op == "mul" else fa + fb if op == "add" else fa - fb))
@@ -372,7 +388,7 @@ def concatenate(arrays, axis=0) -> FixedArray:
     if ints + frac > MAX_WORD:
         raise ValueError(f"a common format needs {ints + frac} bits (> 64); cast the inputs first")
     fmt = Format(ints + frac, frac, signed)
-    return FixedArray(np.concatenate([a.cast(fmt).raw for a in arrays], axis=axis), fmt, _trusted=True)
+    return FixedArray(np.concatenate([a.cast(fmt)._raw for a in arrays], axis=axis), fmt, _trusted=True)
 
 
 # --------------------------------------------------------------------------- constructors
@@ -443,7 +459,7 @@ def from_float(x, fmt, rounding=None, overflow="saturate", *, seed=None, nan="er
         return FixedArray(arr, src).cast(fmt, r, o, seed=seed, n_bits=n_bits, mask=mask)
     values = _float_input(arr, "from_float")
     flat = values.reshape(-1)
-    out = np.empty(flat.size, dtype=np.int64)
+    out = np.empty(flat.size, dtype=fmt.storage_dtype)
     flags = np.empty(flat.size if mask else 0, dtype=np.uint8)
     count, n_nan, first_nan = _core.from_float(flat, out, flags, fmt.frac, fmt.word, fmt.signed,
                                                r.code, o.code, int(n_bits),

@@ -99,5 +99,4 @@ def _checked_codes(raw, fmt: Format, where: str) -> np.ndarray:
             idx = np.unravel_index(int(np.argmax(arr == bad)), arr.shape)
             raise ValueError(f"{where}: code {bad} at index {tuple(map(int, idx))} does not fit {fmt} "
                              f"(codes {fmt.min_code}..{fmt.max_code})")
-    dtype = np.uint64 if fmt._u64 else np.int64
-    return np.array(arr, dtype=dtype, copy=True)
+    return np.array(arr, dtype=fmt.storage_dtype, copy=True)

@@ -256,6 +256,16 @@ class Format:
         return _value(self.max_code, self.frac)
 
     @property
+    def storage_dtype(self) -> np.dtype:
+        """The narrowest numpy integer dtype holding every code, as :class:`~fxpsim.FixedArray` stores them.
+
+        Signed formats of up to 8, 16, 32 bits: ``int8``, ``int16``, ``int32``, else ``int64``;
+        unsigned ones of up to 8, 16, 32 bits: ``uint8``, ``uint16``, ``uint32``; unsigned formats of
+        33..63 bits keep ``int64`` (their codes are below 2^63) and 64 bits ``uint64``.
+        """
+        return _storage_dtype(self.word, self.signed)
+
+    @property
     def _u64(self) -> bool:
         """Codes above 2^63 - 1 exist (unsigned 64-bit): stored as their int64 bit pattern."""
         return not self.signed and self.word == 64
@@ -263,6 +273,22 @@ class Format:
     def __str__(self) -> str:
         exp = f"_En{self.frac}" if self.frac > 0 else (f"_E{-self.frac}" if self.frac < 0 else "")
         return f"{'s' if self.signed else 'u'}fix{self.word}{exp}"
+
+
+_STORAGE: dict = {}
+
+
+def _storage_dtype(word: int, signed: bool) -> np.dtype:
+    try:
+        return _STORAGE[word, signed]
+    except KeyError:
+        size = next(b for b in (8, 16, 32, 64) if word <= b)
+        if size == 64:
+            name = "uint64" if not signed and word == 64 else "int64"
+        else:
+            name = f"{'' if signed else 'u'}int{size}"
+        dtype = _STORAGE[word, signed] = np.dtype(name)
+        return dtype
 
 
 def _floor_log2(q: Fraction) -> int:
