@@ -198,12 +198,15 @@ def test_host_detection_from_cpu_flags():
     avx2 = {"sse4_1", "avx", "avx2", "fma"}
     assert onnxruntime_cpu(avx2, "x86_64") == "avx2"
     assert onnxruntime_cpu(avx2 | {"avx512f", "avx512bw"}, "x86_64") == "avx2"          # Skylake-SP
-    assert onnxruntime_cpu(avx2 | {"avx512f", "avx512bw", "avx512_vnni"}, "x86_64") == "exact"
-    assert onnxruntime_cpu(avx2 | {"avx_vnni"}, "AMD64") == "exact"
+    assert onnxruntime_cpu(avx2 | {"avx512f", "avx512bw", "avx512_vnni"}, "x86_64") == "vnni"
+    assert onnxruntime_cpu(avx2 | {"avx_vnni"}, "AMD64") == "vnni"
     assert onnxruntime_cpu({"sse4_1", "avx"}, "x86_64") == "exact"
     assert onnxruntime_cpu({"asimd", "asimddp"}, "aarch64") == "exact"
     assert host_u8s8_pairs(avx2, "x86_64") == "saturate16"
-    assert onnxruntime_cpu() in ("exact", "avx2")
+    assert host_u8s8_pairs(avx2 | {"avx512_vnni"}, "x86_64") == "exact"
+    assert host_u8s8_pairs(avx2 | {"avx512_vnni"}, "x86_64", assume_vnni=False) == "saturate16"
+    assert host_u8s8_pairs({"asimd"}, "aarch64", assume_vnni=False) == "exact"
+    assert onnxruntime_cpu() in ("exact", "avx2", "vnni")
 
 
 # ------------------------------------------------------------------------------------------ ONNX models

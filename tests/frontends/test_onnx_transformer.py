@@ -21,7 +21,7 @@ from onnx import TensorProto, helper, numpy_helper, shape_inference  # noqa: E40
 import fxpsim  # noqa: E402
 from fxpsim.datapath.onnxruntime.erf import erf  # noqa: E402
 from fxpsim.datapath.onnxruntime.layer_norm import MAX_SCALAR_ROW, layer_norm_kernel, layer_norm_rows  # noqa: E402
-from fxpsim.frontends.onnx.importer import import_onnx  # noqa: E402
+from fxpsim.frontends.onnx.importer import VECTOR_LAYER_NORM_CPUS, import_onnx, onnxruntime_cpu  # noqa: E402
 from ort_session import ort_session  # noqa: E402
 
 F32 = np.float32
@@ -103,12 +103,9 @@ def _python_layer_norm_avx2(row, gamma, beta, eps):
 
 
 def _avx2_host() -> bool:
-    """x86-64 with AVX2 and no AVX-512: where onnxruntime's vector LayerNormalization was measured."""
-    try:
-        flags = set(open("/proc/cpuinfo").read().split())
-    except OSError:
-        return False
-    return "avx2" in flags and "avx512f" not in flags
+    """A host whose onnxruntime runs the measured vector LayerNormalization: x86-64 with AVX2, without AVX-512
+    (flavour "avx2") or with VNNI ("vnni")."""
+    return onnxruntime_cpu() in VECTOR_LAYER_NORM_CPUS
 
 
 def _textbook(rows, gamma, beta, eps):
@@ -187,7 +184,8 @@ def test_layer_norm_avx2_kernel_equals_python_rational_model(case):
 @pytest.mark.parametrize("threads", [1, 4])
 def test_layer_norm_vector_kernel_matches_onnxruntime_on_avx2(threads):
     if not _avx2_host():
-        pytest.skip("onnxruntime's vector LayerNormalization kernel was measured on x86-64 AVX2 CPUs without AVX-512")
+        pytest.skip("onnxruntime's vector LayerNormalization kernel was measured on x86-64 AVX2 CPUs (no AVX-512, "
+                    "or AVX-512 with VNNI); this host is neither")
     rng = np.random.default_rng(10 + threads)
     for n in list(range(MAX_SCALAR_ROW, 65)) + [67, 100, 128]:
         assert layer_norm_kernel(n) == "avx2"
@@ -220,7 +218,8 @@ def test_layer_norm_tail_of_four_tells_the_unfused_products():
     """Rows with n mod 8 >= 4: a model with every tail product fused (the tail of n mod 8 < 4) differs from
     onnxruntime on these inputs, so the live test above can tell the two apart."""
     if not _avx2_host():
-        pytest.skip("onnxruntime's vector LayerNormalization kernel was measured on x86-64 AVX2 CPUs without AVX-512")
+        pytest.skip("onnxruntime's vector LayerNormalization kernel was measured on x86-64 AVX2 CPUs (no AVX-512, "
+                    "or AVX-512 with VNNI); this host is neither")
     rng = np.random.default_rng(3)
     n = 12
     gamma = np.ones(n, F32)
@@ -482,12 +481,13 @@ def test_quantize_static_encoder_layer_matches_onnxruntime(tmp_path, fmt, act, s
 def test_quantize_static_encoder_layer_d16_matches_onnxruntime_on_avx2(tmp_path, fmt, act, ff_act):
     """The brief's size (d_model 16, 2 heads, feed-forward 32): its LayerNormalization rows run the vector kernel."""
     if not _avx2_host():
-        pytest.skip("onnxruntime's vector LayerNormalization kernel was measured on x86-64 AVX2 CPUs without AVX-512")
+        pytest.skip("onnxruntime's vector LayerNormalization kernel was measured on x86-64 AVX2 CPUs (no AVX-512, "
+                    "or AVX-512 with VNNI); this host is neither")
     rng = np.random.default_rng(16 + len(act))
     path = _quantize(tmp_path, rng, encoder_layer(rng, d=16, ff=32, split_op="Slice", act=ff_act), fmt, act)
     x = (rng.standard_normal((12, 5, 16)) * 1.5).astype(F32)
     want = ort_session(path).run(None, {"x": x})[0]
-    g = import_onnx(path, cpu="avx2")
+    g = import_onnx(path, cpu="host")
     got = g.run(x)
     assert np.array_equal(got, want), f"{fmt} {act}: {np.count_nonzero(got != want)} of {want.size} differ"
     assert [n.attrs["kernel"] for n in g.nodes if n.op == "onnx_layer_norm"] == ["avx2", "avx2"]
@@ -499,12 +499,13 @@ def test_quantize_static_encoder_layer_d16_matches_onnxruntime_on_avx2(tmp_path,
 def test_encoder_layer_with_rows_of_a_tail_of_four_matches_onnxruntime_on_avx2(tmp_path, d):
     """d_model 12 and 20 (n mod 8 = 4): the vector kernel's tail of four or more, once refused."""
     if not _avx2_host():
-        pytest.skip("onnxruntime's vector LayerNormalization kernel was measured on x86-64 AVX2 CPUs without AVX-512")
+        pytest.skip("onnxruntime's vector LayerNormalization kernel was measured on x86-64 AVX2 CPUs (no AVX-512, "
+                    "or AVX-512 with VNNI); this host is neither")
     rng = np.random.default_rng(d)
     path = _quantize(tmp_path, rng, encoder_layer(rng, d=d, ff=2 * d), "QDQ", "QUInt8", "odd.onnx")
     x = (rng.standard_normal((12, 5, d)) * 1.5).astype(F32)
     want = ort_session(path).run(None, {"x": x})[0]
-    got = import_onnx(path, cpu="avx2").run(x)
+    got = import_onnx(path, cpu="host").run(x)
     assert np.array_equal(got, want), f"d={d}: {np.count_nonzero(got != want)} of {want.size} differ"
 
 

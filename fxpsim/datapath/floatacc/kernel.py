@@ -84,7 +84,7 @@ def _fused_parts(op: Operand, scale: Operand | None, block):
 
 
 def _f32_params(pa, pb, base: int) -> dict:
-    """Whether the AVX2 column kernel may compute the terms on float32 planes.
+    r"""Whether the AVX2 column kernel may compute the terms on float32 planes.
 
     With :math:`a = \pm|a| 2^{E_a}`, :math:`b = \pm|b| 2^{E_b}` (finite nonzero elements) the term is
     :math:`\mathrm{trunc}(a b\, 2^{base - E_{max}})`.  That is exact in float32 when

@@ -24,7 +24,7 @@ exact kernel. Measured with onnxruntime 1.32 on an AMD EPYC with AVX2 and FMA, n
 (``tools/fixtures/onnx/ORT_SEMANTICS.md`` section 10).
 
 The sums run in C (``_pairs.excess_rows``: one gathered row of live pairs against every output column) when
-the extension is built and the codes fit int16 with :math:`2 \max|a| \max|w| < 2^{31}`; otherwise, and with
+the extension is built and the codes fit int16 with :math:`2 \\max|a| \\max|w| < 2^{31}`; otherwise, and with
 ``_kernel = None``, in numpy (the tests compare both). Only pairs whose bound from the largest codes can leave
 int16 are formed: the others have no excess.
 """
@@ -205,7 +205,7 @@ def _cpu_flags() -> set | None:
     return {flag for key, flag in names.items() if feats.get(key)}
 
 
-def host_u8s8_pairs(flags=None, machine: str | None = None) -> str:
+def host_u8s8_pairs(flags=None, machine: str | None = None, assume_vnni: bool = True) -> str:
     """The ``u8s8_pairs`` of onnxruntime's CPU kernels on this host (or on a CPU with the given
     ``/proc/cpuinfo`` ``flags`` and ``platform.machine()`` name).
 
@@ -214,11 +214,12 @@ def host_u8s8_pairs(flags=None, machine: str | None = None) -> str:
     onnxruntime 1.32), AVX512-VNNI is exact. Inferred from MLAS's dispatch, not measured: AVX-512BW
     without VNNI (Skylake-SP) runs ``vpmaddubsw`` kernels too and so saturates (covered: it has AVX2);
     AVX-VNNI alone is exact; a CPU without AVX2 (SSE4.1 / AVX kernels) was exact under emulation.
-    A host whose flags cannot be read counts as exact."""
+    A host whose flags cannot be read counts as exact. ``assume_vnni=False`` ignores the VNNI flags (what
+    the host's kernels would be without them: tells an x86-64 AVX2 host with VNNI from other exact hosts)."""
     machine = (platform.machine() if machine is None else machine).lower()
     if machine not in ("x86_64", "amd64", "x64"):
         return "exact"
     flags = _cpu_flags() if flags is None else set(flags)
     if not flags or "avx2" not in flags:
         return "exact"
-    return "exact" if ({"avx512_vnni", "avx_vnni"} & flags) else "saturate16"
+    return "exact" if assume_vnni and ({"avx512_vnni", "avx_vnni"} & flags) else "saturate16"

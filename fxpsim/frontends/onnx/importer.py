@@ -101,7 +101,8 @@ from .rewrites import OrtRewrites
 from .shape_fold import fold_static_shapes
 from .transformer import TransformerConversions
 
-__all__ = ["import_onnx", "SUPPORTED_OPS", "ONNXRUNTIME_DATAPATH", "ONNXRUNTIME_CPUS", "onnxruntime_cpu"]
+__all__ = ["import_onnx", "SUPPORTED_OPS", "ONNXRUNTIME_DATAPATH", "ONNXRUNTIME_CPUS", "VECTOR_LAYER_NORM_CPUS",
+           "onnxruntime_cpu"]
 
 #: The datapath an imported graph records: onnxruntime's CPU kernels.
 ONNXRUNTIME_DATAPATH = {"name": "onnxruntime-cpu", "accumulator_bits": 32, "accumulator_overflow": "wrap",
@@ -109,20 +110,26 @@ ONNXRUNTIME_DATAPATH = {"name": "onnxruntime-cpu", "accumulator_bits": 32, "accu
                         "requantization": "native", "rounding": "half_even", "activation_clamp": True}
 
 #: The ``cpu`` flavours of :func:`import_onnx`, with the ``u8s8_pairs`` their uint8 x int8 MAC nodes get.
-ONNXRUNTIME_CPUS = {"exact": "exact", "avx2": "saturate16"}
+ONNXRUNTIME_CPUS = {"exact": "exact", "avx2": "saturate16", "vnni": "exact"}
+#: The flavours whose onnxruntime runs LayerNormalization rows of 8 or more values with MLAS's AVX2 vector
+#: kernel (measured: x86-64 AVX2 without AVX-512, and AVX-512 with VNNI, AMD Zen 4).
+VECTOR_LAYER_NORM_CPUS = ("avx2", "vnni")
 
 
 def onnxruntime_cpu(flags=None, machine=None) -> str:
-    """The flavour of onnxruntime's uint8 x int8 kernels on this host (or on a CPU with the given
-    ``/proc/cpuinfo`` ``flags`` and ``platform.machine()``): ``"avx2"`` on x86-64 with AVX2 and neither
-    AVX512-VNNI nor AVX-VNNI (int16-saturating pair sums), ``"exact"`` elsewhere (VNNI, ARM, other CPUs).
+    """The flavour of onnxruntime's CPU kernels on this host (or on a CPU with the given ``/proc/cpuinfo``
+    ``flags`` and ``platform.machine()``): ``"avx2"`` on x86-64 with AVX2 and neither AVX512-VNNI nor AVX-VNNI
+    (int16-saturating uint8 x int8 pair sums), ``"vnni"`` on x86-64 with AVX2 and one of them (exact pair sums,
+    the AVX2 vector LayerNormalization), ``"exact"`` elsewhere (ARM, CPUs without AVX2).
 
-    Verified live: AVX2 without VNNI (AMD EPYC, onnxruntime 1.32) saturates, AVX512-VNNI is exact. Inferred
-    from MLAS's kernel dispatch, not measured: AVX-512BW without VNNI (Skylake-SP) also runs ``vpmaddubsw``
-    kernels and saturates (it has AVX2, so it is reported as ``"avx2"``); AVX-VNNI alone is exact. See
+    Verified live with onnxruntime 1.32: AVX2 without VNNI (AMD EPYC) saturates; AVX-512 with VNNI (AMD EPYC,
+    Zen 4) is exact and runs LayerNormalization bit for bit as the AVX2 model. Inferred from MLAS's kernel
+    dispatch, not measured: AVX-512BW without VNNI (Skylake-SP) also runs ``vpmaddubsw`` kernels and saturates
+    (it has AVX2, so it is reported as ``"avx2"``); AVX-VNNI alone is exact. See
     :func:`fxpsim.datapath.onnxruntime.x86_pairs.host_u8s8_pairs`."""
-    pairs = _x86.host_u8s8_pairs(flags, machine)
-    return next(cpu for cpu, p in ONNXRUNTIME_CPUS.items() if p == pairs)
+    if _x86.host_u8s8_pairs(flags, machine) == "saturate16":
+        return "avx2"
+    return "vnni" if _x86.host_u8s8_pairs(flags, machine, assume_vnni=False) == "saturate16" else "exact"
 
 
 #: What a damaged model makes the conversion code raise underneath (a missing attribute, an attribute of the
@@ -412,12 +419,14 @@ def import_onnx(path, *, cpu: str = "exact") -> IntegerGraph:
         ``onnxruntime.quantization.quantize_static`` or a PyTorch export) or a QOperator model (QLinearConv,
         QLinearMatMul, QGemm, QLinearAdd, QLinearMul, QLinear pools, QLinearConcat, MatMulInteger, ConvInteger);
         uint8 or int8 activations, per-tensor or per-channel weights. :data:`SUPPORTED_OPS` lists the ops.
-    cpu : {"exact", "avx2", "host"}
+    cpu : {"exact", "avx2", "vnni", "host"}
         Which onnxruntime CPU the graph reproduces. ``"exact"`` (default): uint8 x int8 products accumulate
         exactly, as on CPUs with VNNI and on ARM. ``"avx2"``: x86-64 with AVX2 but no VNNI, whose uint8 x int8
         kernels saturate the sum of each pair of adjacent products to int16 (module docstring; such nodes get
-        ``u8s8_pairs="saturate16"``, which runs only on onnxruntime's own datapath). ``"host"``: the flavour
-        of this machine's onnxruntime (:func:`onnxruntime_cpu`).
+        ``u8s8_pairs="saturate16"``, which runs only on onnxruntime's own datapath). ``"vnni"``: x86-64 with
+        AVX2 and VNNI: exact products as ``"exact"``. ``"avx2"`` and ``"vnni"`` also reproduce the vector
+        float32 LayerNormalization kernel (rows of 8 or more values), which ``"exact"`` refuses. ``"host"``: the
+        flavour of this machine's onnxruntime (:func:`onnxruntime_cpu`).
 
     Returns
     -------
@@ -443,7 +452,7 @@ def import_onnx(path, *, cpu: str = "exact") -> IntegerGraph:
     if cpu == "host":
         cpu = onnxruntime_cpu()
     if cpu not in ONNXRUNTIME_CPUS:
-        raise ValueError(f"cpu must be 'exact', 'avx2' or 'host', got {cpu!r}")
+        raise ValueError(f"cpu must be 'exact', 'avx2', 'vnni' or 'host', got {cpu!r}")
     path = os.fspath(path)
     model = fold_static_shapes(read_model(path))
     cov = coverage_table(model.graph.node, path)

@@ -11,7 +11,7 @@ layer and onnxruntime 1.32 runs it at its default optimization level:
   :mod:`fxpsim.datapath.onnxruntime.layer_norm`, then QuantizeLinear, or a float32 graph output (a QOperator model
   ends so). ``gamma`` / ``beta`` are float32 constants or DequantizeLinear of constants (QDQ), evaluated once in
   float32 as onnxruntime's DequantizeLinear does. Rows of n < 8 values run its scalar kernel (any CPU); rows of
-  n >= 8 its AVX2 vector kernel (any n), imported with ``cpu="avx2"`` (or ``"host"`` on such a CPU). Refused
+  n >= 8 its AVX2 vector kernel (any n), imported with ``cpu="avx2"`` or ``"vnni"`` (or ``"host"`` on such a CPU). Refused
   with a ValueError naming the node: those rows on another ``cpu``, images (per-sample rank 3), a float output
   that is not a graph output.
 
@@ -151,10 +151,12 @@ class TransformerConversions:
             raise _unsupported(n, f"scale {list(gamma.shape)} / bias {None if beta is None else list(beta.shape)} "
                                   f"that do not have the normalized shape {list(shape[axis - 1:])} (broadcasting)")
         kernel = LN.layer_norm_kernel(rows)
-        if kernel == "avx2" and self.cpu != "avx2":
+        from .importer import VECTOR_LAYER_NORM_CPUS
+        if kernel == "avx2" and self.cpu not in VECTOR_LAYER_NORM_CPUS:
             raise _unsupported(n, f"a LayerNormalization over rows of {rows} values: onnxruntime runs them with its "
-                                  "vectorized float32 kernel, reproduced as measured on x86-64 CPUs with AVX2 and no "
-                                  f"AVX-512; import with cpu='avx2' (or cpu='host' on such a CPU), not {self.cpu!r}")
+                                  "vectorized float32 kernel, reproduced as measured on x86-64 CPUs with AVX2 "
+                                  "(without AVX-512, or AVX-512 with VNNI); import with cpu='avx2' or 'vnni' (or "
+                                  f"cpu='host' on such a CPU), not {self.cpu!r}")
         attrs = {"axis": axis - 1, "epsilon": float(np.float32(n.attrs.get("epsilon", 1e-5))), "kernel": kernel,
                  "gamma": [float(v) for v in gamma.reshape(-1)],
                  "beta": None if beta is None else [float(v) for v in beta.reshape(-1)]}
