@@ -109,3 +109,94 @@ def test_zero_points_on_every_path_node_by_node_and_in_float(mode):
     # |arange(36) % 7 - 3| are 10, 11, 12, 11, 10, 9: 17 * 12 = 204 (8 bits and a sign)
     assert OPS["qonnx_matmul"].worst_case_sum(net, mq) == 204
     assert net.accumulator_bits_needed(mq) == 9
+
+
+# ----------------------------------------------------------------------------------------- bipolar
+def _bipolar_model():
+    m = Model()
+    m.node("BipolarQuant", ["x", m.c(1.0)], "b0", D)                           # float in
+    m.quant("x", F32(2 ** -2), 3, 6, "q0", signed=0)                           # codes 0..63 around 3
+    m.node("BipolarQuant", ["q0", m.c(0.5)], "b1", D)                          # codes in: x_zp 3
+    m.quant("x", F32(0.5), 1, 1, "b2")                                         # 1-bit signed Quant, float in, zp 1
+    m.quant(m.c(np.array([[1.5], [-0.75], [0.375]] * 2)), F32(0.375), 0, 4, "wq")   # codes 4, -2, 1 (scale 3/8)
+    m.node("MatMul", ["q0", "wq"], "mm")                                       # scale 3/32, x_zp 3
+    m.quant("mm", F32(9 / 64), -2, 1, "b3")                                    # 1-bit of codes: n/d = 2/3, zp -2
+    m.node("Add", ["b0", "b1"], "a0")
+    m.node("Add", ["a0", "b2"], "a1")
+    m.node("Add", ["a1", "b3"], "y")
+    return m.build([6, 6])
+
+
+def test_one_bit_quant_of_codes_and_floats_with_zero_points():
+    """QONNX's 1-bit signed Quant is bipolar: +1 where x / s + z >= 0 (ties at exactly 0 included)."""
+    x = np.array([[-0.75, -0.5, -0.25, 0.0, 0.25, 0.5],      # b2: x / 0.5 + 1 = -0.5, 0, 0.5, ...: the tie at 0
+                  [-0.25, -0.25, -0.25, 0.25, 0.0, 0.0],
+                  [0.0, 0.0, 0.75, 0.0, 0.0, 0.0],                  # mm code 3 (the tie of b3)
+                  [-0.5, -0.25, 0.0, 0.25, 0.5, -0.25],
+                  [1.0, -1.0, 2.0, -2.0, 8.0, -8.0],
+                  [-0.0, 0.75, -0.75, 0.125, -0.125, 3.0]], F32)
+    net, traces, kept, compared = three_ways(_bipolar_model(), x)
+    assert compared >= 8
+    mm, b3 = net.meta["qonnx"]["tensors"]["mm"], net.meta["qonnx"]["tensors"]["b3"]
+    # y = mm / s + z = 2/3 (mm codes) - 2 is exactly 0 where the mm code is 3: the tie goes to +1
+    v = kept[mm].astype(np.int64).ravel()
+    assert np.any(v == 3) and np.any(v < 3) and np.any(v > 3)
+    b = kept[b3].astype(np.int64).ravel()
+    assert b.tolist() == [1 if 2 * int(c) - 6 >= 0 else -1 for c in v]
+
+
+# ----------------------------------------------------------------------------------------- Trunc
+def _trunc_v1(mode):
+    m = Model()
+    m.quant("x", F32(2 ** -3), 5, 8, "q0", signed=0)                           # codes 0..255 around 5
+    m.node("Trunc", ["q0", m.c(2 ** -4), m.c(3), m.c(8), m.c(5)], "y", D, rounding_mode=mode)   # n/d 2, shift 3
+    return m.build([5, 8])
+
+
+def _trunc_v2(mode):
+    m = Model(opset_qonnx=2)
+    m.quant("x", F32(2 ** -3), -5, 8, "q0")                                    # codes -128..127 around -5
+    m.node("Trunc", ["q0", m.c(2 ** -3), m.c(4), m.c(8), m.c(2 ** -1), m.c(4)], "y", D, rounding_mode=mode,
+           signed=1, narrow=1)                                                 # shift 2, bounds [-7, 7]
+    return m.build([5, 8])
+
+
+def _trunc_input():
+    x = _x((5, 8), seed=31, scale=6.0, grid=2.0 ** -3)
+    x[0] = np.arange(8) * 0.125 - 0.25                       # consecutive codes: every remainder of the shifts
+    x[1] = np.arange(8) * -0.125 + 0.125
+    x[2] = [1e3, -1e3, 15.875, -16.0, 3.5, -3.5, 4.5, -4.625]    # both bounds of v2 and saturated inputs
+    return x
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("build", [_trunc_v1, _trunc_v2])
+def test_trunc_with_zero_points_shift_and_bounds(build, mode):
+    net, traces, kept, compared = three_ways(build(mode), _trunc_input())
+    assert compared == 2
+    tr = _node(net, "qonnx_trunc")
+    assert traces[tr.name] == ZERO_TRACE
+    if build is _trunc_v2:
+        assert tuple(tr.attrs["bounds"]) == (-7, 7)
+        codes = kept[tr.outputs[0]].astype(np.int64)
+        assert codes.min() <= -7 + 1 and codes.max() >= 7 - 1         # both bounds reached (output zp is 1)
+
+
+# ----------------------------------------------------------------------------------------- MultiThreshold
+@pytest.mark.parametrize("case", ["codes_zp", "float_nchw_one_row"])
+def test_multithreshold_of_codes_with_zero_points_and_an_output_bias(case):
+    m = Model()
+    if case == "codes_zp":
+        m.quant("x", F32(2 ** -3), 3, 6, "q0", signed=0)                       # codes 0..63 around 3
+        t = np.array([[-0.375, -0.125, 0.0, 0.3, 1.0], [-1.0, 0.125, 0.125, 2.0, 4.0], [0.5, 0.625, 0.75, 0.875, 7.0]])
+        m.node("MultiThreshold", ["q0", m.c(t)], "y", D, out_dtype="INT4", out_scale=0.5, out_bias=-2.0)
+        shape = [6, 3]
+    else:
+        t = np.array([[-0.5, -0.25, 0.0, 0.25, 0.5, 1.5]])                    # one row for every channel
+        m.node("MultiThreshold", ["x", m.c(t)], "y", D, out_dtype="UINT4", data_layout="NCHW", out_scale=2.0,
+               out_bias=-4.0)
+        shape = [2, 3, 2, 2]
+    x = _x(shape, seed=41, scale=1.0, grid=2.0 ** -3)
+    x.reshape(-1)[:12] = [-0.375, -0.125, 0.0, 0.25, 0.3125, 1.0, -0.5, 0.125, 2.0, 0.5, 0.75, -0.25]   # ties
+    net, traces, kept, compared = three_ways(m.build(shape), x)
+    assert traces[_node(net, "qonnx_threshold").name] == ZERO_TRACE
