@@ -200,3 +200,41 @@ def test_multithreshold_of_codes_with_zero_points_and_an_output_bias(case):
     x.reshape(-1)[:12] = [-0.375, -0.125, 0.0, 0.25, 0.3125, 1.0, -0.5, 0.125, 2.0, 0.5, 0.75, -0.25]   # ties
     net, traces, kept, compared = three_ways(m.build(shape), x)
     assert traces[_node(net, "qonnx_threshold").name] == ZERO_TRACE
+
+
+# ----------------------------------------------------------------------------------------- convolutions, pools
+_CNN_W = np.random.default_rng(51).integers(-3, 4, (4, 2, 3, 2))                  # weight codes: O 4, C/g 2, 3 x 2
+
+
+def _cnn():
+    m = Model()
+    m.quant("x", F32(2 ** -3), -3, 6, "q0")                                    # signed codes around -3
+    w0 = m.quant(m.c(_CNN_W * 0.5), F32(0.5), 0, 4, "w0")
+    m.node("Conv", ["q0", w0], "cv", kernel_shape=[3, 2], pads=[2, 1, 1, 0], strides=[2, 1], dilations=[1, 2],
+           group=2)
+    m.node("MaxPool", ["cv"], "mp", kernel_shape=[2, 3], strides=[1, 2], pads=[1, 1, 0, 1])
+    m.node("AveragePool", ["mp"], "ap", kernel_shape=[2, 2], strides=[1, 1], pads=[1, 0, 0, 1], count_include_pad=1)
+    m.quant("ap", F32(2 ** -4), 2, 8, "q1")
+    m.node("MaxPool", ["q1"], "y", kernel_shape=[2, 2], strides=[2, 2], pads=[1, 1, 1, 1])
+    return m.build([3, 4, 7, 6])
+
+
+def test_grouped_dilated_strided_conv_and_padded_pools():
+    x = _x((3, 4, 7, 6), seed=52, scale=2.0, grid=2.0 ** -3)
+    x[0] = -abs(x[0]) - 0.125                               # all negative: padding must lose every max
+    net, traces, kept, compared = three_ways(_cnn(), x)
+    assert compared >= 6
+    conv = _node(net, "qonnx_conv")
+    out = net.tensors[conv.outputs[0]].shape
+    # hand geometry: H (7 + 2 + 1 - 3) // 2 + 1 = 4, W (6 + 1 - 3) // 1 + 1 = 5 (dilated width 3)
+    assert out == (4, 4, 5)
+    assert net.macs(conv) == 4 * 4 * 5 * (2 * 3 * 2)
+    assert traces[conv.name] == {**ZERO_TRACE, "adds": 3 * 4 * 4 * 5 * 12}
+    # worst case: q0 holds codes -32..31 around -3, so |q0 - z| <= max(29, 34) = 34
+    per_out = [sum(abs(int(v)) for v in _CNN_W[o].ravel()) for o in range(4)]
+    assert OPS["qonnx_conv"].worst_case_sum(net, conv) == 34 * max(per_out)
+    ap = _node(net, "qonnx_avgpool")
+    n, c, h, wd = (3,) + net.tensors[ap.outputs[0]].shape
+    assert traces[ap.name] == {**ZERO_TRACE, "adds": n * c * h * wd * 4}
+    for mp in [nd for nd in net.nodes if nd.op == "qonnx_maxpool"]:
+        assert traces[mp.name] == ZERO_TRACE
