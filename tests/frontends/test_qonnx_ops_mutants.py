@@ -238,3 +238,48 @@ def test_grouped_dilated_strided_conv_and_padded_pools():
     assert traces[ap.name] == {**ZERO_TRACE, "adds": n * c * h * wd * 4}
     for mp in [nd for nd in net.nodes if nd.op == "qonnx_maxpool"]:
         assert traces[mp.name] == ZERO_TRACE
+
+
+# ----------------------------------------------------------------------------------------- wide codes
+def _wide_matmul():
+    m = Model()
+    m.quant("x", F32(1.0), 0, 32, "q0", signed=0)                              # codes 0 .. 2^32 - 1
+    m.quant(m.c([[1.0, -2.0], [3.0, 1.0]]), F32(1.0), 0, 3, "wq")
+    m.node("MatMul", ["q0", "wq"], "y")
+    return m.build([2, 2])
+
+
+@pytest.mark.parametrize("top", [2 ** 15 - 1, 2 ** 15, 40000, 2 ** 31 - 128, 2 ** 31, 3 * 2 ** 30])
+def test_matmul_operands_at_the_int16_and_int32_boundaries(top):
+    """The MAC operands are narrowed to int16 / int32 / int64 by their largest magnitude: each boundary once."""
+    x = np.array([[top, 7.0], [5.0, 1.0]], F32)
+    assert float(x[0, 0]) == top                                               # exact in float32
+    net, traces, kept, _ = three_ways(_wide_matmul(), x, live=False)
+    y = kept[net.meta["qonnx"]["tensors"]["y"]].astype(object)
+    assert y.tolist() == [[top + 21, -2 * top + 7], [8, -9]]                  # by hand: x @ [[1, -2], [3, 1]]
+
+
+def test_add_and_mul_of_codes_beyond_float64_and_int64_products():
+    """An Add whose term needs 62 bits (ka = 2^55) and a Mul whose product reaches 2^62, both beyond float64's 53
+    bits: Python-integer arithmetic, then the exact float32 of the output."""
+    m = Model()
+    m.quant("x", F32(2.0 ** 52), 0, 8, "a")                                    # coarse: codes of x / 2^52
+    m.quant("x", F32(2 ** -3), 0, 8, "b")                                      # fine: saturates at 127
+    m.node("Add", ["a", "b"], "ab")                                            # ka = 2^55, kb = 1
+    m.quant("ab", F32(2.0 ** 52), 0, 8, "y")
+    x = np.array([[127 * 2.0 ** 52, -100 * 2.0 ** 52, 0.375, -1.25, 5 * 2.0 ** 52 + 2.0 ** 50]], F32)
+    net, traces, kept, _ = three_ways(m.build([1, 5]), x, live=False)
+    ab = kept[net.meta["qonnx"]["tensors"]["ab"]].astype(object).ravel().tolist()
+    assert ab == [127 * 2 ** 55 + 127, -100 * 2 ** 55 - 128, 3, -10, 5 * 2 ** 55 + 127]
+    assert traces[_node(net, "qonnx_add").name] == {**ZERO_TRACE, "adds": 5}
+
+    m = Model()
+    m.quant("x", F32(2 ** -15), 0, 16, "q0")                                   # codes -2^15 .. 2^15 - 1
+    m.quant(m.c([[3.0 * 32769], [3.0 * 32767]]), F32(3.0), 0, 17, "wq")        # codes 32769, 32767; scale 3
+    m.node("MatMul", ["q0", "wq"], "mm")                                       # codes -2^31 .. 2^31 - 2^16
+    m.node("Mul", ["mm", "mm"], "y")                                           # scale 9 2^-30: m = 9 on dequantize
+    x = np.array([[-1.0, -1.0], [32767 / 32768, 32765 / 32768], [0.5, -0.5]], F32)
+    net, traces, kept, _ = three_ways(m.build([3, 2]), x, live=False)
+    mm = [-2 ** 31, 32767 * 32769 + 32765 * 32767, 2 ** 14 * 2]
+    assert kept[net.meta["qonnx"]["tensors"]["mm"]].astype(object).ravel().tolist() == mm
+    assert kept[net.meta["qonnx"]["tensors"]["y"]].astype(object).ravel().tolist() == [v * v for v in mm]
