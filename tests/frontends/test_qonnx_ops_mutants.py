@@ -17,6 +17,7 @@ import pytest
 pytest.importorskip("onnx", reason="onnx not installed (pip install -e '.[qonnx]')")
 
 from fxpsim.frontends.qonnx.importer import exact_values, import_qonnx  # noqa: E402
+from fxpsim.graph.ir import Datapath  # noqa: E402
 from fxpsim.graph.registry import OPS  # noqa: E402
 import qonnx_reference as R  # noqa: E402
 from test_qonnx_import import D, F32, MODES, Model, _x, qonnx_context  # noqa: E402
@@ -78,8 +79,14 @@ def _zp_chain(mode):
     m.node("Add", ["s3", "mq"], "s3b")
     m.node("Mul", ["s3b", m.c(0.75)], "s4")                                    # a rescale
     m.node("Div", ["s4", m.c(2.0)], "s5")
+    m.node("Add", ["s5", m.c(np.arange(6) * 0.25 - 0.5)], "s6")                # constant operands
+    m.node("Sub", ["s6", m.c([0.5, -0.25, 1.0, 0.0, 2.0, -1.0])], "s7")
+    m.node("Mul", ["s7", m.c([-1.0, 2.0, 0.5, 1.0, -0.25, 3.0])], "s8")
+    m.node("Reshape", ["s8", m.c([-1, 2, 3], np.int64)], "rs")
+    m.node("Transpose", ["rs"], "tp", perm=[0, 2, 1])
+    m.node("Reshape", ["tp", m.c([-1, 6], np.int64)], "s9")
     m.quant(m.c(np.arange(-9, 9).reshape(6, 3) / 4), F32(2 ** -2), 0, 5, "wq")
-    m.node("MatMul", ["s5", "wq"], "mm")
+    m.node("MatMul", ["s9", "wq"], "mm")
     m.quant("mm", F32(4.0), 1, 4, "y", mode=mode)                              # scale 4: e = 2; zp 1
     return m.build([7, 6])
 
@@ -97,13 +104,13 @@ def test_zero_points_on_every_path_node_by_node_and_in_float(mode):
     net, traces, kept, compared = three_ways(_zp_chain(mode), _zp_input())
     assert compared >= 12
     n = 7
-    want_adds = {"n10_MatMul": 6 * 6 * n, "n15_MatMul": 6 * 3 * n}
+    want_adds = {"n10_MatMul": 6 * 6 * n, "n21_MatMul": 6 * 3 * n}
     for node in net.nodes:
         t = traces[node.name]
         want = want_adds.get(node.name, 6 * n if node.op == "qonnx_add" else 0)
         assert t == {**ZERO_TRACE, "adds": want}, (node.name, t)
     mq, mm = _node(net, "qonnx_matmul", 0), _node(net, "qonnx_matmul", 1)
-    assert (mq.name, mm.name) == ("n10_MatMul", "n15_MatMul")
+    assert (mq.name, mm.name) == ("n10_MatMul", "n21_MatMul")
     assert (net.macs(mq), net.macs(mm)) == (6 * 6, 6 * 3)
     # worst cases by hand: q1 holds codes -16..15 around zp -2, so |q - z| <= 17; the weight column sums of
     # |arange(36) % 7 - 3| are 10, 11, 12, 11, 10, 9: 17 * 12 = 204 (8 bits and a sign)
@@ -156,8 +163,8 @@ def _trunc_v1(mode):
 def _trunc_v2(mode):
     m = Model(opset_qonnx=2)
     m.quant("x", F32(2 ** -3), -5, 8, "q0")                                    # codes -128..127 around -5
-    m.node("Trunc", ["q0", m.c(2 ** -3), m.c(4), m.c(8), m.c(2 ** -1), m.c(4)], "y", D, rounding_mode=mode,
-           signed=1, narrow=1)                                                 # shift 2, bounds [-7, 7]
+    m.node("Trunc", ["q0", m.c(2 ** -2), m.c(4), m.c(8), m.c(1.0), m.c(4)], "y", D, rounding_mode=mode,
+           signed=1, narrow=1)                                                 # n/d 1/2, shift 2, bounds [-7, 7]
     return m.build([5, 8])
 
 
@@ -183,7 +190,7 @@ def test_trunc_with_zero_points_shift_and_bounds(build, mode):
 
 
 # ----------------------------------------------------------------------------------------- MultiThreshold
-@pytest.mark.parametrize("case", ["codes_zp", "float_nchw_one_row"])
+@pytest.mark.parametrize("case", ["codes_zp", "float_nchw_one_row", "float_nchw_per_channel"])
 def test_multithreshold_of_codes_with_zero_points_and_an_output_bias(case):
     m = Model()
     if case == "codes_zp":
@@ -193,6 +200,8 @@ def test_multithreshold_of_codes_with_zero_points_and_an_output_bias(case):
         shape = [6, 3]
     else:
         t = np.array([[-0.5, -0.25, 0.0, 0.25, 0.5, 1.5]])                    # one row for every channel
+        if case == "float_nchw_per_channel":                                   # C = 3 rows (W = 2)
+            t = np.concatenate([t, t + 0.125, t[:, ::-1] * -2 - 0.375])
         m.node("MultiThreshold", ["x", m.c(t)], "y", D, out_dtype="UINT4", data_layout="NCHW", out_scale=2.0,
                out_bias=-4.0)
         shape = [2, 3, 2, 2]
@@ -215,7 +224,11 @@ def _cnn():
     m.node("MaxPool", ["cv"], "mp", kernel_shape=[2, 3], strides=[1, 2], pads=[1, 1, 0, 1])
     m.node("AveragePool", ["mp"], "ap", kernel_shape=[2, 2], strides=[1, 1], pads=[1, 0, 0, 1], count_include_pad=1)
     m.quant("ap", F32(2 ** -4), 2, 8, "q1")
-    m.node("MaxPool", ["q1"], "y", kernel_shape=[2, 2], strides=[2, 2], pads=[1, 1, 1, 1])
+    w1 = m.quant(m.c(_CNN_W[:, :, :2, :1].reshape(4, 4, 1, 1) * 0.25), F32(0.25), 0, 4, "w1")
+    m.node("Conv", ["q1", w1], "cv1", kernel_shape=[1, 1], strides=[1, 2])
+    w2 = m.quant(m.c(_CNN_W[:2] * 0.5), F32(0.5), 0, 4, "w2")                      # O 2, C/g 2, 3 x 2 taps
+    m.node("Conv", ["cv1", w2], "cv2", kernel_shape=[3, 2], pads=[2, 0, 2, 0], dilations=[2, 1], group=2)
+    m.node("MaxPool", ["cv2"], "y", kernel_shape=[2, 2], strides=[2, 2], pads=[1, 1, 1, 1])
     return m.build([3, 4, 7, 6])
 
 
@@ -238,6 +251,21 @@ def test_grouped_dilated_strided_conv_and_padded_pools():
     assert traces[ap.name] == {**ZERO_TRACE, "adds": n * c * h * wd * 4}
     for mp in [nd for nd in net.nodes if nd.op == "qonnx_maxpool"]:
         assert traces[mp.name] == ZERO_TRACE
+
+
+def test_conv_on_a_narrow_wrapping_accumulator():
+    """An 8-bit wrapping accumulator: the conv's codes are its exact sums (the Fraction model over the output
+    scale 2^-4) wrapped to 8 bits, whatever the order of the adds (wrapping is modular)."""
+    model, x = _cnn(), _x((3, 4, 7, 6), seed=53, scale=3.0, grid=2.0 ** -3)
+    net = import_qonnx(model)
+    dp = Datapath(name="acc8-wrap", accumulator_bits=8, accumulator_overflow="wrap")
+    _, traces, kept = net.run(x, dp, trace=True, keep=True, plan=False)
+    exact = R.evaluate(model, {"x": x})["cv"] * 16
+    assert all(v.denominator == 1 for v in exact.ravel())
+    want = np.vectorize(lambda v: (int(v) + 128) % 256 - 128, otypes=[np.int64])(exact)
+    conv = _node(net, "qonnx_conv")
+    assert np.array_equal(kept[conv.outputs[0]].astype(np.int64), want)
+    assert np.any(want != np.vectorize(int, otypes=[np.int64])(exact)) and traces[conv.name]["overflows"] > 0
 
 
 # ----------------------------------------------------------------------------------------- wide codes
@@ -283,3 +311,21 @@ def test_add_and_mul_of_codes_beyond_float64_and_int64_products():
     mm = [-2 ** 31, 32767 * 32769 + 32765 * 32767, 2 ** 14 * 2]
     assert kept[net.meta["qonnx"]["tensors"]["mm"]].astype(object).ravel().tolist() == mm
     assert kept[net.meta["qonnx"]["tensors"]["y"]].astype(object).ravel().tolist() == [v * v for v in mm]
+
+
+def test_unsigned_sums_up_to_63_bits_and_a_refusal_at_64():
+    """Codes above 32 bits are held in int64: an unsigned Add of 63 bits runs exactly, one of 64 bits (its largest
+    sum 255 2^56 + 255 >= 2^63) is refused at import instead of failing at run time with an OverflowError."""
+    def build(coarse):
+        m = Model()
+        m.quant("x", F32(coarse), 0, 8, "a", signed=0)
+        m.quant("x", F32(2 ** -3), 0, 8, "b", signed=0)
+        m.node("Add", ["a", "b"], "y")
+        return m.build([1, 3])
+
+    x = np.array([[255 * 2.0 ** 52, 3.0, 200 * 2.0 ** 52]], F32)
+    net, _, kept, _ = three_ways(build(2.0 ** 52), x, live=False)               # ka = 2^55: up to 2^63 - 2^55 + 255
+    assert kept[net.meta["qonnx"]["tensors"]["y"]].astype(object).ravel().tolist() == \
+        [255 * 2 ** 55 + 255, 24, 200 * 2 ** 55 + 255]
+    with pytest.raises(ValueError, match=r"tensor 'y': its values span 64 unsigned bits; .* 63 unsigned bits at most"):
+        import_qonnx(build(2.0 ** 53))
