@@ -119,7 +119,7 @@ def _ref_run(row, init, bias_end, bits, mode, order, at):
 @pytest.mark.parametrize("mode", MODES + ("exact",))
 @pytest.mark.parametrize("order", ["sequential", "tree"])
 @pytest.mark.parametrize("at", ["add", "end"])
-@pytest.mark.parametrize("k", [1, 4, 7])
+@pytest.mark.parametrize("k", [1, 2, 3, 4, 5, 7])
 @pytest.mark.parametrize("preload", [False, True])
 def test_mac_run_and_mac_sequence_against_a_python_int_model(mode, order, at, k, preload):
     rng = np.random.default_rng(k * 7 + preload)
@@ -132,6 +132,7 @@ def test_mac_run_and_mac_sequence_against_a_python_int_model(mode, order, at, k,
         want = [_ref_run([int(p) for p in P[e]], None if init is None else int(init[e]),
                          None if b is None else int(b[e]), 8, mode, order, at) for e in range(6)]
         fin, rows = mac_run(P, init=init, bias_end=b, bits=8, mode=mode, order=order, overflow_at=at, trace=True)
+        assert fin.dtype == np.int64 and rows.dtype == np.int64
         assert fin.tolist() == [w[-1] for w in want]
         assert mac_run(P, init=init, bias_end=b, bits=8, mode=mode, order=order, overflow_at=at).tolist() == \
             [w[-1] for w in want]
@@ -141,6 +142,22 @@ def test_mac_run_and_mac_sequence_against_a_python_int_model(mode, order, at, k,
                                    bias_end=None if b is None else int(b[e]), bits=8, mode=mode, order=order,
                                    overflow_at=at)
             assert vals == want[e]
+
+
+def test_tree_of_no_products():
+    fin, rows = mac_run(np.zeros((3, 0), np.int64), init=np.array([5, -7, 200]), bits=8, mode="saturate",
+                        order="tree", trace=True)
+    assert fin.dtype == np.int64 and fin.tolist() == [5, -7, 127] and rows.tolist() == [[5, 5], [-7, -7], [200, 127]]
+    fin = mac_run(np.zeros((2, 0), np.int64), bits=8, order="tree")
+    assert fin.dtype == np.int64 and fin.tolist() == [0, 0]
+
+
+def test_wrap_sign_magnitude_of_int64_extremes():
+    """Sums of 63 and 64 bits (a 64-bit accumulator's exact partial sums) fit by SC_WRAP_SM as the reference does
+    (they raised a ValueError: the value was read as a 63-bit code)."""
+    for bits in (2, 8, 33, 63):
+        for v in (2 ** 62 - 1, 2 ** 62, 2 ** 62 + 5, 2 ** 63 - 1, -2 ** 62 - 3, -2 ** 63):
+            assert fit_value(v, bits, "wrap_sign_magnitude") == overflow_int(v, bits, True, "wrap_sign_magnitude")[0]
 
 
 def test_mac_run_keeps_the_caller_arrays():
@@ -203,7 +220,7 @@ def test_conv_products_with_strides_dilations_asymmetric_pads(pad_code):
     # output: H (6 + 3 - 3) // 2 + 1 = 4, W (7 + 3 - 4) // 1 + 1 = 7
     coords = _all_coords(2, 4, 7, 4)
     P = mac_products(mac, x, w, coords, pad_code=pad_code)
-    assert P.tolist() == [_ref_products(mac, x, w, c, pad_code) for c in coords]
+    assert P.dtype == np.int64 and P.tolist() == [_ref_products(mac, x, w, c, pad_code) for c in coords]
     assert _tap_labels(mac, w.shape) == [f"(i,j,c)=({i},{j},{c})" for i in range(3) for j in range(2) for c in range(3)]
     assert _tap_labels(mac, w.shape)[:4] == ["(i,j,c)=(0,0,0)", "(i,j,c)=(0,0,1)", "(i,j,c)=(0,0,2)", "(i,j,c)=(0,1,0)"]
 
@@ -218,6 +235,6 @@ def test_depthwise_products_with_a_depth_multiplier(pad_code):
     # output: H (5 + 3 - 3) // 1 + 1 = 6, W (4 + 2 - 3) // 2 + 1 = 2
     coords = _all_coords(2, 6, 2, 6)
     P = mac_products(mac, x, w, coords, pad_code=pad_code)
-    assert P.tolist() == [_ref_products(mac, x, w, c, pad_code) for c in coords]
+    assert P.dtype == np.int64 and P.tolist() == [_ref_products(mac, x, w, c, pad_code) for c in coords]
     assert _tap_labels(mac, w.shape) == ["(i,j)=(0,0)", "(i,j)=(0,1)", "(i,j)=(0,2)", "(i,j)=(1,0)", "(i,j)=(1,1)",
                                          "(i,j)=(1,2)"]
