@@ -119,19 +119,21 @@ def _attrs(node):
     return out
 
 
-def _conv(x, w, pads, strides, group):
+def _conv(x, w, pads, strides, group, dilations=(1, 1)):
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
+    dh, dw = dilations
     xp = np.full((n, c, h + pads[0] + pads[2], wd + pads[1] + pads[3]), Fraction(0), object)
     xp[:, :, pads[0]:pads[0] + h, pads[1]:pads[1] + wd] = x
-    oh, ow = (xp.shape[2] - kh) // strides[0] + 1, (xp.shape[3] - kw) // strides[1] + 1
+    oh, ow = (xp.shape[2] - dh * (kh - 1) - 1) // strides[0] + 1, (xp.shape[3] - dw * (kw - 1) - 1) // strides[1] + 1
     out = np.full((n, o, oh, ow), Fraction(0), object)
     og = o // group
     for oc in range(o):
         g = oc // og
         for i in range(oh):
             for j in range(ow):
-                patch = xp[:, g * cg:(g + 1) * cg, i * strides[0]:i * strides[0] + kh, j * strides[1]:j * strides[1] + kw]
+                r, q = i * strides[0], j * strides[1]
+                patch = xp[:, g * cg:(g + 1) * cg, r:r + dh * (kh - 1) + 1:dh, q:q + dw * (kw - 1) + 1:dw]
                 out[:, oc, i, j] = (patch * w[oc]).reshape(n, -1).sum(axis=1)
     return out
 
@@ -193,7 +195,7 @@ def evaluate(model, feeds: dict) -> dict:
             y = np.matmul(ins[0], b) + (ins[2] if len(ins) > 2 else 0)
         elif op == "Conv":
             y = _conv(ins[0], ins[1], list(a.get("pads", [0, 0, 0, 0])), list(a.get("strides", [1, 1])),
-                      int(a.get("group", 1)))
+                      int(a.get("group", 1)), list(a.get("dilations", [1, 1])))
             if len(ins) > 2:
                 y = y + ins[2].reshape(-1, 1, 1)
         elif op in ("Add", "Sub", "Mul", "Div"):

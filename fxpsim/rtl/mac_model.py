@@ -33,7 +33,7 @@ def fit_value(v: int, bits: int, mode: str) -> int:
         return 0
     if mode == "wrap_sign_magnitude":
         from ..core.fixed import FixedArray, Format
-        return int(FixedArray(np.array([v], dtype=np.int64), Format.integer(63))
+        return int(FixedArray(np.array([v], dtype=np.int64), Format.integer(64))
                    .cast(Format.integer(bits), overflow="wrap_sign_magnitude").raw[0])
     if mode == "error":
         raise ValueError(f"accumulator overflow: {v} does not fit {bits} bits (overflow mode 'error')")

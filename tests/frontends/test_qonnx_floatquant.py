@@ -169,6 +169,7 @@ def test_hand_table_e2m1_subnormal_tie_and_saturation():
                                         ({"zzz": 1}, "attribute 'zzz'")])
 def test_refused_attributes_name_the_node(attrs, frag):
     mdl = Model()
+    attrs = dict(attrs)     # the parametrize dict is shared by every run of the test in one process (mutmut)
     mode = attrs.pop("rounding_mode", "ROUND")
     mdl.fq("x", "y", mode=mode, **attrs)
     with pytest.raises(ValueError, match=frag) as err:

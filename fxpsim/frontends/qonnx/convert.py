@@ -38,6 +38,9 @@ def bits_for(lo: int, hi: int, what: str) -> tuple[int, bool]:
         bits, signed = max((-lo - 1).bit_length(), max(hi, 0).bit_length()) + 1, True
     if bits > 64:
         raise ValueError(f"tensor {what!r}: its values span {bits} bits, more than the 64 fxpsim holds")
+    if bits == 64 and not signed:        # codes above 32 bits are held in int64 (TensorSpec.dtype): < 2^63
+        raise ValueError(f"tensor {what!r}: its values span 64 unsigned bits; codes above 32 bits are held in "
+                         "int64, 63 unsigned bits at most")
     return bits, signed
 
 

@@ -149,7 +149,8 @@ def _trunc_float(graph, node, ins):
     if a.get("bounds") is not None:
         y = np.clip(y, *a["bounds"])
     q = _NP_ROUND[a["rounding_mode"]](y)
-    return [(q - _arr(a["zp"])) * _real_scale(graph, node.outputs[0])]
+    # the output's zero point: Trunc v1 keeps z, v2 rescales it to z / 2^shift (qonnx's output_zeropt)
+    return [(q - _zp(graph, node.outputs[0])) * _real_scale(graph, node.outputs[0])]
 
 
 def _threshold_run(graph, node, ins, dp, trace):
