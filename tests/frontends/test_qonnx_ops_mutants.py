@@ -62,6 +62,38 @@ def _node(net, op, i=0):
     return [n for n in net.nodes if n.op == op][i]
 
 
+def quant_clips(model, net, x) -> dict:
+    """Per graph node of each Quant of an activation: how many rounded values :math:`\\mathrm{rnd}(x/s + z)` fall
+    outside the Quant's code range (the trace's ``clipped``), from the Fraction model's input values and the
+    Quant's own attributes and initializers, not from fxpsim."""
+    from onnx import numpy_helper
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    ref = R.evaluate(model, {"x": x})
+    ref["x"] = R.F(x)
+    names = net.meta["qonnx"]["tensors"]
+    producer = {n.outputs[0]: n.name for n in net.nodes}
+    clips = {}
+    for qn in model.graph.node:
+        if qn.op_type != "Quant" or qn.input[0] in inits or names.get(qn.output[0]) not in producer:
+            continue
+        at = {a.name: helper_attr(a) for a in qn.attribute}
+        s, z, bw = (np.broadcast_to(inits[k], ref[qn.input[0]].shape) for k in qn.input[1:4])
+        signed, narrow = bool(at.get("signed", 1)), bool(at.get("narrow", 0))
+        count = 0
+        for v, si, zi, b in zip(ref[qn.input[0]].ravel(), s.ravel(), z.ravel(), bw.ravel()):
+            lo, hi = R.int_range(signed, narrow, b)
+            r = R.rnd(Fraction(v) / Fraction(float(si)) + Fraction(float(zi)), at.get("rounding_mode", "ROUND"))
+            count += not lo <= r <= hi
+        clips[producer[names[qn.output[0]]]] = count
+    return clips
+
+
+def helper_attr(a):
+    from onnx import helper
+    v = helper.get_attribute_value(a)
+    return v.decode() if isinstance(v, bytes) else v
+
+
 # ----------------------------------------------------------------------------------------- zero points
 def _zp_chain(mode):
     m = Model()
@@ -101,14 +133,17 @@ def _zp_input():
 
 @pytest.mark.parametrize("mode", MODES)
 def test_zero_points_on_every_path_node_by_node_and_in_float(mode):
-    net, traces, kept, compared = three_ways(_zp_chain(mode), _zp_input())
+    model, x = _zp_chain(mode), _zp_input()
+    net, traces, kept, compared = three_ways(model, x)
     assert compared >= 12
     n = 7
     want_adds = {"n10_MatMul": 6 * 6 * n, "n21_MatMul": 6 * 3 * n}
+    clips = quant_clips(model, net, x)
+    assert len(clips) == 3 and clips[_node(net, "qonnx_quant", 0).name] >= 4     # x[1]: 1e3, -1e3, ... saturate
     for node in net.nodes:
         t = traces[node.name]
         want = want_adds.get(node.name, 6 * n if node.op == "qonnx_add" else 0)
-        assert t == {**ZERO_TRACE, "adds": want}, (node.name, t)
+        assert t == {**ZERO_TRACE, "adds": want, "clipped": clips.get(node.name, 0)}, (node.name, t)
     mq, mm = _node(net, "qonnx_matmul", 0), _node(net, "qonnx_matmul", 1)
     assert (mq.name, mm.name) == ("n10_MatMul", "n21_MatMul")
     assert (net.macs(mq), net.macs(mm)) == (6 * 6, 6 * 3)

@@ -94,23 +94,34 @@ _NP_ROUND = {
 
 # ----------------------------------------------------------------------------------------- quantizers
 def _quant_run(graph, node, ins, dp, trace):
+    """Quant / IntQuant: :math:`q = \\mathrm{round}(\\mathrm{clamp}(y, q_{lo}, q_{hi}))` with :math:`y = x/s + z`,
+    equal to :math:`\\mathrm{clamp}(\\mathrm{round}(y), q_{lo}, q_{hi})` for integer bounds and monotone roundings.
+    The trace's ``clipped`` counts the outputs whose rounded value :math:`\\mathrm{round}(y)` lies outside
+    :math:`[q_{lo}, q_{hi}]` (the report's definition): the codes are computed within
+    :math:`[q_{lo} - 1, q_{hi} + 1]`, where exactly those land on the two outer codes, then clamped."""
     a = node.attrs
     lo, hi, mode = int(a["lo"]), int(a["hi"]), a["rounding_mode"]
+    bipolar = bool(a.get("bipolar"))
     if a.get("float_in"):
         x = np.asarray(ins[0], np.float32)
-        if a.get("bipolar"):
+        if bipolar:
             q = np.where(A.quantize_float(x, _arr(a["scale"], np.float32), _arr(a["zp"]), -(1 << 32), 1 << 32,
                                           "FLOOR") >= 0, 1, -1)
         else:
-            q = A.quantize_float(x, _arr(a["scale"], np.float32), _arr(a["zp"]), lo, hi, mode)
+            q = A.quantize_float(x, _arr(a["scale"], np.float32), _arr(a["zp"]), lo - 1, hi + 1, mode)
     else:
         v = _centred(ins[0], a["x_zp"])
         num, den, zp = _arr(a["num"]), _arr(a["den"]), _arr(a["zp"])
-        if a.get("bipolar"):
+        if bipolar:
             q = np.where(v * num + zp * den >= 0, 1, -1)
         else:
-            q = A.quantize_codes(v, num, den, zp, lo, hi, mode)
-    return [_out(graph, node, q)], _no_trace()
+            q = A.quantize_codes(v, num, den, zp, lo - 1, hi + 1, mode)
+    info = _no_trace()
+    if not bipolar:
+        outside = (q < lo) | (q > hi)
+        info["clipped"] = int(np.count_nonzero(outside))
+        q = np.where(outside, np.where(q < lo, lo, hi), q)
+    return [_out(graph, node, q)], info
 
 
 def _quant_float(graph, node, ins):
