@@ -214,10 +214,17 @@ def _trunc_input():
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("build", [_trunc_v1, _trunc_v2])
 def test_trunc_with_zero_points_shift_and_bounds(build, mode):
-    net, traces, kept, compared = three_ways(build(mode), _trunc_input())
+    model, x = build(mode), _trunc_input()
+    net, traces, kept, compared = three_ways(model, x)
     assert compared == 2
     tr = _node(net, "qonnx_trunc")
-    assert traces[tr.name] == ZERO_TRACE
+    clipped = 0
+    if build is _trunc_v2:                      # rnd(rnd(v / s + z) / k) outside [-7, 7]: s 1/4, z 4, k = 1 / s
+        lo, hi = R.int_range(True, True, 4)
+        for v in R.evaluate(model, {"x": x})["q0"].ravel():
+            clipped += not lo <= R.rnd(Fraction(R.rnd(Fraction(v) * 4 + 4, "ROUND")) / 4, mode) <= hi
+        assert clipped >= 2                     # x[2]: 1e3 and -1e3 at least
+    assert traces[tr.name] == {**ZERO_TRACE, "clipped": clipped}
     if build is _trunc_v2:
         assert tuple(tr.attrs["bounds"]) == (-7, 7)
         codes = kept[tr.outputs[0]].astype(np.int64)

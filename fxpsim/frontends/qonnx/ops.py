@@ -145,10 +145,17 @@ def _bipolar_float(graph, node, ins):
 
 
 def _trunc_run(graph, node, ins, dp, trace):
+    """Trunc (:func:`~fxpsim.datapath.qonnx.arithmetic.trunc_codes`); with v2's ``bounds`` the trace's
+    ``clipped`` counts the rounded codes outside them (clamped)."""
     a = node.attrs
     q = A.trunc_codes(_centred(ins[0], a["x_zp"]), _arr(a["num"]), _arr(a["den"]), _arr(a["zp"]),
-                      int(a["shift"]), a["rounding_mode"], a.get("bounds"))
-    return [_out(graph, node, q)], _no_trace()
+                      int(a["shift"]), a["rounding_mode"])
+    info = _no_trace()
+    if a.get("bounds") is not None:
+        lo, hi = int(a["bounds"][0]), int(a["bounds"][1])
+        info["clipped"] = int(np.count_nonzero((q < lo) | (q > hi)))
+        q = np.clip(q, lo, hi)
+    return [_out(graph, node, q)], info
 
 
 def _trunc_float(graph, node, ins):
