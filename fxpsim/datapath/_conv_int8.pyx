@@ -5,6 +5,7 @@ Compute-only: :mod:`fxpsim.datapath.conv_int8` validates every argument and deci
 models the layer exactly; it is the interface.
 """
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
+from libc.string cimport memset
 import numpy as np
 cimport numpy as cnp
 
@@ -26,13 +27,34 @@ cdef extern from "_conv_int8.h" nogil:
         int lo, hi
         int impl
         int peradd_ok
+    ctypedef struct fxc_cache:
+        pass
+    void fxc_cache_free(fxc_cache* K)
     int fxc_run(const fxc_params* P, const int8_t* x, const int8_t* w, int64_t* acc_out, int8_t* out,
-                int64_t* counts)
+                int64_t* counts, fxc_cache* K, int may_pack)
     int fxc_have_avx512()
 
 # named here too (it is included by _conv_int8.h) so that a change to it rebuilds this module
 cdef extern from "_conv_int8_avx512.h":
     pass
+
+
+cdef class Cache:
+    """What the calls of one layer (its weights, bias, geometry and output stage fixed) derive from those alone,
+    kept between calls (``fxc_cache``: the exactness bound's weight sums, the output constants' lane layout, each
+    kernel's weight layout, built by the first call that needs it, under ``lock``). Pass it to :func:`run` only
+    with the same ``w``, ``bias``, ``geometry``, ``depthwise``, ``x_zp``, ``rq`` and channel count on every call;
+    the results are those of the uncached call, bit for bit."""
+    cdef fxc_cache K
+    cdef readonly object lock
+
+    def __cinit__(self):
+        import threading
+        memset(&self.K, 0, sizeof(fxc_cache))
+        self.lock = threading.Lock()
+
+    def __dealloc__(self):
+        fxc_cache_free(&self.K)
 
 
 def have_avx512() -> bool:
@@ -42,7 +64,7 @@ def have_avx512() -> bool:
 
 def run(const int8_t[:, :, :, ::1] x, const int8_t[::1] w, object bias, tuple geometry, int depthwise,
         int x_zp, int mode, int word, int bias_init, object rq, int lo, int hi, int impl, bint want_acc=True,
-        bint peradd_ok=True, object acc_buf=None, object out_buf=None):
+        bint peradd_ok=True, object acc_buf=None, object out_buf=None, Cache cache=None):
     """``(acc [M, O] int64 or None, out [M, O] int8 or None, overflows, above, below)``, or None when the
     layer can overflow and ``peradd_ok`` is False (or ``word`` > 31): the kernel does not model it.
     ``acc_buf``, ``out_buf``: int64 / int8 C-contiguous [M, O] arrays to write into (else new ones).
@@ -51,6 +73,7 @@ def run(const int8_t[:, :, :, ::1] x, const int8_t[::1] w, object bias, tuple ge
     depthwise [KH, KW, C]); ``bias`` int32 [O] or None; ``rq`` None, four int64 [O] arrays
     ``(mult, add, nudge or None, shift)`` (integer output stage) or ``(scale, zp)`` with a float32 [O]
     ``scale`` (float output stage); the accumulators come back when ``want_acc`` or ``rq`` is None.
+    ``cache``: a :class:`Cache` of this layer (its weight-derived buffers reused, built on first need).
     """
     cdef fxc_params P
     cdef const int32_t[::1] b
@@ -58,6 +81,7 @@ def run(const int8_t[:, :, :, ::1] x, const int8_t[::1] w, object bias, tuple ge
     cdef const float[::1] f_
     cdef int64_t counts[3]
     cdef int rc
+    cdef fxc_cache* K = NULL if cache is None else &cache.K
     P.N, P.H, P.W, P.C = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
     P.KH, P.KW, P.O, P.OH, P.OW, P.sh, P.sw, P.dh, P.dw, P.pt, P.pl = geometry
     P.depthwise, P.x_zp, P.mode, P.word, P.bias_init = depthwise, x_zp, mode, word, bias_init
@@ -98,7 +122,12 @@ def run(const int8_t[:, :, :, ::1] x, const int8_t[::1] w, object bias, tuple ge
         outp = &outv[0, 0]
     counts[0] = counts[1] = counts[2] = 0
     with nogil:
-        rc = fxc_run(&P, &x[0, 0, 0, 0], &w[0], accp, outp, counts)
+        rc = fxc_run(&P, &x[0, 0, 0, 0], &w[0], accp, outp, counts, K, 0 if K != NULL else 1)
+    if rc == 2:                     # the cache lacks a buffer this call needs: build it, one caller at a time
+        with cache.lock:
+            counts[0] = counts[1] = counts[2] = 0
+            with nogil:
+                rc = fxc_run(&P, &x[0, 0, 0, 0], &w[0], accp, outp, counts, K, 1)
     if rc < 0:
         raise MemoryError("fxpsim conv_int8: out of memory")
     if rc == 1:
