@@ -54,15 +54,19 @@ def test_prepared_calls_in_turn_equal_the_big_integer_model(layer):
 
 
 def test_weights_changed_after_preparing_do_not_reach_the_call():
+    from fxpsim.core.fixed import Format
+    from fxpsim.datapath.requantize import Requantizer
     rng = np.random.default_rng(3)
     x = rng.integers(-128, 128, (2, 6, 6, 8)).astype(np.int8)
     w = rng.integers(-128, 128, (12, 3, 3, 8)).astype(np.int8)
     bias = rng.integers(-5000, 5000, 12).astype(np.int32)
-    from fxpsim.datapath.requantize import Requantizer
-    kw = dict(requant=Requantizer.tflite(0.02, 0.005, 0.5, kind="double"), x_zp=3, out_zp=-2, acc=16,
-              overflow="saturate", bias_at="end", act_min=-128, act_max=127, stride=(1, 1), padding="SAME")
+    rq = Requantizer.tflite(0.02, 0.005, 0.5, kind="double")
+    kw = dict(requant=rq, x_zp=3, out_zp=-2, acc=16, overflow="saturate", bias_at="end", act_min=-128,
+              act_max=127, stride=(1, 1), padding="SAME")
     w0, b0 = w.copy(), bias.copy()
-    call = _call("conv2d", x, w, bias, prepare=True, **kw)
+    call = conv_int8.prepare("conv2d", x.shape, x.dtype, w, bias, requant=rq, x_zp=3, w_zp=0,
+                             out_spec=(np.int8, -2, -128, 127), fmt=Format.integer(16), overflow="saturate",
+                             order="sequential", bias_at="end", pads=((1, 1), (1, 1)))
     assert _check(call(x, True), _expected("conv2d", x, w0, b0, kw))
     w[...] = -w
     bias[...] = 0
