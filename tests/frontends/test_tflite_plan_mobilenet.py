@@ -118,3 +118,20 @@ def test_a_weight_edited_after_a_run_is_not_run_by_the_old_plan(kernels):
     assert not np.array_equal(again, after)
     with pytest.raises(ValueError, match="stale"):
         plan.run(x)
+
+
+def test_xnnpack_add_table_step_equals_the_node_run_broadcast_and_fallback():
+    from fxpsim.graph.ops import OPS
+    from fxpsim.graph.datapath_settings import node_datapath
+    g = fxpsim.import_tflite(MODEL, kernels="xnnpack")
+    i, node = next((i, n) for i, n in enumerate(g.nodes) if n.op == "tflite_add")
+    dp = node_datapath(g.default_datapath, node, i)
+    shape = g.tensors[node.inputs[0]].shape
+    rng = np.random.default_rng(5)
+    step = OPS["tflite_add"].prepare(g, node, dp, [(2,) + shape, (1,) + shape])
+    assert step is not None
+    for shapes in ([(2,) + shape, (1,) + shape], [(3,) + shape, (3,) + shape]):    # prepared; another (the run)
+        ins = [rng.integers(-128, 128, s).astype(np.int8) for s in shapes]
+        ins[0].reshape(-1)[:2] = (-128, 127)
+        for trace in (False, True):
+            _same(step(ins, trace), OPS["tflite_add"].run(g, node, ins, dp, trace), f"{shapes} trace={trace}")
