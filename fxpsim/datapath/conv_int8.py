@@ -188,7 +188,14 @@ class FusedCall:
         self.w_flat, self.b32, self.geometry, self.depthwise = w_flat, b32, geometry, depthwise
         self.args, self.rq, self.requant, self.bits, self.out_spec = args, rq, requant, bits, out_spec
         self.m_rows, self.n_out = math.prod(out_shape[:-1]), int(out_shape[-1])
+        self.bind()
+
+    def bind(self) -> None:
+        """A new ``cache`` bound to the call's layer (after a change of ``args``: tests force ``impl`` so)."""
+        x_zp, mode, word, init, lo, hi, impl, seq = self.args
         self.cache = _k.Cache()
+        self.cache.bind(self.w_flat, self.b32, self.geometry, self.depthwise, x_zp, mode, word, init, self.rq, lo,
+                        hi, impl, seq)
 
     def __call__(self, x, need_acc: bool):
         if _k is None or _overflow_log_active() or x.shape != self.x_shape or x.dtype != np.int8:
@@ -197,9 +204,14 @@ class FusedCall:
         acc_buf = _POOL.take((self.m_rows, self.n_out), np.int64) if (need_acc or rq is None) else None
         out_buf = None if rq is None else _POOL.take((self.m_rows, self.n_out), np.int8)
         x4 = x.reshape(self.x4_shape) if self.x4_shape is not None else x
-        x_zp, mode, word, init, lo, hi, impl, seq = self.args
-        res = _k.run(np.ascontiguousarray(x4), self.w_flat, self.b32, self.geometry, self.depthwise, x_zp, mode, word,
-                     init, rq, lo, hi, impl, bool(need_acc), seq, acc_buf, out_buf, self.cache)
+        if not x4.flags.c_contiguous:
+            x4 = np.ascontiguousarray(x4)
+        if self.cache is not None:
+            res = self.cache.run(x4, need_acc, acc_buf, out_buf)
+        else:
+            x_zp, mode, word, init, lo, hi, impl, seq = self.args
+            res = _k.run(x4, self.w_flat, self.b32, self.geometry, self.depthwise, x_zp, mode, word, init, rq, lo, hi,
+                         impl, bool(need_acc), seq, acc_buf, out_buf)
         if res is None:
             return None
         acc, out, overflows, above, below = res

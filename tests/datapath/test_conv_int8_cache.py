@@ -21,7 +21,7 @@ def _prepared(op, x, w, bias, kw, impl):
     call = _call(op, x, w, bias, prepare=True, **kw)
     if call is not None and impl:
         call.args = call.args[:6] + (impl,) + call.args[7:]
-        call.cache = conv_int8._k.Cache()
+        call.bind()
     return call
 
 
