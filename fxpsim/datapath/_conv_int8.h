@@ -84,27 +84,7 @@ typedef struct {
                                [mult, add, nudge, shift] x [even, odd] x 8, when every y fits int32; or NULL */
 } fxc_params;
 
-/* What a layer's calls derive from its weights, bias and output stage alone, kept between calls by a prepared
- * call (fxc_run with a cache): the per-channel sum |w[o,k]| of the exactness bound, the lane-paired output
- * constants and each kernel's weight layout, each built by the first call that needs it (may_pack) and freed by
- * fxc_cache_free.  The layouts are the ones fxc_run builds for an uncached call, byte for byte. */
-typedef struct {
-    int64_t *swabs;         /* [O] sum_k |w[o,k]| */
-    int64_t *rq16;          /* as fxc_params.rq16 (built whatever accmax; used only where it passes) */
-    int8_t *wq; int32_t *corr;          /* dense exact (VNNI) */
-    int16_t *w2;                        /* depthwise C <= 16: [T][32] pairs, then b2 zeros [32], b2 bias [32] */
-    int16_t *w16d, *b16d;               /* depthwise: [T][Cp], then bias [Cp] (zeros at [Cp..2Cp)) */
-    int16_t *w16p, *b16p;               /* dense per-add W = 16 */
-    int32_t *wt;                        /* portable */
-} fxc_cache;
-
-static void fxc_cache_free(fxc_cache *K)
-{
-    free(K->swabs); free(K->rq16); free(K->wq); free(K->corr); free(K->w2); free(K->w16d); free(K->b16d);
-    free(K->w16p); free(K->b16p); free(K->wt);
-    memset(K, 0, sizeof *K);
-}
-
+#include "_conv_int8_cache.h"
 
 /* ------------------------------------------------------------------ portable kernel */
 #define FXC_FIT_EXACT c = s;
@@ -271,20 +251,6 @@ FXC_CLONES static int64_t fxc_xmax(const int8_t *x, ptrdiff_t n, int zx)
     return a > b ? a : b;
 }
 
-/* sum_k |w[o,k]| of every channel into sw[O]. */
-static void fxc_swabs(const fxc_params *P, const int8_t *w, int64_t *swo)
-{
-    const ptrdiff_t K = P->KH * P->KW * (P->depthwise ? 1 : P->C);
-    for (ptrdiff_t o = 0; o < P->O; o++) {
-        int64_t sw = 0;
-        for (ptrdiff_t k = 0; k < K; k++) {
-            const int v = P->depthwise ? w[k * P->C + o] : w[o * K + k];
-            sw += v < 0 ? -v : v;
-        }
-        swo[o] = sw;
-    }
-}
-
 /* The layer; with a cache K (see fxc_cache) the weight-derived buffers are taken from it, and built into it
  * when may_pack (else the call returns 2: the caller repeats it with may_pack, e.g. holding a lock). Returns
  * 0 (done), 1 (not modelled), 2 (K lacks a buffer) or -1 (out of memory). */
@@ -303,16 +269,11 @@ static int fxc_run(const fxc_params *P0, const int8_t *x, const int8_t *w, int64
     }
     {   /* exact when max_o (max|x - zx| sum_k |w[o,k]| + |bias[o]|) bounds every partial sum inside the
            accumulator (and int32): no fit, no count, any order */
-        const ptrdiff_t Kt = P->KH * P->KW * (P->depthwise ? 1 : P->C);
         const int64_t xmax = P->N * P->H * P->W * P->C > 0 ? fxc_xmax(x, P->N * P->H * P->W * P->C, P->x_zp) : 0;
         const int64_t limit = (P->word >= 32 ? (INT64_C(1) << 31) : (INT64_C(1) << (P->word - 1))) - 1;
         int64_t bound = 0;
         for (ptrdiff_t o = 0; o < P->O; o++) {
-            int64_t sw = K ? K->swabs[o] : 0;
-            for (ptrdiff_t k = 0; k < Kt && !K; k++) {
-                const int v = P->depthwise ? w[k * P->C + o] : w[o * Kt + k];
-                sw += v < 0 ? -v : v;
-            }
+            const int64_t sw = K ? K->swabs[o] : fxc_swabs_one(P, w, o);
             const int64_t b = P->bias ? (P->bias[o] < 0 ? -(int64_t)P->bias[o] : P->bias[o]) : 0;
             bound = xmax * sw + b > bound ? xmax * sw + b : bound;
         }
