@@ -73,3 +73,34 @@ def test_weights_changed_after_preparing_do_not_reach_the_call():
     assert _check(call(x, True), _expected("conv2d", x, w0, b0, kw))
     small = np.full_like(x, 3)                    # exact sums: a layout the first calls did not need
     assert _check(call(small, True), _expected("conv2d", small, w0, b0, kw))
+
+
+def test_one_prepared_call_from_several_threads():
+    """Threads sharing a fresh prepared call (each first call may build a kept layout, under the cache's lock)
+    all get the big-integer model's results."""
+    import threading
+    from fxpsim.datapath.requantize import Requantizer
+    rng = np.random.default_rng(11)
+    w = rng.integers(-128, 128, (40, 3, 3, 16)).astype(np.int8)
+    bias = rng.integers(-3000, 3000, 40).astype(np.int32)
+    kw = dict(requant=Requantizer.tflite(0.02, 0.004, 0.3, kind="double"), x_zp=-5, out_zp=4, acc=16,
+              overflow="wrap", bias_at="init", act_min=-100, act_max=120, stride=(2, 1), padding="SAME")
+    xs = [rng.integers(-128, 128, (2, 7, 7, 16)).astype(np.int8) for _ in range(4)]
+    xs[1][...] = -5                                   # exact sums
+    xs[3] = np.clip(xs[3], -7, -3).astype(np.int8)    # |x - zx| <= 2: exact sums too
+    expected = [_expected("conv2d", x, w, bias, kw) for x in xs]
+    call = _call("conv2d", xs[0], w, bias, prepare=True, **kw)
+    errors = []
+
+    def work(order):
+        try:
+            for i in order:
+                assert _check(call(xs[i], True), expected[i])
+        except BaseException as exc:              # noqa: BLE001 - reported below
+            errors.append(exc)
+    threads = [threading.Thread(target=work, args=(o,)) for o in ([0, 1, 2, 3] * 3, [1, 0, 3, 2] * 3, [3, 2] * 6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
