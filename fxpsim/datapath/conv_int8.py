@@ -123,6 +123,8 @@ class _Pool:
 
 
 _POOL = _Pool()
+#: Buffers of fewer bytes than this are not pooled (:class:`FusedCall`'s int8 outputs).
+_SMALL = 1 << 17
 
 
 def release_buffers(limit: int | None = None) -> None:
@@ -188,6 +190,9 @@ class FusedCall:
         self.w_flat, self.b32, self.geometry, self.depthwise = w_flat, b32, geometry, depthwise
         self.args, self.rq, self.requant, self.bits, self.out_spec = args, rq, requant, bits, out_spec
         self.m_rows, self.n_out = math.prod(out_shape[:-1]), int(out_shape[-1])
+        # int8 outputs below glibc's mmap threshold come from a fresh np.empty (recycled heap memory, no page
+        # faults to save, and cheaper than the pool's search)
+        self.small_out = self.m_rows * self.n_out < _SMALL
         self.bind()
 
     def bind(self) -> None:
@@ -202,7 +207,7 @@ class FusedCall:
             return None
         rq = self.rq
         acc_buf = _POOL.take((self.m_rows, self.n_out), np.int64) if (need_acc or rq is None) else None
-        out_buf = None if rq is None else _POOL.take((self.m_rows, self.n_out), np.int8)
+        out_buf = None if rq is None or self.small_out else _POOL.take((self.m_rows, self.n_out), np.int8)
         x4 = x.reshape(self.x4_shape) if self.x4_shape is not None else x
         if not x4.flags.c_contiguous:
             x4 = np.ascontiguousarray(x4)
