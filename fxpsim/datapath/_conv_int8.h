@@ -84,6 +84,8 @@ typedef struct {
                                [mult, add, nudge, shift] x [even, odd] x 8, when every y fits int32; or NULL */
 } fxc_params;
 
+#include "_conv_int8_cache.h"
+
 /* ------------------------------------------------------------------ portable kernel */
 #define FXC_FIT_EXACT c = s;
 #define FXC_FIT_SAT c = s < alo ? alo : s; c = c > ahi ? ahi : c; cnt[o] += c != s;
@@ -249,24 +251,29 @@ FXC_CLONES static int64_t fxc_xmax(const int8_t *x, ptrdiff_t n, int zx)
     return a > b ? a : b;
 }
 
+/* The layer; with a cache K (see fxc_cache) the weight-derived buffers are taken from it, and built into it
+ * when may_pack (else the call returns 2: the caller repeats it with may_pack, e.g. holding a lock). Returns
+ * 0 (done), 1 (not modelled), 2 (K lacks a buffer) or -1 (out of memory). */
 static int fxc_run(const fxc_params *P0, const int8_t *x, const int8_t *w, int64_t *acc_out, int8_t *out,
-                   int64_t *counts)
+                   int64_t *counts, fxc_cache *K, int may_pack)
 {
     fxc_params Pm = *P0;
     const fxc_params *P = &Pm;
     int64_t accmax;                                   /* |accumulator| <= accmax */
+    if (K && !__atomic_load_n(&K->swabs, __ATOMIC_ACQUIRE)) {
+        if (!may_pack) return 2;
+        int64_t *swo = (int64_t *)malloc(sizeof(int64_t) * (size_t)(P->O + 1));
+        if (!swo) return -1;
+        fxc_swabs(P, w, swo);
+        __atomic_store_n(&K->swabs, swo, __ATOMIC_RELEASE);
+    }
     {   /* exact when max_o (max|x - zx| sum_k |w[o,k]| + |bias[o]|) bounds every partial sum inside the
            accumulator (and int32): no fit, no count, any order */
-        const ptrdiff_t K = P->KH * P->KW * (P->depthwise ? 1 : P->C);
         const int64_t xmax = P->N * P->H * P->W * P->C > 0 ? fxc_xmax(x, P->N * P->H * P->W * P->C, P->x_zp) : 0;
         const int64_t limit = (P->word >= 32 ? (INT64_C(1) << 31) : (INT64_C(1) << (P->word - 1))) - 1;
         int64_t bound = 0;
         for (ptrdiff_t o = 0; o < P->O; o++) {
-            int64_t sw = 0;
-            for (ptrdiff_t k = 0; k < K; k++) {
-                const int v = P->depthwise ? w[k * P->C + o] : w[o * K + k];
-                sw += v < 0 ? -v : v;
-            }
+            const int64_t sw = K ? K->swabs[o] : fxc_swabs_one(P, w, o);
             const int64_t b = P->bias ? (P->bias[o] < 0 ? -(int64_t)P->bias[o] : P->bias[o]) : 0;
             bound = xmax * sw + b > bound ? xmax * sw + b : bound;
         }
@@ -285,9 +292,24 @@ static int fxc_run(const fxc_params *P0, const int8_t *x, const int8_t *w, int64
     (void)accmax;
     if (!P->rq_mult && !P->rq_fscale)
         out = NULL;
+/* FXC_BUF: a buffer of the cache (built = 1), else a new one (built = 0; the call returns 2 when there is a
+ * cache that may not be built into now).  A new buffer, once filled, goes into the cache (FXC_KEEP: published
+ * after its contents, so a concurrent call sees it either absent or complete); FXC_DROP frees what is not the
+ * cache's at the end of the call, FXC_UNDO a new one on an error. */
+#define FXC_BUF(var, type, field, count, zero, built)                                                       \
+    type *var = K ? __atomic_load_n(&K->field, __ATOMIC_ACQUIRE) : NULL;                                   \
+    const int built = var != NULL;                                                                         \
+    if (!var) {                                                                                            \
+        if (K && !may_pack) { FXC_FREE_ALL; return 2; }                                                    \
+        var = (type *)((zero) ? calloc((size_t)(count), sizeof(type)) : malloc(sizeof(type) * (size_t)(count))); \
+    }
+#define FXC_KEEP(field, var, built) do { if (K && !(built)) __atomic_store_n(&K->field, var, __ATOMIC_RELEASE); } while (0)
+#define FXC_DROP(var) do { if (!K) free(var); } while (0)
+#define FXC_UNDO(var, built) do { if (!(built)) free(var); } while (0)
 #if FXC_AVX512
     const int fast = P->impl == 0 && fxc_have_avx512();
     int64_t *rq16 = NULL;
+#define FXC_FREE_ALL FXC_DROP(rq16)
     /* the 32-bit output stage when every y = R(a) + z fits int32 (and its int32 clip counters cannot wrap) */
     if (fast && out && P->rq_mult && P->mult32 && M * ((O + 15) / 16) < (INT64_C(1) << 31)) {
         int ok = 1;
@@ -299,15 +321,19 @@ static int fxc_run(const fxc_params *P0, const int8_t *x, const int8_t *w, int64
             ok = ymax < ((__int128)1 << 31) - 1 && P->rq_shift[o] >= 0 && P->rq_shift[o] < 64;
         }
         const ptrdiff_t ng = (O + 15) / 16;
-        rq16 = ok ? (int64_t *)calloc((size_t)(ng * 64), sizeof(int64_t)) : NULL;
-        if (rq16) {
-            for (ptrdiff_t o = 0; o < O; o++) {
-                int64_t *c = rq16 + (o / 16) * 64 + ((o % 16) & 1) * 8 + (o % 16) / 2;
-                c[0] = P->rq_mult[o];
-                c[16] = P->rq_add[o];
-                c[32] = P->rq_nudge ? P->rq_nudge[o] : 0;
-                c[48] = P->rq_shift[o];
+        if (ok) {
+            FXC_BUF(r16, int64_t, rq16, ng * 64, 1, r16_built)
+            if (r16 && !r16_built) {
+                for (ptrdiff_t o = 0; o < O; o++) {
+                    int64_t *c = r16 + (o / 16) * 64 + ((o % 16) & 1) * 8 + (o % 16) / 2;
+                    c[0] = P->rq_mult[o];
+                    c[16] = P->rq_add[o];
+                    c[32] = P->rq_nudge ? P->rq_nudge[o] : 0;
+                    c[48] = P->rq_shift[o];
+                }
             }
+            if (r16) FXC_KEEP(rq16, r16, r16_built);
+            rq16 = r16;
             Pm.rq16 = rq16;
         }
     }
@@ -322,7 +348,9 @@ static int fxc_run(const fxc_params *P0, const int8_t *x, const int8_t *w, int64
         const ptrdiff_t C4 = dense_exact ? (C + 3) / 4 * 4 : C;
         const ptrdiff_t Hb = direct ? P->H : Hp, Wb = direct ? P->W : Wp;
         ptrdiff_t *base = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * (size_t)(M + T));
-        if (!base) { free(rq16); return -1; }
+        if (!base) { FXC_FREE_ALL; return -1; }
+#undef FXC_FREE_ALL
+#define FXC_FREE_ALL do { FXC_DROP(rq16); free(base); } while (0)
         ptrdiff_t *tapoff = base + M;
         fxc_bases(P, base, Hb, Wb, C4);
         for (ptrdiff_t i = 0; i < P->KH; i++)
@@ -331,13 +359,15 @@ static int fxc_run(const fxc_params *P0, const int8_t *x, const int8_t *w, int64
         const ptrdiff_t nob = (O + 63) / 64;
         if (dense_exact) {
             const ptrdiff_t Q = C4 / 4;
+            FXC_BUF(wq, int8_t, wq, nob * T * Q * 256, 1, wq_built)
+            FXC_BUF(corr, int32_t, corr, nob * 64, 1, corr_built)
             int8_t *xb = direct ? NULL : (int8_t *)malloc((size_t)(P->N * Hp * Wp * C4) + 64);
-            int8_t *wq = (int8_t *)calloc((size_t)(nob * T * Q * 256), 1);
-            int32_t *corr = (int32_t *)calloc((size_t)(nob * 64), sizeof(int32_t));
-            if ((!direct && !xb) || !wq || !corr) { free(xb); free(wq); free(corr); free(base); free(rq16); return -1; }
+            if ((!direct && !xb) || !wq || !corr) {
+                free(xb); FXC_UNDO(wq, wq_built); FXC_UNDO(corr, corr_built); FXC_FREE_ALL; return -1;
+            }
             if (!direct)
                 fxc_pad_i8(P, x, xb, Hp, Wp, C4, (int8_t)P->x_zp);
-            for (ptrdiff_t o = 0; o < O; o++) {
+            for (ptrdiff_t o = 0; o < O && !(wq_built && corr_built); o++) {
                 int64_t sw = 0;
                 for (ptrdiff_t t = 0; t < T; t++)
                     for (ptrdiff_t c = 0; c < C; c++) {
@@ -348,43 +378,56 @@ static int fxc_run(const fxc_params *P0, const int8_t *x, const int8_t *w, int64
                 corr[o] = (int32_t)(uint32_t)((uint64_t)((int64_t)(P->x_zp + 128) * sw)
                                               - (uint64_t)(int64_t)(P->bias ? P->bias[o] : 0));
             }
+            FXC_KEEP(wq, wq, wq_built);
+            FXC_KEEP(corr, corr, corr_built);
             fxc_dense_vnni(P, direct ? x : xb, wq, corr, base, tapoff, T, Q, acc_out, out, counts);
-            free(xb); free(wq); free(corr);
+            free(xb); FXC_DROP(wq); FXC_DROP(corr);
         } else if (P->depthwise && C <= 16) {
-            int16_t *w2 = (int16_t *)calloc((size_t)(T * 32 + 32), sizeof(int16_t));
+            /* [T][32] weight pairs, then b2 for the exact sums (zeros) and for the per-add ones (the bias) */
+            FXC_BUF(w2, int16_t, w2, T * 32 + 64, 1, w2_built)
             const int8_t **tp = (const int8_t **)malloc(sizeof(const int8_t *) * (size_t)(2 * T));
             int8_t zxbuf[16];
-            if (!w2 || !tp) { free(w2); free(tp); free(base); free(rq16); return -1; }
+            if (!w2 || !tp) { FXC_UNDO(w2, w2_built); free(tp); FXC_FREE_ALL; return -1; }
             memset(zxbuf, (int8_t)P->x_zp, sizeof zxbuf);
-            int16_t *b2 = w2 + T * 32;
-            for (ptrdiff_t t = 0; t < T; t++)
-                for (ptrdiff_t c = 0; c < C; c++)
-                    w2[t * 32 + c] = w2[t * 32 + 16 + c] = w[t * C + c];
-            for (ptrdiff_t c = 0; c < C && P->bias && P->mode != FXC_EXACT; c++)   /* W = 16: fits int16 */
-                b2[c] = b2[16 + c] = (int16_t)P->bias[c];
+            if (!w2_built) {
+                for (ptrdiff_t t = 0; t < T; t++)
+                    for (ptrdiff_t c = 0; c < C; c++)
+                        w2[t * 32 + c] = w2[t * 32 + 16 + c] = w[t * C + c];
+                for (ptrdiff_t c = 0; c < C && P->bias; c++)   /* W = 16: fits int16 (per-add only) */
+                    w2[T * 32 + 32 + c] = w2[T * 32 + 48 + c] = (int16_t)P->bias[c];
+            }
+            FXC_KEEP(w2, w2, w2_built);
+            const int16_t *b2 = w2 + T * 32 + (P->mode != FXC_EXACT ? 32 : 0);
             counts[0] += fxc_dw_pair(P, x, w2, b2, T, acc_out, out, counts, tp, zxbuf);
-            free(w2); free(tp);
+            FXC_DROP(w2); free(tp);
         } else if (P->depthwise) {
             const ptrdiff_t Cp = (C + 31) / 32 * 32;
-            int16_t *w16 = (int16_t *)calloc((size_t)(T * Cp), sizeof(int16_t));
-            int16_t *b16 = (int16_t *)calloc((size_t)Cp, sizeof(int16_t));
+            FXC_BUF(w16, int16_t, w16d, T * Cp, 1, w16_built)
+            FXC_BUF(b16, int16_t, b16d, 2 * Cp, 1, b16_built)
             ptrdiff_t *tt = (ptrdiff_t *)malloc(sizeof(ptrdiff_t) * (size_t)(2 * T));
-            if (!w16 || !b16 || !tt) { free(w16); free(b16); free(tt); free(base); free(rq16); return -1; }
+            if (!w16 || !b16 || !tt) {
+                FXC_UNDO(w16, w16_built); FXC_UNDO(b16, b16_built); free(tt); FXC_FREE_ALL; return -1;
+            }
             /* per-add (W = 16): the bias is in the 16-bit range (checked by the caller); the exact sums add
-               the int32 bias themselves */
-            for (ptrdiff_t o = 0; o < O && P->bias && P->mode != FXC_EXACT; o++)
+               the int32 bias themselves (b16 + Cp: zeros) */
+            for (ptrdiff_t o = 0; o < O && P->bias && !b16_built; o++)
                 b16[o] = (int16_t)P->bias[o];
-            for (ptrdiff_t t = 0; t < T; t++)
+            for (ptrdiff_t t = 0; t < T && !w16_built; t++)
                 for (ptrdiff_t c = 0; c < C; c++)
                     w16[t * Cp + c] = w[t * C + c];
-            counts[0] += fxc_dw_avx512(P, x, w16, b16, T, Cp, acc_out, out, counts, tt, tt + T);
-            free(w16); free(b16); free(tt);
+            FXC_KEEP(w16d, w16, w16_built);
+            FXC_KEEP(b16d, b16, b16_built);
+            counts[0] += fxc_dw_avx512(P, x, w16, b16 + (P->mode != FXC_EXACT ? 0 : Cp), T, Cp, acc_out, out, counts,
+                                       tt, tt + T);
+            FXC_DROP(w16); FXC_DROP(b16); free(tt);
         } else {
             const int direct16 = P->pt == 0 && P->pl == 0 && Hp <= P->H && Wp <= P->W;
+            FXC_BUF(w16, int16_t, w16p, nob * T * C * 64, 1, w16_built)
+            FXC_BUF(b16, int16_t, b16p, nob * 64, 1, b16_built)
             int16_t *xs = direct16 ? NULL : (int16_t *)malloc(sizeof(int16_t) * (size_t)(P->N * Hp * Wp * C + 32));
-            int16_t *w16 = (int16_t *)calloc((size_t)(nob * T * C * 64), sizeof(int16_t));
-            int16_t *b16 = (int16_t *)calloc((size_t)(nob * 64), sizeof(int16_t));
-            if ((!direct16 && !xs) || !w16 || !b16) { free(xs); free(w16); free(b16); free(base); free(rq16); return -1; }
+            if ((!direct16 && !xs) || !w16 || !b16) {
+                free(xs); FXC_UNDO(w16, w16_built); FXC_UNDO(b16, b16_built); FXC_FREE_ALL; return -1;
+            }
             if (direct16) {   /* windows index the input itself */
                 fxc_bases(P, base, P->H, P->W, C);
                 for (ptrdiff_t i = 0; i < P->KH; i++)
@@ -393,33 +436,44 @@ static int fxc_run(const fxc_params *P0, const int8_t *x, const int8_t *w, int64
             } else {
                 fxc_pad_i16(P, x, xs, Hp, Wp);
             }
-            for (ptrdiff_t o = 0; o < O && P->bias; o++)   /* W = 16: the bias fits int16 (caller) */
+            for (ptrdiff_t o = 0; o < O && P->bias && !b16_built; o++)   /* W = 16: the bias fits int16 (caller) */
                 b16[o] = (int16_t)P->bias[o];
-            for (ptrdiff_t o = 0; o < O; o++)
+            for (ptrdiff_t o = 0; o < O && !w16_built; o++)
                 for (ptrdiff_t k = 0; k < T * C; k++)
                     w16[((o / 64) * T * C + k) * 64 + o % 64] = w[o * T * C + k];
+            FXC_KEEP(w16p, w16, w16_built);
+            FXC_KEEP(b16p, b16, b16_built);
             counts[0] += fxc_dense_p16(P, xs, direct16 ? x : NULL, w16, b16, base, tapoff, T, acc_out, out, counts);
-            free(xs); free(w16); free(b16);
+            free(xs); FXC_DROP(w16); FXC_DROP(b16);
         }
-        free(base);
-        free(rq16);
+        FXC_FREE_ALL;
         _mm_sfence();                                 /* order the streaming stores before returning */
         return 0;
     }
-    free(rq16);
+    FXC_DROP(rq16);
     Pm.rq16 = NULL;
+#undef FXC_FREE_ALL
 #endif
-    int32_t *wt = (int32_t *)malloc(sizeof(int32_t) * (size_t)(T * C * (P->depthwise ? 1 : O)) + 4);
+#define FXC_FREE_ALL do { } while (0)
+    FXC_BUF(wt, int32_t, wt, T * C * (P->depthwise ? 1 : O) + 1, 0, wt_built)
     int32_t *scratch = (int32_t *)malloc(sizeof(int32_t) * (size_t)(2 * O) + 8);
-    if (!wt || !scratch) { free(wt); free(scratch); return -1; }
-    if (P->depthwise)
+    if (!wt || !scratch) { FXC_UNDO(wt, wt_built); free(scratch); return -1; }
+    if (wt_built)
+        ;
+    else if (P->depthwise)
         for (ptrdiff_t k = 0; k < T * C; k++) wt[k] = w[k];
     else
         for (ptrdiff_t o = 0; o < O; o++)
             for (ptrdiff_t k = 0; k < T * C; k++) wt[k * O + o] = w[o * T * C + k];
+    FXC_KEEP(wt, wt, wt_built);
     counts[0] += fxc_generic(P, x, wt, acc_out, scratch, scratch + O, out, counts);
-    free(wt); free(scratch);
+    FXC_DROP(wt); free(scratch);
     return 0;
+#undef FXC_FREE_ALL
+#undef FXC_BUF
+#undef FXC_DROP
+#undef FXC_KEEP
+#undef FXC_UNDO
 }
 
 #endif /* FXPSIM_CONV_INT8_H */

@@ -84,12 +84,34 @@ FXC_T512 static FXC_INL void fxc_emit(const fxc_params *P, const int32_t *v, ptr
                                       ptrdiff_t len, int64_t *acc_out, int8_t *out, fxc_cnt *cv)
 {
     const ptrdiff_t O = P->O;
-    if (P->rq_fscale) {         /* the float output stage: the portable code, inlined here */
+    if (P->rq_fscale) {         /* the float output stage: fxc_requant_f32 on 16 lanes (the same float32
+                                   operations in the same order; max/min pick the bound where the scalar
+                                   comparisons keep an equal value, the same number) */
         if (acc_out)
             for (ptrdiff_t o = 0; o < len; o++)
                 acc_out[m * O + o0 + o] = v[o];
-        if (out)
-            fxc_requant_f32(P, v, o0, len, out + m * O + o0, &cv->af, &cv->bf);
+        if (out) {
+            const __m512 magic = _mm512_set1_ps(12582912.0f);           /* 1.5 * 2^23 */
+            const __m512 flo = _mm512_set1_ps((float)(P->lo - P->rq_zp - 1));
+            const __m512 fhi = _mm512_set1_ps((float)(P->hi - P->rq_zp + 1));
+            const __m512i lo = _mm512_set1_epi32(P->lo), hi = _mm512_set1_epi32(P->hi);
+            const __m512i z = _mm512_set1_epi32(P->rq_zp);
+            int64_t na = 0, nb = 0;
+            for (ptrdiff_t o = 0; o < len; o += 16) {
+                const ptrdiff_t l = len - o < 16 ? len - o : 16;
+                const __mmask16 k = (__mmask16)((1u << l) - 1u);
+                const __m512 s = _mm512_maskz_loadu_ps(k, P->rq_fscale + o0 + o);
+                __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_maskz_loadu_epi32(k, v + o)), s);
+                f = _mm512_min_ps(_mm512_max_ps(f, flo), fhi);
+                const __m512i y = _mm512_add_epi32(_mm512_cvttps_epi32(_mm512_sub_ps(_mm512_add_ps(f, magic), magic)), z);
+                na += __builtin_popcount((unsigned)_mm512_mask_cmpgt_epi32_mask(k, y, hi));
+                nb += __builtin_popcount((unsigned)_mm512_mask_cmplt_epi32_mask(k, y, lo));
+                _mm512_mask_cvtepi32_storeu_epi8(out + m * O + o0 + o, k,
+                                                 _mm512_max_epi32(_mm512_min_epi32(y, hi), lo));
+            }
+            cv->af += na;
+            cv->bf += nb;
+        }
         return;
     }
     if (P->rq16) {

@@ -123,6 +123,8 @@ class _Pool:
 
 
 _POOL = _Pool()
+#: Buffers of fewer bytes than this are not pooled (:class:`FusedCall`'s int8 outputs).
+_SMALL = 1 << 17
 
 
 def release_buffers(limit: int | None = None) -> None:
@@ -152,13 +154,35 @@ def fused(op: str, x, w, bias, *, requant, x_zp, w_zp, out_spec, fmt, overflow, 
     call = prepare(op, x.shape, x.dtype, w, bias, requant=requant, x_zp=x_zp, w_zp=w_zp, out_spec=out_spec, fmt=fmt,
                    overflow=overflow, order=order, bias_at=bias_at, zero_point=zero_point, tile_k=tile_k,
                    product_shift=product_shift, stride=stride, pads=pads, dilation=dilation, impl=impl)
-    return None if call is None else call(x, need_acc)
+    if call is None:
+        return None
+    call.cache = None                # one call: nothing to keep
+    return call(x, need_acc)
+
+
+def _fixed(a, dtype) -> np.ndarray:
+    """``a`` as a C-contiguous ``dtype`` array that no one can change under a :class:`FusedCall` (its cache is
+    built from it once): ``a`` itself when it already is one, read-only down to its memory's owner (or to
+    ``bytes``), else a read-only copy."""
+    out = np.ascontiguousarray(a, dtype)
+    base = out
+    while isinstance(base, np.ndarray) and not base.flags.writeable:
+        base = base.base
+    if base is not None and not isinstance(base, bytes):
+        out = out.copy()
+        out.flags.writeable = False
+    return out
 
 
 class FusedCall:
-    """One layer's call of the fused kernel with everything but ``x`` fixed (:func:`prepare`):
+    r"""One layer's call of the fused kernel with everything but ``x`` fixed (:func:`prepare`):
     ``call(x, need_acc)`` returns what :func:`fused` returns, ``None`` included (the kernel's data-dependent
-    exactness bound, an active :func:`fxpsim.overflow_log`, the kernel switched off, another input)."""
+    exactness bound, an active :func:`fxpsim.overflow_log`, the kernel switched off, another input).
+
+    What the kernel derives from the weights, bias and output stage alone (the exactness bound's per-channel
+    :math:`\sum_k |w_{o,k}|`, the weights in each kernel's layout, the output constants in lane order) is built
+    by the first call that needs it and kept in ``cache`` (``_conv_int8.Cache``) for the next ones: a call then
+    costs the input's scan (:math:`\max |x - z_x|`) and the sums, not the layer's weights again."""
 
     def __init__(self, op, x_shape, out_shape, w_flat, b32, geometry, depthwise, args, rq, requant, bits, out_spec):
         self.op, self.x_shape, self.out_shape = op, tuple(x_shape), out_shape
@@ -166,17 +190,33 @@ class FusedCall:
         self.w_flat, self.b32, self.geometry, self.depthwise = w_flat, b32, geometry, depthwise
         self.args, self.rq, self.requant, self.bits, self.out_spec = args, rq, requant, bits, out_spec
         self.m_rows, self.n_out = math.prod(out_shape[:-1]), int(out_shape[-1])
+        # int8 outputs below glibc's mmap threshold come from a fresh np.empty (recycled heap memory, no page
+        # faults to save, and cheaper than the pool's search)
+        self.small_out = self.m_rows * self.n_out < _SMALL
+        self.bind()
+
+    def bind(self) -> None:
+        """A new ``cache`` bound to the call's layer (after a change of ``args``: tests force ``impl`` so)."""
+        x_zp, mode, word, init, lo, hi, impl, seq = self.args
+        self.cache = _k.Cache()
+        self.cache.bind(self.w_flat, self.b32, self.geometry, self.depthwise, x_zp, mode, word, init, self.rq, lo,
+                        hi, impl, seq)
 
     def __call__(self, x, need_acc: bool):
         if _k is None or _overflow_log_active() or x.shape != self.x_shape or x.dtype != np.int8:
             return None
         rq = self.rq
         acc_buf = _POOL.take((self.m_rows, self.n_out), np.int64) if (need_acc or rq is None) else None
-        out_buf = None if rq is None else _POOL.take((self.m_rows, self.n_out), np.int8)
+        out_buf = None if rq is None or self.small_out else _POOL.take((self.m_rows, self.n_out), np.int8)
         x4 = x.reshape(self.x4_shape) if self.x4_shape is not None else x
-        x_zp, mode, word, init, lo, hi, impl, seq = self.args
-        res = _k.run(np.ascontiguousarray(x4), self.w_flat, self.b32, self.geometry, self.depthwise, x_zp, mode, word,
-                     init, rq, lo, hi, impl, bool(need_acc), seq, acc_buf, out_buf)
+        if not x4.flags.c_contiguous:
+            x4 = np.ascontiguousarray(x4)
+        if self.cache is not None:
+            res = self.cache.run(x4, need_acc, acc_buf, out_buf)
+        else:
+            x_zp, mode, word, init, lo, hi, impl, seq = self.args
+            res = _k.run(x4, self.w_flat, self.b32, self.geometry, self.depthwise, x_zp, mode, word, init, rq, lo, hi,
+                         impl, bool(need_acc), seq, acc_buf, out_buf)
         if res is None:
             return None
         acc, out, overflows, above, below = res
@@ -228,11 +268,11 @@ def prepare(op: str, x_shape, x_dtype, w, bias, *, requant, x_zp, w_zp, out_spec
     bits = min(word, 32)                     # word > 31: only exact sums (in int32) are modelled
     _, zp, lo, hi = out_spec
     rq = _requant_constants(requant, bits, int(zp), int(n_out))
-    b32 = None if bias is None else np.ascontiguousarray(bias, np.int32)
+    b32 = None if bias is None else _fixed(bias, np.int32)
     geometry = (int(kh), int(kw), int(n_out), int(out_hw[0]), int(out_hw[1]), int(stride[0]), int(stride[1]),
                 int(dilation[0]), int(dilation[1]), int(pads[0][0]), int(pads[1][0]))
     shape = tuple(x_shape[:-1]) + (n_out,) if op == "fully_connected" else (x_shape[0],) + out_hw + (n_out,)
     args = (int(x_zp), mode, word, int(bias_at == "init"), int(lo), int(hi), int(impl),
             order == "sequential" and word <= 31)
-    return FusedCall(op, x_shape, tuple(int(d) for d in shape), np.ascontiguousarray(w).reshape(-1), b32, geometry,
+    return FusedCall(op, x_shape, tuple(int(d) for d in shape), _fixed(w, np.int8).reshape(-1), b32, geometry,
                      depthwise, args, rq, requant, bits, out_spec)

@@ -19,14 +19,16 @@ resolution and the constants' collection).
 runs node by node (:func:`run_node_by_node`, also ``graph.run(x, plan=False)``). A plan is valid while no edit
 of any graph happened since it was compiled (:data:`fxpsim.graph.edits.EDITS`, bumped by every change to
 nodes, tensors, attributes or meta) and while every constant array it read is still the same read-only array;
-otherwise the graph compiles a new one, and calling a stale plan object directly raises.
+otherwise the graph compiles a new one, and calling a stale plan object directly raises. Compiling a graph with a
+constant made writeable again counts as an edit (the array may have been written): it retires the older plans
+even once the new plan has made the array read-only again.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .datapath_settings import node_datapath
-from .edits import EDITS, frozen, refresh_caches
+from .edits import EDITS, bump, frozen, refresh_caches
 
 __all__ = ["ExecutionPlan", "compile_plan", "plan_for", "run_node_by_node", "feeds_of", "untraced_step"]
 
@@ -69,6 +71,8 @@ class ExecutionPlan:
 
     def __init__(self, graph, datapath, shapes):
         from .registry import _check_selectors, find_op
+        if any(t.data.flags.writeable for t in graph.tensors.values() if t.is_constant):
+            bump()        # a constant made writeable may have been written: an edit (older plans and caches retire)
         refresh_caches(graph)
         self.graph, self.datapath, self.shapes = graph, datapath, tuple(tuple(s) for s in shapes)
         self.edits = EDITS[0]

@@ -145,9 +145,17 @@ def quantized_softmax(x, params: SoftmaxParams, *, kernels: str = "reference") -
 
 def _softmax_exp_table(input_scale, beta) -> np.ndarray:
     r"""LiteRT's ``PopulateSoftmaxLookupTable`` (SOFTMAX and LOG_SOFTMAX of the optimized kernels):
-    :math:`t_k = \mathrm{expf}(\mathrm{fl}_{32}(-s_{in}\beta) \cdot k)`, :math:`k = \max x - x = 0 \ldots 255`."""
+    :math:`t_k = \mathrm{expf}(\mathrm{fl}_{32}(-s_{in}\beta) \cdot k)`, :math:`k = \max x - x = 0 \ldots 255`;
+    computed once per :math:`\mathrm{fl}_{32}(-s_{in}\beta)` (read-only)."""
     f32 = np.float32
-    return _expf((-f32(input_scale) * f32(beta)) * np.arange(256, dtype=np.float32))
+    return _exp_table_of(float(-f32(input_scale) * f32(beta)))
+
+
+@functools.lru_cache(maxsize=256)
+def _exp_table_of(step: float) -> np.ndarray:
+    table = _expf(np.float32(step) * np.arange(256, dtype=np.float32))
+    table.flags.writeable = False
+    return table
 
 
 def _softmax_float_table(diff: np.ndarray, params: SoftmaxParams) -> np.ndarray:

@@ -218,6 +218,8 @@ def _native_mac_prepare(graph, node, dp, in_shapes):
         got = call(ins[0], bool(trace) or not own)
         if got is None:
             return _native_mac_run(graph, node, ins, dp, trace)
+        if own and not trace and got[3] is not None:
+            return [got[0]], None              # (what _own_outputs gives without a trace)
         if own:
             return _own_outputs(graph, node, ins, dp, trace, got[0], got[1], got[2], got[3], got[4], bias,
                                 bias_clipped, clamp, act)

@@ -201,20 +201,56 @@ def _add_sub_run(sign_b):
             return [K.quantized_sub(ins[0], ins[1], params, kernels=kern)], _no_trace()
         if kern == "reference":
             return OPS["add"].run(graph, node, ins, dp, trace)
-        a, b, y = (_spec(graph, t) for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
-        (sa, za), (sb, zb), (so, zo) = _q(a), _q(b), _q(y)
-        lo, hi = _cached(graph, node, "xnn_act", lambda: _xnn_act_range(node.attrs.get("activation", "none"),
-                                                                         so, zo, y.dtype))
-        return [K.quantized_add_xnnpack(ins[0], ins[1], scale1=sa, zp1=za, scale2=sb, zp2=zb, out_scale=so,
-                                        out_zp=zo, act_min=lo, act_max=hi)], _no_trace()
+        return [K.quantized_add_xnnpack(ins[0], ins[1], **_xnn_add_args(graph, node))], _no_trace()
     return run
+
+
+def _xnn_add_args(graph, node) -> dict:
+    """The keyword arguments of :func:`~fxpsim.datapath.tflite.quantized_add_xnnpack` for an ADD node."""
+    a, b, y = (_spec(graph, t) for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
+    (sa, za), (sb, zb), (so, zo) = _q(a), _q(b), _q(y)
+    lo, hi = _cached(graph, node, "xnn_act", lambda: _xnn_act_range(node.attrs.get("activation", "none"),
+                                                                     so, zo, y.dtype))
+    return dict(scale1=sa, zp1=za, scale2=sb, zp2=zb, out_scale=so, out_zp=zo, act_min=lo, act_max=hi)
+
+
+def _add_prepare(graph, node, dp, in_shapes):
+    r"""A compiled plan's step of ``tflite_add`` (:mod:`fxpsim.graph.plan`): where the node runs XNNPACK's
+    ``qs8-vadd`` on int8 codes, a read of its table :math:`t[(a + 128) 256 + b + 128] = y(a, b)`, the node's own
+    arithmetic evaluated once on all 65536 code pairs (an elementwise op: each output depends on its two codes
+    alone); otherwise the core ``add``'s step (the node then runs as ``add``). Other inputs run the node."""
+    if None in in_shapes[:2]:
+        return None
+    if _kernels(graph) != "xnnpack" or getattr(dp, "requantization", None) != "native":
+        prepare = OPS["add"].prepare
+        return None if prepare is None else prepare(graph, node, dp, in_shapes)
+    if any(_spec(graph, t).dtype != np.int8 for t in (node.inputs[0], node.inputs[1], node.outputs[0])):
+        return None
+    from ...datapath import conv_int8
+    from ...datapath.integer_add import TableAdd
+    if not conv_int8.available():
+        return None
+
+    def table():
+        codes = np.arange(-128, 128, dtype=np.int8)
+        t = K.quantized_add_xnnpack(np.repeat(codes, 256), np.tile(codes, 256), **_xnn_add_args(graph, node))
+        t.flags.writeable = False
+        return t
+    shape = np.broadcast_shapes(tuple(in_shapes[0]), tuple(in_shapes[1]))
+    call = TableAdd(_cached(graph, node, "xnn_add_table", table), in_shapes[0], in_shapes[1], shape)
+    run = OPS["tflite_add"].run
+
+    def step(ins, trace):
+        out = call(ins[0], ins[1])
+        return ([out], _no_trace()) if out is not None else run(graph, node, ins, dp, trace)
+    return step
 
 
 def _add_float(graph, node, ins):
     return [_float_activation(ins[0] + ins[1], node.attrs.get("activation"))]
 
 
-register_op(Op("tflite_add", _add_sub_run(1), _add_float, _check_io(2)))
+register_op(Op("tflite_add", _add_sub_run(1), _add_float, _check_io(2), prepare=_add_prepare))
 register_op(Op("tflite_sub", _add_sub_run(-1), _sub_float, _check_io(2)))
 register_op(Op("tflite_mul", _mul_run, _mul_float, _check_io(2)))
 
