@@ -255,6 +255,8 @@ def test_binary_table_step_equals_the_run(op, signed, attrs, b_shape):
     got = plan.run(x)
     want = g.run(x, plan=False)
     assert got.dtype == want.dtype and np.array_equal(got, want)
+    strided = np.repeat(x, 2, axis=3)[..., ::2]                     # a non-contiguous view of the same codes
+    assert not strided.flags.c_contiguous and np.array_equal(plan.run(strided), want)
 
 
 def test_unmodelled_knobs_are_refused_through_the_plan_too():

@@ -223,7 +223,8 @@ def binary_table_prepare(graph, node, dp, in_shapes):
     op is elementwise (each output code a function of the two input codes alone: onnxruntime's float32
     formulas, the operand swap of ``broadcast`` and the uint8 shift included), so its run on the grid of all
     :math:`256 \\times 256` code pairs, computed once, is a table that gives every call's output by lookup
-    (numpy broadcasting of the two operands kept); ``None`` otherwise."""
+    at the 16-bit index :math:`2^8 a + b` of the codes' bits (numpy broadcasting of the two operands kept);
+    ``None`` otherwise."""
     if not is_native(dp):
         return None
     from ...graph.registry import find_op
@@ -239,7 +240,11 @@ def binary_table_prepare(graph, node, dp, in_shapes):
     def lookup(ins):
         if ins[0].dtype.itemsize != 1 or ins[1].dtype.itemsize != 1:    # (codes held in a wider dtype)
             return run(graph, node, ins, dp, False)[0][0]
-        i = ins[0].view(np.uint8).astype(np.intp)
-        i <<= 8
-        return table[i | ins[1].view(np.uint8)]
+        i = np.left_shift(ins[0].view(np.uint8), 8, dtype=np.uint16)      # a 16-bit index: (i << 8) | j
+        j = ins[1].view(np.uint8)
+        if np.broadcast_shapes(i.shape, j.shape) == i.shape:
+            np.bitwise_or(i, j, out=i)
+        else:
+            i = i | j
+        return table[i]
     return untraced_step(graph, node, dp, lookup)
