@@ -108,6 +108,7 @@ def _max_pool_prepare(graph, node, dp, in_shapes):
         return None
     lo, hi = max(lo, int(info.min)), min(hi, int(info.max))
     clamp = (lo, hi) != (int(info.min), int(info.max))
+    dlo, dhi = dtype.type(lo), dtype.type(hi)
     padded = bool(pt or pb or pl or pr)
 
     def fast(ins):
@@ -124,7 +125,8 @@ def _max_pool_prepare(graph, node, dp, in_shapes):
         for rows, cols in taps[1:]:
             np.maximum(out, xp[:, rows, cols], out=out)
         if clamp:
-            np.clip(out, lo, hi, out=out)
+            np.maximum(out, dlo, out=out)
+            np.minimum(out, dhi, out=out)
         return out
     return untraced_step(graph, node, dp, fast, shape)
 

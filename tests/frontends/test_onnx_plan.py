@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import fxpsim
+from fxpsim.datapath.onnxruntime import mlas_conv, mlas_kernel
 from fxpsim.frontends.onnx import mac_ops
 from fxpsim.frontends.onnx import ops as onnx_ops  # noqa: F401  (registers the ONNX graph ops)
 from fxpsim.frontends.onnx.importer import ONNXRUNTIME_DATAPATH
@@ -110,6 +111,9 @@ def test_prepared_steps_are_taken(name, tmp_path, monkeypatch):
         raise AssertionError("the node-by-node MAC ran inside the plan")
     monkeypatch.setattr(mac_ops, "_integer_mac", refused)
     monkeypatch.setattr(mac_ops, "_dequant_weights", refused)
+    monkeypatch.setattr(mac_ops.K, "mlas_conv2d", refused)             # the float conv: its prepared form only
+    monkeypatch.setattr(mlas_conv, "mlas_conv2d", refused)
+    monkeypatch.setattr(mlas_kernel, "conv_segmented", refused)
     got = g.run(x)
     assert np.array_equal(got, _ort_run(path, x))
     with pytest.raises(AssertionError, match="node-by-node MAC"):

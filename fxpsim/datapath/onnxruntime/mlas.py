@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .mlas_conv import mlas_conv2d, mlas_conv2d_plan
+from .mlas_conv import mlas_conv2d, mlas_conv2d_plan, mlas_conv2d_prepared
 from .mlas_sgemm import fma32, mlas_gemm, ort_threads
 
 __all__ = [
@@ -37,7 +37,7 @@ __all__ = [
     "qlinear_global_average_pool_plan",
     "wrap_int32",
     "qlinear_add", "qlinear_mul", "qlinear_global_average_pool", "qlinear_average_pool", "concat_table",
-    "mlas_gemm", "mlas_conv2d", "mlas_conv2d_plan", "ort_threads",
+    "mlas_gemm", "mlas_conv2d", "mlas_conv2d_plan", "mlas_conv2d_prepared", "ort_threads",
 ]
 
 F32, F64 = np.float32, np.float64
@@ -84,7 +84,7 @@ def quantize_linear_plan(scale, zero_point, dtype):
     def quantize(x):
         with np.errstate(all="ignore"):
             v = np.asarray(x / s)
-        if small and np.broadcast_shapes(v.shape, z.shape) == v.shape:
+        if small and (z.ndim == 0 or np.broadcast_shapes(v.shape, z.shape) == v.shape):
             # the same in float32 in place: the bounds, rint(v) and rint(v) + z are integers below 2^24 (exact);
             # fmax maps NaN to the lower bound
             np.fmax(v, vlo, out=v)
@@ -247,6 +247,7 @@ def qlinear_average_pool_plan(shape, dtype, kernel, stride, pads, count_include_
     div = cnt.astype(F32)[None, :, :, None]
     lo, hi = _range(dtype)
     sxf, syf, zyf, zxi = F32(sx), F32(sy), F32(zy), int(zx)
+    flo, fhi = F32(lo), F32(hi)                  # 8/16-bit bounds: exact in float32
     small = np.dtype(dtype).itemsize <= 2        # x - z_x below 2^17: exact in float32
 
     def pool(x):
@@ -264,5 +265,7 @@ def qlinear_average_pool_plan(shape, dtype, kernel, stride, pads, count_include_
         t /= syf
         t += zyf
         np.rint(t, out=t)                              # an integer: clamping it in float32 is exact
-        return np.clip(t, lo, hi, out=t).astype(dtype)
+        np.maximum(t, flo, out=t)
+        np.minimum(t, fhi, out=t)
+        return t.astype(dtype)
     return pool

@@ -164,7 +164,7 @@ def mac_prepare(graph, node, dp, in_shapes):
     shape = tuple(in_shapes[0])
     consts = [None if not t else _spec(graph, t).data for t in node.inputs]
     if not integer_out and node.attrs.get("ort_kernel") == "float":
-        constants = _float_constants(graph, node, consts)
+        constants = _float_constants(graph, node, consts, shape)
         return untraced_step(graph, node, dp, lambda ins: _float_kernel_run(graph, node, ins, constants), shape)
     refuse_unmodelled_knobs(node, dp, "onnxruntime semantics", allow=("zero_point", "tile_k"))    # as the run does
     if getattr(dp, "zero_point", "subtract") != "subtract" or getattr(dp, "tile_k", None):
