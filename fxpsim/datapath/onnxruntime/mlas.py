@@ -80,11 +80,12 @@ def quantize_linear_plan(scale, zero_point, dtype):
     s, z = np.asarray(scale, F32), np.asarray(zero_point, np.int64)
     vlo, vhi, zf = (lo - z).astype(F32), (hi - z).astype(F32), z.astype(F32)
     small = np.dtype(dtype).itemsize <= 2
+    z_one = z.size == 1                          # broadcasts to v's own shape when it has no more axes
 
     def quantize(x):
         with np.errstate(all="ignore"):
             v = np.asarray(x / s)
-        if small and (z.ndim == 0 or np.broadcast_shapes(v.shape, z.shape) == v.shape):
+        if small and ((z_one and z.ndim <= v.ndim) or np.broadcast_shapes(v.shape, z.shape) == v.shape):
             # the same in float32 in place: the bounds, rint(v) and rint(v) + z are integers below 2^24 (exact);
             # fmax maps NaN to the lower bound
             np.fmax(v, vlo, out=v)
