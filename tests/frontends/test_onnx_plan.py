@@ -367,3 +367,26 @@ def test_max_pool_plan_edited_after_compiling_is_stale():
     after = g.run(x)
     assert np.array_equal(after, _ref_max_pool(x, (2, 2), (1, 1), ((1, 0), (1, 0)), -128, 127, -128))
     assert np.array_equal(after, g.run(x, plan=False)) and not np.array_equal(after, before)
+
+
+# ------------------------------------------------------------------------------------------ output stage
+@pytest.mark.parametrize("shape, dtype, acc_dtype", [
+    ((256, 6, 6, 16), np.int8, np.float32), ((64, 4, 4, 48), np.uint8, np.int64), ((3, 1000, 3), np.int8, np.int64),
+    ((5, 7, 16), np.uint8, np.float32), ((4096, 1), np.int16, np.int64), ((2, 4096 * 3, 5), np.int32, np.int64)])
+def test_requantize_output_plan_against_a_float64_model(shape, dtype, acc_dtype):
+    """MlasRequantizeOutput per channel on large and small accumulators (the long-row product and np.clip paths
+    and the short ones): float32(acc) * m rounded once (the float64 product of two float32 values is exact),
+    clamped, rounded half to even, plus z, computed here in float64 and Python ints."""
+    from fxpsim.datapath.onnxruntime import mlas
+    rng = np.random.default_rng(shape[-1])
+    m = (rng.uniform(0.5, 2.0, shape[-1]) * 2.0 ** rng.integers(-14, -6, shape[-1])).astype(np.float32)
+    acc = rng.integers(-(1 << 26), 1 << 26, shape)
+    acc.reshape(-1)[:4] = (-(1 << 31), (1 << 31) - 1, 16777217, -16777219)      # beyond 2^24: float32 rounds
+    acc = acc.astype(np.int64)
+    z = 7 if np.dtype(dtype).kind == "u" else -3
+    info = np.iinfo(dtype)
+    p = (acc.astype(np.float32).astype(np.float64) * m.astype(np.float64)).astype(np.float32).astype(np.float64)
+    want = (np.rint(np.clip(p, float(np.float32(int(info.min) - z)), float(np.float32(int(info.max) - z))))
+            .astype(np.int64) + z).clip(int(info.min), int(info.max)).astype(dtype)
+    got = mlas.requantize_output_plan(m, z, dtype)(acc.astype(acc_dtype))    # (float32: the same rounded values)
+    assert got.dtype == np.dtype(dtype) and np.array_equal(got, want)

@@ -26,6 +26,8 @@ a fused multiply-add is computed exactly by :func:`fma32`.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .mlas_conv import mlas_conv2d, mlas_conv2d_plan, mlas_conv2d_prepared
@@ -119,6 +121,20 @@ def dequantize_linear_plan(scale, zero_point):
 
 
 # ----------------------------------------------------------------------------------------- output stage
+#: Length of the rows a large per-channel product is computed in (:func:`requantize_output_plan`), and the size
+#: from which :func:`clamp` takes ``np.clip``.
+ROW = 4096
+
+
+def clamp(v, lo, hi) -> np.ndarray:
+    """``v`` (float) clamped to ``[lo, hi]`` in place, :math:`\\min(\\max(v, lo), hi)` (``lo <= hi``): one
+    ``np.clip`` pass on a large array, ``np.maximum`` then ``np.minimum`` on a small one (``np.clip``'s Python
+    wrapper costs more there than its single pass saves)."""
+    if v.size >= ROW:
+        return np.clip(v, lo, hi, out=v)
+    np.maximum(v, lo, out=v)
+    np.minimum(v, hi, out=v)
+    return v
 def requant_multiplier(sa, sb, sy, alpha=None) -> np.ndarray:
     """The float32 output multiplier of QLinearConv / QLinearMatMul: ``(s_a * s_b) / s_y`` evaluated left
     to right in float32 (``s_b`` per output channel); QGemm: ``((alpha * s_a) * s_b) / s_y``."""
@@ -145,11 +161,24 @@ def requantize_output_plan(multiplier, zero_point, dtype):
     m = np.asarray(multiplier, F32)
     vlo, vhi, zf = F32(lo - z), F32(hi - z), F32(z)
     small = np.dtype(dtype).itemsize <= 2
+    channels = m.size if m.ndim == 1 and 1 < m.size <= ROW else 0
+    tiled = {}
+
+    def scaled(acc):
+        """acc converted to float32 first (one rounding), then the product. Per channel on a large input, rows
+        of ``r`` channel vectors multiplied by the multiplier repeated ``r`` times: the same products, in numpy
+        inner loops ``r`` times longer."""
+        if channels and acc.ndim and acc.shape[-1] == channels and acc.size >= ROW:
+            r = math.gcd(acc.size // channels, ROW // channels)
+            if r > 1:
+                mt = tiled.get(r)
+                if mt is None:
+                    mt = tiled[r] = np.tile(m, r)
+                return np.multiply(acc.reshape(-1, r * channels), mt, dtype=F32).reshape(acc.shape)
+        return np.multiply(acc, m, dtype=F32)
 
     def requantize(acc):
-        v = np.multiply(acc, m, dtype=F32)        # acc converted to float32 first (one rounding), then the product
-        np.maximum(v, vlo, out=v)
-        np.minimum(v, vhi, out=v)
+        v = clamp(scaled(acc), vlo, vhi)
         np.rint(v, out=v)
         if small:
             v += zf
@@ -266,7 +295,5 @@ def qlinear_average_pool_plan(shape, dtype, kernel, stride, pads, count_include_
         t /= syf
         t += zyf
         np.rint(t, out=t)                              # an integer: clamping it in float32 is exact
-        np.maximum(t, flo, out=t)
-        np.minimum(t, fhi, out=t)
-        return t.astype(dtype)
+        return clamp(t, flo, fhi).astype(dtype)
     return pool
