@@ -390,3 +390,28 @@ def test_requantize_output_plan_against_a_float64_model(shape, dtype, acc_dtype)
             .astype(np.int64) + z).clip(int(info.min), int(info.max)).astype(dtype)
     got = mlas.requantize_output_plan(m, z, dtype)(acc.astype(acc_dtype))    # (float32: the same rounded values)
     assert got.dtype == np.dtype(dtype) and np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("shape, dtype, per_channel", [
+    ((256, 6, 6, 3), np.int8, False), ((64, 8, 8, 16), np.uint8, True), ((3, 5, 7), np.int8, True),
+    ((10, 10), np.uint8, False), ((70, 70), np.int16, False)])
+def test_quantize_linear_plan_against_a_float64_model(shape, dtype, per_channel):
+    """MlasQuantizeLinear on large (np.clip, then NaN to the lower bound) and small (fmax / fmin) inputs, NaN and
+    +-inf included: x / s rounded once to float32 (the float64 quotient of two float32 values rounded to float32 is
+    the correctly rounded one: 53 >= 2 * 24 + 2), NaN to qmin - z, clamped, rounded half to even, plus z."""
+    from fxpsim.datapath.onnxruntime import mlas
+    rng = np.random.default_rng(len(shape) + shape[-1])
+    x = (rng.standard_normal(shape) * 200).astype(np.float32)
+    x.reshape(-1)[:5] = (np.nan, np.inf, -np.inf, 2.5, -3.5)
+    x.reshape(-1)[-1] = np.nan
+    c = shape[-1] if per_channel else 1
+    s = rng.uniform(0.3, 3.0, c).astype(np.float32)
+    info = np.iinfo(dtype)
+    z = rng.integers(int(info.min) // 2, int(info.max) // 2 + 1, c)
+    with np.errstate(all="ignore"):
+        v = (x.astype(np.float64) / s.astype(np.float64)).astype(np.float32).astype(np.float64)
+    lo, hi = (int(info.min) - z).astype(np.float64), (int(info.max) - z).astype(np.float64)
+    v = np.where(np.isnan(v), lo, np.minimum(np.maximum(v, lo), hi))
+    want = (np.rint(v).astype(np.int64) + z).astype(dtype)
+    got = mlas.quantize_linear_plan(s if per_channel else s[0], z if per_channel else z[0], dtype)(x)
+    assert got.dtype == np.dtype(dtype) and np.array_equal(got, want)

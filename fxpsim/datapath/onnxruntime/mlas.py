@@ -43,6 +43,9 @@ __all__ = [
 ]
 
 F32, F64 = np.float32, np.float64
+#: Length of the rows a large per-channel product is computed in (:func:`requantize_output_plan`), and the size
+#: from which :func:`clamp` and QuantizeLinear take ``np.clip``.
+ROW = 4096
 
 
 def _range(dtype) -> tuple[int, int]:
@@ -89,9 +92,15 @@ def quantize_linear_plan(scale, zero_point, dtype):
             v = np.asarray(x / s)
         if small and ((z_one and z.ndim <= v.ndim) or np.broadcast_shapes(v.shape, z.shape) == v.shape):
             # the same in float32 in place: the bounds, rint(v) and rint(v) + z are integers below 2^24 (exact);
-            # fmax maps NaN to the lower bound
-            np.fmax(v, vlo, out=v)
-            np.fmin(v, vhi, out=v)
+            # NaN goes to the lower bound (fmax; on a large array after np.clip, which keeps it NaN)
+            if v.size >= ROW:
+                np.clip(v, vlo, vhi, out=v)
+                nan = np.isnan(v)
+                if nan.any():
+                    np.copyto(v, vlo, where=nan)
+            else:
+                np.fmax(v, vlo, out=v)
+                np.fmin(v, vhi, out=v)
             np.rint(v, out=v)
             v += zf
             return v.astype(dtype)
@@ -121,11 +130,6 @@ def dequantize_linear_plan(scale, zero_point):
 
 
 # ----------------------------------------------------------------------------------------- output stage
-#: Length of the rows a large per-channel product is computed in (:func:`requantize_output_plan`), and the size
-#: from which :func:`clamp` takes ``np.clip``.
-ROW = 4096
-
-
 def clamp(v, lo, hi) -> np.ndarray:
     """``v`` (float) clamped to ``[lo, hi]`` in place, :math:`\\min(\\max(v, lo), hi)` (``lo <= hi``): one
     ``np.clip`` pass on a large array, ``np.maximum`` then ``np.minimum`` on a small one (``np.clip``'s Python
