@@ -135,16 +135,16 @@ def _conv_gemm(node, x_shape, wo, zx):
         inner = pad[:, pt:pt + h, pl:pl + wd]
         np.subtract(x, zx, out=inner)
         if by_taps:
-            acc = np.zeros((n, oh, ow, c), wo.dtype)
+            acc, tmp = np.zeros((n, oh, ow, c), wo.dtype), np.empty((n, oh, ow, c), wo.dtype)
             for t, (rows, cols) in enumerate(tap_slices):
-                acc += pad[:, rows, cols] * wt[t]
+                acc += np.multiply(pad[:, rows, cols], wt[t], out=tmp)
             return acc
         if dense_taps:
             acc = np.zeros((n * oh * ow, o), wo.dtype)
             for t, (rows, cols) in enumerate(tap_slices):
                 acc += np.ascontiguousarray(pad[:, rows, cols]).reshape(-1, c) @ w_taps[t]
             return acc
-        cols = pad.reshape(-1)[idx]                                          # [N, P, KH*KW*C]
+        cols = np.take(pad.reshape(-1), idx)                                 # [N, P, KH*KW*C]
         if groups == 1:
             return cols @ wt
         if depthwise:
