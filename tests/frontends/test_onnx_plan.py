@@ -415,3 +415,27 @@ def test_quantize_linear_plan_against_a_float64_model(shape, dtype, per_channel)
     want = (np.rint(v).astype(np.int64) + z).astype(dtype)
     got = mlas.quantize_linear_plan(s if per_channel else s[0], z if per_channel else z[0], dtype)(x)
     assert got.dtype == np.dtype(dtype) and np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("shape, dtype", [((256, 6, 6, 16), np.float32), ((50, 7, 48), np.int64), ((4096, 3), np.float32),
+                                          ((9, 5), np.float32), ((128, 64), np.int64)])
+def test_channel_plan_is_the_broadcast_operation(shape, dtype):
+    """The per-channel add / multiply in long rows equals each element's own operation with its channel's value
+    (Python numbers per element), with ``out`` the input itself, on a non-contiguous input, and with a dtype."""
+    from fxpsim.datapath.onnxruntime import mlas
+    rng = np.random.default_rng(shape[-1])
+    a = (rng.standard_normal(shape) * 1000).astype(dtype)
+    v = (rng.standard_normal(shape[-1]) * 100).astype(dtype)
+    flat, c = a.reshape(-1), shape[-1]
+    for ufunc, op in ((np.add, lambda p, q: p + q), (np.multiply, lambda p, q: p * q)):
+        f = mlas.channel_plan(ufunc, v)
+        want = np.array([op(flat[i], v[i % c]) for i in range(flat.size)], dtype).reshape(shape)
+        assert np.array_equal(f(a), want)
+        b = a.copy()
+        assert f(b, out=b) is not None and np.array_equal(b, want)
+        strided = np.repeat(a, 2, axis=0)[::2]
+        assert np.array_equal(f(strided), want)
+    if dtype == np.int64:
+        got = mlas.channel_plan(np.multiply, v.astype(np.float32))(a, dtype=np.float32)
+        want = (a.astype(np.float32).astype(np.float64) * v.astype(np.float32).astype(np.float64)).astype(np.float32)
+        assert got.dtype == np.float32 and np.array_equal(got, want)

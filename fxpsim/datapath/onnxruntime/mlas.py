@@ -37,13 +37,13 @@ __all__ = [
     "fma32", "quantize_linear", "dequantize_linear", "requant_multiplier", "requantize_output",
     "requantize_output_plan", "quantize_linear_plan", "dequantize_linear_plan", "qlinear_average_pool_plan",
     "qlinear_global_average_pool_plan",
-    "wrap_int32",
+    "wrap_int32", "channel_plan", "clamp",
     "qlinear_add", "qlinear_mul", "qlinear_global_average_pool", "qlinear_average_pool", "concat_table",
     "mlas_gemm", "mlas_conv2d", "mlas_conv2d_plan", "mlas_conv2d_prepared", "ort_threads",
 ]
 
 F32, F64 = np.float32, np.float64
-#: Length of the rows a large per-channel product is computed in (:func:`requantize_output_plan`), and the size
+#: Length of the rows a large per-channel operation is computed in (:func:`channel_plan`), and the size
 #: from which :func:`clamp` and QuantizeLinear take ``np.clip``.
 ROW = 4096
 
@@ -130,6 +130,32 @@ def dequantize_linear_plan(scale, zero_point):
 
 
 # ----------------------------------------------------------------------------------------- output stage
+def channel_plan(ufunc, v):
+    """``f(a, **kw) = ufunc(a, v, **kw)`` for a vector ``v`` broadcast along ``a``'s last axis, computed on a
+    large contiguous ``a`` (``out``, if given, ``a`` itself) as rows of ``r`` channel vectors against ``v``
+    repeated ``r`` times (:math:`r \\cdot |v|` divides :data:`ROW`): the same elementwise operations, in numpy
+    inner loops ``r`` times longer than a short channel axis."""
+    v = np.asarray(v)
+    channels = v.size if v.ndim == 1 and 1 < v.size <= ROW else 0
+    tiled = {}
+
+    def apply(a, **kw):
+        out = kw.get("out")
+        if channels and a.ndim and a.shape[-1] == channels and a.size >= ROW and a.flags.c_contiguous \
+                and (out is None or out is a):
+            r = math.gcd(a.size // channels, ROW // channels)
+            if r > 1:
+                vt = tiled.get(r)
+                if vt is None:
+                    vt = tiled[r] = np.tile(v, r)
+                rows = a.reshape(-1, r * channels)
+                if out is not None:
+                    kw["out"] = rows
+                return ufunc(rows, vt, **kw).reshape(a.shape)
+        return ufunc(a, v, **kw)
+    return apply
+
+
 def clamp(v, lo, hi) -> np.ndarray:
     """``v`` (float) clamped to ``[lo, hi]`` in place, :math:`\\min(\\max(v, lo), hi)` (``lo <= hi``): one
     ``np.clip`` pass on a large array, ``np.maximum`` then ``np.minimum`` on a small one (``np.clip``'s Python
@@ -165,24 +191,10 @@ def requantize_output_plan(multiplier, zero_point, dtype):
     m = np.asarray(multiplier, F32)
     vlo, vhi, zf = F32(lo - z), F32(hi - z), F32(z)
     small = np.dtype(dtype).itemsize <= 2
-    channels = m.size if m.ndim == 1 and 1 < m.size <= ROW else 0
-    tiled = {}
-
-    def scaled(acc):
-        """acc converted to float32 first (one rounding), then the product. Per channel on a large input, rows
-        of ``r`` channel vectors multiplied by the multiplier repeated ``r`` times: the same products, in numpy
-        inner loops ``r`` times longer."""
-        if channels and acc.ndim and acc.shape[-1] == channels and acc.size >= ROW:
-            r = math.gcd(acc.size // channels, ROW // channels)
-            if r > 1:
-                mt = tiled.get(r)
-                if mt is None:
-                    mt = tiled[r] = np.tile(m, r)
-                return np.multiply(acc.reshape(-1, r * channels), mt, dtype=F32).reshape(acc.shape)
-        return np.multiply(acc, m, dtype=F32)
+    scaled = channel_plan(np.multiply, m)       # acc converted to float32 first (one rounding), then the product
 
     def requantize(acc):
-        v = clamp(scaled(acc), vlo, vhi)
+        v = clamp(scaled(acc, dtype=F32), vlo, vhi)
         np.rint(v, out=v)
         if small:
             v += zf

@@ -80,19 +80,18 @@ def _integer_acc_fn(graph, node, dp, x_shape, x_zp, w_zp, bias, need_int: bool):
     else:
         gemm, out_shape = _conv_gemm(node, x_shape, wo, zx)
     if bound < (1 << 31) and not need_int:
-        bf = None if b is None else b.astype(ft)
+        add_bias = None if b is None else K.channel_plan(np.add, b.astype(ft))
 
         def exact(x):
             s = gemm(x).reshape(out_shape)
-            if bf is not None:
-                s += bf
-            return s
+            return s if add_bias is None else add_bias(s, out=s)
         return exact
+    add_int_bias = None if b is None else K.channel_plan(np.add, b)
 
     def wrapped(x):
         s = gemm(x).reshape(out_shape).astype(np.int64)
-        if b is not None:
-            s += b
+        if add_int_bias is not None:
+            add_int_bias(s, out=s)
         return K.wrap_int32(s)
     return wrapped
 
