@@ -261,6 +261,46 @@ def test_binary_table_step_equals_the_run(op, signed, attrs, b_shape):
     assert got.dtype == want.dtype and np.array_equal(got, want)
     strided = np.repeat(x, 2, axis=3)[..., ::2]                     # a non-contiguous view of the same codes
     assert not strided.flags.c_contiguous and np.array_equal(plan.run(strided), want)
+    saved, mlas_kernel._k = mlas_kernel._k, None                     # the numpy lookup
+    try:
+        assert np.array_equal(plan.run(x), want)
+    finally:
+        mlas_kernel._k = saved
+
+
+class _CountingKernel:
+    def __init__(self, k):
+        self.k, self.calls = k, 0
+
+    def table2(self, *args):
+        self.calls += 1
+        return self.k.table2(*args)
+
+
+@pytest.mark.skipif(mlas_kernel._k is None, reason="the C kernels are not built")
+@pytest.mark.parametrize("signed", [False, True])
+def test_binary_table_step_in_c_on_operands_of_one_memory_order(signed, monkeypatch):
+    """Two operands of one shape and strides (contiguous, or both transposed as a float conv's NHWC output is) take
+    the C lookup, and give the node-by-node run's codes; operands of other strides take numpy's."""
+    g = _binary_graph("qlinear_add", 8, signed, (3, 4, 5), {})
+    step = g.compile(batch_shape=6).steps[0][1]
+    dt = np.int8 if signed else np.uint8
+    rng = np.random.default_rng(9)
+    lo, hi = (-128, 127) if signed else (0, 255)
+    base_a, base_b = (rng.integers(lo, hi + 1, (6, 5, 3, 4)).astype(dt) for _ in range(2))
+    a, b = np.transpose(base_a, (0, 2, 3, 1)), np.transpose(base_b, (0, 2, 3, 1))      # [6, 3, 4, 5] views
+    from fxpsim.graph.datapath_settings import node_datapath
+    from fxpsim.graph.registry import find_op
+    run, dp = find_op("qlinear_add").run, node_datapath(g.default_datapath, g.nodes[0], 0)
+    counting = _CountingKernel(mlas_kernel._k)
+    monkeypatch.setattr(mlas_kernel, "_k", counting)
+    for ops_in, c_calls in (([a, b], 1), ([np.ascontiguousarray(a), np.ascontiguousarray(b)], 1),
+                            ([a, np.ascontiguousarray(b)], 0)):
+        before = counting.calls
+        got = step(ops_in, False)[0][0]
+        assert counting.calls - before == c_calls
+        want_here = run(g, g.nodes[0], [np.ascontiguousarray(o) for o in ops_in], dp, False)[0][0]
+        assert got.dtype == want_here.dtype and np.array_equal(got, want_here)
 
 
 def test_unmodelled_knobs_are_refused_through_the_plan_too():
@@ -417,8 +457,8 @@ def test_quantize_linear_plan_against_a_float64_model(shape, dtype, per_channel)
     assert got.dtype == np.dtype(dtype) and np.array_equal(got, want)
 
 
-@pytest.mark.parametrize("shape, dtype", [((256, 6, 6, 16), np.float32), ((50, 7, 48), np.int64), ((4096, 3), np.float32),
-                                          ((9, 5), np.float32), ((128, 64), np.int64)])
+@pytest.mark.parametrize("shape, dtype", [((256, 6, 6, 16), np.float32), ((50, 7, 48), np.int64),
+                                          ((4096, 3), np.float32), ((9, 5), np.float32), ((128, 64), np.int64)])
 def test_channel_plan_is_the_broadcast_operation(shape, dtype):
     """The per-channel add / multiply in long rows equals each element's own operation with its channel's value
     (Python numbers per element), with ``out`` the input itself, on a non-contiguous input, and with a dtype."""

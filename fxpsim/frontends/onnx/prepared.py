@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...datapath.onnxruntime import mlas as K
+from ...datapath.onnxruntime import mlas_kernel
 from ...graph.mac_ops import refuse_unmodelled_knobs
 from ...graph.plan import untraced_step
 from .op_support import _pads, _pair, _scale, _spec, _zp, is_native, is_onnxruntime_datapath
@@ -217,6 +218,16 @@ def avg_pool_prepare(graph, node, dp, in_shapes):
     return untraced_step(graph, node, dp, fast, shape)
 
 
+def _memory_order(arr):
+    """A flat byte view of a dense array (a C-contiguous array with its axes permuted, e.g. a transposed conv
+    output) in its memory order, or ``None``: two arrays of one shape and strides list the same elements in the
+    same order."""
+    if arr.dtype.itemsize != 1:
+        return None
+    v = arr.transpose(np.argsort(arr.strides, kind="stable")[::-1])
+    return v.reshape(-1).view(np.uint8) if v.flags.c_contiguous else None
+
+
 def binary_table_prepare(graph, node, dp, in_shapes):
     """A plan step of a native ``qlinear_add`` / ``qlinear_mul`` with 8-bit operands: on a native datapath the
     op is elementwise (each output code a function of the two input codes alone: onnxruntime's float32
@@ -235,12 +246,21 @@ def binary_table_prepare(graph, node, dp, in_shapes):
     grid_b = np.tile(bits, 256).view(b.dtype)
     run = find_op(node.op).run
     table = run(graph, node, [grid_a, grid_b], dp, False)[0][0]
+    table_bytes = np.ascontiguousarray(table).view(np.uint8) if table.dtype.itemsize == 1 else None
 
     def lookup(ins):
         if ins[0].dtype.itemsize != 1 or ins[1].dtype.itemsize != 1:    # (codes held in a wider dtype)
             return run(graph, node, ins, dp, False)[0][0]
-        i = np.left_shift(ins[0].view(np.uint8), 8, dtype=np.uint16)      # a 16-bit index: (i << 8) | j
-        j = ins[1].view(np.uint8)
+        a, b = ins[0], ins[1]
+        c = mlas_kernel._k
+        if c is not None and table_bytes is not None and a.shape == b.shape and a.strides == b.strides:
+            out = np.empty_like(a, dtype=table.dtype)             # (the operands' memory order)
+            fa, fb, fo = _memory_order(a), _memory_order(b), _memory_order(out)
+            if fa is not None and fb is not None and fo is not None:
+                c.table2(table_bytes, fa, fb, fo)                 # the same lookup in C, one pass
+                return out
+        i = np.left_shift(a.view(np.uint8), 8, dtype=np.uint16)      # a 16-bit index: (i << 8) | j
+        j = b.view(np.uint8)
         if np.broadcast_shapes(i.shape, j.shape) == i.shape:
             np.bitwise_or(i, j, out=i)
         else:
