@@ -280,22 +280,22 @@ class _CountingKernel:
 @pytest.mark.skipif(mlas_kernel._k is None, reason="the C kernels are not built")
 @pytest.mark.parametrize("signed", [False, True])
 def test_binary_table_step_in_c_on_operands_of_one_memory_order(signed, monkeypatch):
-    """Two operands of one shape and strides (contiguous, or both transposed as a float conv's NHWC output is) take
-    the C lookup, and give the node-by-node run's codes; operands of other strides take numpy's."""
+    """Two large operands of one shape and strides (contiguous, or both transposed as a float conv's NHWC output is)
+    take the C lookup, and give the node-by-node run's codes; operands of other strides, or small, take numpy's."""
     g = _binary_graph("qlinear_add", 8, signed, (3, 4, 5), {})
-    step = g.compile(batch_shape=6).steps[0][1]
+    step = g.compile(batch_shape=240).steps[0][1]            # 14,400 codes (the C lookup from 4096)
     dt = np.int8 if signed else np.uint8
     rng = np.random.default_rng(9)
     lo, hi = (-128, 127) if signed else (0, 255)
-    base_a, base_b = (rng.integers(lo, hi + 1, (6, 5, 3, 4)).astype(dt) for _ in range(2))
-    a, b = np.transpose(base_a, (0, 2, 3, 1)), np.transpose(base_b, (0, 2, 3, 1))      # [6, 3, 4, 5] views
+    base_a, base_b = (rng.integers(lo, hi + 1, (240, 5, 3, 4)).astype(dt) for _ in range(2))
+    a, b = np.transpose(base_a, (0, 2, 3, 1)), np.transpose(base_b, (0, 2, 3, 1))      # [240, 3, 4, 5] views
     from fxpsim.graph.datapath_settings import node_datapath
     from fxpsim.graph.registry import find_op
     run, dp = find_op("qlinear_add").run, node_datapath(g.default_datapath, g.nodes[0], 0)
     counting = _CountingKernel(mlas_kernel._k)
     monkeypatch.setattr(mlas_kernel, "_k", counting)
     for ops_in, c_calls in (([a, b], 1), ([np.ascontiguousarray(a), np.ascontiguousarray(b)], 1),
-                            ([a, np.ascontiguousarray(b)], 0)):
+                            ([a, np.ascontiguousarray(b)], 0), ([a[:60], b[:60]], 0)):       # (the last: small)
         before = counting.calls
         got = step(ops_in, False)[0][0]
         assert counting.calls - before == c_calls

@@ -131,7 +131,7 @@ def dequantize_linear_plan(scale, zero_point):
 
 # ----------------------------------------------------------------------------------------- output stage
 def channel_plan(ufunc, v):
-    """``f(a, **kw) = ufunc(a, v, **kw)`` for a vector ``v`` broadcast along ``a``'s last axis, computed on a
+    """``f(a, out=None, dtype=None) = ufunc(a, v, out=out, dtype=dtype)`` for a vector ``v`` broadcast along ``a``'s last axis, computed on a
     large contiguous ``a`` (``out``, if given, ``a`` itself) as rows of ``r`` channel vectors against ``v``
     repeated ``r`` times (:math:`r \\cdot |v|` divides :data:`ROW`): the same elementwise operations, in numpy
     inner loops ``r`` times longer than a short channel axis."""
@@ -139,9 +139,8 @@ def channel_plan(ufunc, v):
     channels = v.size if v.ndim == 1 and 1 < v.size <= ROW else 0
     tiled = {}
 
-    def apply(a, **kw):
-        out = kw.get("out")
-        if channels and a.ndim and a.shape[-1] == channels and a.size >= ROW and a.flags.c_contiguous \
+    def apply(a, out=None, dtype=None):
+        if a.size >= ROW and channels and a.shape[-1] == channels and a.flags.c_contiguous \
                 and (out is None or out is a):
             r = math.gcd(a.size // channels, ROW // channels)
             if r > 1:
@@ -149,10 +148,8 @@ def channel_plan(ufunc, v):
                 if vt is None:
                     vt = tiled[r] = np.tile(v, r)
                 rows = a.reshape(-1, r * channels)
-                if out is not None:
-                    kw["out"] = rows
-                return ufunc(rows, vt, **kw).reshape(a.shape)
-        return ufunc(a, v, **kw)
+                return ufunc(rows, vt, out=None if out is None else rows, dtype=dtype).reshape(a.shape)
+        return ufunc(a, v, out=out, dtype=dtype)
     return apply
 
 

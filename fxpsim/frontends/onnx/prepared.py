@@ -224,6 +224,8 @@ def _memory_order(arr):
     same order."""
     if arr.dtype.itemsize != 1:
         return None
+    if arr.flags.c_contiguous:
+        return arr.reshape(-1).view(np.uint8)
     v = arr.transpose(np.argsort(arr.strides, kind="stable")[::-1])
     return v.reshape(-1).view(np.uint8) if v.flags.c_contiguous else None
 
@@ -253,15 +255,17 @@ def binary_table_prepare(graph, node, dp, in_shapes):
             return run(graph, node, ins, dp, False)[0][0]
         a, b = ins[0], ins[1]
         c = mlas_kernel._k
-        if c is not None and table_bytes is not None and a.shape == b.shape and a.strides == b.strides:
+        if c is not None and a.size >= K.ROW and table_bytes is not None and a.shape == b.shape \
+                and a.strides == b.strides:                       # (below ROW codes numpy's lookup costs less)
             out = np.empty_like(a, dtype=table.dtype)             # (the operands' memory order)
             fa, fb, fo = _memory_order(a), _memory_order(b), _memory_order(out)
             if fa is not None and fb is not None and fo is not None:
                 c.table2(table_bytes, fa, fb, fo)                 # the same lookup in C, one pass
                 return out
-        i = np.left_shift(a.view(np.uint8), 8, dtype=np.uint16)      # a 16-bit index: (i << 8) | j
+        i = a.view(np.uint8).astype(np.uint16 if a.size >= K.ROW else np.intp)   # (i << 8) | j: 16 bits suffice;
+        i <<= 8                                                     # small, intp (numpy's own index) is quicker
         j = b.view(np.uint8)
-        if np.broadcast_shapes(i.shape, j.shape) == i.shape:
+        if i.shape == j.shape or np.broadcast_shapes(i.shape, j.shape) == i.shape:
             np.bitwise_or(i, j, out=i)
         else:
             i = i | j
