@@ -126,6 +126,7 @@ def _conv_gemm(node, x_shape, wo, zx):
     by_taps = depthwise and n * oh * ow * c * taps > 1 << 14      # large: one strided product per tap
     dense_taps = groups == 1 and c >= 8 and n * oh * ow * c * taps > 1 << 15      # large: one GEMM per tap
     w_taps = np.ascontiguousarray(wo.reshape(o, taps, c).transpose(1, 2, 0)) if dense_taps else None   # [T, C, O]
+    take = idx.size >= K.ROW             # np.take gathers a large im2col faster; indexing costs less when small
     direct = groups == 1 and taps == 1 and (sh, sw) == (1, 1) and (hp, wp) == (h, wd)   # 1x1: x is the im2col
 
     def gemm(x):
@@ -144,7 +145,7 @@ def _conv_gemm(node, x_shape, wo, zx):
             for t, (rows, cols) in enumerate(tap_slices):
                 acc += np.ascontiguousarray(pad[:, rows, cols]).reshape(-1, c) @ w_taps[t]
             return acc
-        cols = np.take(pad.reshape(-1), idx)                                 # [N, P, KH*KW*C]
+        cols = np.take(pad.reshape(-1), idx) if take else pad.reshape(-1)[idx]        # [N, P, KH*KW*C]
         if groups == 1:
             return cols @ wt
         if depthwise:
