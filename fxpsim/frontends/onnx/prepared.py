@@ -255,13 +255,13 @@ def binary_table_prepare(graph, node, dp, in_shapes):
         if ins[0].dtype.itemsize != 1 or ins[1].dtype.itemsize != 1:    # (codes held in a wider dtype)
             return run(graph, node, ins, dp, False)[0][0]
         a, b = ins[0], ins[1]
-        c = mlas_kernel._k
+        c = getattr(mlas_kernel._k, "table2", None)                   # (None: not built, or an older build)
         if c is not None and a.size >= K.ROW and table_bytes is not None and a.shape == b.shape \
                 and a.strides == b.strides:                       # (below ROW codes numpy's lookup costs less)
             out = np.empty_like(a, dtype=table.dtype)             # (the operands' memory order)
             fa, fb, fo = _memory_order(a), _memory_order(b), _memory_order(out)
             if fa is not None and fb is not None and fo is not None:
-                c.table2(table_bytes, fa, fb, fo)                 # the same lookup in C, one pass
+                c(table_bytes, fa, fb, fo)                        # the same lookup in C, one pass
                 return out
         i = a.view(np.uint8).astype(np.uint16 if a.size >= K.ROW else np.intp)   # (i << 8) | j: 16 bits suffice;
         i <<= 8                                                     # small, intp (numpy's own index) is quicker
