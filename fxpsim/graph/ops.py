@@ -77,6 +77,60 @@ def _max_pool_run(graph, node, ins, dp, trace):
     return [np.clip(out, lo, hi).astype(h.dtype)], _no_trace()
 
 
+def _max_pool_prepare(graph, node, dp, in_shapes):
+    """A compiled plan's step of ``max_pool2d`` for inputs of the plan's shape and the input tensor's dtype:
+    the paddings, the output clamp and the window taps derived once. The maximum over a window is exact and
+    independent of the order its taps are taken in, so
+
+    .. math:: y[n, i, j, c] = \\mathrm{clip}\\big(\\max_{a < K_h,\\, b < K_w} x_p[n, i S_h + a, j S_w + b, c],
+              \\ \\mathrm{lo}, \\mathrm{hi}\\big)
+
+    is computed as a running ``np.maximum`` over the :math:`K_h K_w` strided tap slices of :math:`x_p` (``x``
+    padded with the dtype's minimum, which no maximum over a window holding a real input can return), then
+    clipped only where ``[lo, hi]`` is narrower than the dtype. Another input dtype runs :func:`_max_pool_run`."""
+    from .plan import untraced_step
+    x_spec = _spec(graph, node.inputs[0])
+    if in_shapes[0] is None or len(in_shapes[0]) != 4 or np.dtype(x_spec.dtype).kind not in "iu":
+        return None
+    shape, dtype = tuple(in_shapes[0]), np.dtype(x_spec.dtype)
+    n, h, w, c = shape
+    (kh, kw), (sh, sw) = _pair(node.attrs, "pool_size"), _pair(node.attrs, "stride", node.attrs.get("pool_size"))
+    (pt, pb), (pl, pr) = _pads((h, w), (kh, kw), (sh, sw), (1, 1), _padding(node.attrs))
+    hp, wp = h + pt + pb, w + pl + pr
+    oh, ow = (hp - kh) // sh + 1, (wp - kw) // sw + 1
+    if oh < 1 or ow < 1 or kh < 1 or kw < 1:
+        return None
+    taps = [(slice(i, i + sh * (oh - 1) + 1, sh), slice(j, j + sw * (ow - 1) + 1, sw))
+            for i in range(kh) for j in range(kw)]
+    info = np.iinfo(dtype)
+    lo, hi = _clamp_codes(graph, node, node.outputs[0], node.attrs.get("activation", "none"))
+    if lo > info.max or hi < info.min:
+        return None
+    lo, hi = max(lo, int(info.min)), min(hi, int(info.max))
+    clamp = (lo, hi) != (int(info.min), int(info.max))
+    dlo, dhi = dtype.type(lo), dtype.type(hi)
+    padded = bool(pt or pb or pl or pr)
+
+    def fast(ins):
+        x = ins[0]
+        if x.dtype != dtype:
+            return _max_pool_run(graph, node, ins, dp, False)[0][0]
+        if padded:
+            xp = np.full((n, hp, wp, c), info.min, dtype)
+            xp[:, pt:pt + h, pl:pl + w] = x
+        else:
+            xp = x
+        rows, cols = taps[0]
+        out = np.array(xp[:, rows, cols])
+        for rows, cols in taps[1:]:
+            np.maximum(out, xp[:, rows, cols], out=out)
+        if clamp:
+            np.maximum(out, dlo, out=out)
+            np.minimum(out, dhi, out=out)
+        return out
+    return untraced_step(graph, node, dp, fast, shape)
+
+
 def _max_pool_float(graph, node, ins):
     k, s = _pair(node.attrs, "pool_size"), _pair(node.attrs, "stride", node.attrs.get("pool_size"))
     pads = _pads(ins[0].shape[1:3], k, s, (1, 1), _padding(node.attrs))
@@ -174,7 +228,8 @@ def _quantize_float(graph, node, ins):
 
 register_op(Op("quantize", _quantize_run, _quantize_float, _one_to_one))
 register_op(Op("dequantize", _dequantize_run, _identity_float, _one_to_one))
-register_op(Op("max_pool2d", _max_pool_run, _max_pool_float, _one_to_one, _pool_macs))
+register_op(Op("max_pool2d", _max_pool_run, _max_pool_float, _one_to_one, _pool_macs,
+               prepare=_max_pool_prepare))
 register_op(Op("avg_pool2d", _avg_pool_run, _avg_pool_float, _one_to_one, _pool_macs, _avg_pool_bound))
 register_op(Op("reshape", _reshape_run, _reshape_float, _one_to_one))
 register_op(Op("transpose", _transpose_run, _transpose_float, _transpose_check))

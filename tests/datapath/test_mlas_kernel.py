@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -198,6 +200,63 @@ def test_conv_matches_the_numpy_model(case):
     except NotImplementedError:
         return
     _bits_equal(mlas.mlas_conv2d(*args, threads=case["threads"]), want)
+
+
+class _Threads:
+    """``FXPSIM_ORT_THREADS`` set for a block (restored after)."""
+
+    def __init__(self, n):
+        self.n, self.saved = n, None
+
+    def __enter__(self):
+        self.saved = os.environ.get("FXPSIM_ORT_THREADS")
+        os.environ["FXPSIM_ORT_THREADS"] = str(self.n)
+
+    def __exit__(self, *exc):
+        if self.saved is None:
+            os.environ.pop("FXPSIM_ORT_THREADS", None)
+        else:
+            os.environ["FXPSIM_ORT_THREADS"] = self.saved
+
+
+@settings(max_examples=40)
+@given(st.composite(_conv_case)(), st.integers(1, 8))
+def test_prepared_conv_matches_the_numpy_model_as_the_thread_count_changes(case, other):
+    """One prepared conv called under a thread count, another, then the first again: each call the numpy
+    model's bits for the thread count of that moment (MlasConvPrepare's choice never goes stale)."""
+    rng = np.random.default_rng(case["seed"])
+    g, (kh, kw) = case["groups"], case["kernel"]
+    x = _operand(rng, (case["batch"], g * case["cg"]) + case["hw"], 3)
+    w = _operand(rng, (g * case["fc"], case["cg"], kh, kw), 3)
+    bias = _operand(rng, (g * case["fc"],), 3) if case["bias"] else None
+    (h, wd), (dh, dw), ((pt, pb), (pl, pr)) = case["hw"], case["dilation"], case["pads"]
+    if h + pt + pb < dh * (kh - 1) + 1 or wd + pl + pr < dw * (kw - 1) + 1:
+        return
+    geometry = (case["stride"], case["pads"], case["dilation"], g)
+    prepared = mlas.mlas_conv2d_prepared(x.shape, w, bias, *geometry)
+    for threads in (case["threads"], other, case["threads"]):
+        try:
+            want = _numpy(lambda: mlas.mlas_conv2d(x, w, bias, *geometry, threads=threads))
+        except NotImplementedError:
+            return
+        with _Threads(threads):
+            _bits_equal(prepared(x), want)
+            _bits_equal(prepared(np.asfortranarray(x)), want)           # a non-contiguous input
+            _bits_equal(_numpy(lambda: prepared(x)), want)              # the C kernel switched off
+
+
+def test_prepared_conv_follows_a_thread_count_that_changes_the_bits():
+    """A one-image conv whose segments (and so its float32 sums) depend on the thread count: the prepared conv
+    gives 1 thread's bits, then 4 threads' (which differ), then 1 thread's again."""
+    rng = np.random.default_rng(11)
+    x, w, bias = _operand(rng, (1, 32, 16, 16), 3), _operand(rng, (8, 32, 3, 3), 3), _operand(rng, (8,), 3)
+    geometry = ((1, 1), ((1, 1), (1, 1)), (1, 1), 1)
+    want = {t: _numpy(lambda: mlas.mlas_conv2d(x, w, bias, *geometry, threads=t)) for t in (1, 4)}
+    assert np.count_nonzero(want[1].view(np.int32) != want[4].view(np.int32)) > 0
+    prepared = mlas.mlas_conv2d_prepared(x.shape, w, bias, *geometry)
+    for t in (1, 4, 1):
+        with _Threads(t):
+            _bits_equal(prepared(x), want[t])
 
 
 def test_segmented_conv_on_many_segments_matches_the_numpy_model():

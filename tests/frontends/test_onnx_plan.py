@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import fxpsim
+from fxpsim.datapath.onnxruntime import mlas_conv, mlas_kernel
 from fxpsim.frontends.onnx import mac_ops
 from fxpsim.frontends.onnx import ops as onnx_ops  # noqa: F401  (registers the ONNX graph ops)
 from fxpsim.frontends.onnx.importer import ONNXRUNTIME_DATAPATH
@@ -110,6 +111,9 @@ def test_prepared_steps_are_taken(name, tmp_path, monkeypatch):
         raise AssertionError("the node-by-node MAC ran inside the plan")
     monkeypatch.setattr(mac_ops, "_integer_mac", refused)
     monkeypatch.setattr(mac_ops, "_dequant_weights", refused)
+    monkeypatch.setattr(mac_ops.K, "mlas_conv2d", refused)             # the float conv: its prepared form only
+    monkeypatch.setattr(mlas_conv, "mlas_conv2d", refused)
+    monkeypatch.setattr(mlas_kernel, "conv_segmented", refused)
     got = g.run(x)
     assert np.array_equal(got, _ort_run(path, x))
     with pytest.raises(AssertionError, match="node-by-node MAC"):
@@ -255,6 +259,48 @@ def test_binary_table_step_equals_the_run(op, signed, attrs, b_shape):
     got = plan.run(x)
     want = g.run(x, plan=False)
     assert got.dtype == want.dtype and np.array_equal(got, want)
+    strided = np.repeat(x, 2, axis=3)[..., ::2]                     # a non-contiguous view of the same codes
+    assert not strided.flags.c_contiguous and np.array_equal(plan.run(strided), want)
+    saved, mlas_kernel._k = mlas_kernel._k, None                     # the numpy lookup
+    try:
+        assert np.array_equal(plan.run(x), want)
+    finally:
+        mlas_kernel._k = saved
+
+
+class _CountingKernel:
+    def __init__(self, k):
+        self.k, self.calls = k, 0
+
+    def table2(self, *args):
+        self.calls += 1
+        return self.k.table2(*args)
+
+
+@pytest.mark.skipif(mlas_kernel._k is None, reason="the C kernels are not built")
+@pytest.mark.parametrize("signed", [False, True])
+def test_binary_table_step_in_c_on_operands_of_one_memory_order(signed, monkeypatch):
+    """Two large operands of one shape and strides (contiguous, or both transposed as a float conv's NHWC output is)
+    take the C lookup, and give the node-by-node run's codes; operands of other strides, or small, take numpy's."""
+    g = _binary_graph("qlinear_add", 8, signed, (3, 4, 5), {})
+    step = g.compile(batch_shape=240).steps[0][1]            # 14,400 codes (the C lookup from 4096)
+    dt = np.int8 if signed else np.uint8
+    rng = np.random.default_rng(9)
+    lo, hi = (-128, 127) if signed else (0, 255)
+    base_a, base_b = (rng.integers(lo, hi + 1, (240, 5, 3, 4)).astype(dt) for _ in range(2))
+    a, b = np.transpose(base_a, (0, 2, 3, 1)), np.transpose(base_b, (0, 2, 3, 1))      # [240, 3, 4, 5] views
+    from fxpsim.graph.datapath_settings import node_datapath
+    from fxpsim.graph.registry import find_op
+    run, dp = find_op("qlinear_add").run, node_datapath(g.default_datapath, g.nodes[0], 0)
+    counting = _CountingKernel(mlas_kernel._k)
+    monkeypatch.setattr(mlas_kernel, "_k", counting)
+    for ops_in, c_calls in (([a, b], 1), ([np.ascontiguousarray(a), np.ascontiguousarray(b)], 1),
+                            ([a, np.ascontiguousarray(b)], 0), ([a[:60], b[:60]], 0)):       # (the last: small)
+        before = counting.calls
+        got = step(ops_in, False)[0][0]
+        assert counting.calls - before == c_calls
+        want_here = run(g, g.nodes[0], [np.ascontiguousarray(o) for o in ops_in], dp, False)[0][0]
+        assert got.dtype == want_here.dtype and np.array_equal(got, want_here)
 
 
 def test_unmodelled_knobs_are_refused_through_the_plan_too():
@@ -284,3 +330,80 @@ def test_an_overflow_log_sees_the_same_events_through_the_plan(name):
             out = g.run(x, plan=plan)
         logs.append((out, log.as_dict()))
     assert np.array_equal(logs[0][0], logs[1][0]) and logs[0][1] == logs[1][1] and logs[0][1]
+
+
+# ------------------------------------------------------------------------------------------ max pool
+def _ref_max_pool(x, k, s, pads, lo, hi, pad_value):
+    """Python ints: the maximum over each window of the input padded with ``pad_value``, clipped to [lo, hi]."""
+    n, h, w, c = x.shape
+    (pt, pb), (pl, pr) = pads
+    oh, ow = (h + pt + pb - k[0]) // s[0] + 1, (w + pl + pr - k[1]) // s[1] + 1
+    out = np.zeros((n, oh, ow, c), np.int64)
+    for b in range(n):
+        for i in range(oh):
+            for j in range(ow):
+                for ch in range(c):
+                    vals = [int(x[b, r, q, ch]) if 0 <= r < h and 0 <= q < w else pad_value
+                            for r in range(i * s[0] - pt, i * s[0] - pt + k[0])
+                            for q in range(j * s[1] - pl, j * s[1] - pl + k[1])]
+                    out[b, i, j, ch] = min(max(max(vals), lo), hi)
+    return out
+
+
+def _max_pool_graph(bits, signed, x_shape, attrs, out_hw):
+    x = TensorSpec("x", bits, signed, x_shape, scale=[0.1], zero_point=[-5 if signed else 7])
+    y = TensorSpec("y", bits, signed, out_hw + x_shape[2:], scale=[0.1], zero_point=[-5 if signed else 7])
+    return IntegerGraph([x, y], [Node("mp", "max_pool2d", ["x"], ["y"], attrs)], ["x"], ["y"], "g",
+                        {"datapath": dict(ONNXRUNTIME_DATAPATH)})
+
+
+@pytest.mark.parametrize("bits, signed, x_shape, attrs, pads, clamp", [
+    (8, True, (3, 3, 16), {"pool_size": [2, 2], "stride": [1, 1], "padding": [[0, 0], [0, 0]]}, ((0, 0), (0, 0)),
+     None),
+    (8, False, (7, 6, 3), {"pool_size": [3, 2], "stride": [2, 1], "padding": [[1, 2], [0, 1]]}, ((1, 2), (0, 1)),
+     None),
+    (8, True, (5, 5, 4), {"pool_size": [2, 2], "padding": "SAME"}, ((0, 1), (0, 1)), None),        # stride = size
+    (16, True, (6, 4, 2), {"pool_size": [3, 3], "stride": [1, 2], "padding": "VALID", "clip": [-300, 400]},
+     ((0, 0), (0, 0)), (-300, 400)),
+    (8, True, (4, 4, 3), {"pool_size": [2, 2], "stride": [2, 2], "padding": [[1, 1], [1, 1]],
+                          "activation": "relu"}, ((1, 1), (1, 1)), (-5, 127)),
+])
+def test_max_pool_plan_against_python_ints(bits, signed, x_shape, attrs, pads, clamp, monkeypatch):
+    from fxpsim.graph import ops as core_ops
+    info = np.iinfo(f"{'' if signed else 'u'}int{bits}")
+    k = tuple(attrs["pool_size"])
+    s = tuple(attrs.get("stride", k))
+    oh = (x_shape[0] + sum(pads[0]) - k[0]) // s[0] + 1
+    ow = (x_shape[1] + sum(pads[1]) - k[1]) // s[1] + 1
+    g = _max_pool_graph(bits, signed, x_shape, attrs, (oh, ow))
+    rng = np.random.default_rng(bits + sum(x_shape))
+    x = rng.integers(int(info.min), int(info.max) + 1, (4,) + x_shape)
+    x.reshape(4, -1)[:, :2] = (int(info.min), int(info.max))
+    x = x.astype(info.dtype)
+    lo, hi = clamp or (int(info.min), int(info.max))
+    want = _ref_max_pool(x, k, s, pads, lo, hi, int(info.min))
+    by_node = g.run(x, plan=False)
+    assert by_node.dtype == info.dtype and np.array_equal(by_node, want)
+    plan = g.compile(batch_shape=4)
+    _same(plan.run(x, trace=True, keep=True), g.run(x, trace=True, keep=True, plan=False), "max pool trace")
+
+    def refused(*a, **kw):
+        raise AssertionError("the node-by-node max pool ran inside the plan")
+    monkeypatch.setattr(core_ops.float_conv, "extract_patches", refused)
+    got = plan.run(x)                                                 # the prepared step: no patches view
+    assert got.dtype == info.dtype and np.array_equal(got, want)
+    with pytest.raises(AssertionError, match="node-by-node max pool"):
+        g.run(x, plan=False)
+
+
+def test_max_pool_plan_edited_after_compiling_is_stale():
+    g = _max_pool_graph(8, True, (5, 5, 2), {"pool_size": [2, 2], "stride": [1, 1], "padding": "VALID"}, (4, 4))
+    x = np.random.default_rng(4).integers(-128, 128, (2, 5, 5, 2)).astype(np.int8)
+    plan = g.compile(batch_shape=2)
+    before = plan.run(x)
+    g.nodes[0].attrs["padding"] = [[1, 0], [1, 0]]          # the same output shape, other windows
+    with pytest.raises(ValueError, match="stale"):
+        plan.run(x)
+    after = g.run(x)
+    assert np.array_equal(after, _ref_max_pool(x, (2, 2), (1, 1), ((1, 0), (1, 0)), -128, 127, -128))
+    assert np.array_equal(after, g.run(x, plan=False)) and not np.array_equal(after, before)

@@ -2,7 +2,8 @@
 """MLAS's float32 SGEMM operations in C (``_mlas.h``), bit for bit as :mod:`fxpsim.datapath.onnxruntime.mlas`.
 
 Compute-only: :func:`fxpsim.datapath.onnxruntime.mlas_kernel.sgemm` validates the operands and chooses the
-kernel; it is the interface.
+kernel; it is the interface. Also :func:`table2`, the byte-table lookup of ONNX's two-operand 8-bit
+elementwise plan steps.
 """
 import numpy as np
 cimport numpy as cnp
@@ -94,3 +95,17 @@ def conv(const float[:, :, :, ::1] x, const float[:, ::1] w, float[:, :, ::1] ou
         rc = fxm_conv_run(&P)
     if rc:
         raise ValueError(f"_mlas.conv: internal error {rc}")
+
+
+def table2(const unsigned char[::1] table, const unsigned char[::1] a, const unsigned char[::1] b,
+           unsigned char[::1] out):
+    """``out[i] = table[(a[i] << 8) | b[i]]`` over equal-length byte vectors (``table``: 65536 entries): the
+    lookup of a two-operand 8-bit elementwise op's table
+    (:func:`fxpsim.frontends.onnx.prepared.binary_table_prepare`)."""
+    cdef Py_ssize_t i, n = a.shape[0]
+    if table.shape[0] != 65536 or b.shape[0] != n or out.shape[0] != n:
+        raise ValueError(f"_mlas.table2: a table of 65536 entries and three vectors of one length, got "
+                         f"{table.shape[0]}, {n}, {b.shape[0]}, {out.shape[0]}")
+    with nogil:
+        for i in range(n):
+            out[i] = table[(<unsigned int>a[i] << 8) | b[i]]

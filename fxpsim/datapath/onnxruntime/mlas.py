@@ -26,21 +26,26 @@ a fused multiply-add is computed exactly by :func:`fma32`.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from .mlas_conv import mlas_conv2d, mlas_conv2d_plan
+from .mlas_conv import mlas_conv2d, mlas_conv2d_plan, mlas_conv2d_prepared
 from .mlas_sgemm import fma32, mlas_gemm, ort_threads
 
 __all__ = [
     "fma32", "quantize_linear", "dequantize_linear", "requant_multiplier", "requantize_output",
     "requantize_output_plan", "quantize_linear_plan", "dequantize_linear_plan", "qlinear_average_pool_plan",
     "qlinear_global_average_pool_plan",
-    "wrap_int32",
+    "wrap_int32", "channel_plan", "clamp",
     "qlinear_add", "qlinear_mul", "qlinear_global_average_pool", "qlinear_average_pool", "concat_table",
-    "mlas_gemm", "mlas_conv2d", "mlas_conv2d_plan", "ort_threads",
+    "mlas_gemm", "mlas_conv2d", "mlas_conv2d_plan", "mlas_conv2d_prepared", "ort_threads",
 ]
 
 F32, F64 = np.float32, np.float64
+#: Length of the rows a large per-channel operation is computed in (:func:`channel_plan`), and the size
+#: from which :func:`clamp` and QuantizeLinear take ``np.clip``.
+ROW = 4096
 
 
 def _range(dtype) -> tuple[int, int]:
@@ -80,15 +85,22 @@ def quantize_linear_plan(scale, zero_point, dtype):
     s, z = np.asarray(scale, F32), np.asarray(zero_point, np.int64)
     vlo, vhi, zf = (lo - z).astype(F32), (hi - z).astype(F32), z.astype(F32)
     small = np.dtype(dtype).itemsize <= 2
+    z_one = z.size == 1                          # broadcasts to v's own shape when it has no more axes
 
     def quantize(x):
         with np.errstate(all="ignore"):
             v = np.asarray(x / s)
-        if small and np.broadcast_shapes(v.shape, z.shape) == v.shape:
+        if small and ((z_one and z.ndim <= v.ndim) or np.broadcast_shapes(v.shape, z.shape) == v.shape):
             # the same in float32 in place: the bounds, rint(v) and rint(v) + z are integers below 2^24 (exact);
-            # fmax maps NaN to the lower bound
-            np.fmax(v, vlo, out=v)
-            np.fmin(v, vhi, out=v)
+            # NaN goes to the lower bound (fmax; on a large array after np.clip, which keeps it NaN)
+            if v.size >= ROW:
+                np.clip(v, vlo, vhi, out=v)
+                nan = np.isnan(v)
+                if nan.any():
+                    np.copyto(v, vlo, where=nan)
+            else:
+                np.fmax(v, vlo, out=v)
+                np.fmin(v, vhi, out=v)
             np.rint(v, out=v)
             v += zf
             return v.astype(dtype)
@@ -118,6 +130,38 @@ def dequantize_linear_plan(scale, zero_point):
 
 
 # ----------------------------------------------------------------------------------------- output stage
+def channel_plan(ufunc, v):
+    """``f(a, out=None, dtype=None) = ufunc(a, v, out=out, dtype=dtype)`` for a vector ``v`` broadcast along ``a``'s last axis, computed on a
+    large contiguous ``a`` (``out``, if given, ``a`` itself) as rows of ``r`` channel vectors against ``v``
+    repeated ``r`` times (:math:`r \\cdot |v|` divides :data:`ROW`): the same elementwise operations, in numpy
+    inner loops ``r`` times longer than a short channel axis."""
+    v = np.asarray(v)
+    channels = v.size if v.ndim == 1 and 1 < v.size <= ROW else 0
+    tiled = {}
+
+    def apply(a, out=None, dtype=None):
+        if a.size >= ROW and channels and a.shape[-1] == channels and a.flags.c_contiguous \
+                and (out is None or out is a):
+            r = math.gcd(a.size // channels, ROW // channels)
+            if r > 1:
+                vt = tiled.get(r)
+                if vt is None:
+                    vt = tiled[r] = np.tile(v, r)
+                rows = a.reshape(-1, r * channels)
+                return ufunc(rows, vt, out=None if out is None else rows, dtype=dtype).reshape(a.shape)
+        return ufunc(a, v, out=out, dtype=dtype)
+    return apply
+
+
+def clamp(v, lo, hi) -> np.ndarray:
+    """``v`` (float) clamped to ``[lo, hi]`` in place, :math:`\\min(\\max(v, lo), hi)` (``lo <= hi``): one
+    ``np.clip`` pass on a large array, ``np.maximum`` then ``np.minimum`` on a small one (``np.clip``'s Python
+    wrapper costs more there than its single pass saves)."""
+    if v.size >= ROW:
+        return np.clip(v, lo, hi, out=v)
+    np.maximum(v, lo, out=v)
+    np.minimum(v, hi, out=v)
+    return v
 def requant_multiplier(sa, sb, sy, alpha=None) -> np.ndarray:
     """The float32 output multiplier of QLinearConv / QLinearMatMul: ``(s_a * s_b) / s_y`` evaluated left
     to right in float32 (``s_b`` per output channel); QGemm: ``((alpha * s_a) * s_b) / s_y``."""
@@ -144,11 +188,10 @@ def requantize_output_plan(multiplier, zero_point, dtype):
     m = np.asarray(multiplier, F32)
     vlo, vhi, zf = F32(lo - z), F32(hi - z), F32(z)
     small = np.dtype(dtype).itemsize <= 2
+    scaled = channel_plan(np.multiply, m)       # acc converted to float32 first (one rounding), then the product
 
     def requantize(acc):
-        v = np.multiply(acc, m, dtype=F32)        # acc converted to float32 first (one rounding), then the product
-        np.maximum(v, vlo, out=v)
-        np.minimum(v, vhi, out=v)
+        v = clamp(scaled(acc, dtype=F32), vlo, vhi)
         np.rint(v, out=v)
         if small:
             v += zf
@@ -247,6 +290,7 @@ def qlinear_average_pool_plan(shape, dtype, kernel, stride, pads, count_include_
     div = cnt.astype(F32)[None, :, :, None]
     lo, hi = _range(dtype)
     sxf, syf, zyf, zxi = F32(sx), F32(sy), F32(zy), int(zx)
+    flo, fhi = F32(lo), F32(hi)                  # 8/16-bit bounds: exact in float32
     small = np.dtype(dtype).itemsize <= 2        # x - z_x below 2^17: exact in float32
 
     def pool(x):
@@ -264,5 +308,5 @@ def qlinear_average_pool_plan(shape, dtype, kernel, stride, pads, count_include_
         t /= syf
         t += zyf
         np.rint(t, out=t)                              # an integer: clamping it in float32 is exact
-        return np.clip(t, lo, hi, out=t).astype(dtype)
+        return clamp(t, flo, fhi).astype(dtype)
     return pool

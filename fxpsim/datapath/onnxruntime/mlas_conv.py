@@ -2,7 +2,8 @@
 SGEMM operations of :mod:`fxpsim.datapath.onnxruntime.mlas_sgemm` it runs (numpy model; the C kernel of
 :mod:`fxpsim.datapath.onnxruntime.mlas_kernel` computes the same bits and runs when built).
 
-Re-exported by :mod:`~fxpsim.datapath.onnxruntime.mlas` (:func:`mlas_conv2d`, :func:`mlas_conv2d_plan`).
+Re-exported by :mod:`~fxpsim.datapath.onnxruntime.mlas` (:func:`mlas_conv2d`, :func:`mlas_conv2d_plan`,
+:func:`mlas_conv2d_prepared`).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from . import mlas_kernel as _mk
 from .mlas_sgemm import (F32, SGEMM_STRIDEK, SGEMM_STRIDEN, SGEMM_STRIDEN_THREAD_ALIGN, _sgemm_operation, _strides,
                    _thread_target, mlas_gemm, ort_threads)
 
-__all__ = ["mlas_conv2d", "mlas_conv2d_plan"]
+__all__ = ["mlas_conv2d", "mlas_conv2d_plan", "mlas_conv2d_prepared"]
 
 
 def mlas_conv2d_plan(batch: int, groups: int, in_channels: int, in_hw, kernel, stride, pads, dilation,
@@ -105,6 +106,46 @@ def mlas_conv2d(x, w, bias, stride, pads, dilation, groups: int, threads: int | 
     if bias is not None:
         out = (out + np.asarray(bias, F32).reshape(1, m, 1, 1)).astype(F32)
     return out
+
+
+def mlas_conv2d_prepared(x_shape, w, bias, stride, pads, dilation, groups: int):
+    """:func:`mlas_conv2d` (``threads=None``) for inputs of ``x_shape`` with what it derives from the shapes
+    alone derived once: ``f(x)``, the same bits. MlasConvPrepare's choice depends on onnxruntime's thread count,
+    so every call reads :func:`~.mlas_sgemm.ort_threads` and uses the algorithm and segments derived for that
+    count (derived on its first use: a changed ``FXPSIM_ORT_THREADS`` never meets a stale choice); with the C
+    kernel the segmented algorithm runs on operands validated once
+    (:func:`~fxpsim.datapath.onnxruntime.mlas_kernel.conv_segmented_prepared`). An input of another shape or
+    dtype, or the C kernel switched off, runs :func:`mlas_conv2d` itself."""
+    x_shape = tuple(int(d) for d in x_shape)
+    w = np.ascontiguousarray(w, F32)
+    n, c, h, wd = x_shape
+    m, (kh, kw) = w.shape[0], w.shape[2:]
+    b = None if bias is None else np.asarray(bias, F32).reshape(1, m, 1)
+    by_threads = {}
+
+    def derive(threads):
+        plan = mlas_conv2d_plan(n, groups, c, (h, wd), (kh, kw), stride, pads, dilation, m, threads)
+        segmented = None
+        if plan["algorithm"] == "expand_then_gemm_segmented":
+            segmented = _mk.conv_segmented_prepared(x_shape, w, groups, (kh, kw), stride, (pads[0][0], pads[1][0]),
+                                                    dilation, (plan["oh"], plan["ow"]), plan["segments"])
+        return plan, segmented
+
+    def conv(x):
+        if not _mk.available() or not isinstance(x, np.ndarray) or x.dtype != F32 or x.shape != x_shape:
+            return mlas_conv2d(x, w, bias, stride, pads, dilation, groups)
+        threads = ort_threads()
+        if threads not in by_threads:
+            by_threads[threads] = derive(threads)
+        plan, segmented = by_threads[threads]
+        if segmented is not None:
+            out = segmented(np.ascontiguousarray(x))
+        else:
+            out = _conv_c(x, w, plan, stride, pads, dilation, groups, threads)
+        if b is not None:
+            out += b                      # float32 + float32: the same rounding as mlas_conv2d's bias add
+        return out.reshape(n, m, plan["oh"], plan["ow"])
+    return conv
 
 
 def _conv_c(x, w, plan, stride, pads, dilation, groups: int, threads):

@@ -25,7 +25,7 @@ try:
 except ImportError:          # built without the extension: the numpy model runs
     _k = None
 
-__all__ = ["SLICES", "M1", "M1TB", "N1", "available", "sgemm", "conv_segmented"]
+__all__ = ["SLICES", "M1", "M1TB", "N1", "available", "sgemm", "conv_segmented", "conv_segmented_prepared"]
 
 SLICES, M1, M1TB, N1 = 0, 1, 2, 3
 F32 = np.float32
@@ -79,12 +79,21 @@ def conv_segmented(x, w, groups: int, kernel, stride, pads, dilation, out_hw, se
     the first K slice and 1 after. ``x`` [N, C, H, W], ``w`` [M, C/groups, KH, KW] float32,
     ``pads = (top, left)``. Returns [N, M, OH * OW] float32 (no bias)."""
     x = np.ascontiguousarray(_check("x", x, 4))
+    return conv_segmented_prepared(x.shape, w, groups, kernel, stride, pads, dilation, out_hw, segments, simd)(x)
+
+
+def conv_segmented_prepared(x_shape, w, groups: int, kernel, stride, pads, dilation, out_hw, segments,
+                            simd: bool = True):
+    """:func:`conv_segmented` for inputs of ``x_shape`` with its operands validated and laid out once:
+    ``f(x)``, ``x`` a C-contiguous float32 array of that shape (anything else goes through the checks of
+    :func:`conv_segmented`)."""
+    x_shape = tuple(int(d) for d in x_shape)
     w = _check("w", w, 4)
-    n, c, h, wd = x.shape
+    n, c, h, wd = x_shape
     m = w.shape[0]
     (kh, kw), (sh, sw), (pt, pl), (dh, dw), (oh, ow) = kernel, stride, pads, dilation, out_hw
     if groups < 1 or c % groups or m % groups or w.shape[1] * groups != c or w.shape[2:] != (kh, kw):
-        raise ValueError(f"mlas_kernel.conv_segmented: weights {w.shape} do not match input {x.shape}, "
+        raise ValueError(f"mlas_kernel.conv_segmented: weights {w.shape} do not match input {x_shape}, "
                          f"groups {groups}, kernel {kernel}")
     if min(sh, sw, dh, dw) < 1 or min(pt, pl) < 0 or min(oh, ow) < 1:
         raise ValueError(f"mlas_kernel.conv_segmented: bad geometry stride {stride}, dilation {dilation}, "
@@ -93,7 +102,13 @@ def conv_segmented(x, w, groups: int, kernel, stride, pads, dilation, out_hw, se
     if len(seg) == 0 or seg[0, 0] != 0 or np.any(seg[:, 1] < 1) or np.any(seg[1:, 0] != np.cumsum(seg[:-1, 1])) \
             or seg[-1, 0] + seg[-1, 1] != oh * ow:
         raise ValueError(f"mlas_kernel.conv_segmented: segments {seg.tolist()} do not tile {oh * ow} positions")
-    out = np.empty((n, m, oh * ow), F32)
-    _k.conv(x, np.ascontiguousarray(w.reshape(m, -1)), out, groups, kh, kw,
-            (sh, sw, pt, pl, dh, dw, oh, ow), seg, simd)
-    return out
+    w2 = np.ascontiguousarray(w.reshape(m, -1))
+    geometry = (sh, sw, pt, pl, dh, dw, oh, ow)
+
+    def run(x):
+        if not (isinstance(x, np.ndarray) and x.dtype == F32 and x.shape == x_shape and x.flags.c_contiguous):
+            return conv_segmented(x, w, groups, (kh, kw), stride, pads, dilation, out_hw, seg, simd)
+        out = np.empty((n, m, oh * ow), F32)
+        _k.conv(x, w2, out, groups, kh, kw, geometry, seg, simd)
+        return out
+    return run

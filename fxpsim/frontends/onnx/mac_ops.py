@@ -188,10 +188,12 @@ def _mac_zero_points(graph, node):
     return _zp(x), _wzp(w)
 
 
-def _float_constants(graph, node, ins):
+def _float_constants(graph, node, ins, x_shape=None):
     """What :func:`_float_kernel_run` derives from the node alone: the dequantized weights (NCHW for a
     convolution, transposed for a matmul, contiguous), bias (``None`` without one), the input's
-    DequantizeLinear and the output's QuantizeLinear."""
+    DequantizeLinear, the output's QuantizeLinear and, for a convolution, ``conv(x_nchw)``: MlasConv with
+    those weights and bias, prepared for inputs of ``x_shape`` (NHWC) when it is given
+    (:func:`~fxpsim.datapath.onnxruntime.mlas.mlas_conv2d_prepared`, the same bits)."""
     w = _spec(graph, node.inputs[1])
     wf = _dequant_weights(w, ins[1])
     bias = _bias_input(node, ins)
@@ -202,20 +204,29 @@ def _float_constants(graph, node, ins):
     x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
     dequantize = K.dequantize_linear_plan(F32(_scale(x)), np.int64(_zp(x)))
     quantize = K.quantize_linear_plan(F32(_scale(y)), np.int64(_zp(y)), y.dtype)
-    wf = np.transpose(wf, (0, 3, 1, 2)) if node.op == "qlinear_conv" else wf.T
-    return np.ascontiguousarray(wf), bf, dequantize, quantize
+    wf = np.ascontiguousarray(np.transpose(wf, (0, 3, 1, 2)) if node.op == "qlinear_conv" else wf.T)
+    conv = None
+    if node.op == "qlinear_conv":
+        geometry = (_pair(node.attrs, "stride"), _pads(node.attrs), _pair(node.attrs, "dilation"),
+                    int(node.attrs.get("group", 1)))
+        if x_shape is not None:
+            n, h, wd, c = x_shape
+            conv = K.mlas_conv2d_prepared((n, c, h, wd), wf, bf, *geometry)
+        else:
+            def conv(xc):
+                return K.mlas_conv2d(xc, wf, bf, *geometry)
+    return wf, bf, dequantize, quantize, conv
 
 
 def _float_kernel_run(graph, node, ins, constants=None):
     """onnxruntime's float32 path of an unfused QDQ group: DequantizeLinear, the float op, QuantizeLinear
     (``constants``: :func:`_float_constants` of the node, derived once by a compiled plan)."""
-    wf, bf, dequantize, quantize = _float_constants(graph, node, ins) if constants is None else constants
-    xf = dequantize(np.asarray(ins[0]))
-    if node.op == "qlinear_conv":
-        yf = K.mlas_conv2d(np.transpose(xf, (0, 3, 1, 2)), wf, bf, _pair(node.attrs, "stride"), _pads(node.attrs),
-                           _pair(node.attrs, "dilation"), int(node.attrs.get("group", 1)))
-        yf = np.transpose(yf, (0, 2, 3, 1))
+    wf, bf, dequantize, quantize, conv = _float_constants(graph, node, ins) if constants is None else constants
+    if node.op == "qlinear_conv":       # the codes moved to NCHW, then dequantized (elementwise: the same values)
+        xf = dequantize(np.ascontiguousarray(np.transpose(np.asarray(ins[0]), (0, 3, 1, 2))))
+        yf = np.transpose(conv(xf), (0, 2, 3, 1))
     else:
+        xf = dequantize(np.asarray(ins[0]))
         lead = xf.shape[:-1]
         x2 = xf.reshape(-1, xf.shape[-1])
         if node.attrs.get("onnx_op") == "Gemm":

@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...datapath.onnxruntime import mlas as K
+from ...datapath.onnxruntime import mlas_kernel
 from ...graph.mac_ops import refuse_unmodelled_knobs
 from ...graph.plan import untraced_step
 from .op_support import _pads, _pair, _scale, _spec, _zp, is_native, is_onnxruntime_datapath
@@ -80,19 +81,18 @@ def _integer_acc_fn(graph, node, dp, x_shape, x_zp, w_zp, bias, need_int: bool):
     else:
         gemm, out_shape = _conv_gemm(node, x_shape, wo, zx)
     if bound < (1 << 31) and not need_int:
-        bf = None if b is None else b.astype(ft)
+        add_bias = None if b is None else K.channel_plan(np.add, b.astype(ft))
 
         def exact(x):
             s = gemm(x).reshape(out_shape)
-            if bf is not None:
-                s += bf
-            return s
+            return s if add_bias is None else add_bias(s, out=s)
         return exact
+    add_int_bias = None if b is None else K.channel_plan(np.add, b)
 
     def wrapped(x):
         s = gemm(x).reshape(out_shape).astype(np.int64)
-        if b is not None:
-            s += b
+        if add_int_bias is not None:
+            add_int_bias(s, out=s)
         return K.wrap_int32(s)
     return wrapped
 
@@ -126,6 +126,7 @@ def _conv_gemm(node, x_shape, wo, zx):
     by_taps = depthwise and n * oh * ow * c * taps > 1 << 14      # large: one strided product per tap
     dense_taps = groups == 1 and c >= 8 and n * oh * ow * c * taps > 1 << 15      # large: one GEMM per tap
     w_taps = np.ascontiguousarray(wo.reshape(o, taps, c).transpose(1, 2, 0)) if dense_taps else None   # [T, C, O]
+    take = idx.size >= K.ROW             # np.take gathers a large im2col faster; indexing costs less when small
     direct = groups == 1 and taps == 1 and (sh, sw) == (1, 1) and (hp, wp) == (h, wd)   # 1x1: x is the im2col
 
     def gemm(x):
@@ -135,16 +136,16 @@ def _conv_gemm(node, x_shape, wo, zx):
         inner = pad[:, pt:pt + h, pl:pl + wd]
         np.subtract(x, zx, out=inner)
         if by_taps:
-            acc = np.zeros((n, oh, ow, c), wo.dtype)
+            acc, tmp = np.zeros((n, oh, ow, c), wo.dtype), np.empty((n, oh, ow, c), wo.dtype)
             for t, (rows, cols) in enumerate(tap_slices):
-                acc += pad[:, rows, cols] * wt[t]
+                acc += np.multiply(pad[:, rows, cols], wt[t], out=tmp)
             return acc
         if dense_taps:
             acc = np.zeros((n * oh * ow, o), wo.dtype)
             for t, (rows, cols) in enumerate(tap_slices):
                 acc += np.ascontiguousarray(pad[:, rows, cols]).reshape(-1, c) @ w_taps[t]
             return acc
-        cols = pad.reshape(-1)[idx]                                          # [N, P, KH*KW*C]
+        cols = np.take(pad.reshape(-1), idx) if take else pad.reshape(-1)[idx]        # [N, P, KH*KW*C]
         if groups == 1:
             return cols @ wt
         if depthwise:
@@ -164,7 +165,7 @@ def mac_prepare(graph, node, dp, in_shapes):
     shape = tuple(in_shapes[0])
     consts = [None if not t else _spec(graph, t).data for t in node.inputs]
     if not integer_out and node.attrs.get("ort_kernel") == "float":
-        constants = _float_constants(graph, node, consts)
+        constants = _float_constants(graph, node, consts, shape)
         return untraced_step(graph, node, dp, lambda ins: _float_kernel_run(graph, node, ins, constants), shape)
     refuse_unmodelled_knobs(node, dp, "onnxruntime semantics", allow=("zero_point", "tile_k"))    # as the run does
     if getattr(dp, "zero_point", "subtract") != "subtract" or getattr(dp, "tile_k", None):
@@ -218,12 +219,25 @@ def avg_pool_prepare(graph, node, dp, in_shapes):
     return untraced_step(graph, node, dp, fast, shape)
 
 
+def _memory_order(arr):
+    """A flat byte view of a dense array (a C-contiguous array with its axes permuted, e.g. a transposed conv
+    output) in its memory order, or ``None``: two arrays of one shape and strides list the same elements in the
+    same order."""
+    if arr.dtype.itemsize != 1:
+        return None
+    if arr.flags.c_contiguous:
+        return arr.reshape(-1).view(np.uint8)
+    v = arr.transpose(np.argsort(arr.strides, kind="stable")[::-1])
+    return v.reshape(-1).view(np.uint8) if v.flags.c_contiguous else None
+
+
 def binary_table_prepare(graph, node, dp, in_shapes):
     """A plan step of a native ``qlinear_add`` / ``qlinear_mul`` with 8-bit operands: on a native datapath the
     op is elementwise (each output code a function of the two input codes alone: onnxruntime's float32
     formulas, the operand swap of ``broadcast`` and the uint8 shift included), so its run on the grid of all
     :math:`256 \\times 256` code pairs, computed once, is a table that gives every call's output by lookup
-    (numpy broadcasting of the two operands kept); ``None`` otherwise."""
+    at the 16-bit index :math:`2^8 a + b` of the codes' bits (numpy broadcasting of the two operands kept);
+    ``None`` otherwise."""
     if not is_native(dp):
         return None
     from ...graph.registry import find_op
@@ -235,11 +249,26 @@ def binary_table_prepare(graph, node, dp, in_shapes):
     grid_b = np.tile(bits, 256).view(b.dtype)
     run = find_op(node.op).run
     table = run(graph, node, [grid_a, grid_b], dp, False)[0][0]
+    table_bytes = np.ascontiguousarray(table).view(np.uint8) if table.dtype.itemsize == 1 else None
 
     def lookup(ins):
         if ins[0].dtype.itemsize != 1 or ins[1].dtype.itemsize != 1:    # (codes held in a wider dtype)
             return run(graph, node, ins, dp, False)[0][0]
-        i = ins[0].view(np.uint8).astype(np.intp)
-        i <<= 8
-        return table[i | ins[1].view(np.uint8)]
+        a, b = ins[0], ins[1]
+        c = getattr(mlas_kernel._k, "table2", None)                   # (None: not built, or an older build)
+        if c is not None and a.size >= K.ROW and table_bytes is not None and a.shape == b.shape \
+                and a.strides == b.strides:                       # (below ROW codes numpy's lookup costs less)
+            out = np.empty_like(a, dtype=table.dtype)             # (the operands' memory order)
+            fa, fb, fo = _memory_order(a), _memory_order(b), _memory_order(out)
+            if fa is not None and fb is not None and fo is not None:
+                c(table_bytes, fa, fb, fo)                        # the same lookup in C, one pass
+                return out
+        i = a.view(np.uint8).astype(np.uint16 if a.size >= K.ROW else np.intp)   # (i << 8) | j: 16 bits suffice;
+        i <<= 8                                                     # small, intp (numpy's own index) is quicker
+        j = b.view(np.uint8)
+        if i.shape == j.shape or np.broadcast_shapes(i.shape, j.shape) == i.shape:
+            np.bitwise_or(i, j, out=i)
+        else:
+            i = i | j
+        return table[i]
     return untraced_step(graph, node, dp, lookup)

@@ -110,7 +110,12 @@ def window_pool(graph, node, shape):
                                        bool(node.attrs.get("count_include_pad")), _scale(x), zx, _scale(y), zy)
     if not shift:
         return pool
-    return lambda h: (pool((h.astype(np.int64) + 128).astype(np.uint8)).astype(np.int64) - 128).astype(y.dtype)
+
+    def shifted(h):
+        if h.dtype == np.int8 and y.dtype == np.int8:     # h + 128 (in [0, 255]) is h's bits with bit 7 flipped
+            return np.bitwise_xor(pool(np.bitwise_xor(h.view(np.uint8), np.uint8(0x80))), np.uint8(0x80)).view(np.int8)
+        return (pool((h.astype(np.int64) + 128).astype(np.uint8)).astype(np.int64) - 128).astype(y.dtype)
+    return shifted
 
 
 def _avg_pool_run(graph, node, ins, dp, trace):
