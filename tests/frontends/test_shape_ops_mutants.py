@@ -139,19 +139,40 @@ def test_pack_of_a_run_time_tensor_is_refused(tmp_path):
         _import(tmp_path, tensors, ops, [0], [12])
 
 
-def test_folded_model_equals_litert(tmp_path):
+def _litert(path, x):
+    """The model's output, run by LiteRT's reference kernels."""
     pytest.importorskip("ai_edge_litert", reason="ai-edge-litert not installed (pip install -e '.[litert]')")
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    it = Interpreter(model_path=str(path), num_threads=1, experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    return it.get_tensor(it.get_output_details()[0]["index"])
+
+
+def test_folded_model_equals_litert(tmp_path):
     tensors, ops = _base()
     _, _, path = _import(tmp_path, tensors, ops, [0], [12])
     g = fxpsim.import_tflite(path)
-    it = Interpreter(model_path=str(path), num_threads=1, experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
-    it.allocate_tensors()
     x = np.random.default_rng(1).integers(-128, 128, (1, 4, 3, 2)).astype(np.int8)
-    it.set_tensor(it.get_input_details()[0]["index"], x)
-    it.invoke()
-    ref = it.get_tensor(it.get_output_details()[0]["index"])
+    ref = _litert(path, x)
     assert ref.shape == (1, 12, 2)
+    np.testing.assert_array_equal(g.run(x), ref)
+
+
+def test_begin_mask_on_axis_0_folded_as_litert_reads_it(tmp_path):
+    # RESHAPE x to shape(x)[2:4] with begin mask bit 0, i.e. shape(x)[:4] = [1, 4, 3, 2] (without the mask
+    # [3, 2]: 6 values, not 24); LiteRT computes the same target from the same operators
+    tensors = [_act("x", [1, 4, 3, 2], *Q), dict(name="shape", type=INT32, shape=[4]), _const("b", _i32([2])),
+               _const("e", _i32([4])), _const("s", _i32([1])), dict(name="target", type=INT32, shape=[4]),
+               _act("y", [1, 4, 3, 2], *Q)]
+    ops = [{"op": "SHAPE", "inputs": [0], "outputs": [1], "options": _options("ShapeOptions", OutType=INT32)},
+           _ss(1, 2, 3, 4, 5, BeginMask=1), {"op": "RESHAPE", "inputs": [0, 5], "outputs": [6]}]
+    g, b, path = _import(tmp_path, tensors, ops, [0], [6])
+    assert b.static[5].tolist() == [1, 4, 3, 2]
+    x = np.random.default_rng(2).integers(-128, 128, (1, 4, 3, 2)).astype(np.int8)
+    ref = _litert(path, x)
+    assert ref.shape == (1, 4, 3, 2)
     np.testing.assert_array_equal(g.run(x), ref)
 
 
