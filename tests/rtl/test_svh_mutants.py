@@ -187,3 +187,14 @@ def test_one_name_with_two_values_is_refused(tmp_path):
 def test_packed_vectors(values, bits, text):
     assert _sv_packed(values, bits) == text
     assert _sv_packed(np.array(values, np.int64), bits) == text
+
+
+def test_the_header_is_ascii_a_name_it_cannot_hold_is_refused(tmp_path):
+    # the header is plain ASCII for Verilog-2005 tools: a non-ASCII graph name is not written as UTF-8 (or in
+    # the locale's encoding) but refused by the ASCII codec
+    m = _manifest()
+    m["graph"] = "g\u00e9"
+    path = tmp_path / "p.svh"
+    with pytest.raises(UnicodeEncodeError, match=r"^'ascii' codec can't encode character '\\xe9'"):
+        _write_svh(str(path), m, _graph())
+    assert all(b < 0x80 for b in path.read_bytes())
