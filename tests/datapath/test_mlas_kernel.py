@@ -183,9 +183,8 @@ def _conv_case(draw):
                 bias=draw(st.booleans()), seed=draw(st.integers(0, 2 ** 32 - 1)))
 
 
-@settings(max_examples=60)
-@given(st.composite(_conv_case)())
-def test_conv_matches_the_numpy_model(case):
+def _conv_operands(case):
+    """``(x, w, bias)`` of a drawn conv case, or None when the kernel does not fit the padded image."""
     rng = np.random.default_rng(case["seed"])
     g, (kh, kw) = case["groups"], case["kernel"]
     x = _operand(rng, (case["batch"], g * case["cg"]) + case["hw"], 3)
@@ -193,7 +192,18 @@ def test_conv_matches_the_numpy_model(case):
     bias = _operand(rng, (g * case["fc"],), 3) if case["bias"] else None
     (h, wd), (dh, dw), ((pt, pb), (pl, pr)) = case["hw"], case["dilation"], case["pads"]
     if h + pt + pb < dh * (kh - 1) + 1 or wd + pl + pr < dw * (kw - 1) + 1:
+        return None
+    return x, w, bias
+
+
+@settings(max_examples=60)
+@given(st.composite(_conv_case)())
+def test_conv_matches_the_numpy_model(case):
+    operands = _conv_operands(case)
+    if operands is None:
         return
+    x, w, bias = operands
+    g = case["groups"]
     args = (x, w, bias, case["stride"], case["pads"], case["dilation"], g)
     try:
         want = _numpy(lambda: mlas.mlas_conv2d(*args, threads=case["threads"]))
@@ -224,14 +234,11 @@ class _Threads:
 def test_prepared_conv_matches_the_numpy_model_as_the_thread_count_changes(case, other):
     """One prepared conv called under a thread count, another, then the first again: each call the numpy
     model's bits for the thread count of that moment (MlasConvPrepare's choice never goes stale)."""
-    rng = np.random.default_rng(case["seed"])
-    g, (kh, kw) = case["groups"], case["kernel"]
-    x = _operand(rng, (case["batch"], g * case["cg"]) + case["hw"], 3)
-    w = _operand(rng, (g * case["fc"], case["cg"], kh, kw), 3)
-    bias = _operand(rng, (g * case["fc"],), 3) if case["bias"] else None
-    (h, wd), (dh, dw), ((pt, pb), (pl, pr)) = case["hw"], case["dilation"], case["pads"]
-    if h + pt + pb < dh * (kh - 1) + 1 or wd + pl + pr < dw * (kw - 1) + 1:
+    operands = _conv_operands(case)
+    if operands is None:
         return
+    x, w, bias = operands
+    g = case["groups"]
     geometry = (case["stride"], case["pads"], case["dilation"], g)
     prepared = mlas.mlas_conv2d_prepared(x.shape, w, bias, *geometry)
     for threads in (case["threads"], other, case["threads"]):

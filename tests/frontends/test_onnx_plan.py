@@ -26,6 +26,7 @@ from fxpsim.frontends.onnx import mac_ops
 from fxpsim.frontends.onnx import ops as onnx_ops  # noqa: F401  (registers the ONNX graph ops)
 from fxpsim.frontends.onnx.importer import ONNXRUNTIME_DATAPATH
 from fxpsim.graph.ir import IntegerGraph, Node, TensorSpec
+from same_tree import assert_same  # noqa: E402
 
 onnx = pytest.importorskip("onnx", reason="onnx not installed (pip install -e '.[onnx]')")
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime not installed (pip install -e '.[onnx]')")
@@ -64,22 +65,6 @@ def _ort_run(path, x):
     return sess.run(None, {sess.get_inputs()[0].name: x})[0]
 
 
-def _same(a, b, where):
-    if isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for k in a:
-            _same(a[k], b[k], f"{where}[{k!r}]")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (u, v) in enumerate(zip(a, b)):
-            _same(u, v, f"{where}[{i}]")
-    elif isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray), where
-        assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b), where
-    else:
-        assert type(a) is type(b) and a == b, (where, a, b)
-
-
 def _nchw(graph, n, seed=0):
     shape = graph.tensors[graph.inputs[0]].shape
     return np.random.default_rng(seed).normal(0.0, 1.5, (n,) + tuple(shape)).astype(np.float32)
@@ -92,10 +77,10 @@ def test_bench_models_plan_equals_node_by_node_and_onnxruntime(name, tmp_path):
     for n in (1, 3):
         x = _nchw(g, n, seed=n)
         for trace in (False, True):
-            _same(g.run(x, trace=trace, keep=True), g.run(x, trace=trace, keep=True, plan=False),
+            assert_same(g.run(x, trace=trace, keep=True), g.run(x, trace=trace, keep=True, plan=False),
                   f"{name} batch {n} trace={trace}")
         got = g.run(x)
-        _same(got, g.run(x, plan=False), f"{name} batch {n}")
+        assert_same(got, g.run(x, plan=False), f"{name} batch {n}")
         want = _ort_run(path, x)
         assert got.dtype == want.dtype and np.array_equal(got, want), f"{name} batch {n}: not onnxruntime's bits"
 
@@ -182,7 +167,7 @@ def test_conv_integer_plan_against_python_ints(case):
     plan = g.compile(batch_shape=x_shape[0])
     got = plan.run(codes)
     assert got.dtype == np.int32 and np.array_equal(got, want)
-    _same(plan.run(codes, trace=True, keep=True), g.run(codes, trace=True, keep=True, plan=False), "conv trace")
+    assert_same(plan.run(codes, trace=True, keep=True), g.run(codes, trace=True, keep=True, plan=False), "conv trace")
 
 
 @pytest.mark.parametrize("k", [600, 70_000])
@@ -216,7 +201,7 @@ def test_plan_edited_after_compiling_is_stale(tmp_path):
     with pytest.raises(ValueError, match="stale"):
         plan.run(x)
     edited = g.run(x)
-    _same(g.run(x, trace=True, keep=True), g.run(x, trace=True, keep=True, plan=False), "weights edited")
+    assert_same(g.run(x, trace=True, keep=True), g.run(x, trace=True, keep=True, plan=False), "weights edited")
     assert np.array_equal(edited, g.run(x, plan=False)) and not np.array_equal(edited, before)
     plan = g.compile()
     dw = next(n for n in g.nodes if n.op == "qlinear_conv" and int(n.attrs.get("group", 1)) > 1)
@@ -224,7 +209,7 @@ def test_plan_edited_after_compiling_is_stale(tmp_path):
     with pytest.raises(ValueError, match="stale"):
         plan.run(x)
     after = g.run(x)
-    _same(g.run(x, trace=True, keep=True), g.run(x, trace=True, keep=True, plan=False), "padding edited")
+    assert_same(g.run(x, trace=True, keep=True), g.run(x, trace=True, keep=True, plan=False), "padding edited")
     assert not np.array_equal(after, edited)
 
 
@@ -385,7 +370,7 @@ def test_max_pool_plan_against_python_ints(bits, signed, x_shape, attrs, pads, c
     by_node = g.run(x, plan=False)
     assert by_node.dtype == info.dtype and np.array_equal(by_node, want)
     plan = g.compile(batch_shape=4)
-    _same(plan.run(x, trace=True, keep=True), g.run(x, trace=True, keep=True, plan=False), "max pool trace")
+    assert_same(plan.run(x, trace=True, keep=True), g.run(x, trace=True, keep=True, plan=False), "max pool trace")
 
     def refused(*a, **kw):
         raise AssertionError("the node-by-node max pool ran inside the plan")

@@ -18,6 +18,8 @@ import numpy as np
 import pytest
 
 import fxpsim
+from same_tree import assert_same  # noqa: E402
+from litert_interpreter import litert_interpreter  # noqa: E402
 
 MODEL = Path(__file__).resolve().parents[2] / "benchmarks" / "models" / "mobilenet_v2_035_48.tflite"
 KERNELS = ("reference", "builtin", "xnnpack")
@@ -33,39 +35,11 @@ def _inputs(graph, n, seed):
     return x.astype(np.int8)
 
 
-def _same(a, b, where):
-    if isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for k in a:
-            _same(a[k], b[k], f"{where}[{k!r}]")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (u, v) in enumerate(zip(a, b)):
-            _same(u, v, f"{where}[{i}]")
-    elif isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray), where
-        assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b), where
-    else:
-        assert type(a) is type(b) and a == b, (where, a, b)
-
-
-def _litert(kernels):
-    pytest.importorskip("ai_edge_litert", reason="ai-edge-litert not installed (pip install -e '.[litert]')")
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
-    resolver = {"reference": OpResolverType.BUILTIN_REF,
-                "builtin": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
-                "xnnpack": OpResolverType.BUILTIN}[kernels]
-    it = Interpreter(model_path=str(MODEL), num_threads=1, experimental_op_resolver_type=resolver,
-                     experimental_preserve_all_tensors=kernels != "xnnpack")
-    it.allocate_tensors()
-    return it
-
-
 @pytest.mark.filterwarnings("ignore:Warning. Enabling .experimental_preserve_all_tensors.:UserWarning")
 @pytest.mark.parametrize("kernels", KERNELS)
 def test_plan_equals_node_by_node_and_litert_live(kernels):
     g = fxpsim.import_tflite(MODEL, kernels=kernels)
-    it = _litert(kernels)
+    it = litert_interpreter(MODEL, kernels)
     din, dout = it.get_input_details()[0], it.get_output_details()[0]
     by_index = {int(i): t for t, i in g.meta["tflite_tensors"].items()}
     for batch in (1, 3):
@@ -74,9 +48,9 @@ def test_plan_equals_node_by_node_and_litert_live(kernels):
             for trace in (False, True):
                 planned = g.run(x, trace=trace, keep=True)
                 nodes = g.run(x, trace=trace, keep=True, plan=False)
-                _same(planned, nodes, f"{kernels} batch {batch} seed {seed} trace={trace}")
+                assert_same(planned, nodes, f"{kernels} batch {batch} seed {seed} trace={trace}")
             y, _, kept = planned
-            _same(g.run(x), nodes[0], f"{kernels} batch {batch} outputs")
+            assert_same(g.run(x), nodes[0], f"{kernels} batch {batch} outputs")
             for s in range(batch):
                 it.set_tensor(din["index"], x[s:s + 1])
                 it.invoke()
@@ -100,12 +74,12 @@ def test_a_weight_edited_after_a_run_is_not_run_by_the_old_plan(kernels):
     x = _inputs(g, 3, 1)
     before = g.run(x)
     plan = g.compile(batch_shape=3)
-    _same(plan.run(x), before, f"{kernels} the plan object")
+    assert_same(plan.run(x), before, f"{kernels} the plan object")
     w = _mac_weight(g)
     t = g.tensors[w]
     t.data = (-t.data.astype(np.int16)).clip(-127, 127).astype(np.int8)      # a new constant array
     after = g.run(x)
-    _same(after, g.run(x, plan=False), f"{kernels} after a new weight array")
+    assert_same(after, g.run(x, plan=False), f"{kernels} after a new weight array")
     assert not np.array_equal(after, before)
     with pytest.raises(ValueError, match="stale"):
         plan.run(x)
@@ -114,7 +88,7 @@ def test_a_weight_edited_after_a_run_is_not_run_by_the_old_plan(kernels):
     data.flags.writeable = True                                          # the same array, written in place
     data[...] = np.roll(data, 1, axis=0)
     again = g.run(x)
-    _same(again, g.run(x, plan=False), f"{kernels} after an in-place write")
+    assert_same(again, g.run(x, plan=False), f"{kernels} after an in-place write")
     assert not np.array_equal(again, after)
     with pytest.raises(ValueError, match="stale"):
         plan.run(x)
@@ -134,4 +108,4 @@ def test_xnnpack_add_table_step_equals_the_node_run_broadcast_and_fallback():
         ins = [rng.integers(-128, 128, s).astype(np.int8) for s in shapes]
         ins[0].reshape(-1)[:2] = (-128, 127)
         for trace in (False, True):
-            _same(step(ins, trace), OPS["tflite_add"].run(g, node, ins, dp, trace), f"{shapes} trace={trace}")
+            assert_same(step(ins, trace), OPS["tflite_add"].run(g, node, ins, dp, trace), f"{shapes} trace={trace}")

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import fxpsim
+from litert_interpreter import litert_interpreter  # noqa: E402
 
 pytest.importorskip("tflite", reason="the tflite package is not installed (pip install -e '.[tflite]')")
 
@@ -22,18 +23,6 @@ REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / "tests" / "vectors" / "tflite_streaming" / "ring_conv.tflite"
 KERNELS = ("reference", "builtin", "xnnpack")
 STEPS = 150
-
-
-def _interpreter(kernels):
-    pytest.importorskip("ai_edge_litert", reason="ai-edge-litert not installed (pip install -e '.[litert]')")
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
-    resolver = {"reference": OpResolverType.BUILTIN_REF,
-                "builtin": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
-                "xnnpack": OpResolverType.BUILTIN}[kernels]
-    it = Interpreter(model_path=str(MODEL), num_threads=1, experimental_op_resolver_type=resolver,
-                     experimental_preserve_all_tensors=kernels != "xnnpack")
-    it.allocate_tensors()
-    return it
 
 
 def test_import_makes_the_variable_graph_state():
@@ -58,7 +47,7 @@ def test_stream_equals_litert_step_by_step(kernels):
     y, states, traces = g.stream(frames, trace=True)
     assert y.shape == (STEPS, n_streams, 4) and states["ring_state"].shape == (STEPS, n_streams, 2, 8)
     for s in range(n_streams):
-        it = _interpreter(kernels)
+        it = litert_interpreter(MODEL, kernels)
         din, dout = it.get_input_details()[0], it.get_output_details()[0]
         write_index = g.meta["tflite_tensors"][entry["write"]]
         for t in range(STEPS):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,9 @@ import pytest
 import fxpsim
 from fxpsim.graph import edits
 from fxpsim.graph.ir import Datapath
+from same_tree import assert_same  # noqa: E402
+
+assert_same_nan = partial(assert_same, nan_equal=True)     # float traces hold NaN
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"
 TFLITE_MODELS = sorted(p.relative_to(VECTORS).as_posix() for p in VECTORS.glob("tflite_*/*.tflite"))
@@ -52,29 +56,13 @@ def _random_inputs(graph, n, seed=0):
     return out
 
 
-def _same(a, b, where):
-    if isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for k in a:
-            _same(a[k], b[k], f"{where}[{k!r}]")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (u, v) in enumerate(zip(a, b)):
-            _same(u, v, f"{where}[{i}]")
-    elif isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray), where
-        assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=True), where
-    else:
-        assert type(a) is type(b) and (a == b or (a != a and b != b)), (where, a, b)
-
-
 def _check_plan_equals_nodes(graph, x, datapath=None, traces=(False, True)):
     for trace in traces:
         planned = graph.run(x, datapath, trace=trace, keep=True)
         nodes = graph.run(x, datapath, trace=trace, keep=True, plan=False)
-        _same(planned, nodes, f"{graph.name} trace={trace}")
+        assert_same_nan(planned, nodes, f"{graph.name} trace={trace}")
         assert len(planned[2]) == len(nodes[2]) >= len(graph.nodes)
-    _same(graph.run(x, datapath), graph.run(x, datapath, plan=False), f"{graph.name} outputs")
+    assert_same_nan(graph.run(x, datapath), graph.run(x, datapath, plan=False), f"{graph.name} outputs")
 
 
 @pytest.mark.parametrize("kernels", KERNELS)
@@ -99,7 +87,7 @@ def test_mobilenet_blocks_on_other_datapaths_and_peaks(model):
     _check_plan_equals_nodes(g, x, SAT16, traces=(False, True, "peaks"))
     _check_plan_equals_nodes(g, x, fxpsim.preset("int8-acc16-wrap"))
     plan = g.compile(None, 3)
-    _same(plan.run(x, trace=True, keep=True), g.run(x, trace=True, keep=True, plan=False), "compiled plan")
+    assert_same_nan(plan.run(x, trace=True, keep=True), g.run(x, trace=True, keep=True, plan=False), "compiled plan")
     # the plan's MAC and ADD nodes run prepared steps (not the op's full run)
     prepared = sum(getattr(step, "__name__", "") == "step" for _, step, _, _ in plan.steps)
     assert prepared == sum(n.op in ("conv2d", "depthwise_conv2d", "fully_connected", "add") for n in g.nodes) > 0
@@ -151,7 +139,7 @@ def test_property_random_datapaths_plan_equals_node_by_node():
         dp = Datapath(accumulator_bits=bits, accumulator_overflow=overflow, accumulator_order=order,
                       bias_add=bias, overflow_at=at)
         x = _random_inputs(g, n, seed)
-        _same(g.run(x, dp, trace=True, keep=True), g.run(x, dp, trace=True, keep=True, plan=False), str(dp))
+        assert_same_nan(g.run(x, dp, trace=True, keep=True), g.run(x, dp, trace=True, keep=True, plan=False), str(dp))
     check()
 
 
@@ -175,7 +163,7 @@ def _edited_run_is_fresh(g, x, edit):
     edit(g)
     after = g.run(x, trace=True, keep=True)
     assert _plan_of(g, x) is not old and not old.valid()
-    _same(after, g.run(x, trace=True, keep=True, plan=False), "after the edit")
+    assert_same_nan(after, g.run(x, trace=True, keep=True, plan=False), "after the edit")
     with pytest.raises(ValueError, match="stale"):
         old.run(x)
     return before, after[0]
@@ -227,7 +215,7 @@ def test_edit_constant_codes(block):
     w.data.flags.writeable = True
     w.data[...] = 1
     assert not plan.valid()
-    _same(g.run(x, trace=True), g.run(x, trace=True, plan=False), "after writing the codes")
+    assert_same_nan(g.run(x, trace=True), g.run(x, trace=True, plan=False), "after writing the codes")
 
 
 def test_edit_meta_and_datapath_invalidate(block):
@@ -276,7 +264,7 @@ def test_unhashable_datapath_runs_node_by_node(block):
     g.__dict__.pop("_plans", None)
     got = g.run(x, Mutable(), trace=True)
     assert "_plans" not in g.__dict__
-    _same(got, g.run(x, SAT16, trace=True, plan=False), "unhashable datapath")
+    assert_same_nan(got, g.run(x, SAT16, trace=True, plan=False), "unhashable datapath")
 
 
 def test_pickled_and_copied_graphs_keep_tracking(block):
@@ -286,12 +274,12 @@ def test_pickled_and_copied_graphs_keep_tracking(block):
         assert "_plans" not in h.__dict__
         w = h.tensors[h.nodes[0].inputs[1]]
         assert not w.data.flags.writeable and not w.scale.flags.writeable
-        _same(h.run(x, trace=True), g.run(x, trace=True), "copy")
+        assert_same_nan(h.run(x, trace=True), g.run(x, trace=True), "copy")
         count = edits.EDITS[0]
         h.nodes[0].attrs["activation"] = "none"
         h.meta["datapath"]["rounding"] = "half_up"
         assert edits.EDITS[0] == count + 2
-        _same(h.run(x, trace=True), h.run(x, trace=True, plan=False), "edited copy")
+        assert_same_nan(h.run(x, trace=True), h.run(x, trace=True, plan=False), "edited copy")
 
 
 def test_prepared_steps_fall_back_when_the_fused_kernels_are_switched_off(block, monkeypatch):
@@ -301,5 +289,5 @@ def test_prepared_steps_fall_back_when_the_fused_kernels_are_switched_off(block,
     fast = plan.run(x, trace=True, keep=True)
     monkeypatch.setattr(conv_int8, "_k", None)          # the general accumulate + requantize path, and no table
     slow = plan.run(x, trace=True, keep=True)
-    _same(slow, g.run(x, trace=True, keep=True, plan=False), "kernels off")
-    _same(fast[0], slow[0], "outputs")
+    assert_same_nan(slow, g.run(x, trace=True, keep=True, plan=False), "kernels off")
+    assert_same_nan(fast[0], slow[0], "outputs")
