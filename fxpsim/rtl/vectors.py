@@ -170,6 +170,11 @@ def export_vectors(graph, directory, x, datapath=None, *, formats=("hex", "npy")
     bad = [f for f in formats if f not in FORMATS]
     if not formats or bad:
         raise ValueError(f"formats must be a non-empty subset of {', '.join(FORMATS)}; got {list(formats)}")
+    bad = next((n for n in (graph.name, *(nd.name for nd in graph.nodes), *graph.tensors) if not str(n).isascii()),
+               None)
+    if bad is not None:
+        raise ValueError(f"export_vectors: the name {bad!r} is not ASCII, and the vector files and SystemVerilog "
+                         "headers name the graph, its nodes and tensors in ASCII; rename it before exporting")
     trace_reqs = _parse_trace_requests(graph, mac_trace)
     dp_all = graph.default_datapath if datapath is None else datapath
     _, traces, kept = graph.run(x, dp_all, trace=True, keep=True)

@@ -334,6 +334,21 @@ def test_scalar_sequence_semantics():
                                                              "init+tree"]
 
 
+@pytest.mark.parametrize("where", ["graph", "node", "tensor"])
+def test_a_name_that_is_not_ascii_is_refused_before_any_file(tmp_path, where):
+    g = _conv_graph()
+    t = [TensorSpec(("d\u00e9" if where == "tensor" and s.name == "d" else s.name), s.bits, s.signed, s.shape,
+                    s.scale, s.zero_point, axis=s.axis, data=s.data) for s in g.tensors.values()]
+    n = [Node("conv\u00e9" if where == "node" and nd.name == "conv" else nd.name, nd.op, list(nd.inputs),
+              ["d\u00e9" if where == "tensor" and o == "d" else o for o in nd.outputs], dict(nd.attrs)) for nd in g.nodes]
+    out = "d\u00e9" if where == "tensor" else "d"
+    g = IntegerGraph(t, n, ["x"], [out], name="convs\u00e9" if where == "graph" else "convs")
+    x = np.zeros((1, 6, 6, 3), np.int8)
+    with pytest.raises(ValueError, match=r"export_vectors: the name '.*\u00e9' is not ASCII"):
+        export_vectors(g, tmp_path / "out", x)
+    assert not (tmp_path / "out").exists()
+
+
 def test_export_errors(digits, tmp_path):
     graph, x = digits
     with pytest.raises(ValueError, match="formats"):
