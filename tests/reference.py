@@ -46,7 +46,7 @@ from fractions import Fraction
 __all__ = [
     "ROUNDING_MODES", "DETERMINISTIC_ROUNDING_MODES", "OVERFLOW_MODES", "SC_Q_MODES", "SC_O_MODES",
     "RefFormat", "as_format", "code_range", "to_fraction",
-    "round_fraction", "overflow_int", "quantize_exact", "from_float", "cast",
+    "round_fraction", "overflow_int", "ref_max_pool", "quantize_exact", "from_float", "cast",
     "add", "sub", "mul", "neg", "abs_", "sum_", "sum_format",
     "add_format", "sub_format", "mul_format", "neg_format", "abs_format",
     "accumulate", "accumulate_tree",
@@ -446,3 +446,22 @@ def ref_quantize_multiplier(real: float, single: bool = False) -> tuple[int, int
     if single and e > 30:
         return INT32_MAX, 30
     return m, e
+
+
+def ref_max_pool(x, k, stride, pads, lo, hi, pad_value=None):
+    """Python ints, nested lists [n][oh][ow][c]: the maximum over each window of ``x`` (NHWC) clipped to
+    [lo, hi]; positions in the padding take ``pad_value``, or are left out of the window when it is None."""
+    n, h, w, ch = x.shape
+    (pt, pb), (pl, pr) = pads
+    oh, ow = (h + pt + pb - k[0]) // stride[0] + 1, (w + pl + pr - k[1]) // stride[1] + 1
+
+    def window(b, i, j, c):
+        for y in range(i * stride[0] - pt, i * stride[0] - pt + k[0]):
+            for z in range(j * stride[1] - pl, j * stride[1] - pl + k[1]):
+                if 0 <= y < h and 0 <= z < w:
+                    yield int(x[b, y, z, c])
+                elif pad_value is not None:
+                    yield pad_value
+
+    return [[[[min(hi, max(lo, max(window(b, i, j, c)))) for c in range(ch)] for j in range(ow)]
+             for i in range(oh)] for b in range(n)]

@@ -26,6 +26,7 @@ from fxpsim.frontends.onnx import mac_ops
 from fxpsim.frontends.onnx import ops as onnx_ops  # noqa: F401  (registers the ONNX graph ops)
 from fxpsim.frontends.onnx.importer import ONNXRUNTIME_DATAPATH
 from fxpsim.graph.ir import IntegerGraph, Node, TensorSpec
+from reference import ref_max_pool  # noqa: E402
 from same_tree import assert_same  # noqa: E402
 
 onnx = pytest.importorskip("onnx", reason="onnx not installed (pip install -e '.[onnx]')")
@@ -318,23 +319,6 @@ def test_an_overflow_log_sees_the_same_events_through_the_plan(name):
 
 
 # ------------------------------------------------------------------------------------------ max pool
-def _ref_max_pool(x, k, s, pads, lo, hi, pad_value):
-    """Python ints: the maximum over each window of the input padded with ``pad_value``, clipped to [lo, hi]."""
-    n, h, w, c = x.shape
-    (pt, pb), (pl, pr) = pads
-    oh, ow = (h + pt + pb - k[0]) // s[0] + 1, (w + pl + pr - k[1]) // s[1] + 1
-    out = np.zeros((n, oh, ow, c), np.int64)
-    for b in range(n):
-        for i in range(oh):
-            for j in range(ow):
-                for ch in range(c):
-                    vals = [int(x[b, r, q, ch]) if 0 <= r < h and 0 <= q < w else pad_value
-                            for r in range(i * s[0] - pt, i * s[0] - pt + k[0])
-                            for q in range(j * s[1] - pl, j * s[1] - pl + k[1])]
-                    out[b, i, j, ch] = min(max(max(vals), lo), hi)
-    return out
-
-
 def _max_pool_graph(bits, signed, x_shape, attrs, out_hw):
     x = TensorSpec("x", bits, signed, x_shape, scale=[0.1], zero_point=[-5 if signed else 7])
     y = TensorSpec("y", bits, signed, out_hw + x_shape[2:], scale=[0.1], zero_point=[-5 if signed else 7])
@@ -366,7 +350,7 @@ def test_max_pool_plan_against_python_ints(bits, signed, x_shape, attrs, pads, c
     x.reshape(4, -1)[:, :2] = (int(info.min), int(info.max))
     x = x.astype(info.dtype)
     lo, hi = clamp or (int(info.min), int(info.max))
-    want = _ref_max_pool(x, k, s, pads, lo, hi, int(info.min))
+    want = ref_max_pool(x, k, s, pads, lo, hi, int(info.min))
     by_node = g.run(x, plan=False)
     assert by_node.dtype == info.dtype and np.array_equal(by_node, want)
     plan = g.compile(batch_shape=4)
@@ -390,5 +374,5 @@ def test_max_pool_plan_edited_after_compiling_is_stale():
     with pytest.raises(ValueError, match="stale"):
         plan.run(x)
     after = g.run(x)
-    assert np.array_equal(after, _ref_max_pool(x, (2, 2), (1, 1), ((1, 0), (1, 0)), -128, 127, -128))
+    assert np.array_equal(after, ref_max_pool(x, (2, 2), (1, 1), ((1, 0), (1, 0)), -128, 127, -128))
     assert np.array_equal(after, g.run(x, plan=False)) and not np.array_equal(after, before)

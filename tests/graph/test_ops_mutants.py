@@ -16,6 +16,7 @@ import pytest
 from fxpsim.graph import IntegerGraph, Node, TensorSpec
 from fxpsim.graph.ir import Datapath
 from fxpsim.graph.ops import OPS, run_node, run_node_float
+from reference import ref_max_pool
 
 
 def _acc(values, bits, overflow):
@@ -159,22 +160,6 @@ def test_avg_pool_float_reference_with_a_stride_and_same_padding():
             [(8 + 16 + 64 + 128) / 4, (16 + 32 + 128 + 256) / 4, (32 + 256) / 2],
             [(64 + 128) / 2, (128 + 256) / 2, 256.0]]
     assert y.shape == (1, 3, 3, 1) and y[0, :, :, 0].tolist() == want
-
-
-def ref_max_pool(x, k, stride, pads, lo, hi):
-    n, h, w, ch = x.shape
-    (pt, pb), (pl, pr) = pads
-    oh, ow = (h + pt + pb - k[0]) // stride[0] + 1, (w + pl + pr - k[1]) // stride[1] + 1
-    out = np.zeros((n, oh, ow, ch), np.int64)
-    for b in range(n):
-        for i in range(oh):
-            for j in range(ow):
-                for c in range(ch):
-                    vals = [int(x[b, y, z, c]) for u in range(k[0]) for v in range(k[1])
-                            for y, z in [(i * stride[0] + u - pt, j * stride[1] + v - pl)]
-                            if 0 <= y < h and 0 <= z < w]
-                    out[b, i, j, c] = min(hi, max(lo, max(vals)))
-    return out
 
 
 @pytest.mark.parametrize("attrs, out_shape, k, stride, pads, lo, hi", [
