@@ -6,8 +6,12 @@ and once writing into reused buffers (``out=``, what TensorFlow's caching alloca
 amounts to), plus the one-pass ``_fused`` variant -- beside a plain numpy expression of the
 same computation and, when installed, TensorFlow and PyTorch (never required), all in the
 same run.
-Reference figures measured on the project machine: TensorFlow 15.6 ms, PyTorch 97 ms,
-naive numpy 31 ms.  Run: ``python benchmarks/bench_quantizers.py [--n 10000000] [--repeat 7]``.
+TensorFlow runs its CPU kernels on one intra-op and one inter-op thread; every ratio is to the
+figures of this run (``vs TF`` is "-" without TensorFlow).  TensorFlow is heavy and never a
+dependency: run the benchmark with a Python that has it and sees this checkout, e.g.
+``python -m venv /work/scratch/tfvenv && /work/scratch/tfvenv/bin/pip install tensorflow-cpu``, then
+``PYTHONPATH=. /work/scratch/tfvenv/bin/python benchmarks/bench_quantizers.py`` (after building in place).
+Run: ``python benchmarks/bench_quantizers.py [--n 10000000] [--repeat 7]``.
 """
 from __future__ import annotations
 
@@ -74,6 +78,8 @@ def main() -> None:
     }
     try:
         import tensorflow as tf
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
         tx, tdy = tf.constant(x), tf.constant(dy)
 
         def tf_step():
@@ -97,14 +103,16 @@ def main() -> None:
         pass
 
     numpy_ms = results["naive numpy expression"]
+    tf_ms = results.get("TensorFlow")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"forward + backward of fake_quant_with_min_max_vars, n = {args.n:,} float32, one thread "
-          f"(best of {args.repeat})")
+          f"(best of {args.repeat}; load average {load:.1f})")
+    print(f"  {'':44s} {'ms':>8s}   {'vs numpy':>8s}   {'vs TF':>6s}   (ratios: the peer's time / this row's)")
     for label, ms in results.items():
-        print(f"  {label:44s} {ms:8.2f} ms   {numpy_ms / ms:5.2f}x faster than numpy   "
-              f"{15.6 / ms:5.2f}x TF's 15.6 ms")
-    print("(the TF/numpy reference figures were measured on an idle machine: compare the ratios "
-          "to the numpy line of this run when the machine is busy)")
-
+        vs_tf = f"{tf_ms / ms:5.2f}x" if tf_ms else "     -"
+        print(f"  {label:44s} {ms:8.2f}   {numpy_ms / ms:7.2f}x   {vs_tf}")
+    if tf_ms is None:
+        print("(TensorFlow is not installed in this Python: no TF column; see the docstring)")
 
 if __name__ == "__main__":
     main()

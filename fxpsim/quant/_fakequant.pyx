@@ -12,7 +12,9 @@ so results are bit-exact with TF's CPU kernels:
     dx      = dy * [nudged_min <= x <= nudged_max]   (a product, so 0 * negative dy = -0 as in TF)
     d_min   = sum(dy * [x < nudged_min]),  d_max = sum(dy * [x > nudged_max])
 
-Floating-point contraction (FMA) is switched off for this file so that
+The per-tensor loops are C (``_fakequant_kernels.h``: compiled for AVX-512, AVX2 and
+baseline x86-64, picked at load time, the same bits in each); the per-channel loops are
+here.  Floating-point contraction (FMA) is switched off for both so that
 ``a * b - c`` is rounded twice, as in TensorFlow's Eigen expressions; GCC may assume
 no FP traps (``-fno-trapping-math``, which changes no result) so that the selects
 vectorise.  NaN inputs
@@ -28,104 +30,20 @@ cdef extern from *:
     #endif
     """
 
-from libc.float cimport FLT_MIN
-from libc.math cimport fabsf
-
-cdef extern from *:
-    """
-    /* floor() for |v| < 2^31 without SSE4.1 (vectorises with SSE2): truncate, then step down. */
-    static inline float fxq_floor_small(float v) {
-        float t = (float)(int)v;
-        return t - (float)(t > v);      /* branch-free: random data would defeat the predictor */
-    }
-    """
-    float fxq_floor_small(float v) noexcept nogil
-
-
-cdef inline float _clamp_shifted(float x, float nudged_min, float nudged_max) noexcept nogil:
-    """clamp(x, nudged_min, nudged_max) - nudged_min, x flushed to 0 when subnormal (TF runs with DAZ)."""
-    cdef float v = 0.0 if fabsf(x) < FLT_MIN else x
-    v = v if v < nudged_max else nudged_max     # NaN -> nudged_max here; the caller restores NaN
-    v = v if v > nudged_min else nudged_min
-    return v - nudged_min
-
-
-cdef inline float _finish(float x, float level, float scale) noexcept nogil:
-    """level * scale; NaN when x is NaN.  (Never subnormal: the caller guarantees scale >= FLT_MIN.)"""
-    cdef float out = level * scale
-    return out if x == x else x
-
-
-cdef inline float _fake_quant_div(float x, float nudged_min, float nudged_max, float scale,
-                                  float quant_zero) noexcept nogil:
-    """The vars op: floor(shifted / scale - quant_zero + 0.5) * scale."""
-    cdef float half = 0.5
-    cdef float shifted = _clamp_shifted(x, nudged_min, nudged_max)
-    return _finish(x, fxq_floor_small(shifted / scale - quant_zero + half), scale)
-
-
-cdef inline float _fake_quant_mul(float x, float nudged_min, float nudged_max, float scale, float inv_scale,
-                                  float quant_zero) noexcept nogil:
-    """The args and per-channel ops: floor(shifted * inv_scale - quant_zero + 0.5) * scale."""
-    cdef float half = 0.5
-    cdef float shifted = _clamp_shifted(x, nudged_min, nudged_max)
-    return _finish(x, fxq_floor_small(shifted * inv_scale - quant_zero + half), scale)
+cdef extern from "_fakequant_kernels.h":
+    float fxq_flush(float x) noexcept nogil
+    float fxq_one(float x, float lo, float hi, float scale, float inv, float qz, int divide) noexcept nogil
+    void fxq_forward(const float* x, float* out, Py_ssize_t n, float lo, float hi, float scale, float inv,
+                     float qz, int divide) noexcept nogil
+    void fxq_backward(const float* dy, const float* x, float* dx, Py_ssize_t n, float lo, float hi,
+                      double* below, double* above, int level) noexcept nogil
+    int fxq_level() noexcept nogil
+    void fxq_fused_vars(const float* x, const float* dy, float* out, float* dx, Py_ssize_t n, float lo,
+                        float hi, float scale, float qz, double* below, double* above) noexcept nogil
 
 
 cdef enum:
-    LANES = 8        # independent double accumulators: the sums vectorise without reassociation
-    CHUNK = 16384    # elements per step of the one-pass kernel (its four 64 KiB slices stay in L2)
-
-
-cdef inline float _flush(float x) noexcept nogil:
-    return 0.0 if fabsf(x) < FLT_MIN else x       # NaN stays NaN
-
-
-cdef void _forward_ptr(const float* x, float* out, Py_ssize_t n, float nudged_min, float nudged_max, float scale,
-                       float inv_scale, float quant_zero, bint divide) noexcept nogil:
-    """out[i] := fake_quant(x[i]), i < n (one vectorised pass)."""
-    cdef Py_ssize_t i
-    if divide:
-        for i in range(n):
-            out[i] = _fake_quant_div(x[i], nudged_min, nudged_max, scale, quant_zero)
-    else:
-        for i in range(n):
-            out[i] = _fake_quant_mul(x[i], nudged_min, nudged_max, scale, inv_scale, quant_zero)
-
-
-cdef inline void _backward_lanes(const float* dy, const float* x, float* dx, Py_ssize_t count, float nudged_min,
-                                 float nudged_max, double* below, double* above) noexcept nogil:
-    """``count`` (<= LANES) elements of the gradient, element j feeding accumulator lane j."""
-    cdef Py_ssize_t j
-    cdef float v, g
-    cdef float one = 1.0, zero = 0.0
-    for j in range(count):
-        v = _flush(x[j])
-        g = dy[j]
-        dx[j] = g * (one if (v >= nudged_min and v <= nudged_max) else zero)
-        below[j] += <double>(g if v < nudged_min else zero)
-        above[j] += <double>(g if v > nudged_max else zero)
-
-
-cdef void _backward_ptr(const float* dy, const float* x, float* dx, Py_ssize_t n, float nudged_min,
-                        float nudged_max, double* below, double* above) noexcept nogil:
-    """dx[i] := dy[i] * [nudged_min <= x[i] <= nudged_max]; below/above[lane] += dy outside the range.
-
-    The lane accumulators are local copies (no aliasing with dx), written back at the end.
-    """
-    cdef double lanes_below[LANES]
-    cdef double lanes_above[LANES]
-    cdef Py_ssize_t j, start = 0
-    for j in range(LANES):
-        lanes_below[j] = below[j]
-        lanes_above[j] = above[j]
-    while start + LANES <= n:
-        _backward_lanes(&dy[start], &x[start], &dx[start], LANES, nudged_min, nudged_max, lanes_below, lanes_above)
-        start += LANES
-    _backward_lanes(&dy[start], &x[start], &dx[start], n - start, nudged_min, nudged_max, lanes_below, lanes_above)
-    for j in range(LANES):
-        below[j] = lanes_below[j]
-        above[j] = lanes_above[j]
+    LANES = 8        # the header's FXQ_LANES double accumulators of the gradient's sums
 
 
 cdef inline (double, double) _lane_totals(const double* below, const double* above) noexcept nogil:
@@ -143,11 +61,18 @@ def forward(const float[::1] x, float[::1] out, float nudged_min, float nudged_m
     if x.shape[0] == 0:
         return
     with nogil:
-        _forward_ptr(&x[0], &out[0], x.shape[0], nudged_min, nudged_max, scale, inv_scale, quant_zero, divide)
+        fxq_forward(&x[0], &out[0], x.shape[0], nudged_min, nudged_max, scale, inv_scale, quant_zero, divide)
 
 
-def backward(const float[::1] dy, const float[::1] x, float[::1] dx, float nudged_min, float nudged_max):
-    """dx := dy * [nudged_min <= x <= nudged_max]; returns (sum of dy below, sum of dy above) as doubles."""
+def simd_level():
+    """The gradient loop this CPU runs: 2 AVX-512, 1 AVX2, 0 scalar."""
+    return fxq_level()
+
+
+def backward(const float[::1] dy, const float[::1] x, float[::1] dx, float nudged_min, float nudged_max,
+             int level=-1):
+    """dx := dy * [nudged_min <= x <= nudged_max]; returns (sum of dy below, sum of dy above) as doubles.
+    ``level``: the loop (see :func:`simd_level`; at most the CPU's, -1 the best), for tests."""
     cdef double below[LANES]
     cdef double above[LANES]
     cdef Py_ssize_t j
@@ -156,25 +81,23 @@ def backward(const float[::1] dy, const float[::1] x, float[::1] dx, float nudge
         above[j] = 0.0
     if x.shape[0] > 0:
         with nogil:
-            _backward_ptr(&dy[0], &x[0], &dx[0], x.shape[0], nudged_min, nudged_max, below, above)
+            fxq_backward(&dy[0], &x[0], &dx[0], x.shape[0], nudged_min, nudged_max, below, above, level)
     return _lane_totals(below, above)
 
 
 def fused_vars(const float[::1] x, const float[::1] dy, float[::1] out, float[::1] dx, float nudged_min,
                float nudged_max, float scale, float quant_zero):
-    """Vars-op forward and gradient in one pass over memory (CHUNK elements at a time); returns (below, above)."""
+    """Vars-op forward and gradient in one pass over memory (FXQ_CHUNK elements at a time); returns (below, above)."""
     cdef double below[LANES]
     cdef double above[LANES]
-    cdef Py_ssize_t j, n = x.shape[0], start = 0, size
+    cdef Py_ssize_t j, n = x.shape[0]
     for j in range(LANES):
         below[j] = 0.0
         above[j] = 0.0
-    with nogil:
-        while start < n:
-            size = CHUNK if start + CHUNK <= n else n - start
-            _forward_ptr(&x[start], &out[start], size, nudged_min, nudged_max, scale, 1.0, quant_zero, True)
-            _backward_ptr(&dy[start], &x[start], &dx[start], size, nudged_min, nudged_max, below, above)
-            start += size
+    if n > 0:
+        with nogil:
+            fxq_fused_vars(&x[0], &dy[0], &out[0], &dx[0], n, nudged_min, nudged_max, scale, quant_zero,
+                           below, above)
     return _lane_totals(below, above)
 
 
@@ -189,8 +112,8 @@ def forward_per_channel(const float[:, ::1] x, float[:, ::1] out, const float[::
                 if both_zero[c]:
                     out[i, c] = 0.0
                 else:
-                    out[i, c] = _fake_quant_mul(x[i, c], nudged_min[c], nudged_max[c], scale[c], inv_scale[c],
-                                                quant_zero[c])
+                    out[i, c] = fxq_one(x[i, c], nudged_min[c], nudged_max[c], scale[c], inv_scale[c],
+                                        quant_zero[c], 0)
 
 
 def backward_per_channel(const float[:, ::1] dy, const float[:, ::1] x, float[:, ::1] dx,
@@ -210,7 +133,7 @@ def backward_per_channel(const float[:, ::1] dy, const float[:, ::1] x, float[:,
                 if both_zero[c]:
                     dx[i, c] = g
                     continue
-                v = _flush(x[i, c])
+                v = fxq_flush(x[i, c])
                 dx[i, c] = g * (one if (v >= nudged_min[c] and v <= nudged_max[c]) else zero)
                 if v < nudged_min[c]:
                     below[c] += g

@@ -47,6 +47,9 @@ def ref_fake_quant(x, lo, hi, num_bits, narrow, divide):
     quant_zero = F32(math.floor(F32(F32(-nmin) * inv) + F32(0.5)))
     out = []
     for v in np.asarray(x, F32).ravel():
+        if v != v:                                    # NaN in, NaN out
+            out.append(v)
+            continue
         if abs(v) < np.finfo(F32).tiny:
             v = F32(0)
         c = min(max(v, nmin), nmax)
@@ -325,3 +328,83 @@ def test_out_buffers_are_filled_and_checked():
     for bad in (np.empty(29), np.empty(28, F32), np.empty(58, F32)[::2]):
         with pytest.raises(ValueError, match="out must be"):
             fake_quant_with_min_max_vars(x, -6, 6, out=bad)
+
+
+# --------------------------------------------------------------------------- the vector loops
+def _lane_sums(dy, mask):
+    """The documented order of the gradient's sums: element i added to double lane i mod 8, then the eight
+    lanes summed in order (Python floats are doubles)."""
+    lanes = [0.0] * 8
+    for i, (g, m) in enumerate(zip(dy.tolist(), mask.tolist())):
+        lanes[i % 8] += g if m else 0.0
+    total = 0.0
+    for v in lanes:
+        total += v
+    return total
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 15, 16, 17, 1029])
+@pytest.mark.parametrize("lo, hi, num_bits, narrow", [(-3.0, 3.0, 8, False), (-0.37, 5.1, 4, True),
+                                                      (0.0, 1.0, 16, False)])
+def test_long_arrays_take_the_vector_loops(n, lo, hi, num_bits, narrow):
+    """Lengths around the AVX2 (8) and AVX-512 (16) steps, with subnormals, +-0, +-inf, NaN and the nudged
+    edges at random places: every element and both sums as the scalar model (the sums in its lane order,
+    to the bit, in double), for the forward ops, the gradient (also in place) and the one-pass kernel."""
+    from fxpsim.quant import _fakequant
+    rng = np.random.default_rng(n)
+    nmin, nmax, _, _ = ref_nudge(lo, hi, num_bits, narrow)
+    x = (rng.standard_normal(n) * 2 * max(abs(lo), abs(hi))).astype(F32)
+    specials = np.array([1e-45, -1e-45, -2e-38, 0.0, -0.0, np.inf, -np.inf, np.nan, nmin, nmax,
+                         np.nextafter(nmin, F32(-np.inf)), np.nextafter(nmax, F32(np.inf))], F32)
+    pos = rng.choice(n, min(n, specials.size), replace=False)
+    x[pos] = specials[:pos.size]
+    # exponents 2^-40..2^40: the double sums round, so their order shows
+    dy = np.ldexp(rng.standard_normal(n), rng.integers(-40, 41, n)).astype(F32)
+    dy[rng.choice(n, min(n, 3), replace=False)] = -0.0
+    for divide, op in ((True, fake_quant_with_min_max_vars), (False, fake_quant_with_min_max_args)):
+        np.testing.assert_array_equal(bits(op(x, lo, hi, num_bits, narrow)),
+                                      bits(ref_fake_quant(x, lo, hi, num_bits, narrow, divide)))
+    rdx, _, _ = ref_gradients(dy, x, lo, hi, num_bits, narrow)
+    xs = np.where(np.abs(x) < np.finfo(F32).tiny, F32(0), x)
+    want_below, want_above = _lane_sums(dy, xs < nmin), _lane_sums(dy, xs > nmax)
+    dx, dmin, dmax = fake_quant_with_min_max_vars_gradient(dy, x, lo, hi, num_bits, narrow)
+    np.testing.assert_array_equal(bits(dx), bits(rdx))
+    assert bits(dmin) == bits(F32(want_below)) and bits(dmax) == bits(F32(want_above))
+    for level in range(_fakequant.simd_level() + 1):              # scalar, AVX2, AVX-512 as the CPU has them
+        raw = np.empty_like(x)
+        assert _fakequant.backward(dy, x, raw, float(nmin), float(nmax), level) == (want_below, want_above)
+        np.testing.assert_array_equal(bits(raw), bits(rdx))
+    inplace = dy.copy()
+    _, d2, u2 = fake_quant_with_min_max_vars_gradient(inplace, x, lo, hi, num_bits, narrow, out=inplace)
+    np.testing.assert_array_equal(bits(inplace), bits(rdx))
+    assert (bits(d2), bits(u2)) == (bits(dmin), bits(dmax))
+    out, fdx, fmin, fmax = fake_quant_with_min_max_vars_fused(x, dy, lo, hi, num_bits, narrow)
+    np.testing.assert_array_equal(bits(out), bits(ref_fake_quant(x, lo, hi, num_bits, narrow, True)))
+    np.testing.assert_array_equal(bits(fdx), bits(rdx))
+    assert (bits(fmin), bits(fmax)) == (bits(dmin), bits(dmax))
+
+
+def test_one_pass_kernel_keeps_the_lanes_across_its_chunks():
+    """More than one 16384-element chunk of the one-pass kernel: its sums are the whole tensor's lane sums."""
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal(40_003) * 4).astype(F32)
+    dy = np.ldexp(rng.standard_normal(x.size), rng.integers(-40, 41, x.size)).astype(F32)
+    nmin, nmax, _, _ = ref_nudge(-3.0, 3.0, 8, False)
+    _, _, dmin, dmax = fake_quant_with_min_max_vars_fused(x, dy, -3.0, 3.0, 8)
+    assert bits(dmin) == bits(F32(_lane_sums(dy, x < nmin)))
+    assert bits(dmax) == bits(F32(_lane_sums(dy, x > nmax)))
+
+
+def test_gradient_sums_add_in_lane_order():
+    """Lane 0 holds 2^53, then 1, then -2^53 (elements 0, 16, 24; every x below the range): in the documented
+    order 2^53 + 1 rounds back to 2^53 and the sum is 0; any other order of elements 16 and 24 gives 1."""
+    x = np.full(40, -10.0, F32)
+    dy = np.zeros(40, F32)
+    dy[[0, 16, 24]] = [2.0 ** 53, 1.0, -2.0 ** 53]
+    assert _lane_sums(dy, np.ones(40, bool)) == 0.0
+    from fxpsim.quant import _fakequant
+    for level in range(_fakequant.simd_level() + 1):
+        assert _fakequant.backward(dy, x, np.empty_like(x), -3.0, 3.0, level)[0] == 0.0
+    for _, dmin, _ in (fake_quant_with_min_max_vars_gradient(dy, x, -3.0, 3.0),
+                       fake_quant_with_min_max_vars_fused(x, dy, -3.0, 3.0)[1:]):
+        assert dmin == 0.0
