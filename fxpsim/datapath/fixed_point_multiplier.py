@@ -200,12 +200,19 @@ def multiply_by_quantized_multiplier(acc, multiplier, shift, rounding: str = "do
     s = _per_channel(_int_array(shift, "shift"), n_ch, x.ndim, ax, "shift")
     _check_range(s, -31, 30, "shift")
     if rounding == "double":
-        left = np.maximum(s, 0)
-        shifted = _wrap_int32(x << left) if np.any(left) else x
-        return _rdbpot(_srdhm(shifted, m), np.maximum(-s, 0))
+        return _mbqm_double(x, m, s)
     if rounding == "single":
         if np.any(m < 0):
             raise ValueError("multiply_by_quantized_multiplier: single rounding needs multiplier >= 0")
         total = 31 - s
         return _wrap_int32((x * m + (np.int64(1) << (total - 1))) >> total)
     raise ValueError(f"rounding must be 'double' or 'single', got {rounding!r}")
+
+
+def _mbqm_double(x64: np.ndarray, m, s) -> np.ndarray:
+    r""":func:`multiply_by_quantized_multiplier` with double rounding on validated int64 values (int32 range) and
+    multipliers/shifts (ints, or arrays that broadcast against ``x64``):
+    :math:`\mathrm{RDBPOT}(\mathrm{SRDHM}(\mathrm{wrap}_{32}(x\,2^{\max(s,0)}), m), \max(-s, 0))`."""
+    left = np.maximum(s, 0)
+    shifted = _wrap_int32(x64 << left) if np.any(left) else x64
+    return _rdbpot(_srdhm(shifted, m), np.maximum(-s, 0))

@@ -372,14 +372,14 @@ def test_sub_hand_table():
 
 
 # --------------------------------------------------------------------------- MEAN
-def _ref_mean(x, axes, keepdims, p):
+def _ref_mean(x, axes, keepdims, p, lo=-128, hi=127):
     """Scalar big-integer QuantizedMeanOrSum."""
     n = int(np.prod([x.shape[a] for a in axes])) if axes else 1
     total = x.astype(object).sum(axis=tuple(axes), keepdims=keepdims) if axes else x.astype(object)
     k = min(n.bit_length() - 1, 32, 31 + p.shift)
     m, s = (p.multiplier << k) // n, p.shift - k
-    out = np.vectorize(lambda t: max(-128, min(127, ref_mbqm(ref_wrap32(int(t) - p.input_zero_point * n), m, s,
-                                                             "double") + p.output_zero_point)), otypes=[np.int64])
+    out = np.vectorize(lambda t: max(lo, min(hi, ref_mbqm(ref_wrap32(int(t) - p.input_zero_point * n), m, s,
+                                                          "double") + p.output_zero_point)), otypes=[np.int64])
     return out(total)
 
 
@@ -391,6 +391,21 @@ def test_mean_matches_big_integer_reference(shape, data, si, zi, so, zo, keepdim
                                     max_size=int(np.prod(shape)))), np.int8).reshape(shape)
     p = T.mean_params(si, zi, so, zo)
     np.testing.assert_array_equal(T.quantized_mean(x, axes, p, keepdims=keepdims), _ref_mean(x, axes, keepdims, p))
+
+
+@pytest.mark.parametrize("fill, zi", [(32767, -1000), (-32768, -1000), (None, -32768), (None, 0)])
+def test_mean_int16_sums_that_wrap_int32(fill, zi):
+    """70,000 int16 codes: the int32 sum wraps (|S| up to 2.3e9), and S - z n wraps again or back (z = -32768), as in
+    TFLite; the plan built once for the shape gives the same codes on the int16 codes and on int64 ones."""
+    rng = np.random.default_rng(3)
+    x = (np.full((2, 70_000), fill, np.int16) if fill is not None
+         else rng.integers(20_000, 32_768, (2, 70_000)).astype(np.int16))
+    p = T.mean_params(0.5, zi, 0.25, 17, dtype=np.int16)
+    want = _ref_mean(x, [1], False, p, -32768, 32767)
+    np.testing.assert_array_equal(T.quantized_mean(x, 1, p), want)
+    plan = T.mean_plan(x.shape, [1], p)
+    np.testing.assert_array_equal(plan(x), want)
+    np.testing.assert_array_equal(plan(x.astype(np.int64)), want)
 
 
 def test_mean_hand_table():

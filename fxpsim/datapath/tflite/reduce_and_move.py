@@ -1,18 +1,18 @@
 """TFLite MEAN, MAX_POOL_2D, PAD and CONCATENATION."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..integer_ops import _clamp_range, _explicit_padding, _pair
-from ..requantize import (
-    _srdhm, _wrap_int32, multiply_by_quantized_multiplier, quantize_multiplier,
-)
+from ..fixed_point_multiplier import _mbqm_double
+from ..requantize import _srdhm, _wrap_int32, quantize_multiplier
 from ._common import _check_mbqm_shift, _clamp, _codes, _dtype, _kernels, _round_half_away, _scale, _to_int32, _zero_point
 from .quantize import _QUANT_TYPES, requantize_params, requantize_tflite
 
-__all__ = ['MeanParams', 'mean_params', 'quantized_mean', 'quantized_max_pool2d', 'quantized_concatenation', 'quantized_pad']
+__all__ = ['MeanParams', 'mean_params', 'mean_plan', 'quantized_mean', 'quantized_max_pool2d', 'quantized_concatenation', 'quantized_pad']
 
 
 # --------------------------------------------------------------------------- MEAN
@@ -74,30 +74,49 @@ def quantized_mean(x, axis, params: MeanParams, *, keepdims: bool = False, kerne
     nothing (:math:`n = 1`).  LiteRT's reference MEAN has no special case for the H, W reduction of 4-D
     tensors; its optimized kernel does, for int8 with ``keep_dims`` (``kernels="builtin"``:
     :func:`_mean_hw_builtin`; other reductions are the reference arithmetic there).
-    ``kernels="xnnpack"``: see :func:`_mean_xnnpack`.
+    ``kernels="xnnpack"``: see :func:`_mean_xnnpack`.  The arithmetic is :func:`mean_plan`'s.
     """
     _kernels(kernels)
     if not isinstance(params, MeanParams):
         raise TypeError(f"params must be MeanParams (from mean_params), got {type(params).__name__}")
     arr = _codes(x, params.dtype)
-    axes = _axes(axis, arr.ndim)
-    n = int(np.prod([arr.shape[a] for a in axes], dtype=np.int64)) if axes else 1
-    if n == 0 or arr.size == 0:
+    return mean_plan(arr.shape, axis, params, keepdims=keepdims, kernels=kernels)(arr)
+
+
+def mean_plan(shape, axis, params: MeanParams, *, keepdims: bool = False, kernels: str = "reference"):
+    """:func:`quantized_mean` for inputs of ``shape`` with what depends on the shape, axes, parameters and kernel set
+    alone (the element count, the folded multiplier, the checks) derived once: a function of the integer codes
+    (``params.dtype`` or int64, of ``shape``) returning the output codes, bit for bit :func:`quantized_mean`'s."""
+    _kernels(kernels)
+    shape = tuple(int(d) for d in shape)
+    axes = _axes(axis, len(shape))
+    n = math.prod(shape[a] for a in axes)
+    if n == 0 or math.prod(shape) == 0:
         raise ValueError("quantized_mean: the input or the reduced axes are empty")
     if kernels == "xnnpack":
-        return _mean_xnnpack(arr, axes, n, params, keepdims)
-    if kernels == "builtin" and keepdims and arr.ndim == 4 and sorted(axes) == [1, 2] and params.dtype == np.int8:
-        return _mean_hw_builtin(arr, n, params)
-    total = _wrap_int32(np.sum(arr, axis=axes, keepdims=keepdims)) if axes else arr
+        return _mean_xnnpack(axes, n, params, keepdims)
+    if kernels == "builtin" and keepdims and len(shape) == 4 and sorted(axes) == [1, 2] and params.dtype == np.int8:
+        return _mean_hw_builtin(n, params)
     k = min(n.bit_length() - 1, 32, 31 + params.shift)
     m = (params.multiplier << k) // n if k >= 0 else params.multiplier >> -k
     s = params.shift - k
     _check_mbqm_shift(s, "quantized_mean")
-    v = multiply_by_quantized_multiplier(_wrap_int32(total - params.input_zero_point * n), m, s)
-    return _clamp(v + params.output_zero_point, params.dtype)
+    info = np.iinfo(params.dtype)
+    widest = max(-int(info.min), int(info.max))
+    zin, zout = params.input_zero_point, params.output_zero_point
+    # wrap32(wrap32(S) - z n) = wrap32(S - z n): one wrap of the exact int64 difference, where it can leave int32
+    wrap = n * (widest + abs(zin)) >= 1 << 31
+    lo, hi, dtype = int(info.min), int(info.max), params.dtype
+
+    def run(arr):
+        total = np.sum(arr, axis=axes, keepdims=keepdims, dtype=np.int64) if axes else arr.astype(np.int64)
+        total = total - zin * n
+        v = _mbqm_double(_wrap_int32(total) if wrap else total, m, s)
+        return np.clip(v + zout, lo, hi).astype(dtype)
+    return run
 
 
-def _mean_hw_builtin(arr, n, params):
+def _mean_hw_builtin(n, params):
     r"""LiteRT's optimized int8 MEAN over H, W of a 4-D tensor with ``keep_dims`` (``optimized_integer_ops::Mean``,
     one thread, x86-64 build with NEON_2_SSE).  Everything from float32 scales:
 
@@ -111,7 +130,7 @@ def _mean_hw_builtin(arr, n, params):
 
     with :math:`S_c` the sum of the raw codes; :math:`R` is ``MultiplyByQuantizedMultiplier4Rows``
     (rounding shift, ties up) for channels in whole blocks of 16, ``MultiplyByQuantizedMultiplier``
-    for the rest.
+    for the rest.  Returns the function of the codes.
     """
     f32 = np.float32
     si, so = f32(params.input_scale), f32(params.output_scale)
@@ -120,27 +139,37 @@ def _mean_hw_builtin(arr, n, params):
     bias = params.output_zero_point - int(np.trunc(t))
     m, s = quantize_multiplier(float(si / (f32(n) * so)))
     _check_mbqm_shift(s, "quantized_mean")
-    total = _wrap_int32(np.sum(arr, axis=(1, 2), keepdims=True))
-    vec = arr.shape[3] // 16 * 16
-    head = _srdhm(_wrap_int32(total[..., :vec] << max(s, 0)), m)
-    if s < 0:
-        head = (head + (1 << (-s - 1))) >> -s
-    tail = multiply_by_quantized_multiplier(total[..., vec:], m, s)
-    return _clamp(np.concatenate([head, tail], axis=-1) + bias, params.dtype)
+    info = np.iinfo(params.dtype)
+    lo, hi, dtype = int(info.min), int(info.max), params.dtype
+
+    def run(arr):
+        total = _wrap_int32(np.sum(arr, axis=(1, 2), keepdims=True, dtype=np.int64))
+        vec = arr.shape[3] // 16 * 16
+        head = _srdhm(_wrap_int32(total[..., :vec] << max(s, 0)), m)
+        if s < 0:
+            head = (head + (1 << (-s - 1))) >> -s
+        tail = _mbqm_double(total[..., vec:], m, s)
+        return np.clip(np.concatenate([head, tail], axis=-1) + bias, lo, hi).astype(dtype)
+    return run
 
 
-def _mean_xnnpack(arr, axes, n, params, keepdims):
+def _mean_xnnpack(axes, n, params, keepdims):
     r"""XNNPACK's quantized mean: the int32 sum :math:`S` of the codes, then its reference int32 -> qs8
     convert with :math:`c = \mathrm{fl}_{32}(\mathrm{fl}_{32}(s_{in}/s_{out}) \cdot \mathrm{fl}_{32}(1/n))` and
     :math:`z' = \mathrm{fl}_{32}(z_{out} - \mathrm{fl}_{32}(\mathrm{fl}_{32}(n z_{in}) c))`:
-    :math:`y = \mathrm{clamp}(\mathrm{rhe}(\mathrm{fl}_{32}(\mathrm{fl}_{32}(S) c + z')))`."""
+    :math:`y = \mathrm{clamp}(\mathrm{rhe}(\mathrm{fl}_{32}(\mathrm{fl}_{32}(S) c + z')))`.  Returns the function of
+    the codes."""
     f32 = np.float32
-    total = np.sum(arr, axis=axes, keepdims=keepdims) if axes else arr
     c = f32(f32(params.input_scale) / f32(params.output_scale)) * (f32(1) / f32(n))
     zp = f32(params.output_zero_point) - f32(f32(n) * f32(params.input_zero_point)) * c
-    v = total.astype(np.float32) * c + zp
     info = np.iinfo(params.dtype)
-    return np.clip(np.rint(v), info.min, info.max).astype(params.dtype)
+    lo, hi, dtype = info.min, info.max, params.dtype
+
+    def run(arr):
+        total = np.sum(arr, axis=axes, keepdims=keepdims, dtype=np.int64) if axes else arr
+        v = total.astype(np.float32) * c + zp
+        return np.clip(np.rint(v), lo, hi).astype(dtype)
+    return run
 
 
 # --------------------------------------------------------------------------- data movement

@@ -269,11 +269,34 @@ def _mean_run(graph, node, ins, dp, trace):
     return [out], _no_trace()
 
 
+def _mean_prepare(graph, node, dp, in_shapes):
+    """A compiled plan's step of ``tflite_mean``: :func:`~fxpsim.datapath.tflite.mean_plan` built once for the
+    input's shape (the element count, the folded multiplier, the checks); another input runs the node."""
+    if in_shapes[0] is None:
+        return None
+    x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
+    kern = _kernels(graph)
+    params = _cached(graph, node, "mean", lambda: K.mean_params(*_q(x), *_q(y), dtype=y.dtype))
+    shape = tuple(in_shapes[0])
+    try:
+        plan = K.mean_plan(shape, _batch_axes(node), params, keepdims=bool(node.attrs.get("keep_dims", False)),
+                           kernels=kern)
+    except (ValueError, NotImplementedError):
+        return None                                   # the node's run raises it, named
+
+    def step(ins, trace):
+        a = ins[0]
+        if not isinstance(a, np.ndarray) or a.shape != shape or a.dtype != params.dtype:
+            return _mean_run(graph, node, ins, dp, trace)
+        return [plan(a)], _no_trace()
+    return step
+
+
 def _mean_float(graph, node, ins):
     return [np.mean(ins[0], axis=_batch_axes(node), keepdims=bool(node.attrs.get("keep_dims", False)))]
 
 
-register_op(Op("tflite_mean", _mean_run, _mean_float, _check_io(1)))
+register_op(Op("tflite_mean", _mean_run, _mean_float, _check_io(1), prepare=_mean_prepare))
 
 
 # ----------------------------------------------------------------------------------------- PAD / CONCATENATION
