@@ -135,7 +135,7 @@ def _run_inputs(args):
     _check_out(args.out)
     from ._cli_float import load_model_for
     config = _load_config(args.config or "tflite-int8")
-    model = load_model_for(args.model, config)        # a float .onnx file on a float target: its FloatGraph
+    model = load_model_for(args.model, config)        # a float .onnx / .tflite file on a float target: its FloatGraph
     x, y, xc = _load_data(args, model)
     return config, model, x, y, xc
 

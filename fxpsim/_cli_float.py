@@ -2,9 +2,9 @@
 when a float datapath meets an integer model (or the reverse), digits for a float graph, ``--grid`` parsing
 and ``fxpsim sweep`` on a float target (:func:`fxpsim.hardware.float_sweep.sweep_float`).
 
-A float target (``--config`` with ``weights.format``, ``activations.format``, ``accumulator.preset``) reads a
-``.onnx`` file with :func:`fxpsim.import_float_model`; a quantized ``.onnx`` / ``.tflite`` file or a saved
-integer graph on it is a usage error (exit 2), and so is a float ``.onnx`` file on an integer target.
+A float target (``--config`` with ``weights.format``, ``activations.format``, ``accumulator.preset``) reads a float
+``.onnx`` or ``.tflite`` file with :func:`fxpsim.import_float_model`; a quantized ``.onnx`` / ``.tflite`` file or a
+saved integer graph on it is a usage error (exit 2), and so is a float model file on an integer target.
 """
 from __future__ import annotations
 
@@ -23,13 +23,18 @@ def _is_float(config) -> bool:
     return is_float_datapath(config)
 
 
-def _onnx_quantized(path: str):
-    """The quantized ops of a plain ``.onnx`` file, or ``None`` for another kind of file."""
-    if not (os.path.isfile(path) and path.lower().endswith(".onnx")):
+def _quantized_parts(path: str):
+    """The quantized parts of a plain ``.onnx`` (its quantized ops) or ``.tflite`` file (its quantized tensors and
+    operators), or ``None`` for another kind of file: an empty list is a float model."""
+    if not (os.path.isfile(path) and path.lower().endswith((".onnx", ".tflite"))):
         return None
     try:
         from .frontends import _reader_of
-        if _reader_of(path) != "onnx":
+        reader = _reader_of(path)
+        if reader == "tflite":
+            from .frontends.tflite.float_graph import quantized_tensors
+            return quantized_tensors(path)
+        if reader != "onnx":
             return None
         from .frontends.onnx.float_graph import quantized_ops
         return quantized_ops(path)
@@ -40,11 +45,11 @@ def _onnx_quantized(path: str):
 
 
 def load_model_for(path: str, config):
-    """``--model`` for ``config``: a float ``.onnx`` as a FloatGraph on a float target, anything else as
-    :func:`~fxpsim._cli_commands._load_model` reads it; a model of the other kind is a :class:`UsageError`."""
-    quantized = _onnx_quantized(path)
+    """``--model`` for ``config``: a float ``.onnx`` or ``.tflite`` as a FloatGraph on a float target, anything else
+    as :func:`~fxpsim._cli_commands._load_model` reads it; a model of the other kind is a :class:`UsageError`."""
+    quantized = _quantized_parts(path)
     floating = _is_float(config)
-    if quantized is not None and not quantized:            # a float .onnx file
+    if quantized is not None and not quantized:            # a float .onnx / .tflite file
         if not floating:
             raise UsageError(f"{path} is a float model (no quantized ops) and --config {config.name} an integer "
                              f"target: give {_HOW}")
@@ -55,12 +60,13 @@ def load_model_for(path: str, config):
             raise UsageError(f"cannot load model {path}: {str(exc).splitlines()[0]}") from None
     if floating and quantized:
         raise UsageError(f"--config {config.name} is a float datapath, but {path} is a quantized model "
-                         f"({', '.join(quantized)}): simulate it on an integer target (e.g. --config tflite-int8)")
+                         f"({', '.join(quantized[:3])}{', ...' if len(quantized) > 3 else ''}): simulate it on an "
+                         "integer target (e.g. --config tflite-int8)")
     model = _load_model(path)
     if floating and hasattr(model, "nodes"):
         raise UsageError(f"--config {config.name} is a float datapath, but {path} is an integer graph (integer "
                          "codes): simulate it on an integer target (e.g. --config tflite-int8), or give the float "
-                         ".onnx model")
+                         ".onnx / .tflite model")
     return model
 
 

@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     simulate = sub.add_parser("simulate", help="simulate a model on a hardware config",
                               description="Simulate a model (fxpsim model or graph .npz, .tflite, .onnx) on a "
-                              "preset or TOML config and print the per-node report (a float .onnx model on "
+                              "preset or TOML config and print the per-node report (a float .onnx or .tflite model on "
                               "a float datapath config: the per-layer float report). Nothing is written "
                               "unless --out is given.")
     simulate.add_argument("--model", required=True, help=_MODEL_HELP)
@@ -192,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 _MODEL_HELP = ("fxpsim model (.npz from fxpsim.train.save_model), integer graph (.npz from IntegerGraph.save), "
-               "a quantized .tflite / .onnx file, or (with a float datapath --config) a float .onnx file")
+               "a quantized .tflite / .onnx file, or (with a float datapath --config) a float .onnx / .tflite file")
 
 
 def _data_args(p):

@@ -1,4 +1,4 @@
-"""The command line on float datapaths: ``fxpsim simulate`` / ``fxpsim sweep`` of a float .onnx model on a float
+"""The command line on float datapaths: ``fxpsim simulate`` / ``fxpsim sweep`` of a float .onnx (and .tflite) model on a float
 target (exit codes, the HTML written, the conclusion), and the one-line exit-2 errors for a float datapath on an
 integer model, an integer target on a float model, unknown grid keys and malformed --grid values."""
 from __future__ import annotations
@@ -47,6 +47,17 @@ def test_simulate_a_float_onnx_model_writes_the_float_report(files, capsys):
     assert {r["accumulator"] for r in saved["layers"]} == {"h100-fp8"}
 
 
+def test_simulate_a_float_tflite_model(files, capsys):
+    np.save(files / "xt.npy", (np.random.default_rng(1).integers(-4, 5, (16, 6, 6, 2)) / 4).astype(np.float32))
+    out = files / "rt"
+    assert main(["simulate", "--model", "tests/vectors/tflite_float/grid_cnn.tflite", "--config",
+                 str(files / "fp8.toml"), "--data", str(files / "xt.npy"), "--out", str(out)]) == 0
+    saved = json.loads((out / "report.json").read_text())
+    assert [r["name"] for r in saved["layers"]] == ["grid_cnn_1/conv1_1/Relu", "grid_cnn_1/dw2_1/Relu6",
+                                                    "grid_cnn_1/fc3_1/MatMul", "StatefulPartitionedCall_1:0"]
+    assert {r["accumulator"] for r in saved["layers"]} == {"h100-fp8"}
+
+
 def test_float_and_integer_mismatches_are_one_line_exit_2(files, capsys):
     x = str(files / "x.npy")
     err = _error(capsys, ["simulate", "--model", CNN, "--data", x])              # default tflite-int8
@@ -55,7 +66,13 @@ def test_float_and_integer_mismatches_are_one_line_exit_2(files, capsys):
     assert "is a float datapath" in err and "quantized model (QGemm" in err
     err = _error(capsys, ["simulate", "--model", "tests/vectors/tflite_models/conv_block.tflite", "--config",
                           str(files / "fp8.toml"), "--data", x])
+    assert "is a float datapath" in err and "is a quantized model (tensor " in err and ", ...)" in err
+    import fxpsim
+    fxpsim.import_model("tests/vectors/tflite_models/conv_block.tflite").save(files / "g.npz")
+    err = _error(capsys, ["simulate", "--model", str(files / "g.npz"), "--config", str(files / "fp8.toml"), "--data", x])
     assert "is a float datapath" in err and "is an integer graph" in err
+    err = _error(capsys, ["simulate", "--model", "tests/vectors/tflite_float/grid_cnn.tflite", "--data", x])
+    assert "grid_cnn.tflite is a float model" in err and "float datapath --config" in err
     err = _error(capsys, ["sweep", "--model", CNN, "--config", "tflite-int8", "--data", x, "--acc-bits", "16"])
     assert "is a float model" in err
 

@@ -15,7 +15,8 @@ import os
 # public name -> module of this package that defines it (imported on first use)
 _LAZY = {"import_tflite": "tflite.importer", "tflite_coverage": "tflite.coverage", "import_onnx": "onnx.importer",
          "onnx_coverage": "onnx.coverage", "onnxruntime_cpu": "onnx.importer",
-         "import_qonnx": "qonnx.importer", "Hls4mlModel": "hls4ml.model", "import_float_onnx": "onnx.float_graph"}
+         "import_qonnx": "qonnx.importer", "Hls4mlModel": "hls4ml.model", "import_float_onnx": "onnx.float_graph",
+         "import_float_tflite": "tflite.float_graph"}
 
 __all__ = ["import_model", "import_float_model", "model_coverage"] + list(_LAZY)
 
@@ -53,11 +54,14 @@ def import_model(path, **options):
 def import_float_model(path):
     """Read a float (non-quantized) model into a :class:`~fxpsim.graph.extract.FloatGraph`, to run on a float
     datapath (``fxpsim.simulate(graph, "float-target.toml", x)``): ``.onnx`` files go to
-    :func:`fxpsim.frontends.onnx.float_graph.import_float_onnx`.  Float ``.tflite`` models are not read yet
-    (a ValueError says so)."""
+    :func:`fxpsim.frontends.onnx.float_graph.import_float_onnx`, ``.tflite`` files to
+    :func:`fxpsim.frontends.tflite.float_graph.import_float_tflite`; a QONNX file is a ValueError."""
     reader = _reader_of(path)
+    if reader == "tflite":
+        from .tflite.float_graph import import_float_tflite
+        return import_float_tflite(path)
     if reader != "onnx":
-        raise ValueError(f"{os.fspath(path)}: float models are read from .onnx files only (not {reader})")
+        raise ValueError(f"{os.fspath(path)}: float models are read from .onnx and .tflite files (not {reader})")
     from .onnx.float_graph import import_float_onnx
     return import_float_onnx(path)
 

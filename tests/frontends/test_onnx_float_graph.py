@@ -167,7 +167,7 @@ def test_bad_models_name_the_node(tmp_path):
         fxpsim.import_float_model(VEC.parent / "onnx_models" / "float_cnn.onnx")
     with pytest.raises(ValueError, match="a quantized model .*read it with fxpsim.import_onnx"):
         fxpsim.import_float_model(VEC.parent / "onnx_models" / "qs_cnn_qdq_s8_pc.onnx")
-    with pytest.raises(ValueError, match="from .onnx files only"):
+    with pytest.raises(ValueError, match="a quantized model .*read it with fxpsim.import_tflite"):
         fxpsim.import_float_model(VEC.parent / "tflite_int8" / "conv.tflite")
 
 

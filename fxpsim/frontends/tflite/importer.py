@@ -253,7 +253,8 @@ class _Builder(LayerOps, ShapeOps, ReorderOps, StateOps, MathOps, TransposeConvO
             kinds = sorted({self.type_name(t["index"]) for t in self.t if t["index"] not in self.static})
             raise ValueError(f"{self.path}: a float (non-quantized) model: its activations are {', '.join(kinds)}; "
                              f"fxpsim imports full-integer int8 models (TFLiteConverter with "
-                             f"representative_dataset and TFLITE_BUILTINS_INT8)")
+                             f"representative_dataset and TFLITE_BUILTINS_INT8) as integer graphs; a float model "
+                             f"reads with fxpsim.import_float_model, to run on a float datapath")
         err = unsupported_error(analyse(m, self.path, (self.kernels,)), self.kernels)
         if err is not None:
             raise err
