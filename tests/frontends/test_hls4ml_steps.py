@@ -133,6 +133,31 @@ def test_table_mac_equals_python_integer_sums(overflow, mode, use_kernel):
     np.testing.assert_array_equal(small(codes), _ref_sums(codes, table // 40, -5, bias // 4, -128, 127, mode, 8))
 
 
+@pytest.mark.parametrize("word, narrow", [(12, True), (30, True), (31, False), (32, False)])
+@pytest.mark.parametrize("overflow,mode", [("AP_SAT", "sat"), ("AP_SAT_ZERO", "zero"), ("AP_SAT_SYM", "sym")])
+def test_table_mac_int32_and_int64_loops_equal_python_integer_sums(word, narrow, overflow, mode):
+    """The kernel's int32 loop (every value below 2^29: accumulators of at most 30 bits) and its int64 one, on
+    an odd number of rows (the two-row loop's tail), 70 outputs (two blocks of at most 64) and 3 (a short
+    block), with sums that leave the range both ways: Python integers."""
+    from fxpsim.datapath.hls4ml import parse_ap_type
+    from fxpsim.datapath.hls4ml.table_mac import TableMac
+    accum_t = parse_ap_type(f"ap_fixed<{word},{word},AP_TRN,{overflow}>")
+    lo, hi = -(1 << (word - 1)), (1 << (word - 1)) - 1
+    rng = np.random.default_rng(word)
+    for n in (70, 3):
+        k, v = 7, 6
+        table = rng.integers(lo // 3, hi // 3 + 1, (k, v, n))
+        bias = rng.integers(lo // 2, hi // 2 + 1, n)
+        codes = rng.integers(0, v, (41, k))
+        mac = TableMac(table, (0, v - 1), bias, accum_t)
+        assert mac.mode == "fit" and mac.narrow == narrow
+        np.testing.assert_array_equal(mac(codes), _ref_sums(codes, table, 0, bias, lo, hi, mode, word))
+        exact = TableMac(table // (4 * k), (0, v - 1), bias // 4, accum_t)
+        assert exact.mode == "exact"
+        np.testing.assert_array_equal(exact(codes), _ref_sums(codes, table // (4 * k), 0, bias // 4, lo, hi, mode,
+                                                              word))
+
+
 def test_table_mac_refuses_what_it_does_not_model():
     from fxpsim.datapath.hls4ml import parse_ap_type
     from fxpsim.datapath.hls4ml.table_mac import TableMac

@@ -76,6 +76,10 @@ class TableMac:
         dtype = np.int32 if self.kernel is not None else (np.int16 if fmt.word <= 16 else np.int32 if small
                                                           else np.int64)
         self.table = np.ascontiguousarray(table.reshape(k * v, n).astype(dtype))   # (narrow: the gather is memory bound)
+        # every value in [-2^29, 2^29): the kernel's int32 loop (any sum of two fits an int32)
+        bound = 1 << 29
+        self.narrow = bool(table.size and -bound <= min(int(table.min()), int(self.bias.min(initial=0)), self.lo)
+                           and max(int(table.max()), int(self.bias.max(initial=0)), self.hi) < bound)
 
     def __call__(self, codes) -> np.ndarray:
         codes = np.asarray(codes)
@@ -86,7 +90,7 @@ class TableMac:
         if self.kernel is not None:
             out = np.empty((len(rows), self.n), np.int64)
             self.kernel(rows, self.table, self.bias, {"exact": 0, "fit": 2 if self.zero else 1}[self.mode],
-                        self.lo, self.hi, out)
+                        self.lo, self.hi, out, self.narrow)
             return out
         g = self.table[rows.T]                                                # [K, R, N]
         if self.mode == "exact":

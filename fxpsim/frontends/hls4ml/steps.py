@@ -79,7 +79,7 @@ def _code_map(fmt, result_t, fn=None):
     if fmt.word <= 20:
         lo = fmt.min_code
         lut = apply(FixedArray(np.arange(lo, fmt.max_code + 1, dtype=np.int64), fmt), result_t).raw
-        return lambda codes: lut[codes.astype(np.int64) - lo] if lo else lut[codes]
+        return lambda codes: lut[codes.astype(np.int64, copy=False) - lo] if lo else lut[codes]
     return lambda codes: apply(FixedArray(codes.astype(np.int64), fmt), result_t).raw
 
 
