@@ -70,7 +70,7 @@ def provably_exact(graph, x, configs: list, is_graph: bool):
             continue
         clipped = any(int(v) for v in net.meta.get("bias_clipped", {}).values())
 
-        def flags_of(c, ref_self=False) -> list:
+        def flags_of(c) -> list:
             """Per node (graph order): provably exact on ``c`` (see above)."""
             flags = [True] * len(net.nodes)
             for idx, bits in need.items():
@@ -78,11 +78,11 @@ def provably_exact(graph, x, configs: list, is_graph: bool):
                 nc, nr = c.for_node(nd, idx), rc.for_node(nd, idx)
                 if nc.tile_k or nc.zero_point != "subtract" or nc.accumulator_bits < bits:
                     flags[idx] = False  # tiles / a folded bias: not what the bounds cover; or too narrow
-                elif not ref_self and nc.bias_bits != nr.bias_bits and (clipped or nc.bias_bits < bits):
+                elif nc.bias_bits != nr.bias_bits and (clipped or nc.bias_bits < bits):
                     flags[idx] = False  # a bias register that could hold the bias differently
             return flags
 
-        if not all(flags_of(rc, True)):
+        if not all(flags_of(rc)):          # (rc's bias registers are its own: only the width counts)
             continue
         for i in members:
             if i == ref:

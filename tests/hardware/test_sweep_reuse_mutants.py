@@ -106,8 +106,8 @@ def test_only_the_accumulator_fields_may_differ_within_a_group(case):
                BASE.replace(accumulator_bits=wb),                         # group B (the base rounding)
                BASE.replace(accumulator_bits=wb - 2, **he),               # group A
                BASE,                                                      # group B: its reference
-               BASE.replace(accumulator_bits=wb, bias_shift=0, multiplier_bits=30),   # alone (group C)
-               BASE.replace(accumulator_bits=32, multiplier_bits=30)]     # group C
+               BASE.replace(accumulator_bits=wb, multiplier_bits=30),     # group C
+               BASE.replace(accumulator_bits=32, multiplier_bits=30)]     # group C: its reference
     reuse, partial = provably_exact(net, x, configs, True)
     assert reuse == {2: (4, 3), 5: (6, 3)}
     assert partial == {}
@@ -119,6 +119,9 @@ def test_only_the_accumulator_fields_may_differ_within_a_group(case):
               BASE.replace(accumulator_bits=wa, name="n3", description="narrow")]
     reuse, partial = provably_exact(net, x, [ref] + others, True)
     assert reuse == {1: (0, 3), 2: (0, 3)} and partial == {3: (0, [True, True, False])}
+    # a point alone in its group before a group of two
+    configs = [BASE.replace(rounding="half_even"), BASE, BASE.replace(accumulator_bits=wb)]
+    assert provably_exact(net, x, configs, True) == ({2: (1, 3)}, {})
     # overflow_at is not one of them
     reuse, partial = provably_exact(net, x, [BASE, BASE.replace(accumulator_bits=wb, overflow_at="end")], True)
     assert (reuse, partial) == ({}, {})
@@ -146,6 +149,13 @@ def test_a_bias_register_narrower_than_the_bound_or_a_clipped_bias_is_not_taken(
     # a count of 0 is no clip
     unclipped, *_ = _net(meta={"bias_clipped": {"a": 0, "b": 0}})
     assert provably_exact(unclipped, x, configs, True) == ({1: (0, 3), 2: (0, 3)}, {})
+    # a per-node bias register (by the node's name), the same at every point: "a" keeps it, taken even with a
+    # clip; "b"'s register follows the accumulator (32 -> 24 bits): not taken
+    cfg = BASE.with_layer("a", bias_bits=20)
+    configs = [cfg, cfg.replace(accumulator_bits=24)]
+    assert configs[1].for_node(clipped.nodes[0], 0).bias_bits == 20
+    assert provably_exact(clipped, x, configs, True) == ({}, {1: (0, [True, True, False])})
+    assert provably_exact(unclipped, x, configs, True) == ({1: (0, 3)}, {})
 
 
 def test_tiles_and_a_folded_zero_point_are_not_covered(case):
@@ -203,13 +213,17 @@ def test_an_op_with_no_bound_stops_all_reuse(case, monkeypatch):
     plain, x2, *_ = _net(extra=extra)
     configs = [BASE, BASE.replace(accumulator_bits=wb), BASE.replace(accumulator_bits=wa)]
     assert provably_exact(plain, x2, configs, True) == ({}, {})
+    # an op outside the accumulator-free modules with a worst-case sum of its own: no bound covers how it
+    # uses the accumulator either (only avg_pool2d's and the importers' MAC ops' are read)
+    monkeypatch.setitem(OPS, "test_identity", Op("test_identity", _custom_run, lambda graph, node, ins: [ins[0]],
+                                                 worst_case_sum=lambda graph, node: 1))
+    assert plain.accumulator_bits_needed(plain.nodes[3]) == 2
+    assert provably_exact(plain, x2, configs, True) == ({}, {})
     # the same graph with a core op there instead (graph.ops, elementwise and LUT modules read no accumulator)
-    for op, attrs in (("clamp", {"min": -100, "max": 100}), ("max_pool2d", None)):
-        if op == "max_pool2d":
-            continue
-        extra = [(TensorSpec("yc", 8, True, (3,), 2.0, 0), Node("c", op, ["yb"], ["yc"], attrs or {}), "yc")]
-        g, x3, *_ = _net(extra=extra)
-        assert provably_exact(g, x3, configs, True) == ({1: (0, 4)}, {2: (0, [True, True, False, True])}), op
+    extra = [(TensorSpec("yc", 8, True, (3,), 2.0, 0), Node("c", "clamp", ["yb"], ["yc"], {"min": -100, "max": 100}),
+              "yc")]
+    g, x3, *_ = _net(extra=extra)
+    assert provably_exact(g, x3, configs, True) == ({1: (0, 4)}, {2: (0, [True, True, False, True])})
 
 
 def test_free_ops_of_every_module_are_taken():
