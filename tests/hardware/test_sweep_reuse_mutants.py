@@ -302,3 +302,46 @@ def test_a_model_is_converted_at_the_widest_point():
     configs = [BASE.replace(accumulator_bits=40), BASE.replace(accumulator_bits=hi),
                he.replace(accumulator_bits=28), he.replace(accumulator_bits=hi)]
     assert provably_exact(graph, x, configs, False) == ({3: (2, len(net.nodes))}, {})
+
+
+def _min_sum_depthwise():
+    """A 1 x 1 depthwise node whose only product, (-128 - 0) * 64 = -8192 = -2^13, is the most negative sum of a
+    14-bit accumulator: it fits two's complement (wrap or saturate: no overflow at 14 bits), but symmetric
+    saturation clamps it to -8191 and counts an overflow.  The output scale puts the rounding boundary -63.5
+    between -8192 M and -8191 M (M = 0.05 * 0.01 / s_y), so the clamp also changes the output code."""
+    w = np.array([[[[64]]]], np.int8)
+    s_y = 0.05 * 0.01 / 0.0077519
+    tensors = [TensorSpec("x", 8, True, (1, 1, 1), 0.05, 0), TensorSpec("w", 8, True, scale=0.01, data=w),
+               TensorSpec("y", 8, True, (1, 1, 1), s_y, 0)]
+    net = IntegerGraph(tensors, [Node("d", "depthwise_conv2d", ["x", "w"], ["y"], {"padding": "VALID"})],
+                       ["x"], ["y"])
+    return net, np.array([-128, 5, 100], np.int8).reshape(3, 1, 1, 1)
+
+
+def test_symmetric_saturation_does_not_take_the_most_negative_sum_for_exact():
+    """Model: per sample, acc = x * 64; at 14 bits a symmetric saturating accumulator holds [-8191, 8191], so
+    sample 0 (-8192) overflows once; 15 bits hold it.  Wrapping or plain saturation at 14 bits holds -8192."""
+    from fxpsim.hardware.sweeps import sweep
+    net, x = _min_sum_depthwise()
+    sums = [int(v) * 64 for v in x.reshape(-1)]
+    assert sums[0] == -2**13
+    overflows_14 = sum(not -(2**13 - 1) <= s <= 2**13 - 1 for s in sums)
+    assert overflows_14 == 1
+    sym = BASE.replace(accumulator_overflow="saturate_symmetric")
+    configs = [sym, sym.replace(accumulator_bits=14), sym.replace(accumulator_bits=15),
+               BASE.replace(accumulator_bits=14, accumulator_overflow="saturate")]
+    # 14 bits symmetric: not exact; 15 bits symmetric and 14 bits two's-complement saturation: exact
+    assert provably_exact(net, x, configs, True) == ({2: (0, 1), 3: (0, 1)}, {1: (0, [False])})
+    grid = {"accumulator_bits": [14, 15, 32], "accumulator_overflow": ["saturate_symmetric", "saturate", "wrap"]}
+    fast = sweep(net, x, grid, config=BASE, processes=1, progress=False)
+    full = sweep(net, x, grid, config=BASE, processes=1, progress=False, skip_exact=False)
+    for a, b in zip(fast.records, full.records):
+        assert _same(a, b), (a, b)
+    rec = next(r for r in fast.records if r["accumulator_bits"] == 14 and r["accumulator_overflow"] ==
+               "saturate_symmetric")
+    assert rec["overflow_count"] == overflows_14 and rec["reused_from"] == "" and rec["exact_fraction"] == 2 / 3
+
+
+def _same(a, b):
+    drop = ("seconds", "reused_from", "reused_nodes")
+    return {k: v for k, v in a.items() if k not in drop} == {k: v for k, v in b.items() if k not in drop}
