@@ -8,6 +8,7 @@ widest point's).
 """
 from __future__ import annotations
 
+from ..core.fixed import Overflow
 from .simulation import convert
 
 #: Fields that may differ between a point and the run it reuses (see ``sweep(skip_exact=...)``).
@@ -23,8 +24,7 @@ def _symmetric(dp) -> int:
     holds every sum in :math:`[-2^{b-1}, 2^{b-1} - 1]`; a depthwise node's bound is the exact peak of its running
     sums, which may be :math:`-2^{b-1}`), and symmetric saturation counts :math:`-2^{b-1}` as an overflow: one
     bit more holds every such sum."""
-    mode = dp.accumulator_overflow
-    return int(str(getattr(mode, "value", mode)).lower() == "saturate_symmetric")
+    return int(Overflow.parse(dp.accumulator_overflow) is Overflow.SATURATE_SYMMETRIC)
 
 
 def _node_needs(net, exact: dict) -> dict | None:
