@@ -31,14 +31,21 @@ def _as_list(codes) -> list:
     return [np.asarray(c) for c in (codes if isinstance(codes, (list, tuple)) else [codes])]
 
 
+def _abs_diff(g: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """:math:`|g - w|` per code, flattened: in int64 for codes of up to 32 bits, in Python integers for 64-bit
+    codes (whose differences reach :math:`2^{64} - 1`: int64 would wrap them, even to negative errors)."""
+    if max(g.dtype.itemsize, w.dtype.itemsize) < 8 or g.dtype.kind not in "iu" or w.dtype.kind not in "iu":
+        return np.abs(g.astype(np.int64) - w.astype(np.int64)).reshape(-1)
+    return np.abs(g.astype(object) - w.astype(object)).reshape(-1)
+
+
 def exactness(codes, exact_codes) -> dict:
     """``exact_fraction``, ``max_lsb_error``, ``mean_lsb_error`` of output codes against the exact
     datapath's (a list for a graph with several outputs; all output codes count alike)."""
     got, want = _as_list(codes), _as_list(exact_codes)
     if len(got) != len(want) or any(g.shape != w.shape for g, w in zip(got, want)):
         raise ValueError("exactness: the outputs and the exact datapath's outputs differ in number or shape")
-    diff = np.concatenate([np.abs(g.astype(np.int64) - w.astype(np.int64)).reshape(-1)
-                           for g, w in zip(got, want)]) if got else np.zeros(0, np.int64)
+    diff = np.concatenate([_abs_diff(g, w) for g, w in zip(got, want)]) if got else np.zeros(0, np.int64)
     n = diff.size
     return {"exact_fraction": float(np.count_nonzero(diff == 0) / n) if n else 1.0,
             "max_lsb_error": int(diff.max(initial=0)),

@@ -8,6 +8,7 @@ widest point's).
 """
 from __future__ import annotations
 
+from ..core.fixed import Overflow
 from .simulation import convert
 
 #: Fields that may differ between a point and the run it reuses (see ``sweep(skip_exact=...)``).
@@ -16,6 +17,14 @@ _ACC_FIELDS = ("name", "description", "accumulator_bits", "accumulator_overflow"
 _ACC_FREE_MODULES = ("fxpsim.graph.ops", "fxpsim.graph.elementwise_ops", "fxpsim.graph.lut_ops",
                      "fxpsim.frontends.tflite.ops", "fxpsim.frontends.tflite.activation_ops",
                      "fxpsim.frontends.tflite.mac_ops")
+
+
+def _symmetric(dp) -> int:
+    """1 for a symmetric saturating accumulator, else 0: the bounds are two's-complement widths (a width ``b``
+    holds every sum in :math:`[-2^{b-1}, 2^{b-1} - 1]`; a depthwise node's bound is the exact peak of its running
+    sums, which may be :math:`-2^{b-1}`), and symmetric saturation counts :math:`-2^{b-1}` as an overflow: one
+    bit more holds every such sum."""
+    return int(Overflow.parse(dp.accumulator_overflow) is Overflow.SATURATE_SYMMETRIC)
 
 
 def _node_needs(net, exact: dict) -> dict | None:
@@ -47,7 +56,7 @@ def provably_exact(graph, x, configs: list, is_graph: bool):
     every node that reads the accumulator is provably exact (and so is the widest point); ``partial = {point
     index: (index of that point, flags)}`` for the other members of such a group, ``flags[i]`` True when node
     ``i`` (graph order) is provably exact at that point: it reads no accumulator setting, or its width holds its
-    exact_widths bound and its bias is stored as at the widest point.  Such a node, fed the widest point's
+    exact_widths bound (one bit more under symmetric saturation) and its bias is stored as at the widest point.  Such a node, fed the widest point's
     tensors, gives that point's outputs and trace (:func:`fxpsim.hardware.sweeps._run_point` takes them)."""
     from .width_sweep import exact_widths
     groups: dict = {}
@@ -70,19 +79,19 @@ def provably_exact(graph, x, configs: list, is_graph: bool):
             continue
         clipped = any(int(v) for v in net.meta.get("bias_clipped", {}).values())
 
-        def flags_of(c, ref_self=False) -> list:
+        def flags_of(c) -> list:
             """Per node (graph order): provably exact on ``c`` (see above)."""
             flags = [True] * len(net.nodes)
             for idx, bits in need.items():
                 nd = net.nodes[idx]
                 nc, nr = c.for_node(nd, idx), rc.for_node(nd, idx)
-                if nc.tile_k or nc.zero_point != "subtract" or nc.accumulator_bits < bits:
+                if nc.tile_k or nc.zero_point != "subtract" or nc.accumulator_bits < bits + _symmetric(nc):
                     flags[idx] = False  # tiles / a folded bias: not what the bounds cover; or too narrow
-                elif not ref_self and nc.bias_bits != nr.bias_bits and (clipped or nc.bias_bits < bits):
+                elif nc.bias_bits != nr.bias_bits and (clipped or nc.bias_bits < bits):
                     flags[idx] = False  # a bias register that could hold the bias differently
             return flags
 
-        if not all(flags_of(rc, True)):
+        if not all(flags_of(rc)):          # (rc's bias registers are its own: only the width counts)
             continue
         for i in members:
             if i == ref:
