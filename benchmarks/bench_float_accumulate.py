@@ -8,7 +8,8 @@ kernel of ``fxpsim.core._floatacc``) at ``size``^3 beside the 10^9 MAC/s target,
 in fxpsim and in MMA-Sim (run in its scratch venv, ``--mma-python`` with torch, ``PYTHONPATH`` its
 source ``--mma-src``; its D is compared bit for bit; skipped with a note when absent); the
 Kulisch-exact FP8 and FP4 (E2M1) matmuls beside float64 BLAS on the decoded values; the MXFP4
-block-scaled matmul beside dequantize-then-float32-BLAS.  MMA-Sim venv: ``python3 -m venv /work/scratch/floatc-venv &&
+block-scaled matmul beside dequantize-then-float32-BLAS; AMD CDNA3's round-down fp8 kind on its C kernel beside the
+numpy steps.  MMA-Sim venv: ``python3 -m venv /work/scratch/floatc-venv &&
 /work/scratch/floatc-venv/bin/pip install torch==2.13.0 numpy``; source: microsoft/MMA-Sim c785138.
 """
 from __future__ import annotations
@@ -106,6 +107,21 @@ def main():
                  "MMA-Sim wgmma, same codes", peer))
     if peer:
         rows.append((f"fused FP8 matmul {n}^3 (as above)", fused, "MMA-Sim wgmma m64n8k32", peer))
+
+    # AMD CDNA3's round-down kind: its C kernel beside the numpy steps it replaced (the same bits), on 96^3
+    rd = FloatAccumulator.preset("cdna3-mfma-16x16x32-f32-fp8")
+    from fxpsim.datapath.floatacc import matmul as _mm
+    from fxpsim.core.float_format import FloatFormat as _FF
+    Ar, Br = A[:96, :96], B[:96, :96]
+    f8 = _FF.parse("e4m3fnuz")
+    t_rd, r_rd = best(lambda: float_matmul(Ar, Br, "e4m3fnuz", "e4m3fnuz", rd), rep)
+    zeros = np.zeros((96, 96), np.int64)
+    t_np, d_np = best(lambda: _mm._chunked(Ar, Br, f8, f8, zeros, rd, dict(overflows=0, nans=0, underflows=0,
+                                                                            terms_inexact=0), None, None, None,
+                                           kernel=False), 1)
+    assert np.array_equal(r_rd.bits.astype(np.int64), d_np), "the C and numpy round-down kinds differ"
+    rows.append(("fused_rd FP8 matmul 96^3 (cdna3 mfma fp8, C kernel)", 96 ** 3 / t_rd,
+                 "the same, numpy steps (same bits)", 96 ** 3 / t_np))
 
     ex = FloatAccumulator(kind="exact")
     t, _ = best(lambda: float_matmul(A, B, "e4m3", "e4m3", ex), rep)

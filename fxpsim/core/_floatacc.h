@@ -61,6 +61,8 @@ typedef struct {
                                            |chunk sum + C term| < 2^30, storage <= 32 bits */
     int f32;                            /* cols kernel, AVX2: the float32 planes (fa_fused_cols) */
     int64_t f32_thr;                    /* ... taken where base - E_max >= f32_thr on every lane */
+    int64_t S, Fc;                      /* fused_rd (_floatacc_rd.h): sum_bits, c_fraction_bits */
+    int even_odd;                       /* fused_rd: even and odd products summed apart */
 } fa_params;
 
 typedef struct { int64_t sig, exp; int nan, inf, neg; } fa_c;

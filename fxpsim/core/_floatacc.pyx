@@ -1,5 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""C loops of the fused-dot and block-scaled float accumulators (``_floatacc.h``, ``_floatacc_cols.h``).
+"""C loops of the fused-dot and block-scaled float accumulators (``_floatacc.h``, ``_floatacc_cols.h``, and AMD's
+round-down kind in ``_floatacc_rd.h``).
 
 ``fused_kernel``: per output and K-chunk, :math:`E_{max} = \\max(\\max_k (E_{a_k} + E_{b_k}), E_c)`,
 :math:`s = \\mathrm{align}(C 2^{F - m_c + E_c - E_{max}}) + \\sum_k \\mathrm{align}(A_k B_k 2^{F - f_m + E_{a_k}
@@ -22,7 +23,8 @@ cdef extern from "_floatacc.h" nogil:
         int p_has_inf, rounding, overflow
         int64_t nan_code
         int batched, fast32, simd, small16, close32, f32
-        int64_t f32_thr
+        int64_t f32_thr, S, Fc
+        int even_odd
     void fa_fused(const int32_t *ua, const int32_t *ea, const int32_t *ga, const uint8_t *fa,
                   const int32_t *ub, const int32_t *eb, const int32_t *gb, const uint8_t *fb,
                   const uint8_t *qa, const uint8_t *qb, const int64_t *c, int64_t *d, int64_t *st, int64_t M, int64_t N, const fa_params *p,
@@ -32,6 +34,12 @@ cdef extern from "_floatacc.h" nogil:
                   const int64_t *sbs, const int64_t *sbe, const uint8_t *sbn,
                   const int64_t *c, int64_t *d, int64_t *st, int64_t M, int64_t N, const fa_params *p,
                   int threads)
+
+cdef extern from "_floatacc_rd.h" nogil:
+    void fa_fused_rd(const int32_t *ua, const int32_t *ea, const int32_t *ga, const uint8_t *fa,
+                     const int32_t *ub, const int32_t *eb, const int32_t *gb, const uint8_t *fb,
+                     const uint8_t *qa, const uint8_t *qb, const int64_t *c, int64_t *d, int64_t *st, int64_t M,
+                     int64_t N, const fa_params *p, int threads)
 
 cdef extern from "_floatacc_cols.h" nogil:
     void fa_fused_cols(const int32_t *ua, const int32_t *ea, const int32_t *ga, const uint8_t *fa,
@@ -52,6 +60,7 @@ cdef fa_params _params(dict q):
     p.nan_code, p.batched, p.fast32 = q["nan_code"], q["batched"], q.get("fast32", 0)
     p.simd, p.small16, p.close32 = q.get("simd", 1), q.get("small16", 0), q.get("close32", 0)
     p.f32, p.f32_thr = q.get("f32", 0), q.get("f32_thr", 0)
+    p.S, p.Fc, p.even_odd = q.get("S", 0), q.get("Fc", 0), q.get("even_odd", 0)
     return p
 
 
@@ -92,6 +101,22 @@ def fused_cols_kernel(const int32_t[:, ::1] ua, const int32_t[:, ::1] ea, const 
     with nogil:
         fa_fused_cols(&ua[0, 0], &ea[0, 0], &ga[0, 0], &fa[0, 0], &ub[0, 0], &eb[0, 0], &gb[0, 0], &fb[0, 0],
                       &qa[0, 0], &qb[0, 0], &c[0, 0], &d[0, 0], &st[0, 0], M, N, &p, threads)
+
+
+def fused_rd_kernel(const int32_t[:, ::1] ua, const int32_t[:, ::1] ea, const int32_t[:, ::1] ga,
+                    const uint8_t[:, ::1] fa, const int32_t[:, ::1] ub, const int32_t[:, ::1] eb,
+                    const int32_t[:, ::1] gb, const uint8_t[:, ::1] fb, const uint8_t[:, ::1] qa,
+                    const uint8_t[:, ::1] qb, const int64_t[:, ::1] c,
+                    int64_t[:, ::1] d, int64_t[:, ::1] st, dict params, int threads):
+    """d := fused_rd(c; a b) (AMD CDNA3, ``_floatacc_rd.h``) on fused_kernel's operand parts; params ``S``
+    (sum_bits), ``Fc`` (c_fraction_bits), ``even_odd``."""
+    cdef fa_params p = _params(params)
+    cdef int64_t M = d.shape[0], N = d.shape[1]
+    if M == 0 or N == 0:
+        return
+    with nogil:
+        fa_fused_rd(&ua[0, 0], &ea[0, 0], &ga[0, 0], &fa[0, 0], &ub[0, 0], &eb[0, 0], &gb[0, 0], &fb[0, 0],
+                    &qa[0, 0], &qb[0, 0], &c[0, 0], &d[0, 0], &st[0, 0], M, N, &p, threads)
 
 
 def block_kernel(const int32_t[:, ::1] ia, const uint8_t[:, ::1] fa, const int32_t[:, ::1] ib,

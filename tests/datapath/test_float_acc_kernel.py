@@ -1,4 +1,4 @@
-"""The C kernels of the fused and block kinds (``fxpsim.core._floatacc``) against the Fraction model.
+"""The C kernels of the fused, block and fused_rd kinds (``fxpsim.core._floatacc``) against the Fraction model.
 
 ``float_matmul`` (not the batched ``float_dot`` of ``test_float_acc_reference.py``) so that the
 column-vector int32 path (truncation, any N: columns padded to 16) and the promotion path run;
@@ -65,6 +65,40 @@ def test_matmul_kernel_against_fraction_model(data):
                                                             counts["underflows"])
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_fused_rd_kernel_against_fraction_model(data):
+    """AMD CDNA3's round-down kind on its C kernel (``float_matmul``, not the batched ``float_dot``): every
+    element and the counts against ``float_acc_model.rd_chunk``, with and without the even/odd split, any C."""
+    fmt = data.draw(st.sampled_from(("e4m3fnuz", "e5m2fnuz", "float16", "bfloat16", "e4m3")))
+    f = FloatFormat.parse(fmt)
+    chunk = data.draw(st.sampled_from((2, 4, 8, 16)))
+    K = chunk * data.draw(st.integers(1, 3))
+    M, N = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 5))
+    top = (1 << f.bits) - 1
+    A = np.array(data.draw(st.lists(st.integers(0, top), min_size=M * K, max_size=M * K))).reshape(M, K)
+    B = np.array(data.draw(st.lists(st.integers(0, top), min_size=K * N, max_size=K * N))).reshape(K, N)
+    C = np.array(data.draw(st.lists(st.integers(0, (1 << 32) - 1), min_size=M * N, max_size=M * N))).reshape(M, N)
+    F = data.draw(st.integers(4, 24))
+    acc = FloatAccumulator(kind="fused_rd", chunk=chunk, fraction_bits=F, sum_bits=data.draw(st.integers(F, 36)),
+                           c_fraction_bits=data.draw(st.integers(4, F)), even_odd=data.draw(st.booleans()),
+                           zero_exponent=data.draw(st.sampled_from((None, -126))), output_rounding="half_even",
+                           overflow="ieee")
+    stats = dict(overflows=0, nans=0, underflows=0, terms_inexact=0)
+    assert kernel.run_c(A, B, f, f, C, acc, stats, None, None, None) is not None     # the C kernel takes it
+    r = float_matmul(A, B, fmt, fmt, acc, C)
+    ze = model.NO_ZERO if acc.zero_exponent is None else acc.zero_exponent
+    want = np.zeros((M, N), np.int64)
+    for i in range(M):
+        for j in range(N):
+            d = int(C[i, j])
+            for k0 in range(0, K, chunk):
+                d = model.rd_chunk([int(v) for v in A[i, k0:k0 + chunk]], [int(v) for v in B[k0:k0 + chunk, j]], d,
+                                   f, f, acc.output, F, acc.sum_bits, acc.c_fraction_bits, ze, acc.even_odd, acc.nan)
+            want[i, j] = d
+    assert r.bits.astype(np.int64).tolist() == want.tolist()
+
+
 def test_hopper_fast_path_hand_case():
     """Hopper e4m3 (13 bits, truncation), by hand: 1 * 1 + (1.125 * 2^-6)^2 = 1 + 1.265625 * 2^-12;
     in steps of 2^-13 below E_max = 0 the small term is 2.53 steps, truncated to 2: d = 1 + 2^-12
@@ -93,6 +127,10 @@ def test_hopper_fast_path_hand_case():
     ("blackwell-tcgen05-m128n8k32-f32-e4m3-ue8m0-block32", "e4m3", 32),
     ("blackwell-mxfp4", "e2m1", 32),
     ("blackwell-nvfp4", "e2m1", 16),
+    ("cdna3-mfma-16x16x32-f32-fp8", "e4m3fnuz", None),
+    ("cdna3-mfma-16x16x32-f32-bf8", "e5m2fnuz", None),
+    ("cdna3-mfma-16x16x16-f32-f16", "float16", None),
+    ("cdna3-mfma-16x16x16-f32-bf16", "bfloat16", None),
 ])
 def test_kernel_equals_numpy_steps(name, fmt, scaled):
     """The C kernel and the numpy steps of ``fused.py`` (two implementations) on a 9 x 256 x 37 matmul."""
@@ -108,7 +146,7 @@ def test_kernel_equals_numpy_steps(name, fmt, scaled):
             x = rng.standard_normal(shape) * np.exp2(rng.integers(-10, 6, shape))
             return encode(x, f, overflow="saturate").bits.astype(np.int64)
         A, B = vals((M, K)), vals((K, N))
-        A[2, 5] = B[7, 3] = int(f.sign_bit) - 1 if f.encoding == "fn" else int(f.inf_code) + 1
+        A[2, 5] = B[7, 3] = int(encode(np.array([np.nan]), f).bits[0])
         if f.has_inf:
             A[4, 9] = int(f.inf_code)
     C = np.zeros((M, N), np.int64)

@@ -1,4 +1,4 @@
-"""The fused and block kinds on the C kernels of :mod:`fxpsim.core._floatacc`.
+"""The fused, block and fused_rd kinds on the C kernels of :mod:`fxpsim.core._floatacc`.
 
 The operands are split here (:func:`~.operands.split_codes`, O(MK + KN) numpy work) into what the
 kernel reads per element: the magnitude :math:`|S|` (times the block scale's significand for the
@@ -133,12 +133,52 @@ def _fused_cols(pa, pb, qa, qb, C, st, p, threads):
     return D[:, :N]
 
 
+def _add_stats(st, stats):
+    tot = st.sum(axis=0)
+    stats["overflows"] += int(tot[0])
+    stats["underflows"] += int(tot[1])
+    stats["terms_inexact"] += int(tot[2])
+
+
+def _run_rd(A, B, a_fmt, b_fmt, C, acc, stats, batched, threads):
+    """The fused_rd kind (AMD CDNA3, :mod:`.amd`) on ``fused_rd_kernel``, or None where it does not apply: a
+    batched call, sums that could leave int64 (the sum bits, the products' widths and the chunk checked here)."""
+    M, K = A.shape
+    p = _params(acc, K, batched)
+    if p is None or batched or not acc.fraction_bits <= acc.sum_bits or acc.c_fraction_bits > acc.sum_bits:
+        return None
+    ze = acc.zero_exponent
+    a, b = split_codes(A, a_fmt, ze), split_codes(B.T, b_fmt, ze)
+    pa, pb = _fused_parts(a, None, None), _fused_parts(b, None, None)
+    if pa is None or pb is None:
+        return None
+    fm = a.man_bits + b.man_bits
+    base = acc.fraction_bits - fm
+    # |term| < 2^(|a| bits + |b| bits + max(base, 0)); a chunk's sum, shifted up by at most S - F, and C's
+    # term below 2^(S + 2): every int64 sum is exact below 2^62
+    bits = int(pa[0].max(initial=0)).bit_length() + int(pb[0].max(initial=0)).bit_length() + max(base, 0) \
+        + int(p["chunk"]).bit_length() + acc.sum_bits - acc.fraction_bits + 2
+    if max(bits, acc.sum_bits + 3) > 62:
+        return None
+    p.update(fm=fm, S=acc.sum_bits, Fc=acc.c_fraction_bits, even_odd=int(acc.even_odd))
+    ch = p["chunk"]
+    qa, qb = (np.ascontiguousarray((x[3] & 3).reshape(x[3].shape[0], -1, ch).any(axis=-1).astype(np.uint8))
+              for x in (pa, pb))
+    D = np.empty((M, B.shape[1]), np.int64)
+    st = np.zeros((M, 3), np.int64)
+    _floatacc.fused_rd_kernel(*pa, *pb, qa, qb, np.ascontiguousarray(C, dtype=np.int64), D, st, p, threads)
+    _add_stats(st, stats)
+    return D
+
+
 def run_c(A, B, a_fmt: FloatFormat, b_fmt: FloatFormat, C, acc, stats, sa, sb, block, batched=False,
           threads: int = 1):
     """``_chunked``'s result on the C kernel (A (M, K); B (K, N), or (M, K) when ``batched``), or
     None where the kernel does not apply."""
-    if _floatacc is None or acc.kind not in ("fused", "block"):
+    if _floatacc is None or acc.kind not in ("fused", "block", "fused_rd"):
         return None
+    if acc.kind == "fused_rd":
+        return _run_rd(A, B, a_fmt, b_fmt, C, acc, stats, batched, threads)
     M, K = A.shape
     N = 1 if batched else B.shape[1]
     p = _params(acc, K, batched)
@@ -187,8 +227,5 @@ def run_c(A, B, a_fmt: FloatFormat, b_fmt: FloatFormat, C, acc, stats, sa, sb, b
                                c64(sa.sig, dtype=np.int64), c64(sa.exp, dtype=np.int64), c64(sa.nan, dtype=np.uint8),
                                c64(sb.sig, dtype=np.int64), c64(sb.exp, dtype=np.int64), c64(sb.nan, dtype=np.uint8),
                                Cc, D, st, p, threads)
-    tot = st.sum(axis=0)
-    stats["overflows"] += int(tot[0])
-    stats["underflows"] += int(tot[1])
-    stats["terms_inexact"] += int(tot[2])
+    _add_stats(st, stats)
     return D
