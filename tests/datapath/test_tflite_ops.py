@@ -390,7 +390,10 @@ def test_mean_matches_big_integer_reference(shape, data, si, zi, so, zo, keepdim
     x = np.array(data.draw(st.lists(st.integers(-128, 127), min_size=int(np.prod(shape)),
                                     max_size=int(np.prod(shape)))), np.int8).reshape(shape)
     p = T.mean_params(si, zi, so, zo)
-    np.testing.assert_array_equal(T.quantized_mean(x, axes, p, keepdims=keepdims), _ref_mean(x, axes, keepdims, p))
+    want = _ref_mean(x, axes, keepdims, p)
+    np.testing.assert_array_equal(T.quantized_mean(x, axes, p, keepdims=keepdims), want)
+    # the plan on the int8 codes themselves: the table of every possible sum
+    np.testing.assert_array_equal(T.mean_plan(x.shape, axes, p, keepdims=keepdims)(x), want)
 
 
 @pytest.mark.parametrize("fill, zi", [(32767, -1000), (-32768, -1000), (None, -32768), (None, 0)])

@@ -108,11 +108,51 @@ def mean_plan(shape, axis, params: MeanParams, *, keepdims: bool = False, kernel
     wrap = n * (widest + abs(zin)) >= 1 << 31
     lo, hi, dtype = int(info.min), int(info.max), params.dtype
 
-    def run(arr):
-        total = np.sum(arr, axis=axes, keepdims=keepdims, dtype=np.int64) if axes else arr.astype(np.int64)
+    def from_sums(total):
         total = total - zin * n
         v = _mbqm_double(_wrap_int32(total) if wrap else total, m, s)
         return np.clip(v + zout, lo, hi).astype(dtype)
+    return _by_sums(from_sums, axes, n, dtype, keepdims)
+
+
+#: The most sums a MEAN's output table may cover (:func:`_by_sums`).
+MEAN_TABLE = 1 << 20
+
+
+def _by_sums(from_sums, axes, n: int, dtype, keepdims: bool):
+    r"""The function of the codes for an output that depends on each sum :math:`S` of ``n`` codes alone
+    (``from_sums``: int64 sums -> output codes).  On arrays of ``dtype`` (codes in its range), where the
+    :math:`n (\max - \min) + 1` possible sums number at most :data:`MEAN_TABLE`: ``from_sums`` evaluated once on
+    all of them and each call a sum and a table read (the same codes: a table of the function itself); other
+    arrays (int64 codes) and wider ranges: ``from_sums`` on every call."""
+    if not axes:
+        return lambda arr: from_sums(arr.astype(np.int64))
+
+    def sums(arr):
+        return np.sum(arr, axis=axes, keepdims=keepdims, dtype=np.int64)
+    info = np.iinfo(dtype)
+    lo, hi = int(info.min), int(info.max)
+    if n * (hi - lo) + 1 > MEAN_TABLE:
+        return lambda arr: from_sums(sums(arr))
+    table, base = from_sums(np.arange(n * lo, n * hi + 1, dtype=np.int64)), n * lo
+    # the table's index s - n lo in [0, n (hi - lo)], summed in the narrowest type that holds it (numpy's sum of
+    # int8 into int16 is 4x its sum into int64)
+    idt = np.int16 if n * (hi - lo) < 1 << 15 and n * max(-lo, hi) < 1 << 15 else np.int32
+
+    merged = sorted(axes) == list(range(min(axes), max(axes) + 1))      # adjacent axes: one axis of a reshape
+
+    def run(arr):
+        if arr.dtype != dtype:
+            return from_sums(sums(arr))
+        if merged:
+            a0 = min(axes)
+            out_shape = arr.shape[:a0] + ((1,) * len(axes) if keepdims else ()) + arr.shape[max(axes) + 1:]
+            s = arr.reshape(arr.shape[:a0] + (-1,) + arr.shape[max(axes) + 1:]).sum(axis=a0, dtype=idt)
+            s = s.reshape(out_shape)
+        else:
+            s = np.sum(arr, axis=axes, keepdims=keepdims, dtype=idt)
+        s -= idt(base)
+        return np.take(table, s)
     return run
 
 
@@ -165,11 +205,10 @@ def _mean_xnnpack(axes, n, params, keepdims):
     info = np.iinfo(params.dtype)
     lo, hi, dtype = info.min, info.max, params.dtype
 
-    def run(arr):
-        total = np.sum(arr, axis=axes, keepdims=keepdims, dtype=np.int64) if axes else arr
+    def from_sums(total):
         v = total.astype(np.float32) * c + zp
         return np.clip(np.rint(v), lo, hi).astype(dtype)
-    return run
+    return _by_sums(from_sums, axes, n, dtype, keepdims)
 
 
 # --------------------------------------------------------------------------- data movement

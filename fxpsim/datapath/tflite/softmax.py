@@ -13,7 +13,7 @@ from ._common import _codes, _dtype, _kernels, _round_half_away, _scale, _to_int
 from .gemmlowp import _exp_neg, _one_over_one_plus_x, calculate_input_radius
 from .lookup import _expf
 
-__all__ = ['SoftmaxParams', 'softmax_params', 'softmax_reference_scale', 'quantized_softmax']
+__all__ = ['SoftmaxParams', 'softmax_params', 'softmax_reference_scale', 'quantized_softmax', 'float_table_plan']
 
 
 # --------------------------------------------------------------------------- SOFTMAX
@@ -159,11 +159,29 @@ def _exp_table_of(step: float) -> np.ndarray:
 
 
 def _softmax_float_table(diff: np.ndarray, params: SoftmaxParams) -> np.ndarray:
+    return float_table_plan(params)(-diff)
+
+
+def float_table_plan(params: SoftmaxParams):
+    r"""The optimized kernels' SOFTMAX (:func:`quantized_softmax`, ``kernels="builtin"``) with its table and
+    constants made once: a function of :math:`k = \max x - x` (non-negative integers, rows on the last axis)
+    returning the output codes.  Where :math:`1 / s_{out} < 2^{30}` (every probability then lies in
+    :math:`[0, 2^{31})`: :math:`t_k \le 1 = t_0 \le \Sigma`), ``std::round`` and the int32 cast are
+    :math:`\lfloor p + 1/2 \rfloor` in float64 (exact); else the general casts."""
     f32 = np.float32
-    vals = _softmax_exp_table(params.input_scale, params.beta)[-diff]     # table_offset[x] = expf(scale * (max - x))
-    total = np.add.accumulate(vals, axis=-1, dtype=np.float32)[..., -1:]
-    inv = f32(1) / (total * f32(params.output_scale))
-    prob = vals * inv
+    table = _softmax_exp_table(params.input_scale, params.beta)
+    so = f32(params.output_scale)
     info = np.iinfo(params.output_dtype)
-    q = _to_int32(_round_half_away(prob)) + params.output_zero_point
-    return np.clip(q, info.min, info.max).astype(info.dtype)
+    lo, hi, zo, dtype = int(info.min), int(info.max), params.output_zero_point, info.dtype
+    small = bool(so >= np.finfo(f32).tiny and f32(1) / so < 2.0 ** 30)
+
+    def run(k):
+        vals = np.take(table, k)                                             # table_offset[x] = expf(scale (max - x))
+        total = np.add.accumulate(vals, axis=-1, dtype=np.float32)[..., -1:]
+        prob = vals * (f32(1) / (total * so))
+        if small:
+            q = np.floor(prob.astype(np.float64) + 0.5).astype(np.int64)
+        else:
+            q = _to_int32(_round_half_away(prob))
+        return np.clip(q + zo, lo, hi).astype(dtype)
+    return run

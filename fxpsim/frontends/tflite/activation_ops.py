@@ -75,13 +75,38 @@ def _softmax_run(graph, node, ins, dp, trace):
     if knobs is not None:
         return _lut_softmax_run(graph, node, ins, dp, knobs)
     x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
+    kern = _kernels(graph)
+    params = _softmax_params(graph, node, x, y, kern)
+    return [_call(node, kern, K.quantized_softmax, ins[0], params, kernels=kern)], _no_trace()
+
+
+def _softmax_prepare(graph, node, dp, in_shapes):
+    r"""A compiled plan's step of ``tflite_softmax`` for the optimized kernels (``builtin`` / ``xnnpack``, no look-up
+    table knobs): :func:`~fxpsim.datapath.tflite.float_table_plan` made once, read with :math:`\max x - x` of the
+    int8 / uint8 codes; anything else runs the node."""
+    if _lut_knobs(dp) is not None or _kernels(graph) == "reference" or in_shapes[0] is None or not in_shapes[0]:
+        return None
+    x, y = _spec(graph, node.inputs[0]), _spec(graph, node.outputs[0])
+    try:
+        params = _softmax_params(graph, node, x, y, _kernels(graph))
+    except ValueError:
+        return None                                  # the node's run raises it, named
+    plan, shape = K.float_table_plan(params), tuple(in_shapes[0])
+
+    def step(ins, trace):
+        a = ins[0]
+        if not isinstance(a, np.ndarray) or a.shape != shape or a.dtype != params.input_dtype or not a.shape[-1]:
+            return _softmax_run(graph, node, ins, dp, trace)
+        return [plan(np.subtract(a.max(axis=-1, keepdims=True), a, dtype=np.int16))], _no_trace()
+    return step
+
+
+def _softmax_params(graph, node, x, y, kern):
     sx, _ = _q(x)
     sy, zy = _q(y)
-    kern = _kernels(graph)
-    params = _cached(graph, node, ("softmax", kern), lambda: K.softmax_params(
+    return _cached(graph, node, ("softmax", kern), lambda: K.softmax_params(
         sx, beta=float(node.attrs.get("beta", 1.0)), output_scale=sy, output_zero_point=zy,
         input_dtype=x.dtype, output_dtype=y.dtype, kernels=kern))
-    return [_call(node, kern, K.quantized_softmax, ins[0], params, kernels=kern)], _no_trace()
 
 
 def _softmax_float(graph, node, ins):
@@ -141,7 +166,7 @@ def _leaky_relu_float(graph, node, ins):
     return [np.where(ins[0] >= 0, ins[0], a * ins[0])]
 
 
-register_op(Op("tflite_softmax", _softmax_run, _softmax_float, _check_io(1)))
+register_op(Op("tflite_softmax", _softmax_run, _softmax_float, _check_io(1), prepare=_softmax_prepare))
 register_op(Op("tflite_logistic", _unary_run(K.logistic_params, K.quantized_logistic), _logistic_float,
                _check_io(1)))
 register_op(Op("tflite_tanh", _unary_run(K.tanh_params, K.quantized_tanh), _tanh_float, _check_io(1)))
