@@ -198,6 +198,19 @@ def test_finn_rule_unsigned_boundaries_in_float32():
     g = _fc_graph(np.array([[127, 127]]), 128, x_zp=127)
     r = _check_fc(g)
     assert r.weights_range == (0, 510) and r.finn_weights == r.finn_float32 == 9
+    # a 1-bit unsigned input {0, 1}: ranges ending exactly at 2^n - 1, 2^n and 2^n + 1 (weights as given)
+    for w, want in [([3, 4], 3), ([3, 5], 4), ([4, 5], 4), ([1, 0], 1)]:
+        r = _check_fc(_fc_graph(np.array([w]), 0, x_bits=1, x_zp=0, x_signed=False, w_bits=8, w_signed=True))
+        assert r.weights_range == (0, sum(w)) and r.finn_weights == want == r.finn_float32, w
+
+
+def test_all_zero_weights_take_one_bit_in_the_float32_column_too():
+    """Weights all 0: the range [0, 0]. finn_width gives 1 bit (at least one), and float32 is exact there, so the
+    float32 column must say 1 as well (it said 0: FINN's ceil(log2(0 + 1)) without the floor of one bit)."""
+    for x_signed in (False, True):
+        r = _check_fc(_fc_graph(np.array([[0, 0], [0, 0]]), [0, 0], x_bits=1, x_zp=0, x_signed=x_signed,
+                                w_bits=8, w_signed=True))
+        assert r.weights_range == (0, 0) and r.finn_weights == 1 == r.finn_float32
 
 
 def test_finn_float32_column_where_float32_is_a_bit_short():
@@ -524,3 +537,29 @@ def test_hls4ml_padded_conv_with_rounded_products():
     sums = [(sum(ends(v)[0] for v in col), sum(ends(v)[1] for v in col)) for col in cols]
     span = (min(s[0] for s in sums), max(s[1] for s in sums))
     assert r.weights_range == span and r.finn_weights == width_model(*span) == r.finn_float32
+
+
+def test_hls4ml_unsigned_input_rounded_products_one_output_dominates():
+    """x: ap_ufixed<6,3> (codes 0..63); output 0 all large positive weights, output 1 all -1/32, output 2 mixed:
+    the range's top comes from output 0 alone and is far above |bottom|, and the sums over the outputs of one
+    input (the wrong axis) are much smaller than the sums over the inputs of one output."""
+    wc = np.array([[31, -1, 3], [31, -1, -4], [31, -1, 0], [31, -1, 2]])
+    layers = [{"name": "x", "class": "Input", "result_t": "ap_ufixed<6,3>"},
+              {"name": "fc1", "class": "Dense", "result_t": "ap_fixed<14,10,AP_RND,AP_SAT,0>", "n_in": 4,
+               "n_out": 3, "accum_t": _ACC, "weight_t": _WT, "bias_t": "ap_fixed<8,4>"}]
+    g = _hls4ml_graph(layers, {"fc1": {"weight": wc / 32.0, "bias": np.zeros(3)}}, (4,), "dense_u")
+    x = np.array([[7.875, 7.875, 7.875, 7.875], [0.0, 1.5, 3.25, 0.125]])
+    (r,) = accumulator_widths(g, x)
+    ends = _rounded_model(0, 63, 4 - 3 - 5, "AP_RND")
+    sums = [(sum(ends(int(wc[k, j]))[0] for k in range(4)), sum(ends(int(wc[k, j]))[1] for k in range(4)))
+            for j in range(3)]
+    span = (min(s[0] for s in sums), max(s[1] for s in sums))
+    # by hand: 63 * 31 / 16 = 122.06 -> 122 per input of output 0: 488; 63 * -1 / 16 = -3.94 -> -4: -16
+    assert span == (-16, 488)
+    assert r.weights_range == span and r.finn_weights == width_model(*span) == 10 == r.finn_float32
+    dt = [4 * ends(c)[i] for c in (-32, 31) for i in (0, 1)]
+    assert r.finn_datatypes == width_model(min(dt), max(dt))
+    codes = (x * 8).astype(int)
+    seqs = [[_round(Fraction(int(xv) * int(wc[k, j])) * Fraction(2) ** (4 - 8), "AP_RND")
+             for k, xv in enumerate(sample)] for sample in codes.tolist() for j in range(3)]
+    assert r.observed == signed_width_model(*running_range(seqs))
