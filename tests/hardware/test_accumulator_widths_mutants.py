@@ -322,7 +322,9 @@ def test_qonnx_matmul_with_an_input_zero_point():
     m.quant("x", F32(0.5), 3, 5, "q0")
     m.node("MatMul", ["q0", m.quant(m.c(wc * 0.25), F32(0.25), 0, 4, "wq")], "y")
     net = import_qonnx(m.build([2, 4]))
-    x = np.array([[-8.0, 6.0, 0.5, -1.5], [6.0, 6.0, 6.0, 6.0]], F32)
+    # codes -13 (offset -16) and 3 (offset 0); read as code + zero point they would be -10 and 6, whose
+    # partial sums stay within 8 bits, while -16 * -8 = 128 needs 9
+    x = np.array([[-8.0, -8.0, -8.0, -8.0], [0.0, 0.0, 0.0, 0.0]], F32)
     _, _, kept = net.run(x, keep=True)
     (node,) = [nd for nd in net.nodes if nd.op == "qonnx_matmul"]
     codes = np.asarray(kept[node.inputs[0]]).tolist()
@@ -335,8 +337,11 @@ def test_qonnx_matmul_with_an_input_zero_point():
     assert (r.node, r.op, r.k) == (node.name, "qonnx_matmul", 4)
     assert r.weights_range == span and r.finn_weights == width_model(*span) == r.finn_float32
     assert r.finn_datatypes == width_model(*datatype_range(4, -8, 7, x_lo, x_hi))
+    assert codes == [[-13] * 4, [3] * 4]
     seqs = [[(int(cv) - 3) * w for cv, w in zip(sample, col)] for sample in codes for col in cols]
-    assert r.observed == signed_width_model(*running_range(seqs))
+    assert r.observed == signed_width_model(*running_range(seqs)) == 9
+    assert signed_width_model(*running_range([[(int(cv) + 3) * w for cv, w in zip(sample, col)]
+                                              for sample in codes for col in cols])) == 8
     assert accumulator_widths(net)[0].observed is None
 
 
@@ -563,3 +568,87 @@ def test_hls4ml_unsigned_input_rounded_products_one_output_dominates():
     seqs = [[_round(Fraction(int(xv) * int(wc[k, j])) * Fraction(2) ** (4 - 8), "AP_RND")
              for k, xv in enumerate(sample)] for sample in codes.tolist() for j in range(3)]
     assert r.observed == signed_width_model(*running_range(seqs))
+
+
+# ----------------------------------------------------------------------------------------- conv geometry, pixel by pixel
+def _conv_seq_widths(pixels, h, w, taps, stride, dilation, pads, value, rest=0):
+    """For each (row, col) of ``pixels``: the observed width of a one-channel conv whose input offsets are
+    ``rest`` everywhere except ``value`` at that pixel. ``taps[a][b]``: the weights; pads (top, left, bottom,
+    right); products in (kh, kw) order, padded taps 0."""
+    kh, kw = len(taps), len(taps[0])
+    pt, pl, pb, pr = pads
+    oh = (h + pt + pb - ((kh - 1) * dilation[0] + 1)) // stride[0] + 1
+    ow = (w + pl + pr - ((kw - 1) * dilation[1] + 1)) // stride[1] + 1
+    out = []
+    for (pi, pj) in pixels:
+        seqs = []
+        for i in range(oh):
+            for j in range(ow):
+                seq = []
+                for a in range(kh):
+                    for b in range(kw):
+                        r, c = i * stride[0] - pt + a * dilation[0], j * stride[1] - pl + b * dilation[1]
+                        xv = (value if (r, c) == (pi, pj) else rest) if 0 <= r < h and 0 <= c < w else 0
+                        seq.append(xv * taps[a][b])
+                seqs.append(seq)
+        out.append(signed_width_model(*running_range(seqs)))
+    return out
+
+
+_TAPS = [[1, 2, 4], [8, -16, 31]]                       # INT6 codes: a width class per tap
+
+
+def test_qonnx_conv_geometry_pixel_by_pixel():
+    """One channel, one output channel, a 2 x 3 kernel whose taps are 1, 2, 4, 8, -16, 31: an input with one
+    pixel at the highest code (the rest at the zero point, offset 0) makes the observed width name the largest
+    tap that reaches that pixel -- so strides, dilations and each pad decide it. The model's widths under the
+    wrong geometries differ (checked here), so a geometry lost on the way would be seen."""
+    h, w, zp = 5, 6, -2
+    stride, dilation, pads = (2, 1), (1, 2), (1, 2, 0, 1)             # ONNX pads: top, left, bottom, right
+    m = _Model()
+    m.quant("x", F32(0.25), zp, 6, "q0")
+    wq = m.quant(m.c(np.array(_TAPS, F32).reshape(1, 1, 2, 3)), F32(1.0), 0, 6, "wq")
+    m.node("Conv", ["q0", wq], "y", kernel_shape=[2, 3], pads=list(pads), strides=list(stride),
+           dilations=list(dilation))
+    net = import_qonnx(m.build([1, 1, h, w]))
+    pixels = [(i, j) for i in range(h) for j in range(w)]
+    value = 31 - zp                                                   # the highest code's offset
+    want = _conv_seq_widths(pixels, h, w, _TAPS, stride, dilation, pads, value)
+    for wrong in [((1, 1), dilation, pads), (stride, (1, 1), pads), (stride, dilation, (0, 0, 0, 0)),
+                  (stride, dilation, (pads[0], pads[2], pads[1], pads[3])), ((1, 2), dilation, pads),
+                  (stride, (2, 1), pads)]:
+        assert _conv_seq_widths(pixels, h, w, _TAPS, *wrong, value) != want, wrong
+    got = []
+    for (pi, pj) in pixels:
+        x = np.full((1, 1, h, w), 0.0, F32)                       # real 0: code zp
+        x[0, 0, pi, pj] = (31 - zp) * 0.25                        # code 31
+        (r,) = accumulator_widths(net, x)
+        got.append(r.observed)
+    assert got == want
+
+
+def test_hls4ml_conv_pads_pixel_by_pixel():
+    """The same for an hls4ml Conv2D whose accum_t rounds the products (frac 7 < 3 + 5: each product x w / 2,
+    AP_TRN: floor): the pads decide which taps reach the border pixels."""
+    h, w = 4, 5
+    stride, pads = (1, 2), (1, 2, 0, 1)                              # top, left, bottom, right
+    taps = [[4, 8, -16], [2, 31, -32]]
+    layers = [{"name": "x", "class": "Input", "result_t": "ap_fixed<6,3>"},
+              {"name": "cv", "class": "Conv2D", "result_t": "ap_fixed<16,8>", "in_height": h, "in_width": w,
+               "n_chan": 1, "filt_height": 2, "filt_width": 3, "n_filt": 1, "stride_height": stride[0],
+               "stride_width": stride[1], "pad_top": pads[0], "pad_bottom": pads[2], "pad_left": pads[1],
+               "pad_right": pads[3], "out_height": (h + 1 - 2) // 1 + 1, "out_width": (w + 3 - 3) // 2 + 1,
+               "accum_t": "ap_fixed<16,9,AP_TRN,AP_SAT,0>", "weight_t": _WT, "bias_t": "ap_fixed<8,4>"}]
+    wts = np.array(taps, float).reshape(2, 3, 1, 1) / 32.0
+    g = _hls4ml_graph(layers, {"cv": {"weight": wts, "bias": np.zeros(1)}}, (h, w, 1), "conv_pix")
+    pixels = [(i, j) for i in range(h) for j in range(w)]
+    rounded = [[math.floor(Fraction(31 * t, 2)) for t in row] for row in taps]      # x w 2^(7 - 3 - 5), floor
+    want = _conv_seq_widths(pixels, h, w, rounded, stride, (1, 1), pads, 1)
+    assert _conv_seq_widths(pixels, h, w, rounded, stride, (1, 1), (0, 0, 0, 0), 1) != want
+    got = []
+    for (pi, pj) in pixels:
+        x = np.zeros((1, h, w, 1))
+        x[0, pi, pj, 0] = 31 / 8.0
+        (r,) = accumulator_widths(g, x)
+        got.append(r.observed)
+    assert got == want
