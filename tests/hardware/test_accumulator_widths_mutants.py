@@ -97,10 +97,11 @@ def test_matvec_range_against_corner_enumeration():
         x_lo = int(rng.integers(-20, 5))
         x_hi = x_lo + int(rng.integers(0, 30))
         assert matvec_range(w, x_lo, x_hi) == corner_range(w.T.tolist(), x_lo, x_hi), (w.tolist(), x_lo, x_hi)
-    # Python ints beyond int64: 2^40 * 2^30 * 3 products
-    w = np.array([[2 ** 40, -(2 ** 40)], [2 ** 40, 1], [2 ** 40, 0]], np.int64)
-    lo, hi = matvec_range(w, -(2 ** 30), 2 ** 30)
-    assert (lo, hi) == corner_range(w.T.tolist(), -(2 ** 30), 2 ** 30) == (-3 * 2 ** 70, 3 * 2 ** 70)
+    # Python ints beyond int64 and beyond float64's 53 bits: (2^40 + 1)(2^30 + 1) has 71 significant bits
+    w = np.array([[2 ** 40 + 1, -(2 ** 40)], [2 ** 40 + 1, 1], [2 ** 40 + 1, 0]], np.int64)
+    x = 2 ** 30 + 1
+    lo, hi = matvec_range(w, -x, x)
+    assert (lo, hi) == corner_range(w.T.tolist(), -x, x) == (-3 * (2 ** 40 + 1) * x, 3 * (2 ** 40 + 1) * x)
     assert type(lo) is int and type(hi) is int
 
 
@@ -159,8 +160,10 @@ def test_fully_connected_with_zero_points_on_both_operands():
     assert r2.finn_float32 == r.finn_float32
     # by hand: x offsets -131 .. 124; column 0 (all ones) spans [-524, 496], column 2 reaches 100 * 131 = 13100 + ...
     assert r.weights_range == (-(100 + 7) * 124 - 3 * 131, 100 * 131 + 3 * 124 + 7 * 131)
-    # the optional bias input does not count (FINN leaves it out)
+    # the optional bias input does not count (FINN leaves it out); an absent one may be named ""
     assert _check_fc(_fc_graph(w, zw, bias=True)).finn_weights == r.finn_weights
+    g3 = IntegerGraph(list(g.tensors.values()), [Node("fc", "fully_connected", ["x", "w", ""], ["y"])], ["x"], ["y"])
+    assert _check_fc(g3, x) == r2
 
 
 def test_fully_connected_float32_column_where_float32_is_exact():
@@ -544,11 +547,12 @@ def test_hls4ml_padded_conv_with_rounded_products():
     assert r.weights_range == span and r.finn_weights == width_model(*span) == r.finn_float32
 
 
-def test_hls4ml_unsigned_input_rounded_products_one_output_dominates():
+@pytest.mark.parametrize("sign", [1, -1])
+def test_hls4ml_unsigned_input_rounded_products_one_output_dominates(sign):
     """x: ap_ufixed<6,3> (codes 0..63); output 0 all large positive weights, output 1 all -1/32, output 2 mixed:
     the range's top comes from output 0 alone and is far above |bottom|, and the sums over the outputs of one
     input (the wrong axis) are much smaller than the sums over the inputs of one output."""
-    wc = np.array([[31, -1, 3], [31, -1, -4], [31, -1, 0], [31, -1, 2]])
+    wc = sign * np.array([[31, -1, 3], [31, -1, -4], [31, -1, 0], [31, -1, 2]])
     layers = [{"name": "x", "class": "Input", "result_t": "ap_ufixed<6,3>"},
               {"name": "fc1", "class": "Dense", "result_t": "ap_fixed<14,10,AP_RND,AP_SAT,0>", "n_in": 4,
                "n_out": 3, "accum_t": _ACC, "weight_t": _WT, "bias_t": "ap_fixed<8,4>"}]
@@ -560,7 +564,8 @@ def test_hls4ml_unsigned_input_rounded_products_one_output_dominates():
             for j in range(3)]
     span = (min(s[0] for s in sums), max(s[1] for s in sums))
     # by hand: 63 * 31 / 16 = 122.06 -> 122 per input of output 0: 488; 63 * -1 / 16 = -3.94 -> -4: -16
-    assert span == (-16, 488)
+    # (negated: -122.06 -> -122 four times; the top is output 1's 4 * 4 = 16 and output 2's 0 + 16 + 0 + 0)
+    assert span == ((-16, 488) if sign > 0 else (-488, 16))
     assert r.weights_range == span and r.finn_weights == width_model(*span) == 10 == r.finn_float32
     dt = [4 * ends(c)[i] for c in (-32, 31) for i in (0, 1)]
     assert r.finn_datatypes == width_model(min(dt), max(dt))
@@ -604,7 +609,7 @@ def test_qonnx_conv_geometry_pixel_by_pixel():
     tap that reaches that pixel -- so strides, dilations and each pad decide it. The model's widths under the
     wrong geometries differ (checked here), so a geometry lost on the way would be seen."""
     h, w, zp = 5, 6, -2
-    stride, dilation, pads = (2, 1), (1, 2), (1, 2, 0, 1)             # ONNX pads: top, left, bottom, right
+    stride, dilation, pads = (2, 1), (1, 2), (2, 1, 0, 1)             # ONNX pads: top, left, bottom, right
     m = _Model()
     m.quant("x", F32(0.25), zp, 6, "q0")
     wq = m.quant(m.c(np.array(_TAPS, F32).reshape(1, 1, 2, 3)), F32(1.0), 0, 6, "wq")
@@ -614,9 +619,10 @@ def test_qonnx_conv_geometry_pixel_by_pixel():
     pixels = [(i, j) for i in range(h) for j in range(w)]
     value = 31 - zp                                                   # the highest code's offset
     want = _conv_seq_widths(pixels, h, w, _TAPS, stride, dilation, pads, value)
+    t, l, b, r = pads
     for wrong in [((1, 1), dilation, pads), (stride, (1, 1), pads), (stride, dilation, (0, 0, 0, 0)),
-                  (stride, dilation, (pads[0], pads[2], pads[1], pads[3])), ((1, 2), dilation, pads),
-                  (stride, (2, 1), pads)]:
+                  (stride, dilation, (t, b, l, r)), ((1, 2), dilation, pads), (stride, (2, 1), pads),
+                  (stride, dilation, (t, l, r, r)), (stride, dilation, (l, l, b, r)), (stride, dilation, (t, b, b, r))]:
         assert _conv_seq_widths(pixels, h, w, _TAPS, *wrong, value) != want, wrong
     got = []
     for (pi, pj) in pixels:
@@ -624,6 +630,29 @@ def test_qonnx_conv_geometry_pixel_by_pixel():
         x[0, 0, pi, pj] = (31 - zp) * 0.25                        # code 31
         (r,) = accumulator_widths(net, x)
         got.append(r.observed)
+    assert got == want
+
+
+def test_core_conv2d_geometry_pixel_by_pixel():
+    """The pixel-by-pixel check on a core conv2d (the MAC view's geometry: stride, dilation, explicit pads)."""
+    h, w, zx = 5, 6, -5
+    stride, dilation, pads = (2, 1), (1, 2), (2, 1, 0, 1)             # top, left, bottom, right
+    tensors = [TensorSpec("x", 8, True, (h, w, 1), 0.5, zx),
+               TensorSpec("w", 8, True, scale=0.25, data=np.array(_TAPS, np.int8).reshape(1, 2, 3, 1))]
+    oh = (h + pads[0] + pads[2] - 2) // stride[0] + 1
+    ow = (w + pads[1] + pads[3] - 5) // stride[1] + 1
+    tensors.append(TensorSpec("y", 32, True, (oh, ow, 1), 0.125, 0))
+    node = Node("cv", "conv2d", ["x", "w"], ["y"], {"stride": stride, "dilation": dilation,
+                                                    "padding": ((pads[0], pads[2]), (pads[1], pads[3]))})
+    g = IntegerGraph(tensors, [node], ["x"], ["y"])
+    pixels = [(i, j) for i in range(h) for j in range(w)]
+    want = _conv_seq_widths(pixels, h, w, _TAPS, stride, dilation, pads, 127 - zx)
+    assert _conv_seq_widths(pixels, h, w, _TAPS, (1, 1), (1, 1), (0, 0, 0, 0), 127 - zx) != want
+    got = []
+    for (pi, pj) in pixels:
+        x = np.full((1, h, w, 1), zx, np.int8)
+        x[0, pi, pj, 0] = 127
+        got.append(accumulator_widths(g, x)[0].observed)
     assert got == want
 
 
