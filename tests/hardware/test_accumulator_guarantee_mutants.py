@@ -327,7 +327,8 @@ def test_bad_nodes_are_refused_by_name():
         guarantee_accumulator(g, 8)
     # bias_shift, product_shift, each alone
     for attrs in ({"bias_shift": 1}, {"product_shift": 2}):
-        tensors = [TensorSpec("x", 4, True, (3,), 0.5, 0), TensorSpec("w", 8, True, scale=0.5, data=np.array(Q, np.int8)),
+        tensors = [TensorSpec("x", 4, True, (3,), 0.5, 0),
+                   TensorSpec("w", 8, True, scale=0.5, data=np.array(Q, np.int8)),
                    TensorSpec("y", 8, True, (3,), 1.0, 0)]
         g = IntegerGraph(tensors, [Node("fc", "fully_connected", ["x", "w"], ["y"], attrs)], ["x"], ["y"])
         with pytest.raises(ValueError, match=re.escape(f"{_where()}: bias_shift / product_shift are not modelled by "

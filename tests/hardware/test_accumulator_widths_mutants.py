@@ -158,7 +158,7 @@ def test_fully_connected_with_zero_points_on_both_operands():
     x = np.array([[-128, 127, 0, 5], [127, 127, 127, 127], [-128, -128, -128, -128], [3, 3, 3, 3]], np.int8)
     r2 = _check_fc(g, x)
     assert r2.finn_float32 == r.finn_float32
-    # by hand: x offsets -131 .. 124; column 0 (all ones) spans [-524, 496], column 2 reaches 100 * 131 = 13100 + ...
+    # by hand: x offsets -131 .. 124; output 2 ([-100, 2, 1, -7]) holds both ends of the range
     assert r.weights_range == (-(100 + 7) * 124 - 3 * 131, 100 * 131 + 3 * 124 + 7 * 131)
     # the optional bias input does not count (FINN leaves it out); an absent one may be named ""
     assert _check_fc(_fc_graph(w, zw, bias=True)).finn_weights == r.finn_weights
@@ -196,8 +196,7 @@ def test_finn_rule_unsigned_boundaries_in_float32():
         g = _fc_graph(np.array([[w + 128]]), 128, x_zp=-128)
         r = _check_fc(g)
         assert r.weights_range == (0, 255 * w) and r.finn_weights == want == r.finn_float32
-    # x in [0, 1]: a 1-bit input would need bits=1; take int8 codes [-128, 127] minus 127 instead: [-255, 0]
-    # and a weight of -1: range [0, 255]; of -1 and -1 (two inputs): [0, 510]
+    # x offsets [-255, 0] (int8 codes, zero point 127) and weights -1, -1: the range [0, 510]
     g = _fc_graph(np.array([[127, 127]]), 128, x_zp=127)
     r = _check_fc(g)
     assert r.weights_range == (0, 510) and r.finn_weights == r.finn_float32 == 9
@@ -575,7 +574,7 @@ def test_hls4ml_unsigned_input_rounded_products_one_output_dominates(sign):
     assert r.observed == signed_width_model(*running_range(seqs))
 
 
-# ----------------------------------------------------------------------------------------- conv geometry, pixel by pixel
+# ------------------------------------------------------------------------------------ conv geometry, pixel by pixel
 def _conv_seq_widths(pixels, h, w, taps, stride, dilation, pads, value, rest=0):
     """For each (row, col) of ``pixels``: the observed width of a one-channel conv whose input offsets are
     ``rest`` everywhere except ``value`` at that pixel. ``taps[a][b]``: the weights; pads (top, left, bottom,
