@@ -680,3 +680,29 @@ def test_hls4ml_conv_pads_pixel_by_pixel():
         (r,) = accumulator_widths(g, x)
         got.append(r.observed)
     assert got == want
+
+
+def test_a_grouped_onnx_qlinear_conv_has_no_view_and_no_row(tmp_path):
+    """An ONNX QLinearConv with 1 < group < C has no MAC view (``mac_operands`` gives None): accumulator_widths
+    leaves it out rather than failing (a known limit: such a node gets no row)."""
+    w = np.random.default_rng(0).integers(-5, 6, (4, 2, 2, 2)).astype(np.int8)      # O 4, C/g 2: group 2 of C 4
+    inits = [numpy_helper.from_array(np.array(0.5, F32), "xs"), numpy_helper.from_array(np.array(3, np.int8), "xz"),
+             numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array(0.25, F32), "ws"),
+             numpy_helper.from_array(np.array(0, np.int8), "wz"), numpy_helper.from_array(np.array(2.0, F32), "ys"),
+             numpy_helper.from_array(np.array(0, np.int8), "yz")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["q"], name="q"),
+             helper.make_node("QLinearConv", ["q", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["c"], name="conv",
+                              group=2),
+             helper.make_node("DequantizeLinear", ["c", "ys", "yz"], ["y"], name="dq")]
+    io = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 3, 3]),
+          helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 2, 2])]
+    m = helper.make_model(helper.make_graph(nodes, "g", io[:1], io[1:], inits),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(tmp_path / "gconv.onnx"))
+    import fxpsim
+    g = fxpsim.import_model(str(tmp_path / "gconv.onnx"))
+    assert [nd.op for nd in g.nodes if nd.op == "qlinear_conv"] == ["qlinear_conv"]
+    assert accumulator_widths(g) == []
+    x = np.zeros((1,) + tuple(g.tensors[g.inputs[0]].shape), F32)
+    assert accumulator_widths(g, x) == []                 # with data too
