@@ -286,6 +286,19 @@ def test_a_tensor_shared_by_two_nodes_is_refused(shared):
     assert res.graph.meta["accumulator_guarantee"] == {"accumulator_bits": 8, "nodes": ["fc1", "fc2"]}
 
 
+def test_weights_read_as_data_by_another_node_are_refused_as_shared():
+    """A second node reading the FC's weights as its input 0 (a clamp of the weight tensor): re-rounding them would
+    change that node's output too. The shared-tensor check counted only inputs 1 and 2 of every node, so this
+    graph was re-rounded silently and the clamp's output changed (e.g. [10, -6, 3] -> [8, -4, 2])."""
+    tensors = [TensorSpec("x", 4, True, (3,), 0.5, 0), TensorSpec("w", 8, True, scale=0.5, data=np.array(Q, np.int8)),
+               TensorSpec("y", 8, True, (3,), 1.0, 0), TensorSpec("z", 8, True, (3, 3), 0.5, 0)]
+    g = IntegerGraph(tensors, [Node("fc", "fully_connected", ["x", "w"], ["y"]),
+                               Node("r", "clamp", ["w"], ["z"], {"lo": 0, "hi": 5})], ["x"], ["y", "z"])
+    with pytest.raises(ValueError, match=re.escape("guarantee_accumulator: tensor 'w' is shared by nodes ['fc', "
+                                                   "'r']; re-rounding it for node 'fc' would change the others")):
+        guarantee_accumulator(g, 8)
+
+
 def _where(node="fc", op="fully_connected"):
     return f"guarantee_accumulator: node {node!r} ({op})"
 
