@@ -174,8 +174,8 @@ def guarantee_accumulator(graph: IntegerGraph, accumulator_bits: int, *, nodes=N
         _check_node(graph, nd)
     uses: dict = {}
     for nd in graph.nodes:
-        for t in nd.inputs[1:3]:
-            if t:
+        for t in dict.fromkeys(nd.inputs):      # every input: a node reading a MAC's weights or bias as its data
+            if t:                               # (input 0, or a fourth input) would change with them too
                 uses.setdefault(t, []).append(nd.name)
     tensors = dict(graph.tensors)
     out = AccumulatorGuarantee(graph=graph, accumulator_bits=int(accumulator_bits))

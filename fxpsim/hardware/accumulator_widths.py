@@ -78,10 +78,11 @@ def _finn_float32(w, x_min, x_max) -> int:
 
 
 def _float32_rule(acc_min, acc_max) -> int:
-    """FINN's width of a float32 range, in float32 (``log2`` and the ``+ 1`` included)."""
+    """FINN's width of a float32 range, in float32 (``log2`` and the ``+ 1`` included); at least 1 bit, as
+    :func:`finn_width` (the range ``[0, 0]`` of all-zero weights is 1 bit, not 0)."""
     f = np.float32
     if acc_min >= 0:
-        return int(np.ceil(np.log2(acc_max + f(1))))
+        return max(int(np.ceil(np.log2(acc_max + f(1)))), 1)
     return int(np.ceil(np.log2(max(-acc_min, f(1) + acc_max)))) + 1
 
 
