@@ -9,6 +9,8 @@ from libc.string cimport memset
 import numpy as np
 cimport numpy as cnp
 
+cnp.import_array()
+
 cdef extern from "_conv_int8.h" nogil:
     ctypedef struct fxc_params:
         Py_ssize_t N, H, W, C, KH, KW, O, OH, OW
@@ -118,11 +120,13 @@ cdef class Cache:
     cdef const int8_t* wp
     cdef object keep
     cdef readonly object lock
+    cdef Py_ssize_t shape[4]          # the input shape :meth:`forward` takes (:meth:`expect`)
 
     def __cinit__(self):
         import threading
         memset(&self.K, 0, sizeof(fxc_cache))
         memset(&self.P, 0, sizeof(fxc_params))
+        self.shape[0] = self.shape[1] = self.shape[2] = self.shape[3] = -1
         self.wp = NULL
         self.lock = threading.Lock()
 
@@ -144,6 +148,46 @@ cdef class Cache:
         if self.wp == NULL:
             raise ValueError("conv_int8.Cache.run: bind the layer first")
         return _exec(&P, x, self.wp, want_acc, acc_buf, out_buf, self)
+
+    def expect(self, Py_ssize_t n, Py_ssize_t h, Py_ssize_t w, Py_ssize_t c):
+        """The NHWC input shape :meth:`forward` takes (any other input: None)."""
+        self.shape[0], self.shape[1], self.shape[2], self.shape[3] = n, h, w, c
+
+    def forward(self, object x):
+        """The bound layer's output codes alone on ``x``, a new int8 [N OH OW, O] array -- :meth:`run`'s ``out``
+        without the accumulators or the counts, with the least per-call work (a compiled plan's step) -- or None
+        where it does not apply: ``x`` not an int8 C-contiguous ndarray of the :meth:`expect` ed shape, a layer
+        without an output stage here, or a call the kernel declines (the caller then takes :meth:`run`)."""
+        cdef fxc_params P = self.P
+        cdef cnp.ndarray xa, out
+        cdef cnp.npy_intp dims[2]
+        cdef int64_t counts[3]
+        cdef int rc, i
+        cdef const int8_t* xp
+        cdef int8_t* op
+        if self.wp == NULL or (P.rq_mult == NULL and P.rq_fscale == NULL) or not cnp.PyArray_CheckExact(x):
+            return None
+        xa = <cnp.ndarray>x
+        if cnp.PyArray_TYPE(xa) != cnp.NPY_INT8 or cnp.PyArray_NDIM(xa) != 4 or not cnp.PyArray_IS_C_CONTIGUOUS(xa):
+            return None
+        for i in range(4):
+            if cnp.PyArray_DIMS(xa)[i] != self.shape[i]:
+                return None
+        P.N, P.H, P.W, P.C = self.shape[0], self.shape[1], self.shape[2], self.shape[3]
+        dims[0], dims[1] = P.N * P.OH * P.OW, P.O
+        out = cnp.PyArray_EMPTY(2, dims, cnp.NPY_INT8, 0)
+        xp, op = <const int8_t*>cnp.PyArray_DATA(xa), <int8_t*>cnp.PyArray_DATA(out)
+        counts[0] = counts[1] = counts[2] = 0
+        with nogil:
+            rc = fxc_run(&P, xp, self.wp, NULL, op, counts, &self.K, 0)
+        if rc == 2:                     # the cache lacks a buffer this call needs: build it, one caller at a time
+            with self.lock:
+                counts[0] = counts[1] = counts[2] = 0
+                with nogil:
+                    rc = fxc_run(&P, xp, self.wp, NULL, op, counts, &self.K, 1)
+        if rc < 0:
+            raise MemoryError("fxpsim conv_int8: out of memory")
+        return None if rc == 1 else out
 
 
 def have_avx512() -> bool:

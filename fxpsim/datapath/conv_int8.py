@@ -201,6 +201,16 @@ class FusedCall:
         self.cache = _k.Cache()
         self.cache.bind(self.w_flat, self.b32, self.geometry, self.depthwise, x_zp, mode, word, init, self.rq, lo,
                         hi, impl, seq)
+        self.cache.expect(*((self.m_rows, 1, 1, self.x_shape[-1]) if self.x4_shape is not None else self.x_shape))
+
+    def codes(self, x):
+        """The output codes alone, as ``self(x, False)[0]`` gives them, by the kernel's leanest entry
+        (``Cache.forward``: no accumulators, counts or buffer pool) where the output is small (a fresh array costs
+        no page faults there); None where that does not apply (the caller then calls ``self``)."""
+        if not self.small_out or self.cache is None or _k is None or _overflow_log_active():
+            return None
+        out = self.cache.forward(x if self.x4_shape is None else x.reshape(self.x4_shape))
+        return None if out is None else out.reshape(self.out_shape)
 
     def __call__(self, x, need_acc: bool):
         if _k is None or _overflow_log_active() or x.shape != self.x_shape or x.dtype != np.int8:

@@ -50,7 +50,34 @@ def test_prepared_calls_in_turn_equal_the_big_integer_model(layer):
         if call is None:
             continue
         for xi in inputs:
-            _check(call(xi, True), _expected(op, xi, w, bias, kw))
+            expected = _expected(op, xi, w, bias, kw)
+            _check(call(xi, True), expected)
+            codes = call.codes(xi)                    # the lean entry: the output codes alone, or None
+            if codes is not None:
+                np.testing.assert_array_equal(codes, expected[0])
+
+
+def test_lean_entry_takes_only_what_it_was_prepared_for():
+    """``FusedCall.codes`` (``Cache.forward``): the bound input alone (int8, C-contiguous, that shape), never under
+    an active overflow log (which must see the call), and the same codes as the full call."""
+    import fxpsim
+    from fxpsim.datapath.requantize import Requantizer
+    rng = np.random.default_rng(5)
+    x = rng.integers(-128, 128, (1, 6, 6, 8)).astype(np.int8)
+    w = rng.integers(-128, 128, (12, 3, 3, 8)).astype(np.int8)
+    bias = rng.integers(-5000, 5000, 12).astype(np.int32)
+    kw = dict(requant=Requantizer.tflite(0.02, 0.005, 0.5, kind="double"), x_zp=3, out_zp=-2, acc=32,
+              overflow="saturate", bias_at="init", act_min=-128, act_max=127, stride=(1, 1), padding="SAME")
+    call = _call("conv2d", x, w, bias, prepare=True, **kw)
+    want = _expected("conv2d", x, w, bias, kw)[0]
+    np.testing.assert_array_equal(call.codes(x), want)
+    assert call.codes(x.astype(np.int16)) is None
+    assert call.codes(np.concatenate([x, x])) is None                   # another batch
+    wide = np.zeros((1, 6, 12, 8), np.int8)
+    wide[:, :, ::2] = x
+    assert call.codes(wide[:, :, ::2]) is None                        # not C-contiguous
+    with fxpsim.overflow_log():
+        assert call.codes(x) is None
 
 
 def test_weights_changed_after_preparing_do_not_reach_the_call():
