@@ -244,6 +244,28 @@ def _conv_graph(w_off, zw, x_hw, stride, dilation, padding, x_zp=-5):
     return IntegerGraph(tensors, [node], ["x"], ["y"]), (oh, ow)
 
 
+def _conv_products(xv, wv, x_dims, w_dims, out_hw, stride, dilation, pad_before):
+    """Per sample, output position and channel (in that order), the products ``xv(n, ch, h, w) * wv(q, ch, a, b)``
+    in (kh, kw, c) order, a padded tap's input 0: plain Python loops."""
+    n_s, c, h, w = x_dims
+    o, kh, kw = w_dims
+    seqs = []
+    for n in range(n_s):
+        for i in range(out_hw[0]):
+            for j in range(out_hw[1]):
+                for q in range(o):
+                    seq = []
+                    for a in range(kh):
+                        for b in range(kw):
+                            hi_ = i * stride[0] - pad_before[0] + a * dilation[0]
+                            wi_ = j * stride[1] - pad_before[1] + b * dilation[1]
+                            for ch in range(c):
+                                v = xv(n, ch, hi_, wi_) if 0 <= hi_ < h and 0 <= wi_ < w else 0
+                                seq.append(v * wv(q, ch, a, b))
+                    seqs.append(seq)
+    return seqs
+
+
 def test_conv2d_strided_dilated_padded_with_zero_points():
     rng = np.random.default_rng(11)
     o, kh, kw, c = 3, 2, 3, 2
@@ -264,21 +286,8 @@ def test_conv2d_strided_dilated_padded_with_zero_points():
     assert r.weights_range == span and r.finn_weights == width_model(*span) == r.finn_float32
     assert r.finn_datatypes == width_model(*datatype_range(kh * kw * c, 0 - max(zw), 255 - min(zw), x_lo, x_hi))
     # observed: per output position and channel, the products in (kh, kw, c) order, padded taps 0
-    seqs = []
-    for n in range(2):
-        for i in range(oh):
-            for j in range(ow):
-                for q in range(o):
-                    seq = []
-                    for a in range(kh):
-                        for b in range(kw):
-                            for ch in range(c):
-                                hi_, wi_ = i * stride[0] - padding[0][0] + a * dilation[0], \
-                                    j * stride[1] - padding[1][0] + b * dilation[1]
-                                inside = 0 <= hi_ < 5 and 0 <= wi_ < 7
-                                xv = int(x[n, hi_, wi_, ch]) - zx if inside else 0
-                                seq.append(xv * int(w_off[q, a, b, ch]))
-                    seqs.append(seq)
+    seqs = _conv_products(lambda n, ch, h, w: int(x[n, h, w, ch]) - zx, lambda q, ch, a, b: int(w_off[q, a, b, ch]),
+                          (2, c, 5, 7), (o, kh, kw), (oh, ow), stride, dilation, (padding[0][0], padding[1][0]))
     assert r.observed == signed_width_model(*running_range(seqs))
     assert accumulator_widths(g)[0].observed is None
 
@@ -382,19 +391,8 @@ def test_qonnx_conv_strided_dilated_padded_with_an_input_zero_point():
     (pt, pl, pb, pr), (sh, sw), (dh, dw) = (1, 2, 0, 1), (2, 1), (1, 2)
     oh = (5 + pt + pb - ((kh - 1) * dh + 1)) // sh + 1
     ow = (6 + pl + pr - ((kw - 1) * dw + 1)) // sw + 1
-    seqs = []
-    for n in range(2):
-        for i in range(oh):
-            for j in range(ow):
-                for q in range(o):
-                    seq = []
-                    for a in range(kh):
-                        for b in range(kw):
-                            for ch in range(c):
-                                hi_, wi_ = i * sh - pt + a * dh, j * sw - pl + b * dw
-                                xv = int(codes[n, ch, hi_, wi_]) - zp if 0 <= hi_ < 5 and 0 <= wi_ < 6 else 0
-                                seq.append(xv * int(_CW[q, ch, a, b]))
-                    seqs.append(seq)
+    seqs = _conv_products(lambda n, ch, h, w: int(codes[n, ch, h, w]) - zp, lambda q, ch, a, b: int(_CW[q, ch, a, b]),
+                          (2, c, 5, 6), (o, kh, kw), (oh, ow), (sh, sw), (dh, dw), (pt, pl))
     assert r.observed == signed_width_model(*running_range(seqs))
     assert accumulator_widths(net)[0].observed is None
 
