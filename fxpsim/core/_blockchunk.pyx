@@ -6,7 +6,8 @@ Per output: :math:`P_{max}, P_{min}` over the chunk's blocks of :math:`E_{s_a} +
 :math:`E_{max} > F + \\lambda + P_{min}` the output is only marked (``bad``) and left to the caller; else
 :math:`u = 2^{E_{max} - F}`, :math:`d \\leftarrow \\mathrm{RZ}_{24}(S + \\mathrm{trunc}(d / u)\\, u)`.  Every
 operation is exact in float64 under the caller's bounds; the RZ clears the 29 low bits of the float64.
-Returns (inexact C alignments, 1 if a result overflowed float32 or fell below its normals, else 0).
+Returns (inexact C alignments, 1 if a result overflowed float32 or fell below its normals, else 0, the number
+of outputs marked ``bad``).
 """
 from libc.math cimport fabs, trunc
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
@@ -24,7 +25,7 @@ cdef inline double _pow2(int64_t e) noexcept nogil:
 def block_chunk_step(const double[:, ::1] S, float[:, ::1] d, const int32_t[:, ::1] ea, const int32_t[:, ::1] eb,
                      Py_ssize_t b0, Py_ssize_t nb, int64_t F, int64_t lam, uint8_t[:, ::1] bad):
     cdef Py_ssize_t M = d.shape[0], N = d.shape[1], i, j, t
-    cdef int64_t pmax, pmin, p, ec, emax, inexact = 0
+    cdef int64_t pmax, pmin, p, ec, emax, inexact = 0, n_bad = 0
     cdef int fail = 0
     cdef uint32_t db
     cdef uint64_t yb
@@ -50,6 +51,7 @@ def block_chunk_step(const double[:, ::1] S, float[:, ::1] d, const int32_t[:, :
                 emax = pmax if pmax > ec else ec
                 if emax > F + lam + pmin:
                     bad[i, j] = 1
+                    n_bad += 1
                     continue
                 bad[i, j] = 0
                 pw = _pow2(F - emax)
@@ -66,4 +68,4 @@ def block_chunk_step(const double[:, ::1] S, float[:, ::1] d, const int32_t[:, :
                 yb &= ~(<uint64_t>0x1FFFFFFF)
                 memcpy(&y, &yb, 8)
                 d[i, j] = <float>y
-    return inexact, fail
+    return inexact, fail, n_bad

@@ -135,12 +135,12 @@ def block_blas(A, B, a_fmt: FloatFormat, b_fmt: FloatFormat, C, acc, stats, sa: 
             return (Af[ii, k0:k0 + chunk].reshape(-1, chunk // g, g)
                     * Bf[k0:k0 + chunk, jj].T.reshape(-1, chunk // g, g)).sum(axis=-1)
         if _blockchunk is not None:
-            n_c, fail = _blockchunk.block_chunk_step(S, d, ea, eb, b0, nb, F, lam, bad)
-            bi, bj = np.nonzero(bad)
-            if fail or bi.size > bad.size // 64 + 64:
+            n_c, fail, n_bad = _blockchunk.block_chunk_step(S, d, ea, eb, b0, nb, F, lam, bad)
+            if fail or n_bad > bad.size // 64 + 64:
                 return None
             inexact += n_c
-            if bi.size:
+            if n_bad:
+                bi, bj = np.nonzero(bad)
                 P = [ea[bi, b0 + t] + eb[bj, b0 + t] for t in range(nb)]
                 d[bi, bj], n_c, fail, _ = _elems(S[bi, bj], d[bi, bj], P, F, lam, lambda m: groups(bi[m], bj[m]))
                 inexact += n_c
