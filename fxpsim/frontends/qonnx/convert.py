@@ -28,6 +28,7 @@ class V:
     raw: object = None              # const: the value as the model holds it
     codes: object = None            # const in exact form: centred integer codes, real = scale * codes
     qrange: tuple | None = None     # const from a quantizer: its centred code range (the weights' datatype)
+    relu: bool = False              # float: the model's input after a Relu (see Conversions._c_Quant)
 
 
 def bits_for(lo: int, hi: int, what: str) -> tuple[int, bool]:
@@ -68,6 +69,12 @@ class Conversions:
         if v.kind != "const" or v.raw is None:
             raise self.refuse(n, f"its {what} (input {i}) must be a constant initializer")
         return np.asarray(v.raw)
+
+    def float_input(self, n, v: V) -> None:
+        """Refuse a Relu'd float input where the Relu does not fold (only a Quant takes one, see :meth:`_c_Quant`)."""
+        if v.relu:
+            raise self.refuse(n, "reads a Relu of the float input, which folds only into a Quant whose codes start "
+                                 "at its zero point (no float fallback)")
 
     def act(self, n, i: int = 0) -> V:
         v = self.val(n, i)
@@ -167,6 +174,11 @@ class Conversions:
         common_attrs = dict(zp=z, lo=lo, hi=hi, rounding_mode=mode, bipolar=bipolar)
         out = self.new_act(n.outputs[0], x.shape, lo, hi, S, z)
         if x.kind == "float":
+            # Quant(Relu(x)) = Quant(x) when the codes start at the zero point: a negative x gives a value below
+            # z, which the clamp lifts to lo, as Relu's 0 gives max(z, lo) = lo (QKeras' quantized_relu exports so)
+            if x.relu and lo < z:
+                raise self.refuse(n, f"quantizes a Relu of the float input with codes [{lo}, {hi}] below its zero "
+                                     f"point {z}: the Relu does not fold into it (no float fallback)")
             self.add_node(n, "qonnx_quant", [x.g], [out.g], float_in=True, scale=s32.astype(np.float64).tolist(),
                           **common_attrs)
         else:
@@ -192,6 +204,7 @@ class Conversions:
         S = ExactScale.from_float(self.per_sample(n, scale_raw, len(x.shape)))
         out = self.new_act(n.outputs[0], x.shape, -1, 1, S, 0)
         if x.kind == "float":
+            self.float_input(n, x)
             self.add_node(n, "qonnx_bipolar", [x.g], [out.g], float_in=True)
         else:
             self.add_node(n, "qonnx_bipolar", [x.g], [out.g], x_zp=x.zp)
@@ -268,6 +281,7 @@ class Conversions:
         S = ExactScale.from_float(np.full((1,) * len(x.shape), np.float32(at["out_scale"])))
         out = self.new_act(n.outputs[0], x.shape, 0, t.shape[1], S, int(zq))
         if x.kind == "float":
+            self.float_input(n, x)
             tc = self.new_const(f"{n.name}/thresholds", t.view(np.int32))
             self.add_node(n, "qonnx_threshold", [x.g, tc], [out.g], float_in=True, channel_axis=axis)
         else:

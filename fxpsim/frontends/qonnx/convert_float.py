@@ -68,6 +68,7 @@ class FloatConversions:
         S = ExactScale.from_float(s32)
         out = self.new_act(n.outputs[0], x.shape, -top, top, S.shifted(unit), 0)
         if x.kind == "float":
+            self.float_input(n, x)
             self.add_node(n, "qonnx_floatquant", [x.g], [out.g], float_in=True,
                           scale=s32.astype(np.float64).tolist(), **common_attrs)
         else:

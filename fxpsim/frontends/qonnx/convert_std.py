@@ -2,6 +2,8 @@
 the quantizers), onto the QONNX graph ops with exact scales."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ...datapath.qonnx.scales import ExactScale, common
@@ -200,6 +202,10 @@ class StandardConversions:
 
     def _c_Relu(self, n):
         self.attrs(n, {})
+        v = self.val(n, 0)
+        if v.kind == "float":            # the model's input: folds into the Quant after it (Conversions._c_Quant)
+            self.set(n, dataclasses.replace(v, relu=True))
+            return
         a = self.act(n, 0)
         out = self.new_act(n.outputs[0], a.shape, max(a.lo - a.zp, 0), max(a.hi - a.zp, 0), a.scale, 0)
         self.add_node(n, "qonnx_relu", [a.g], [out.g], x_zp=a.zp)

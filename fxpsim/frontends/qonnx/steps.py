@@ -127,12 +127,30 @@ def _trunc_prepare(graph, node, dp, in_shapes):
                           .astype(dtype))
 
 
+def _prefix_sums_fit(graph, node, acc_bits: int) -> bool:
+    r"""Whether every running sum of every output provably lies in the signed ``acc_bits`` range, from the signs of
+    the weights: with :math:`x - z_x \in [a, b]`, term k of output j lies in
+    :math:`[m_{kj}, M_{kj}] = [\min(a w_{kj}, b w_{kj}), \max(a w_{kj}, b w_{kj})]`, so every running sum (a padded
+    tap adds 0) lies in :math:`[\sum_k \min(m_{kj}, 0), \sum_k \max(M_{kj}, 0)]` -- tighter than the symmetric
+    :math:`\sum_k \max(|a|, |b|) |w_{kj}|` of ``worst_case_sum`` when the input codes are one-signed (an unsigned
+    input with zero point 0: QKeras' ``quantized_relu``)."""
+    w = np.asarray(graph.tensors[node.inputs[1]].data).astype(object)
+    lo_x, hi_x = graph.tensors[node.inputs[0]].code_range
+    zx = int(node.attrs["x_zp"])
+    a, b = int(lo_x) - zx, int(hi_x) - zx
+    terms = np.stack([a * w, b * w])
+    low, high = np.minimum(terms.min(axis=0), 0), np.maximum(terms.max(axis=0), 0)
+    axes = (0,) if node.op == "qonnx_matmul" else tuple(range(1, w.ndim))      # MatMul [K, N]; Conv [O, C, KH, KW]
+    lo, hi = int(low.sum(axis=axes).min()), int(high.sum(axis=axes).max())
+    return -(1 << (acc_bits - 1)) <= lo and hi <= (1 << (acc_bits - 1)) - 1 and max(-lo, hi) < _LIM53
+
+
 def _mac_prepare(graph, node, dp, in_shapes):
     if getattr(dp, "requantization", None) != "native" or in_shapes[0] is None:
         return None
     bound = OPS[node.op].worst_case_sum(graph, node)
     acc_bits = acc_setup(graph, node, dp)["acc"].word
-    if bound >= _LIM53 or bound > (1 << (acc_bits - 1)) - 1:
+    if bound >= _LIM53 or (bound > (1 << (acc_bits - 1)) - 1 and not _prefix_sums_fit(graph, node, acc_bits)):
         return None
     w = np.asarray(graph.tensors[node.inputs[1]].data).astype(np.float64)
     x_zp, dtype = float(node.attrs["x_zp"]), _dtype(graph, node)
