@@ -29,7 +29,9 @@ from same_tree import assert_same  # noqa: E402
 assert_same_nan = partial(assert_same, nan_equal=True)     # float traces hold NaN
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"
-TFLITE_MODELS = sorted(p.relative_to(VECTORS).as_posix() for p in VECTORS.glob("tflite_*/*.tflite"))
+# (tflite_float/ holds float models: float graphs, tests/frontends/test_tflite_float_graph.py)
+TFLITE_MODELS = sorted(p.relative_to(VECTORS).as_posix() for p in VECTORS.glob("tflite_*/*.tflite")
+                       if p.parent.name != "tflite_float")
 KERNELS = ("reference", "builtin", "xnnpack")
 #: the quantized ONNX and QONNX fixtures (``float_*`` are the float sources of the quantized ones: not imported)
 ONNX_MODELS = sorted(p.relative_to(VECTORS).as_posix() for d in ("onnx_models", "qonnx") for p in (VECTORS / d).glob("*.onnx")
