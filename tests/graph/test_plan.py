@@ -90,9 +90,10 @@ def test_mobilenet_blocks_on_other_datapaths_and_peaks(model):
     _check_plan_equals_nodes(g, x, fxpsim.preset("int8-acc16-wrap"))
     plan = g.compile(None, 3)
     assert_same_nan(plan.run(x, trace=True, keep=True), g.run(x, trace=True, keep=True, plan=False), "compiled plan")
-    # the plan's MAC and ADD nodes run prepared steps (not the op's full run)
+    # the plan's MAC, ADD and MEAN nodes run prepared steps (not the op's full run)
     prepared = sum(getattr(step, "__name__", "") == "step" for _, step, _, _ in plan.steps)
-    assert prepared == sum(n.op in ("conv2d", "depthwise_conv2d", "fully_connected", "add") for n in g.nodes) > 0
+    assert prepared == sum(n.op in ("conv2d", "depthwise_conv2d", "fully_connected", "add", "tflite_mean")
+                           for n in g.nodes) > 0
 
 
 @pytest.mark.parametrize("model", ONNX_MODELS)
