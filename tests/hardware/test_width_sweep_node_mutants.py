@@ -65,7 +65,7 @@ def test_signed_bits_against_bit_length():
 
 def test_signed_bits_beyond_float64_integers():
     vals = [0, 1, 2, 3, 5, (1 << 52) - 1, 1 << 52, (1 << 52) + 1, (1 << 53) - 1, 1 << 53, (1 << 53) + 1,
-            (1 << 62) - 1, 1 << 62, (1 << 63) - 1, 1 << 40, (1 << 33) + 7, (1 << 17) - 1, 65535, 65536]
+            (1 << 62) - 1, 1 << 62, (1 << 63) - 1, 1 << 40, (1 << 33) + 7, (1 << 32) + 5, 1 << 32, (1 << 33) - 1, (1 << 17) - 1, 65535, 65536]
     rng = np.random.default_rng(1)
     vals += [int(x) for x in rng.integers(0, 1 << 63, 40, dtype=np.int64)]
     vals += [int(x) >> int(s) for x, s in zip(rng.integers(0, 1 << 63, 40, dtype=np.int64), rng.integers(0, 63, 40))]
@@ -312,3 +312,42 @@ def test_depthwise_against_a_register_model(bias_add, at, simd, monkeypatch):
                           for di in range(3) for dj in range(3)]
                     outs.append((ps, int(b[ch])))
     _check_node(res, "d", outs, zy, widths, dp, True)
+
+
+@pytest.mark.parametrize("simd", [True, False])
+def test_every_bias_clipped_and_no_overflow_event(simd, monkeypatch):
+    """Zero products and biases wider than the register: no add overflows, yet every output changes at
+    every width below the bias's (the clipped bias must not let an item count as clean)."""
+    if not simd:
+        monkeypatch.setattr(wsn._per_add, "_SIMD16", False)
+    rng = np.random.default_rng(2)
+    k, n_out, zx, zy = 4, 3, 7, 0
+    w = rng.integers(-127, 128, (n_out, k)).astype(np.int8)
+    b = np.array([3000, 2500, -2900], np.int64)
+    tensors = [TensorSpec("x", 8, True, (k,), S_X, zx), TensorSpec("w", 8, True, scale=S_W, data=w),
+               TensorSpec("b", 32, True, data=b), TensorSpec("y", 8, True, (n_out,), S_Y, zy)]
+    graph = IntegerGraph(tensors, [Node("f", "fully_connected", ["x", "w", "b"], ["y"])], ["x"], ["y"])
+    x = np.full((3, k), zx, np.int8)
+    for bias_add in ("after", "preload"):
+        dp = Datapath(bias_add=bias_add)
+        widths = [8, 10, 11, 12, 13]
+        res = node_sweep(graph, x, widths=widths, overflows=MODES, datapath=dp)
+        outs = [([0] * k, int(b[o])) for _ in range(3) for o in range(n_out)]
+        _check_node(res, "f", outs, zy, widths, dp, True)
+        assert res.record("f", 12, "saturate")["not_exact_fraction"] > 0
+
+
+@pytest.mark.parametrize("simd", [True, False])
+def test_an_item_with_one_overflow_event_is_swept_again(simd, monkeypatch):
+    """One product of 127 * 127 = 16129: exactly one overflowing add at 10 and at 12 bits, none at 15."""
+    if not simd:
+        monkeypatch.setattr(wsn._per_add, "_SIMD16", False)
+    w = np.array([[127]], np.int8)
+    tensors = [TensorSpec("x", 8, True, (1,), S_X, 0), TensorSpec("w", 8, True, scale=S_W, data=w),
+               TensorSpec("y", 8, True, (1,), S_Y, 0)]
+    graph = IntegerGraph(tensors, [Node("f", "fully_connected", ["x", "w"], ["y"])], ["x"], ["y"])
+    x = np.array([[127], [3]], np.int8)
+    widths = [10, 12, 15, 16]
+    res = node_sweep(graph, x, widths=widths, overflows=MODES, datapath=Datapath())
+    _check_node(res, "f", [([127 * 127], 0), ([381], 0)], 0, widths, Datapath(), False)
+    assert [res.record("f", wd, "wrap")["overflow_count"] for wd in widths] == [1, 1, 0, 0]
