@@ -144,16 +144,19 @@ def _items_of(layout, r, n):
 
 
 @pytest.mark.parametrize("layout,r,n", [("rows", 5, 3), ("cols", 1, 2), ("cols", 130, 3), ("cols", 64, 2),
-                                        ("products", 70, 3), ("products", 200, 2), ("products", 64, 1)])
+                                        ("products", 70, 3), ("products", 200, 2), ("products", 64, 1),
+                                        ("cols", 64 * 66 - 3, 1), ("products", 64 * 66 - 5, 2)])
 def test_per_item_and_item_rows(layout, r, n):
     nd = _stub(layout, r, n)
     rng = np.random.default_rng(r * 10 + n)
     v = rng.integers(1, 1000, (r, n)).astype(np.int64)
     items = _items_of(layout, r, n)
     got = nd.per_item(v)
+    assert got.dtype == np.int64
     assert got.tolist() == [max(int(v[i, o]) for i, o in items[k]) if items[k] else 0 for k in range(len(items))]
     b = np.zeros((r, n), bool)
     b[r - 1, n - 1] = True
+    assert nd.per_item(b).dtype == bool                 # (the sweep inverts it: ~ev)
     assert nd.per_item(b).tolist() == [any(b[i, o] for i, o in items[k]) for k in range(len(items))]
     for sel in (list(range(len(items))), [len(items) - 1], [0], sorted({0, len(items) // 2, len(items) - 1})):
         want = sorted({i for k in sel for i, _ in items[k]})
