@@ -397,3 +397,11 @@ def test_simulate_histogram_and_bits_needed_of_a_hand_graph(bins, want_edges):
     # t = sign(s) log2(1 + |s|): one negative (-5.3), five positive, all |t| < 16
     want_counts = [1, 5] if len(want_edges) == 3 else [0, 1, 5, 0]
     assert rec.acc_histogram == {"scale": "signed_log2", "edges": want_edges, "counts": want_counts}
+
+
+def test_network_metrics_reads_an_int8_reference_as_float64():
+    # the reference is taken as float64 (an int8 one squared in int8 would wrap: 100^2 -> 16)
+    g = _graph()
+    ref8 = np.array([[100, -100, 50], [2, 1, 3], [0, 0, 3], [3, 3, 0]], np.int8)
+    got = network_metrics(g, CODES, ref8, None, 0)
+    _same(got, _model_metrics(CODES.tolist(), ref8.tolist(), None, 0.5, 3, 0, 216))
