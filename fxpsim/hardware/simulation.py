@@ -34,9 +34,10 @@ def _signed_bits(lo: int, hi: int) -> int:
 
 def _signed_log2_histogram(values: np.ndarray, bits: int, bins: int):
     r"""Histogram of :math:`\mathrm{sign}(v)\log_2(1 + |v|)` over ``[-bits, bits]`` (a value that needs
-    :math:`b` bits sits near :math:`\pm(b - 1)`)."""
+    :math:`b` bits sits near :math:`\pm(b - 1)`), in an even number of bins (symmetric about 0): ``bins`` rounded
+    down to even, and 2 for ``bins = 1`` (which ``simulate`` accepts)."""
     t = np.sign(values) * np.log2(1.0 + np.abs(values.astype(np.float64)))
-    counts, edges = np.histogram(t, bins=2 * (bins // 2), range=(-float(bits), float(bits)))
+    counts, edges = np.histogram(t, bins=2 * max(bins // 2, 1), range=(-float(bits), float(bits)))
     return counts, edges
 
 
@@ -188,7 +189,8 @@ def simulate(model, config="tflite-int8", x=None, y=None, *, calibration_x=None,
     calibration_x : ndarray, optional
         Inputs that calibrate a model's activation ranges not fixed by its quantizers (default ``x``).
     histogram_bins : int
-        Bins of the exact-accumulator histograms in the report.
+        Bins of the exact-accumulator histograms in the report (an even number, symmetric about 0: an odd count
+        rounds down, 1 gives 2).
 
     Returns
     -------
